@@ -1,0 +1,85 @@
+//===- Spec.h - JSON kernel specs: parse, validate, canonicalize -*- C++ -*-===//
+//
+// A spec (SPEC.md) is one JSON document that says what a kernel computes.
+// Parsing fills defaults, checks every key, type, enum and range, applies the
+// contract rules (Contract.h), expands sweeps and produces canonical specs
+// whose hash is the kernel's identity.
+//
+//===----------------------------------------------------------------------===//
+#ifndef QGEMM_SPEC_H
+#define QGEMM_SPEC_H
+
+#include "qgemm/Contract.h"
+#include "qgemm/Export.h"
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace qgemm {
+
+enum class OpKind { GroupedGemm, Quantize };
+
+/// Explicit tuning knobs; `isAuto` means the compiler picks.
+struct Tuning {
+  bool isAuto = true;
+  int64_t blockM = 0, blockN = 0, stages = 0, cluster = 1, numSms = 0;
+  std::string multicast = "none"; ///< none | a | b
+  std::string raster = "m";       ///< m | n
+};
+
+/// One canonical, validated spec.
+struct Spec {
+  int version = 1;
+  std::string name;
+  OpKind op = OpKind::GroupedGemm;
+  std::string target = "sm_90a";
+  GemmContract gemm;         ///< Meaningful when op == GroupedGemm.
+  QuantizeContract quantize; ///< Meaningful when op == Quantize.
+  Tuning tuning;
+  /// Canonical JSON text: defaults filled, keys sorted, no sweep, compact.
+  std::string canonicalJson;
+  /// 16 hex digits: FNV-1a 64 of canonicalJson. Stable across runs/machines.
+  std::string hash;
+};
+
+/// A parse failure: `file: path: message` (path is a JSON path such as
+/// `a.scale.layout` or `sweep["a.scale.layout"][1]`; empty for whole-document
+/// problems such as truncated JSON).
+struct SpecError {
+  std::string file;
+  std::string path;
+  std::string message;
+  QGEMM_API std::string str() const;
+};
+
+/// Either a value or an error, never an exception across the API.
+template <typename T> class SpecResult {
+public:
+  SpecResult(T v) : v_(std::move(v)) {}
+  SpecResult(SpecError e) : v_(std::move(e)) {}
+  bool ok() const { return v_.index() == 0; }
+  explicit operator bool() const { return ok(); }
+  T &value() { return std::get<0>(v_); }
+  const T &value() const { return std::get<0>(v_); }
+  const SpecError &error() const { return std::get<1>(v_); }
+
+private:
+  std::variant<T, SpecError> v_;
+};
+
+/// Parse a spec document. `file` only names the source in errors. A spec with
+/// a `sweep` expands into the cross product, each with a derived name
+/// (`name__a.scale.layout=GEMM_READY`); otherwise the vector has one element.
+QGEMM_API SpecResult<std::vector<Spec>> parseSpecText(const std::string &text,
+                                                      const std::string &file);
+/// Read and parse a file (errors for unreadable files name the file).
+QGEMM_API SpecResult<std::vector<Spec>> parseSpecFile(const std::string &path);
+
+/// FNV-1a 64 of `text` as 16 lowercase hex digits.
+QGEMM_API std::string stableHash(const std::string &text);
+
+} // namespace qgemm
+
+#endif // QGEMM_SPEC_H

@@ -1,0 +1,201 @@
+//===- Pipeline.cpp - qgemm IR -> LLVM IR -> PTX --------------------------===//
+//
+// The module is verified after it is built (so contract violations that slip
+// past the JSON checks surface as op errors, never as wrong kernels), lowered
+// to the LLVM dialect, translated, optimized at O3 and handed to the NVPTX
+// backend.
+//
+//===----------------------------------------------------------------------===//
+#include "qgemm/BuildIR.h"
+#include "qgemm/Codegen/Passes.h"
+#include "qgemm/Compiler.h"
+
+#include "mlir/Conversion/Passes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "mlir/Transforms/Passes.h"
+
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Triple.h"
+
+#include <chrono>
+#include <mutex>
+
+extern "C" {
+void LLVMInitializeNVPTXTargetInfo();
+void LLVMInitializeNVPTXTarget();
+void LLVMInitializeNVPTXTargetMC();
+void LLVMInitializeNVPTXAsmPrinter();
+}
+
+using namespace mlir;
+using ::qgemm::CompileOutput;
+using ::qgemm::Emit;
+using ::qgemm::Spec;
+using ::qgemm::Status;
+
+namespace {
+
+/// Collects diagnostics so they can be returned as a Status message.
+class DiagnosticCollector {
+public:
+  explicit DiagnosticCollector(MLIRContext &ctx)
+      : handler(&ctx, [this](Diagnostic &d) {
+          llvm::raw_string_ostream os(text);
+          os << d.getLocation() << ": " << d << "\n";
+          for (Diagnostic &note : d.getNotes())
+            os << "  note: " << note << "\n";
+          return success();
+        }) {}
+  std::string take() { return std::move(text); }
+
+private:
+  std::string text;
+  ScopedDiagnosticHandler handler;
+};
+
+std::string printToString(ModuleOp m) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  m.print(os);
+  return s;
+}
+
+std::string printToString(const llvm::Module &m) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  m.print(os, nullptr);
+  return s;
+}
+
+void initNVPTXOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    LLVMInitializeNVPTXTargetInfo();
+    LLVMInitializeNVPTXTarget();
+    LLVMInitializeNVPTXTargetMC();
+    LLVMInitializeNVPTXAsmPrinter();
+  });
+}
+
+/// The NVPTX target machine for `chip` (sm_90a): PTX 8.0 is the first with
+/// wgmma and setmaxnreg.
+std::unique_ptr<llvm::TargetMachine> makeTargetMachine(const std::string &chip,
+                                                       std::string &err) {
+  initNVPTXOnce();
+  llvm::Triple triple("nvptx64-nvidia-cuda");
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, err);
+  if (!target)
+    return nullptr;
+  return std::unique_ptr<llvm::TargetMachine>(target->createTargetMachine(
+      triple, chip, "+ptx80", llvm::TargetOptions(), std::nullopt, std::nullopt,
+      llvm::CodeGenOptLevel::Aggressive));
+}
+
+void optimize(llvm::Module &m, llvm::TargetMachine &tm) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder pb(&tm);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(m, mam);
+}
+
+} // namespace
+
+namespace qgemm {
+
+std::string kernelNameFor(const Spec &spec) {
+  std::string n = "qgemm_";
+  for (char ch : spec.name)
+    n += (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_') ? ch : '_';
+  return n + "_" + spec.hash.substr(0, 8);
+}
+
+std::string versionString() {
+  return "qgemm 0.1.0 (LLVM " LLVM_VERSION_STRING ")";
+}
+
+Status compileSpec(const Spec &spec, Emit upTo,
+                                 CompileOutput &out) {
+  auto start = std::chrono::steady_clock::now();
+  DialectRegistry registry;
+  ::qgemm::registerQGemmDialects(registry);
+  MLIRContext ctx(registry, MLIRContext::Threading::DISABLED);
+  ctx.loadAllAvailableDialects();
+  DiagnosticCollector diags(ctx);
+
+  out = CompileOutput();
+  out.kernelName = kernelNameFor(spec);
+  OwningOpRef<ModuleOp> module = ::qgemm::buildModule(ctx, spec, out.kernelName);
+  if (failed(verify(*module)))
+    return Status::user(spec.name + ": the spec's kernel does not verify:\n" +
+                        diags.take());
+  out.mlir = printToString(*module);
+  auto finish = [&] {
+    out.millis = std::chrono::duration<double, std::milli>(
+                     std::chrono::steady_clock::now() - start)
+                     .count();
+    return Status();
+  };
+  if (upTo == Emit::MLIR)
+    return finish();
+
+  PassManager pm(&ctx);
+  pm.addPass(mlir::qgemm::createQGemmLowerToNVVM());
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createConvertNVVMToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  pm.addPass(createCanonicalizerPass());
+  if (failed(pm.run(*module))) {
+    std::string msg = diags.take();
+    // Ops without a lowering are the user's to avoid; anything else is ours.
+    if (msg.find("has no GPU lowering yet") != std::string::npos)
+      return Status::user(msg);
+    return Status::internal("lowering " + spec.name + " failed:\n" + msg);
+  }
+
+  std::string err;
+  auto tm = makeTargetMachine(spec.target, err);
+  if (!tm)
+    return Status::internal("NVPTX target unavailable: " + err);
+  llvm::LLVMContext llvmCtx;
+  auto llvmModule = translateModuleToLLVMIR(*module, llvmCtx, spec.name);
+  if (!llvmModule)
+    return Status::internal("translation to LLVM IR failed:\n" + diags.take());
+  llvmModule->setTargetTriple(tm->getTargetTriple());
+  llvmModule->setDataLayout(tm->createDataLayout());
+  optimize(*llvmModule, *tm);
+  out.llvmIR = printToString(*llvmModule);
+  if (upTo == Emit::LLVM)
+    return finish();
+
+  llvm::SmallString<0> ptx;
+  llvm::raw_svector_ostream ptxStream(ptx);
+  llvm::legacy::PassManager codegen;
+  if (tm->addPassesToEmitFile(codegen, ptxStream, nullptr,
+                              llvm::CodeGenFileType::AssemblyFile))
+    return Status::internal("the NVPTX backend cannot emit PTX");
+  codegen.run(*llvmModule);
+  out.ptx = ptx.str().str();
+  return finish();
+}
+
+} // namespace qgemm

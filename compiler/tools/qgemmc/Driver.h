@@ -1,0 +1,26 @@
+//===- Driver.h - qgemmc subcommands ----------------------------*- C++ -*-===//
+#ifndef QGEMMC_DRIVER_H
+#define QGEMMC_DRIVER_H
+
+#include "qgemm/Compiler.h"
+#include "qgemm/Spec.h"
+
+#include <string>
+#include <vector>
+
+namespace qgemmc {
+
+/// Exit codes of qgemmc.
+enum ExitCode { kOk = 0, kUserError = 1, kInternalError = 2 };
+
+/// Print `status` to stderr and turn it into an exit code.
+int report(const qgemm::Status &status);
+
+/// Parse a spec file; on failure print the error and return false.
+bool loadSpecs(const std::string &path, std::vector<qgemm::Spec> &specs);
+
+int runExplain(const std::string &path);
+
+} // namespace qgemmc
+
+#endif // QGEMMC_DRIVER_H

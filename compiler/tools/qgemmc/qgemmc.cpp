@@ -1,0 +1,239 @@
+//===- qgemmc.cpp - The qgemm command-line compiler -----------------------===//
+//
+//   qgemmc compile SPEC [--emit mlir|llvm|ptx] [-o FILE|DIR]
+//   qgemmc build SPEC... [-o DIR]      compile to PTX, one summary line each
+//   qgemmc explain SPEC
+//
+// Exit codes: 0 ok, 1 user error (bad spec, bad arguments), 2 internal error.
+//
+//===----------------------------------------------------------------------===//
+#include "Driver.h"
+
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <iostream>
+#include <sys/stat.h>
+
+using namespace qgemmc;
+
+namespace {
+
+const char *kUsage = R"(usage:
+  qgemmc compile SPEC [--emit mlir|llvm|ptx] [-o FILE|DIR]
+      Compile a spec (default: to PTX). Without -o the result goes to stdout.
+      A spec with a sweep compiles to several kernels: -o then names a
+      directory that receives one <kernel>.<ext> file each.
+  qgemmc build SPEC... [-o DIR]
+      Compile every spec to PTX, assemble it with ptxas -v and print one line
+      per kernel: name, registers, shared memory, spills. With -o the PTX is
+      written to DIR.
+  qgemmc explain SPEC
+      Print the canonical spec, the kernel identity hash, the configuration
+      and the ptxas resource report.
+  qgemmc --version | --help
+exit codes: 0 ok, 1 user error, 2 internal error
+)";
+
+int usageError(const std::string &msg) {
+  std::cerr << "qgemmc: " << msg << "\n" << kUsage;
+  return kUserError;
+}
+
+const char *extensionFor(qgemm::Emit e) {
+  switch (e) {
+  case qgemm::Emit::MLIR: return "mlir";
+  case qgemm::Emit::LLVM: return "ll";
+  case qgemm::Emit::PTX: return "ptx";
+  }
+  return "txt";
+}
+
+const std::string &textFor(const qgemm::CompileOutput &o, qgemm::Emit e) {
+  return e == qgemm::Emit::MLIR ? o.mlir : e == qgemm::Emit::LLVM ? o.llvmIR : o.ptx;
+}
+
+bool isDirectory(const std::string &p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool ensureDirectory(const std::string &p) {
+  if (isDirectory(p))
+    return true;
+  if (::mkdir(p.c_str(), 0755) == 0)
+    return true;
+  std::cerr << "qgemmc: cannot create directory " << p << ": "
+            << std::strerror(errno) << "\n";
+  return false;
+}
+
+bool writeFile(const std::string &path, const std::string &text) {
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+  f.close();
+  if (!f) {
+    std::cerr << "qgemmc: cannot write " << path << ": " << std::strerror(errno)
+              << "\n";
+    return false;
+  }
+  return true;
+}
+
+int runCompile(const std::vector<std::string> &args) {
+  std::string spec, out;
+  qgemm::Emit emit = qgemm::Emit::PTX;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string &a = args[i];
+    if (a == "--emit" || a == "-o") {
+      if (i + 1 == args.size())
+        return usageError(a + " needs a value");
+      const std::string &v = args[++i];
+      if (a == "-o")
+        out = v;
+      else if (v == "mlir")
+        emit = qgemm::Emit::MLIR;
+      else if (v == "llvm")
+        emit = qgemm::Emit::LLVM;
+      else if (v == "ptx")
+        emit = qgemm::Emit::PTX;
+      else
+        return usageError("--emit: \"" + v + "\" is not one of mlir, llvm, ptx");
+    } else if (!a.empty() && a[0] == '-') {
+      return usageError("unknown option " + a);
+    } else if (spec.empty()) {
+      spec = a;
+    } else {
+      return usageError("compile takes one spec, got a second: " + a);
+    }
+  }
+  if (spec.empty())
+    return usageError("compile needs a spec file");
+  std::vector<qgemm::Spec> specs;
+  if (!loadSpecs(spec, specs))
+    return kUserError;
+  const bool many = specs.size() > 1;
+  if (many && !out.empty() && !ensureDirectory(out))
+    return kUserError;
+  for (const qgemm::Spec &s : specs) {
+    qgemm::CompileOutput o;
+    if (qgemm::Status st = qgemm::compileSpec(s, emit, o); !st.ok())
+      return report(st);
+    const std::string &text = textFor(o, emit);
+    if (out.empty()) {
+      std::cout << text;
+    } else {
+      std::string path = many ? out + "/" + o.kernelName + "." + extensionFor(emit)
+                              : out;
+      if (!writeFile(path, text))
+        return kUserError;
+    }
+  }
+  return kOk;
+}
+
+int runBuild(const std::vector<std::string> &args) {
+  std::vector<std::string> files;
+  std::string outDir;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "-o") {
+      if (i + 1 == args.size())
+        return usageError("-o needs a directory");
+      outDir = args[++i];
+    } else if (!args[i].empty() && args[i][0] == '-') {
+      return usageError("unknown option " + args[i]);
+    } else {
+      files.push_back(args[i]);
+    }
+  }
+  if (files.empty())
+    return usageError("build needs at least one spec file");
+  if (!outDir.empty() && !ensureDirectory(outDir))
+    return kUserError;
+  int worst = kOk, kernels = 0;
+  for (const std::string &f : files) {
+    std::vector<qgemm::Spec> specs;
+    if (!loadSpecs(f, specs)) {
+      worst = std::max(worst, int(kUserError));
+      continue;
+    }
+    for (const qgemm::Spec &s : specs) {
+      qgemm::CompileOutput o;
+      qgemm::PtxasReport r;
+      qgemm::Status st = qgemm::compileSpec(s, qgemm::Emit::PTX, o);
+      if (st.ok())
+        st = qgemm::runPtxas(o.ptx, s.target, r);
+      if (!st.ok()) {
+        std::cerr << f << ": " << s.name << ": ";
+        worst = std::max(worst, report(st));
+        continue;
+      }
+      if (!outDir.empty() && !writeFile(outDir + "/" + o.kernelName + ".ptx", o.ptx))
+        worst = std::max(worst, int(kUserError));
+      ++kernels;
+      std::printf("%-58s regs %3d  smem %6d B  stack %4d B  spills %d/%d B  (%.0f ms)\n",
+                  o.kernelName.c_str(), r.registers, r.sharedBytes, r.stackBytes,
+                  r.spillStoreBytes, r.spillLoadBytes, o.millis);
+    }
+  }
+  std::printf("%d kernel(s) built%s\n", kernels,
+              worst == kOk ? "" : ", with errors (see above)");
+  return worst;
+}
+
+int dispatch(int argc, char **argv) {
+  if (argc < 2)
+    return usageError("missing command");
+  std::string cmd = argv[1];
+  std::vector<std::string> args(argv + 2, argv + argc);
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    std::cout << kUsage;
+    return kOk;
+  }
+  if (cmd == "--version") {
+    std::cout << qgemm::versionString() << "\n";
+    return kOk;
+  }
+  if (cmd == "compile")
+    return runCompile(args);
+  if (cmd == "build")
+    return runBuild(args);
+  if (cmd == "explain") {
+    if (args.size() != 1)
+      return usageError("explain takes exactly one spec file");
+    return runExplain(args[0]);
+  }
+  return usageError("unknown command \"" + cmd + "\"");
+}
+
+} // namespace
+
+int qgemmc::report(const qgemm::Status &status) {
+  if (status.ok())
+    return kOk;
+  std::cerr << (status.code == qgemm::Status::UserError ? "error: "
+                                                        : "internal error: ")
+            << status.message << "\n";
+  return status.code == qgemm::Status::UserError ? kUserError : kInternalError;
+}
+
+bool qgemmc::loadSpecs(const std::string &path, std::vector<qgemm::Spec> &specs) {
+  auto parsed = qgemm::parseSpecFile(path);
+  if (!parsed) {
+    std::cerr << "error: " << parsed.error().str() << "\n";
+    return false;
+  }
+  specs = std::move(parsed.value());
+  return true;
+}
+
+int main(int argc, char **argv) {
+  try {
+    return dispatch(argc, argv);
+  } catch (const std::exception &e) {
+    std::cerr << "internal error: " << e.what() << "\n";
+  } catch (...) {
+    std::cerr << "internal error: unknown exception\n";
+  }
+  return kInternalError;
+}

@@ -1,0 +1,72 @@
+//===- QGemmOps.td - qgemm kernel declarations -------------------*- tablegen -*-===//
+#ifndef QGEMM_OPS_TD
+#define QGEMM_OPS_TD
+
+include "qgemm/Dialect/QGemmDialect.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/BuiltinAttributes.td"
+
+class QGemm_Op<string mnemonic, list<Trait> traits = []>
+    : Op<QGemm_Dialect, mnemonic, traits>;
+
+def QGemm_GroupedMatmulOp : QGemm_Op<"grouped_matmul", [Symbol]> {
+  let summary = "a block-scaled FP8 grouped GEMM kernel, D = A . B^T (+ C)";
+  let description = [{
+    Declares one kernel. For `m_*` and `none` groupings D is (M, n) with the
+    contraction over `k`; for `k_contiguous` D is (G, n, k) with the
+    contraction over each group's tokens. M, the group count and the group
+    description are run-time arguments.
+
+    ```mlir
+    qgemm.grouped_matmul @up n = 4096, k = 7168,
+        a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
+        b = #qgemm.operand<e4m3, #qgemm.scale<[128, 128], f32, COMPACT>>,
+        d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 128, index = offsets>,
+        padding = <zero>
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$n, I64Attr:$k,
+                       QGemm_OperandAttr:$a, QGemm_OperandAttr:$b,
+                       QGemm_ElemTypeAttr:$d, QGemm_GroupingAttr:$grouping,
+                       QGemm_PaddingRowsAttr:$padding_rows,
+                       UnitAttr:$accumulate,
+                       OptionalAttr<DictionaryAttr>:$tuning);
+  let assemblyFormat = [{
+    $sym_name `n` `=` $n `,` `k` `=` $k `,` `a` `=` qualified($a) `,`
+    `b` `=` qualified($b) `,` `d` `=` $d `,` `grouping` `=` qualified($grouping)
+    `,` `padding` `=` $padding_rows (`accumulate` $accumulate^)? attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The op's contract in the vocabulary of qgemm/Contract.h.
+    ::qgemm::GemmContract getContract();
+  }];
+}
+
+def QGemm_QuantizeOp : QGemm_Op<"quantize", [Symbol]> {
+  let summary = "a quantizer kernel: bf16/f32 in, FP8 plus block scales out";
+  let description = [{
+    ```mlir
+    qgemm.quantize @act bf16 -> e4m3, recipe = <deepseek>,
+        rowwise = #qgemm.scale<[1, 128], f32, COMPACT>
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, QGemm_ElemTypeAttr:$input,
+                       QGemm_ElemTypeAttr:$output, QGemm_QuantRecipeAttr:$recipe,
+                       OptionalAttr<QGemm_ScaleRecipeAttr>:$rowwise,
+                       OptionalAttr<QGemm_ScaleRecipeAttr>:$columnwise,
+                       UnitAttr:$pow2, DefaultValuedAttr<F64Attr, "0.0">:$eps,
+                       UnitAttr:$multi_tensor,
+                       DefaultValuedAttr<I64Attr, "0">:$k);
+  let assemblyFormat = [{
+    $sym_name $input `->` $output `,` `recipe` `=` $recipe
+    (`,` `rowwise` `=` qualified($rowwise)^)?
+    (`,` `columnwise` `=` qualified($columnwise)^)? attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::qgemm::QuantizeContract getContract();
+  }];
+}
+
+#endif // QGEMM_OPS_TD

@@ -1,0 +1,342 @@
+//===- Reference.cpp - float64 reference of quantized grouped GEMMs -------===//
+//
+// Straightforward on purpose: every element is dequantized through the
+// layout formulas one at a time, then rows are multiplied in double with k
+// ascending. Each group's B is dequantized once, so the cost stays O(M*N*K)
+// with memory O(N*K) whatever G is.
+//
+//===----------------------------------------------------------------------===//
+
+#include "qgemm/Reference.h"
+
+#include "qgemm/Fp8.h"
+#include "qgemm/ScaleLayout.h"
+
+#include <cmath>
+#include <limits>
+#include <utility>
+
+using namespace qgemm;
+
+namespace {
+
+/// A quantized logical matrix: FP8 data and scales in their layouts.
+struct QuantView {
+  const uint8_t *data = nullptr;
+  const void *scales = nullptr;
+  ElemType dtype = ElemType::E4M3;
+  ScaleRecipe recipe;
+  int64_t rows = 0, cols = 0;
+
+  double at(int64_t r, int64_t c) const {
+    int64_t off = scaleOffset(rows, cols, recipe, r / recipe.blockRows,
+                              c / recipe.blockCols);
+    double s = recipe.dtype == ElemType::UE8M0
+                   ? decodeUE8M0(static_cast<const uint8_t *>(scales)[off])
+                   : static_cast<const float *>(scales)[off];
+    return double(decodeFp8(data[dataOffset(rows, cols, recipe, r, c)],
+                            dtype)) *
+           s;
+  }
+};
+
+/// An operand as the GEMM sees it: element (i, kk) with i the output row
+/// (or column) index and kk the contraction index. `swap` reads a logical
+/// matrix stored contraction-major (the [128,1] operands of k_contiguous).
+struct GemmView {
+  QuantView q;
+  bool swap = false;
+  double at(int64_t i, int64_t kk) const {
+    return swap ? q.at(kk, i) : q.at(i, kk);
+  }
+};
+
+/// Rows [i0, i1) x contraction [k0, k1) as a dense row-major double matrix.
+std::vector<double> dense(const GemmView &v, int64_t i0, int64_t i1,
+                          int64_t k0, int64_t k1) {
+  std::vector<double> out;
+  out.reserve(size_t((i1 - i0) * (k1 - k0)));
+  for (int64_t i = i0; i < i1; ++i)
+    for (int64_t kk = k0; kk < k1; ++kk)
+      out.push_back(v.at(i, kk));
+  return out;
+}
+
+double dot(const double *x, const double *y, int64_t n) {
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i)
+    s += x[i] * y[i];
+  return s;
+}
+
+/// Scale pointer of the g-th stacked allocation.
+const void *stackedScales(const void *base, ElemType dtype, int64_t elems) {
+  if (dtype == ElemType::UE8M0)
+    return static_cast<const uint8_t *>(base) + elems;
+  return static_cast<const float *>(base) + elems;
+}
+
+bool isFp8(ElemType t) { return t == ElemType::E4M3 || t == ElemType::E5M2; }
+
+GroupIndex expectedIndex(GroupingKind k, GroupIndex given) {
+  switch (k) {
+  case GroupingKind::None:
+    return GroupIndex::None;
+  case GroupingKind::MContiguous:
+    return given == GroupIndex::RowGroup ? GroupIndex::RowGroup
+                                         : GroupIndex::Offsets;
+  case GroupingKind::MMasked:
+    return GroupIndex::MaskedM;
+  case GroupingKind::KContiguous:
+    return GroupIndex::Offsets;
+  }
+  return GroupIndex::None;
+}
+
+/// Why `ops` cannot be read under `c`, or an empty string.
+std::string checkArgs(const GemmContract &c, const GemmOperands &ops) {
+  if (!isFp8(c.a.dtype) || !isFp8(c.b.dtype))
+    return "a.dtype/b.dtype: the reference reads e4m3 or e5m2 operands";
+  if (!isSupportedScaleRecipe(c.a.scale))
+    return "a.scale: recipe outside LAYOUTS.md";
+  if (!isSupportedScaleRecipe(c.b.scale))
+    return "b.scale: recipe outside LAYOUTS.md";
+  if (c.n <= 0 || c.k <= 0)
+    return "shape: n and k must be positive";
+  if (ops.m < 0)
+    return "m: negative";
+  if (ops.groups < 1)
+    return "groups: at least one group";
+  const GroupingContract &gc = c.grouping;
+  if (gc.kind == GroupingKind::None && ops.groups != 1)
+    return "groups: a plain GEMM has one group";
+  if (gc.index != expectedIndex(gc.kind, gc.index))
+    return "grouping.index: does not describe this grouping kind";
+  if (!ops.a || !ops.b || !ops.scaleA || !ops.scaleB)
+    return "operands: a, b and both scale buffers are required";
+  if (c.accumulate && !ops.c)
+    return "c: accumulate needs the C buffer";
+  if (gc.kind == GroupingKind::None)
+    return "";
+  if (!ops.groupIndex)
+    return "groupIndex: required by this grouping";
+
+  const int32_t *idx = ops.groupIndex;
+  switch (gc.index) {
+  case GroupIndex::Offsets: {
+    int64_t prev = 0;
+    for (int64_t g = 0; g < ops.groups; ++g) {
+      if (idx[g] < prev)
+        return "offsets[" + std::to_string(g) + "]: not monotonic";
+      prev = idx[g];
+    }
+    if (prev > ops.m)
+      return "offsets: past the end of the rows (or tokens)";
+    return "";
+  }
+  case GroupIndex::RowGroup:
+    for (int64_t r = 0; r < ops.m; ++r)
+      if (idx[r] < -1 || idx[r] >= ops.groups)
+        return "row_group[" + std::to_string(r) + "]: not a group or -1";
+    return "";
+  case GroupIndex::MaskedM:
+    for (int64_t g = 0; g < ops.groups; ++g)
+      if (idx[g] < 0 || idx[g] > ops.m)
+        return "masked_m[" + std::to_string(g) + "]: outside [0, m]";
+    return "";
+  case GroupIndex::None:
+    break;
+  }
+  return "";
+}
+
+/// none, m_contiguous and m_masked: D rows are token rows.
+ReferenceResult mGemm(const GemmContract &c, const GemmOperands &ops) {
+  const int64_t m = ops.m, n = c.n, k = c.k, groups = ops.groups;
+  const GroupingKind kind = c.grouping.kind;
+  const bool masked = kind == GroupingKind::MMasked;
+
+  ReferenceResult res;
+  res.rows = masked ? groups * m : m;
+  res.cols = n;
+  res.d.assign(size_t(res.rows * n), 0.0);
+  res.isPadding.assign(size_t(res.rows), true);
+
+  // (A row inside the group's A matrix, D row) for each group.
+  using RowPairs = std::vector<std::pair<int64_t, int64_t>>;
+  std::vector<RowPairs> rowsOf(static_cast<size_t>(groups));
+  const int32_t *idx = ops.groupIndex;
+  if (kind == GroupingKind::None) {
+    for (int64_t r = 0; r < m; ++r)
+      rowsOf[0].push_back({r, r});
+  } else if (masked) {
+    for (int64_t g = 0; g < groups; ++g)
+      for (int64_t r = 0; r < idx[g]; ++r)
+        rowsOf[g].push_back({r, g * m + r});
+  } else if (c.grouping.index == GroupIndex::RowGroup) {
+    for (int64_t r = 0; r < m; ++r)
+      if (idx[r] >= 0)
+        rowsOf[idx[r]].push_back({r, r});
+  } else {
+    int64_t begin = 0;
+    for (int64_t g = 0; g < groups; ++g) {
+      for (int64_t r = begin; r < idx[g]; ++r)
+        rowsOf[g].push_back({r, r});
+      begin = idx[g];
+    }
+  }
+
+  const int64_t allocA = scaleAllocSize(m, k, c.a.scale);
+  const int64_t allocB = scaleAllocSize(n, k, c.b.scale);
+  for (int64_t g = 0; g < groups; ++g) {
+    if (rowsOf[g].empty())
+      continue;
+    GemmView b;
+    b.q = {ops.b + g * n * k, stackedScales(ops.scaleB, c.b.scale.dtype,
+                                            g * allocB),
+           c.b.dtype, c.b.scale, n, k};
+    std::vector<double> bg = dense(b, 0, n, 0, k);
+
+    GemmView a;
+    int64_t ag = masked ? g : 0;
+    a.q = {ops.a + ag * m * k,
+           stackedScales(ops.scaleA, c.a.scale.dtype, ag * allocA), c.a.dtype,
+           c.a.scale, m, k};
+    for (auto [aRow, dRow] : rowsOf[g]) {
+      std::vector<double> ar = dense(a, aRow, aRow + 1, 0, k);
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = dot(ar.data(), bg.data() + j * k, k);
+        if (c.accumulate)
+          acc += double(ops.c[dRow * n + j]);
+        res.d[size_t(dRow * n + j)] = acc;
+      }
+      res.isPadding[size_t(dRow)] = false;
+    }
+  }
+  return res;
+}
+
+/// A token-contiguous operand of k_contiguous with `rows` output rows.
+GemmView tokenView(const uint8_t *data, const void *scales,
+                   const OperandContract &oc, int64_t rows, int64_t tokens) {
+  GemmView v;
+  v.swap = oc.scale.blockCols == 1;
+  v.q = {data, scales, oc.dtype, oc.scale, v.swap ? tokens : rows,
+         v.swap ? rows : tokens};
+  return v;
+}
+
+ReferenceResult kGemm(const GemmContract &c, const GemmOperands &ops) {
+  const int64_t tokens = ops.m, n = c.n, k = c.k, groups = ops.groups;
+  ReferenceResult res;
+  res.rows = groups * n;
+  res.cols = k;
+  res.d.assign(size_t(res.rows * k), 0.0);
+  res.isPadding.assign(size_t(res.rows), false);
+
+  GemmView a = tokenView(ops.a, ops.scaleA, c.a, n, tokens);
+  GemmView b = tokenView(ops.b, ops.scaleB, c.b, k, tokens);
+  int64_t t0 = 0;
+  for (int64_t g = 0; g < groups; ++g) {
+    int64_t t1 = ops.groupIndex[g], len = t1 - t0;
+    std::vector<double> ag = dense(a, 0, n, t0, t1);
+    std::vector<double> bg = dense(b, 0, k, t0, t1);
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < k; ++j) {
+        int64_t o = (g * n + i) * k + j;
+        double acc = dot(ag.data() + i * len, bg.data() + j * len, len);
+        if (c.accumulate)
+          acc += double(ops.c[o]);
+        res.d[size_t(o)] = acc;
+      }
+    }
+    t0 = t1;
+  }
+  return res;
+}
+
+template <typename OutFn>
+double relativeErrorOf(const ReferenceResult &ref, OutFn out) {
+  double num = 0.0, den = 0.0;
+  for (int64_t r = 0; r < ref.rows; ++r) {
+    if (ref.isPadding[size_t(r)])
+      continue;
+    for (int64_t j = 0; j < ref.cols; ++j) {
+      int64_t i = r * ref.cols + j;
+      double e = out(i) - ref.d[size_t(i)];
+      num += e * e;
+      den += ref.d[size_t(i)] * ref.d[size_t(i)];
+    }
+  }
+  if (std::isnan(num))
+    return num;
+  if (den == 0.0)
+    return num == 0.0 ? 0.0 : std::numeric_limits<double>::infinity();
+  return std::sqrt(num / den);
+}
+
+} // namespace
+
+ReferenceResult qgemm::referenceGemm(const GemmContract &contract,
+                                     const GemmOperands &ops) {
+  std::string err = checkArgs(contract, ops);
+  if (!err.empty()) {
+    ReferenceResult res;
+    res.error = std::move(err);
+    return res;
+  }
+  if (contract.grouping.kind == GroupingKind::KContiguous)
+    return kGemm(contract, ops);
+  return mGemm(contract, ops);
+}
+
+double qgemm::relativeError(const ReferenceResult &ref, const double *out) {
+  return relativeErrorOf(ref, [&](int64_t i) { return out[i]; });
+}
+
+double qgemm::relativeError(const ReferenceResult &ref, const float *out) {
+  return relativeErrorOf(ref, [&](int64_t i) { return double(out[i]); });
+}
+
+double qgemm::relativeErrorBF16(const ReferenceResult &ref,
+                                const uint16_t *out) {
+  return relativeErrorOf(ref,
+                         [&](int64_t i) { return double(decodeBF16(out[i])); });
+}
+
+double qgemm::bf16UlpError(double out, double ref) {
+  if (!std::isfinite(out))
+    return std::numeric_limits<double>::infinity();
+  double mag = std::fabs(ref);
+  double ulp = mag >= std::ldexp(1.0, -126) ? std::ldexp(1.0, std::ilogb(mag) - 7)
+                                            : std::ldexp(1.0, -133);
+  return std::fabs(out - ref) / ulp;
+}
+
+double qgemm::maxBF16UlpError(const ReferenceResult &ref,
+                              const uint16_t *out) {
+  double worst = 0.0;
+  for (int64_t r = 0; r < ref.rows; ++r) {
+    if (ref.isPadding[size_t(r)])
+      continue;
+    for (int64_t j = 0; j < ref.cols; ++j) {
+      int64_t i = r * ref.cols + j;
+      double e = bf16UlpError(double(decodeBF16(out[i])), ref.d[size_t(i)]);
+      if (!(e <= worst))
+        worst = e;
+    }
+  }
+  return worst;
+}
+
+int64_t qgemm::bf16UlpDistance(uint16_t a, uint16_t b) {
+  auto isNaN = [](uint16_t x) { return (x & 0x7FFF) > 0x7F80; };
+  if (isNaN(a) || isNaN(b))
+    return std::numeric_limits<int64_t>::max();
+  // Sign-magnitude to a monotonic integer line with both zeros at 0.
+  auto ordinal = [](uint16_t x) -> int64_t {
+    return (x & 0x8000) ? -int64_t(x & 0x7FFF) : int64_t(x);
+  };
+  int64_t d = ordinal(a) - ordinal(b);
+  return d < 0 ? -d : d;
+}

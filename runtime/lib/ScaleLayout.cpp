@@ -1,0 +1,102 @@
+//===- ScaleLayout.cpp - Where each block scale of an operand lives -------===//
+//
+// Direct transcriptions of the LAYOUTS.md tables; anything outside them is
+// rejected by isSupportedScaleRecipe rather than guessed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "qgemm/ScaleLayout.h"
+
+#include <cassert>
+
+using namespace qgemm;
+
+namespace {
+
+enum class BlockKind { Row128, Block128, Col128, Row32, Unknown };
+
+BlockKind blockKind(const ScaleRecipe &r) {
+  if (r.blockRows == 1 && r.blockCols == 128)
+    return BlockKind::Row128;
+  if (r.blockRows == 128 && r.blockCols == 128)
+    return BlockKind::Block128;
+  if (r.blockRows == 128 && r.blockCols == 1)
+    return BlockKind::Col128;
+  if (r.blockRows == 1 && r.blockCols == 32)
+    return BlockKind::Row32;
+  return BlockKind::Unknown;
+}
+
+bool isGemmReady(const ScaleRecipe &r) {
+  return r.layout == ScaleLayout::GemmReady;
+}
+
+} // namespace
+
+bool qgemm::isSupportedScaleRecipe(const ScaleRecipe &recipe) {
+  return blockKind(recipe) != BlockKind::Unknown &&
+         (recipe.dtype == ElemType::F32 || recipe.dtype == ElemType::UE8M0);
+}
+
+ScaleGrid qgemm::scaleGrid(int64_t rows, int64_t cols,
+                           const ScaleRecipe &recipe) {
+  assert(recipe.blockRows > 0 && recipe.blockCols > 0 && "empty block");
+  return {ceilDiv(rows, recipe.blockRows), ceilDiv(cols, recipe.blockCols)};
+}
+
+int64_t qgemm::scaleAllocSize(int64_t rows, int64_t cols,
+                              const ScaleRecipe &recipe) {
+  assert(isSupportedScaleRecipe(recipe) && "recipe outside LAYOUTS.md");
+  ScaleGrid g = scaleGrid(rows, cols, recipe);
+  bool ready = isGemmReady(recipe);
+  switch (blockKind(recipe)) {
+  case BlockKind::Row128:
+    return ready ? g.cols * roundUp(rows, 4) : rows * g.cols;
+  case BlockKind::Block128:
+    return ready ? g.rows * roundUp(g.cols, 4) : g.rows * g.cols;
+  case BlockKind::Col128:
+    return ready ? g.rows * roundUp(cols, 4) : g.rows * cols;
+  case BlockKind::Row32:
+    return ready ? roundUp(rows, 128) * roundUp(g.cols, 4) : rows * g.cols;
+  case BlockKind::Unknown:
+    break;
+  }
+  return -1;
+}
+
+int64_t qgemm::scaleOffset(int64_t rows, int64_t cols,
+                           const ScaleRecipe &recipe, int64_t i, int64_t j) {
+  assert(isSupportedScaleRecipe(recipe) && "recipe outside LAYOUTS.md");
+  ScaleGrid g = scaleGrid(rows, cols, recipe);
+  bool ready = isGemmReady(recipe);
+  switch (blockKind(recipe)) {
+  case BlockKind::Row128:
+    return ready ? j * roundUp(rows, 4) + i : i * g.cols + j;
+  case BlockKind::Block128:
+    return ready ? i * roundUp(g.cols, 4) + j : i * g.cols + j;
+  case BlockKind::Col128:
+    return ready ? i * roundUp(cols, 4) + j : i * cols + j;
+  case BlockKind::Row32: {
+    if (!ready)
+      return i * g.cols + j;
+    // 128x4 tiles of scales, each 512 contiguous bytes, tiles row-major over
+    // the padded (r128(R), r4(Cb)) grid; inside a tile, the 32-row quarters
+    // interleave so that one 16-byte vector holds rows i, i+32, i+64, i+96.
+    int64_t tilesPerRow = roundUp(g.cols, 4) / 4;
+    return ((i / 128) * tilesPerRow + j / 4) * 512 + (i % 32) * 16 +
+           ((i % 128) / 32) * 4 + j % 4;
+  }
+  case BlockKind::Unknown:
+    break;
+  }
+  return -1;
+}
+
+bool qgemm::isDataTransposed(const ScaleRecipe &recipe) {
+  return blockKind(recipe) == BlockKind::Col128 && isGemmReady(recipe);
+}
+
+int64_t qgemm::dataOffset(int64_t rows, int64_t cols,
+                          const ScaleRecipe &recipe, int64_t r, int64_t c) {
+  return isDataTransposed(recipe) ? c * rows + r : r * cols + c;
+}

@@ -1,0 +1,716 @@
+//===- SpecTest.cpp - Tests of the JSON spec reader -----------------------===//
+//
+// Bad specs are a table of {document, expected path, part of the message}:
+// the path and the message are the user interface of the spec format, so each
+// is pinned. Most rows patch a valid base spec (JSON merge patch, where null
+// deletes a key) so each row breaks exactly one thing.
+//
+//===----------------------------------------------------------------------===//
+
+#include "qgemm/Spec.h"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <set>
+
+using namespace qgemm;
+using json = nlohmann::json;
+
+namespace {
+
+const char *const kGemmBase = R"({"qgemm": 1, "name": "t",
+  "op": "grouped_gemm", "grouping": {"kind": "m_contiguous"},
+  "shape": {"n": 4096, "k": 7168}})";
+
+const char *const kQuantBase = R"({"qgemm": 1, "name": "q", "op": "quantize",
+  "recipe": "deepseek", "rowwise": {}, "columnwise": {},
+  "shape": {"k": 7168}})";
+
+/// What a table row's text is: a whole document, or a patch of a base spec.
+enum class Doc { Raw, Gemm, Quant };
+
+struct BadSpec {
+  Doc doc;
+  std::string text;
+  std::string path;
+  std::string message;
+};
+
+std::string patched(const char *base, const std::string &patch) {
+  json doc = json::parse(base);
+  doc.merge_patch(json::parse(patch));
+  return doc.dump();
+}
+
+std::string documentOf(const BadSpec &bad) {
+  switch (bad.doc) {
+  case Doc::Gemm:
+    return patched(kGemmBase, bad.text);
+  case Doc::Quant:
+    return patched(kQuantBase, bad.text);
+  default:
+    return bad.text;
+  }
+}
+
+void checkError(const std::string &text, const std::string &path,
+                const std::string &message) {
+  INFO("spec: " << text);
+  SpecResult<std::vector<Spec>> r = parseSpecText(text, "x.json");
+  if (r.ok()) {
+    FAIL_CHECK("parsed, expected " << path << ": " << message);
+    return;
+  }
+  INFO("error: " << r.error().str());
+  CHECK(r.error().file == "x.json");
+  CHECK(r.error().path == path);
+  CHECK_THAT(r.error().message, Catch::Contains(message));
+}
+
+Spec parseOne(const std::string &text) {
+  SpecResult<std::vector<Spec>> r = parseSpecText(text, "good.json");
+  INFO("spec: " << text);
+  if (!r.ok())
+    FAIL(r.error().str());
+  REQUIRE(r.value().size() == 1);
+  return r.value()[0];
+}
+
+std::string repeat(const std::string &s, size_t n) {
+  std::string out;
+  for (size_t i = 0; i < n; ++i)
+    out += s;
+  return out;
+}
+
+// clang-format off
+const BadSpec kBadSpecs[] = {
+  // The document as a whole.
+  {Doc::Raw, "", "", "the document is empty"},
+  {Doc::Raw, " \n\t ", "", "the document is empty"},
+  {Doc::Raw, R"({"qgemm": 1, "name": "x")", "",
+   "invalid JSON: parse error at line 1, column 25"},
+  {Doc::Raw, "{\n\"qgemm\": 1,\n", "", "parse error at line 3"},
+  {Doc::Raw, "[1, 2]", "", "the top level must be a JSON object, got an array"},
+  {Doc::Raw, R"("spec")", "", "the top level must be a JSON object, got a string"},
+  {Doc::Raw, "null", "", "got null"},
+  {Doc::Raw, "{} {}", "", "invalid JSON"},
+  {Doc::Raw, "{/* comment */}", "", "invalid JSON"},
+  {Doc::Raw, R"({"qgemm": 1e400})", "", "invalid JSON: number overflow"},
+  {Doc::Raw, R"({"name": "\ud800"})", "", "invalid JSON"},
+  {Doc::Raw, "{\"qgemm\": 1, \"name\": \"a\xff" "b\"}", "",
+   "invalid UTF-8 at byte 23 (line 1, column 24)"},
+  {Doc::Raw, "{\n\xff}", "", "invalid UTF-8 at byte 2 (line 2, column 1)"},
+  {Doc::Raw, "{\"name\": \"\xed\xa0\x80\"}", "", "invalid UTF-8 at byte 10"},
+  {Doc::Raw, "{\"name\": \"\xc0\xaf\"}", "", "invalid UTF-8"},
+  {Doc::Raw, "{\"name\": \"\xe2\x82", "", "invalid UTF-8"},
+  {Doc::Raw, R"({"qgemm": 1, "qgemm": 1})", "qgemm", "duplicate key \"qgemm\""},
+  {Doc::Raw, R"({"a": {"scale": {"layout": "COMPACT", "layout": "GEMM_READY"}}})",
+   "a.scale.layout", "duplicate key \"layout\""},
+  {Doc::Raw, R"({"x": [1, {"k": 1, "k": 2}]})", "x[1].k", "duplicate key"},
+  {Doc::Raw, repeat("[", 40) + repeat("]", 40), repeat("[0]", 32),
+   "nesting deeper than 32 levels"},
+
+  // Keys every spec has.
+  {Doc::Raw, R"({"name": "t", "op": "grouped_gemm"})", "qgemm",
+   "missing required key \"qgemm\""},
+  {Doc::Gemm, R"({"qgemm": 2})", "qgemm",
+   "unsupported spec format version 2; allowed: 1"},
+  {Doc::Gemm, R"({"qgemm": "1"})", "qgemm", "expected an integer, got a string"},
+  {Doc::Gemm, R"({"qgemm": 1.0})", "qgemm",
+   "expected an integer, got a floating-point number (1.0)"},
+  {Doc::Gemm, R"({"qgemm": true})", "qgemm", "expected an integer, got a boolean"},
+  {Doc::Gemm, R"({"name": null})", "name", "missing required key \"name\""},
+  {Doc::Gemm, R"({"name": "my kernel"})", "name",
+   "\"my kernel\" is not a valid name; use 1 to 128 characters from "
+   "A-Z a-z 0-9 _ . -"},
+  {Doc::Gemm, R"({"name": ""})", "name", "is not a valid name"},
+  {Doc::Gemm, R"({"name": ")" + repeat("x", 129) + "\"}", "name",
+   "is not a valid name"},
+  {Doc::Gemm, R"({"name": 5})", "name", "expected a string, got an integer"},
+  {Doc::Gemm, R"({"op": null})", "op",
+   "missing required key \"op\"; allowed: grouped_gemm, quantize"},
+  {Doc::Gemm, R"({"op": "permute"})", "op", "\"permute\" is not implemented yet"},
+  {Doc::Gemm, R"({"op": "unpermute"})", "op", "is not implemented yet"},
+  {Doc::Gemm, R"({"op": "gemm"})", "op",
+   "\"gemm\" is not one of grouped_gemm, quantize"},
+  {Doc::Gemm, R"({"op": 1})", "op", "expected a string, got an integer"},
+  {Doc::Gemm, R"({"target": "sm_80"})", "target", "\"sm_80\" is not one of sm_90a"},
+  {Doc::Gemm, R"({"foo": 1})", "foo",
+   "unknown key \"foo\"; allowed: qgemm, name, op, target, sweep, grouping, "
+   "shape, a, b, c, d, tuning"},
+  {Doc::Quant, R"({"grouping": {}})", "grouping",
+   "unknown key \"grouping\"; allowed: qgemm, name, op, target, sweep, input"},
+
+  // grouping
+  {Doc::Gemm, R"({"grouping": {"kind": "m_contig"}})", "grouping.kind",
+   "\"m_contig\" is not one of none, m_contiguous, m_masked, k_contiguous"},
+  {Doc::Gemm, R"({"grouping": {"alignment": 96}})", "grouping.alignment",
+   "96 is not allowed; allowed: a power of two from 1 to 4096"},
+  {Doc::Gemm, R"({"grouping": {"alignment": 0}})", "grouping.alignment",
+   "0 is out of range; allowed: 1..4096"},
+  {Doc::Gemm, R"({"grouping": {"alignment": 8192}})", "grouping.alignment",
+   "8192 is out of range"},
+  {Doc::Gemm, R"({"grouping": {"alignment": -1}})", "grouping.alignment",
+   "-1 is out of range"},
+  {Doc::Gemm, R"({"grouping": {"alignment": "128"}})", "grouping.alignment",
+   "expected an integer, got a string"},
+  {Doc::Gemm, R"({"grouping": {"kind": "none", "alignment": 128}})",
+   "grouping.alignment", "which has no groups; allowed: 1"},
+  {Doc::Gemm, R"({"grouping": {"index": "masked_m"}})", "grouping.index",
+   "masked_m does not describe the groups of an m_contiguous GEMM; allowed: "
+   "offsets, row_group"},
+  {Doc::Gemm, R"({"grouping": {"kind": "m_masked", "index": "offsets"}})",
+   "grouping.index", "allowed: masked_m"},
+  {Doc::Gemm, R"({"grouping": {"kind": "k_contiguous", "index": "row_group"}})",
+   "grouping.index", "allowed: offsets"},
+  {Doc::Gemm, R"({"grouping": {"index": "offset"}})", "grouping.index",
+   "\"offset\" is not one of none, offsets, row_group, masked_m"},
+  {Doc::Gemm, R"({"grouping": {"foo": 1}})", "grouping.foo",
+   "unknown key \"foo\"; allowed: kind, alignment, index"},
+  {Doc::Gemm, R"({"grouping": "m_contiguous"})", "grouping",
+   "expected an object, got a string"},
+
+  // shape
+  {Doc::Gemm, R"({"shape": null})", "shape", "missing required key \"shape\""},
+  {Doc::Gemm, R"({"shape": {"n": null}})", "shape.n", "missing required key \"n\""},
+  {Doc::Gemm, R"({"shape": {"n": 1e30}})", "shape.n",
+   "1e+30 is out of range; allowed: 1..16777216"},
+  {Doc::Gemm, R"({"shape": {"n": 9223372036854775808}})", "shape.n",
+   "9223372036854775808 is out of range; allowed: 1..16777216"},
+  {Doc::Gemm, R"({"shape": {"k": 1180591620717411303424}})", "shape.k",
+   "is out of range"},
+  {Doc::Gemm, R"({"shape": {"n": -9223372036854775809}})", "shape.n",
+   "is out of range"},
+  {Doc::Gemm, R"({"shape": {"k": 128.0}})", "shape.k",
+   "expected an integer, got a floating-point number (128.0)"},
+  {Doc::Gemm, R"({"shape": {"n": 0.5}})", "shape.n", "expected an integer"},
+  {Doc::Gemm, R"({"shape": {"n": true}})", "shape.n",
+   "expected an integer, got a boolean"},
+  {Doc::Gemm, R"({"shape": {"n": -4096}})", "shape.n", "-4096 is out of range"},
+  {Doc::Gemm, R"({"shape": {"n": 16777217}})", "shape.n",
+   "16777217 is out of range"},
+  {Doc::Gemm, R"({"shape": {"k": 100}})", "shape.k",
+   "100 is not a multiple of 16"},
+  {Doc::Gemm, R"({"shape": {"k": 0}})", "shape.k", "0 is out of range"},
+  {Doc::Gemm, R"({"shape": {"m": 1}})", "shape.m",
+   "unknown key \"m\"; allowed: n, k"},
+  {Doc::Gemm, R"({"shape": [4096, 7168]})", "shape",
+   "expected an object, got an array"},
+
+  // a, b
+  {Doc::Gemm, R"({"a": {"dtype": "fp8"}})", "a.dtype",
+   "\"fp8\" is not one of e4m3, e5m2, bf16, f32, ue8m0"},
+  {Doc::Gemm, R"({"a": {"dtype": "bf16"}})", "a.dtype",
+   "bf16 is not allowed as the element type of A; allowed: e4m3, e5m2"},
+  {Doc::Gemm, R"({"b": {"dtype": "f32"}})", "b.dtype", "allowed: e4m3, e5m2"},
+  {Doc::Gemm, R"({"a": {"scale": {"layout": "COMPACTT"}}})", "a.scale.layout",
+   "\"COMPACTT\" is not one of COMPACT, GEMM_READY"},
+  {Doc::Gemm, R"({"a": {"scale": {"layout": 1}}})", "a.scale.layout",
+   "expected a string, got an integer; allowed: COMPACT, GEMM_READY"},
+  {Doc::Gemm, R"({"a": {"scale": {"block": [128, 1]}}})", "a.scale.block",
+   "[128, 1] is not allowed for A of an m_contiguous GEMM; allowed: "
+   "[1, 128], [1, 32]"},
+  {Doc::Gemm, R"({"a": {"scale": {"block": [64, 64]}}})", "a.scale.block",
+   "[64, 64] is not a supported scale block"},
+  {Doc::Gemm, R"({"a": {"scale": {"block": [1]}}})", "a.scale.block",
+   "expected an array of two integers [rows, cols], got an array of 1 elements"},
+  {Doc::Gemm, R"({"a": {"scale": {"block": "1x128"}}})", "a.scale.block",
+   "got a string"},
+  {Doc::Gemm, R"({"a": {"scale": {"block": [1, "128"]}}})", "a.scale.block[1]",
+   "expected an integer, got a string"},
+  {Doc::Gemm, R"({"a": {"scale": {"block": [1, 0]}}})", "a.scale.block[1]",
+   "0 is out of range"},
+  {Doc::Gemm, R"({"b": {"scale": {"block": [1, 128]}}})", "b.scale.block",
+   "[1, 128] is not allowed for B of an m_contiguous GEMM"},
+  {Doc::Gemm, R"({"a": {"scale": {"dtype": "ue8m0"}}})", "a.scale.dtype",
+   "[1, 128] blocks need f32 scales, got ue8m0"},
+  {Doc::Gemm, R"({"a": {"scale": {"block": [1, 32], "dtype": "f32"}}})",
+   "a.scale.dtype", "[1, 32] blocks need ue8m0 scales, got f32"},
+  {Doc::Gemm, R"({"a": {"scale": {"dtype": "e4m3"}}})", "a.scale.dtype",
+   "need f32 scales, got e4m3"},
+  {Doc::Gemm, R"({"a": {"scale": {"block": [1, 32]}}})", "b.scale.block",
+   "B has [128, 128] blocks but A has [1, 32]; MXFP8 [1, 32] scaling must "
+   "be on both operands or neither"},
+  {Doc::Gemm, R"({"b": {"scale": {"block": [1, 32]}}})", "b.scale.block",
+   "MXFP8"},
+  {Doc::Gemm, R"({"a": {"scale": {"foo": 1}}})", "a.scale.foo",
+   "unknown key \"foo\"; allowed: block, layout, dtype"},
+  {Doc::Gemm, R"({"a": {"foo": 1}})", "a.foo",
+   "unknown key \"foo\"; allowed: dtype, scale"},
+  {Doc::Gemm, R"({"a": []})", "a", "expected an object, got an empty array"},
+
+  // d, c
+  {Doc::Gemm, R"({"d": {"dtype": "e4m3"}})", "d.dtype",
+   "e4m3 is not allowed as the output type; allowed: bf16, f32"},
+  {Doc::Gemm, R"({"d": {"padding_rows": "garbage"}})", "d.padding_rows",
+   "\"garbage\" is not one of zero, untouched"},
+  {Doc::Gemm, R"({"d": {"foo": 1}})", "d.foo",
+   "unknown key \"foo\"; allowed: dtype, padding_rows"},
+  {Doc::Gemm, R"({"c": {}})", "c", "needs an f32 output, but d.dtype is bf16"},
+  {Doc::Gemm, R"({"c": {"dtype": "bf16"}, "d": {"dtype": "f32"}})", "c.dtype",
+   "bf16 is not allowed as the type of C; allowed: f32"},
+  {Doc::Gemm, R"({"c": true})", "c", "expected an object, got a boolean"},
+
+  // k_contiguous (weight gradient)
+  {Doc::Gemm, R"({"grouping": {"kind": "k_contiguous"}, "d": {"dtype": "bf16"}})",
+   "d.dtype", "bf16 is not allowed for a k_contiguous GEMM"},
+  {Doc::Gemm, R"({"grouping": {"kind": "k_contiguous", "alignment": 16}})",
+   "grouping.alignment", "16 is not a multiple of 128, the contraction scale "
+   "block of [1, 128] scaling"},
+  {Doc::Gemm, R"({"grouping": {"kind": "k_contiguous", "alignment": 16},
+                  "a": {"scale": {"block": [1, 32]}},
+                  "b": {"scale": {"block": [1, 32]}}})",
+   "grouping.alignment", "16 is not a multiple of 32"},
+  {Doc::Gemm, R"({"grouping": {"kind": "k_contiguous"},
+                  "b": {"scale": {"block": [128, 128]}}})",
+   "b.scale.block", "is not allowed for B of a k_contiguous GEMM"},
+  {Doc::Gemm, R"({"grouping": {"kind": "k_contiguous"},
+                  "b": {"scale": {"block": [1, 32]}}})",
+   "b.scale.block", "MXFP8"},
+
+  // tuning
+  {Doc::Gemm, R"({"tuning": "fast"})", "tuning",
+   "expected \"auto\" or an object, got \"fast\""},
+  {Doc::Gemm, R"({"tuning": 1})", "tuning",
+   "expected \"auto\" or an object, got an integer"},
+  {Doc::Gemm, R"({"tuning": {"block_m": 96}})", "tuning.block_m",
+   "96 is not one of 64, 128, 256"},
+  {Doc::Gemm, R"({"tuning": {"block_m": 512}})", "tuning.block_m",
+   "512 is out of range; allowed: 64..256"},
+  {Doc::Gemm, R"({"tuning": {"block_n": 100}})", "tuning.block_n",
+   "100 is not a multiple of 8"},
+  {Doc::Gemm, R"({"tuning": {"block_n": 512}})", "tuning.block_n",
+   "512 is out of range; allowed: 8..256"},
+  {Doc::Gemm, R"({"tuning": {"stages": 0}})", "tuning.stages",
+   "0 is out of range; allowed: 1..16"},
+  {Doc::Gemm, R"({"tuning": {"cluster": 3}})", "tuning.cluster",
+   "3 is out of range; allowed: 1..2"},
+  {Doc::Gemm, R"({"tuning": {"multicast": "c"}})", "tuning.multicast",
+   "\"c\" is not one of none, a, b"},
+  {Doc::Gemm, R"({"tuning": {"raster": 1}})", "tuning.raster",
+   "expected a string, got an integer; allowed: m, n"},
+  {Doc::Gemm, R"({"tuning": {"num_sms": -1}})", "tuning.num_sms",
+   "-1 is out of range; allowed: 0..1024"},
+  {Doc::Gemm, R"({"tuning": {"warps": 4}})", "tuning.warps",
+   "unknown key \"warps\"; allowed: block_m, block_n, stages, cluster, "
+   "multicast, raster, num_sms"},
+
+  // quantize
+  {Doc::Quant, R"({"recipe": null})", "recipe", "missing required key \"recipe\""},
+  {Doc::Quant, R"({"recipe": "nvidia"})", "recipe",
+   "\"nvidia\" is not one of deepseek, te, mx_floor, mx_rceil"},
+  {Doc::Quant, R"({"input": "e4m3"})", "input",
+   "e4m3 is not allowed as a quantizer input; allowed: bf16, f32"},
+  {Doc::Quant, R"({"output": "bf16"})", "output", "allowed: e4m3, e5m2"},
+  {Doc::Quant, R"({"rowwise": null, "columnwise": null})", "rowwise",
+   "a quantizer needs a rowwise or a columnwise output (or both)"},
+  {Doc::Quant, R"({"rowwise": {"block": [128, 1]}})", "rowwise.block",
+   "[128, 1] is not allowed for the rowwise scales of a deepseek quantizer; "
+   "allowed: [1, 128], [128, 128]"},
+  {Doc::Quant, R"({"columnwise": {"block": [1, 128]}})", "columnwise.block",
+   "allowed: [128, 1], [128, 128]"},
+  {Doc::Quant, R"({"recipe": "mx_floor", "rowwise": {"block": [1, 128]}})",
+   "rowwise.block", "not allowed for the rowwise scales of a mx_floor "
+   "quantizer; allowed: [1, 32]"},
+  {Doc::Quant, R"({"rowwise": {"dtype": "ue8m0"}})", "rowwise.dtype",
+   "need f32 scales, got ue8m0"},
+  {Doc::Quant, R"({"recipe": "mx_rceil", "rowwise": {"dtype": "f32"}})",
+   "rowwise.dtype", "[1, 32] blocks need ue8m0 scales, got f32"},
+  {Doc::Quant, R"({"pow2": true})", "pow2",
+   "pow2 only applies to the te recipe, not deepseek"},
+  {Doc::Quant, R"({"eps": 1e-6})", "eps", "eps only applies to the te recipe"},
+  {Doc::Quant, R"({"recipe": "te", "eps": -1})", "eps",
+   "eps must be a finite number >= 0"},
+  {Doc::Quant, R"({"eps": "small"})", "eps", "expected a number, got a string"},
+  {Doc::Quant, R"({"pow2": "yes"})", "pow2", "expected a boolean, got a string"},
+  {Doc::Quant, R"({"multi_tensor": 1})", "multi_tensor",
+   "expected a boolean, got an integer"},
+  {Doc::Quant, R"({"shape": {"k": 100}})", "shape.k",
+   "100 is not a multiple of 16"},
+  {Doc::Quant, R"({"shape": {"k": -1}})", "shape.k",
+   "-1 is out of range; allowed: 0..16777216"},
+  {Doc::Quant, R"({"shape": {"n": 1}})", "shape.n",
+   "unknown key \"n\"; allowed: k"},
+  {Doc::Quant, R"({"rowwise": "yes"})", "rowwise",
+   "expected an object, got a string"},
+  {Doc::Quant, R"({"rowwise": {"scale": {}}})", "rowwise.scale",
+   "unknown key \"scale\"; allowed: block, layout, dtype"},
+
+  // sweep
+  {Doc::Gemm, R"({"sweep": [1]})", "sweep",
+   "expected an object mapping spec paths to arrays of values, got an array"},
+  {Doc::Gemm, R"({"sweep": {}})", "sweep", "the sweep is empty"},
+  {Doc::Gemm, R"({"sweep": {"a.scale.layuot": ["COMPACT"]}})",
+   R"(sweep["a.scale.layuot"])",
+   "unknown sweep path: \"layuot\" is not a key of a.scale; allowed: block, "
+   "layout, dtype"},
+  {Doc::Gemm, R"({"sweep": {"a.dtype.x": [1]}})", R"(sweep["a.dtype.x"])",
+   "unknown sweep path: a.dtype is not an object with keys"},
+  {Doc::Gemm, R"({"sweep": {"rowwise.block": [[1, 128]]}})",
+   R"(sweep["rowwise.block"])", "\"rowwise\" is not a key of the spec"},
+  {Doc::Gemm, R"({"sweep": {"name": ["x"]}})", R"(sweep["name"])",
+   "\"name\" cannot be swept"},
+  {Doc::Gemm, R"({"sweep": {"a.scale.layout": []}})", R"(sweep["a.scale.layout"])",
+   "expected a non-empty array of values, got an empty array"},
+  {Doc::Gemm, R"({"sweep": {"a.scale.layout": "COMPACT"}})",
+   R"(sweep["a.scale.layout"])", "got a string"},
+  {Doc::Gemm, R"({"sweep": {"a.scale.layout": ["COMPACT", "COMPACTT"]}})",
+   R"(sweep["a.scale.layout"][1])",
+   "\"COMPACTT\" is not one of COMPACT, GEMM_READY (in sweep point "
+   "t__a.scale.layout=COMPACTT)"},
+  {Doc::Gemm, R"({"sweep": {"a.scale.layout": ["COMPACT", "GEMM_READY", "COMPACT"]}})",
+   R"(sweep["a.scale.layout"][2])", "duplicate value \"COMPACT\" (same as [0])"},
+  {Doc::Gemm, R"({"sweep": {"tuning": [{"block_m": 128}]}})",
+   R"(sweep["tuning"][0])", "got an object"},
+  {Doc::Gemm, R"({"sweep": {"a.scale.block": [[1, 128], [1, 32]]}})",
+   "b.scale.block", "MXFP8 [1, 32] scaling must be on both operands or "
+   "neither (in sweep point t__a.scale.block=1x32)"},
+  {Doc::Gemm, R"({"sweep": {"a.scale.block": [[1, 128], [1, "x"]]}})",
+   R"(sweep["a.scale.block"][1][1])", "expected an integer, got a string"},
+  {Doc::Gemm, R"({"tuning": "auto", "sweep": {"tuning.block_m": [128]}})",
+   R"(sweep["tuning.block_m"])",
+   "cannot set tuning.block_m: tuning is a string, not an object"},
+  {Doc::Gemm, R"({"sweep": {"grouping.alignment": [64, 96]}})",
+   R"(sweep["grouping.alignment"][1])", "96 is not allowed"},
+  {Doc::Gemm, R"({"name": "bad name", "sweep": {"shape.n": [128]}})", "name",
+   "is not a valid name"},
+};
+// clang-format on
+
+} // namespace
+
+TEST_CASE("bad specs are rejected with a path and a reason", "[spec]") {
+  CHECK(std::size(kBadSpecs) >= 45);
+  for (const BadSpec &bad : kBadSpecs)
+    checkError(documentOf(bad), bad.path, bad.message);
+}
+
+TEST_CASE("sweeps are bounded", "[spec]") {
+  json tooMany = json::array();
+  for (int i = 1; i <= 65; ++i)
+    tooMany.push_back(16 * i);
+  checkError(patched(kGemmBase, json{{"sweep", {{"shape.n", tooMany}}}}.dump()),
+             R"(sweep["shape.n"])", "has 65 values; at most 64 are allowed");
+
+  json n = json::array(), k = json::array();
+  for (int i = 1; i <= 64; ++i)
+    n.push_back(16 * i);
+  for (int i = 1; i <= 5; ++i)
+    k.push_back(16 * i);
+  checkError(
+      patched(kGemmBase,
+              json{{"sweep", {{"shape.n", n}, {"shape.k", k}}}}.dump()),
+      "sweep", "expands to more than 256 specs");
+
+  k.erase(k.begin()); // 64 x 4 = 256 is the limit, and allowed.
+  auto r = parseSpecText(
+      patched(kGemmBase,
+              json{{"sweep", {{"shape.n", n}, {"shape.k", k}}}}.dump()),
+      "x.json");
+  REQUIRE(r.ok());
+  CHECK(r.value().size() == 256);
+}
+
+TEST_CASE("error text names file, path and reason", "[spec]") {
+  CHECK(SpecError{"specs/x.json", "a.scale.layout", "bad"}.str() ==
+        "specs/x.json: a.scale.layout: bad");
+  CHECK(SpecError{"specs/x.json", "", "the document is empty"}.str() ==
+        "specs/x.json: the document is empty");
+  auto r = parseSpecText(patched(kGemmBase,
+                                 R"({"a": {"scale": {"layout": "COMPACTT"}}})"),
+                         "specs/x.json");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().str() == "specs/x.json: a.scale.layout: \"COMPACTT\" is not "
+                           "one of COMPACT, GEMM_READY");
+}
+
+TEST_CASE("long bad values are cut short in messages", "[spec]") {
+  std::string longValue = repeat("\xc3\xa9", 100); // 200 bytes of e-acute.
+  auto r = parseSpecText(
+      patched(kGemmBase, json{{"d", {{"padding_rows", longValue}}}}.dump()),
+      "x.json");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message.size() < 160);
+  CHECK_THAT(r.error().message, Catch::Contains("...") &&
+                                    Catch::Contains("is not one of zero"));
+}
+
+TEST_CASE("defaults of a plain GEMM", "[spec]") {
+  Spec s = parseOne(R"({"qgemm": 1, "name": "t", "op": "grouped_gemm",
+                        "shape": {"n": 4096, "k": 7168}})");
+  CHECK(s.version == 1);
+  CHECK(s.name == "t");
+  CHECK(s.op == OpKind::GroupedGemm);
+  CHECK(s.target == "sm_90a");
+  const GemmContract &g = s.gemm;
+  CHECK(g.grouping.kind == GroupingKind::None);
+  CHECK(g.grouping.alignment == 1);
+  CHECK(g.grouping.index == GroupIndex::None);
+  CHECK(g.n == 4096);
+  CHECK(g.k == 7168);
+  CHECK(g.a.dtype == ElemType::E4M3);
+  CHECK(g.a.scale == ScaleRecipe{1, 128, ElemType::F32, ScaleLayout::Compact});
+  CHECK(g.b.dtype == ElemType::E4M3);
+  CHECK(g.b.scale == ScaleRecipe{128, 128, ElemType::F32, ScaleLayout::Compact});
+  CHECK(g.d == ElemType::BF16);
+  CHECK(g.paddingRows == PaddingRows::Zero);
+  CHECK_FALSE(g.accumulate);
+  CHECK(s.tuning.isAuto);
+  // Pinned: changing the canonical form changes every kernel's identity.
+  CHECK(s.canonicalJson ==
+        R"({"a":{"dtype":"e4m3","scale":{"block":[1,128],"dtype":"f32",)"
+        R"("layout":"COMPACT"}},"b":{"dtype":"e4m3","scale":{"block":[128,)"
+        R"(128],"dtype":"f32","layout":"COMPACT"}},"d":{"dtype":"bf16",)"
+        R"("padding_rows":"zero"},"grouping":{"alignment":1,"index":"none",)"
+        R"("kind":"none"},"name":"t","op":"grouped_gemm","qgemm":1,"shape":)"
+        R"({"k":7168,"n":4096},"target":"sm_90a","tuning":"auto"})");
+  // FNV-1a 64 of the text above, computed independently.
+  CHECK(s.hash == "5731740a602df66f");
+}
+
+TEST_CASE("defaults that depend on the grouping", "[spec]") {
+  Spec mc = parseOne(kGemmBase);
+  CHECK(mc.gemm.grouping.alignment == 128);
+  CHECK(mc.gemm.grouping.index == GroupIndex::Offsets);
+
+  Spec masked = parseOne(patched(kGemmBase, R"({"grouping": {"kind": "m_masked"}})"));
+  CHECK(masked.gemm.grouping.alignment == 1);
+  CHECK(masked.gemm.grouping.index == GroupIndex::MaskedM);
+
+  Spec wgrad =
+      parseOne(patched(kGemmBase, R"({"grouping": {"kind": "k_contiguous"},
+                                      "shape": {"n": 7, "k": 9}, "c": {}})"));
+  CHECK(wgrad.gemm.grouping.alignment == 128);
+  CHECK(wgrad.gemm.grouping.index == GroupIndex::Offsets);
+  CHECK(wgrad.gemm.b.scale.blockRows == 1);
+  CHECK(wgrad.gemm.b.scale.blockCols == 128);
+  CHECK(wgrad.gemm.d == ElemType::F32);
+  CHECK(wgrad.gemm.accumulate);
+  CHECK_THAT(wgrad.canonicalJson, Catch::Contains(R"("c":{"dtype":"f32"})"));
+
+  Spec mx = parseOne(patched(kGemmBase, R"({"a": {"scale": {"block": [1, 32]}},
+                                            "b": {"scale": {"block": [1, 32]}}})"));
+  CHECK(mx.gemm.a.scale.dtype == ElemType::UE8M0);
+  CHECK(mx.gemm.b.scale.dtype == ElemType::UE8M0);
+}
+
+TEST_CASE("equivalent specs have one canonical form and hash", "[spec]") {
+  Spec minimal = parseOne(kGemmBase);
+  Spec spelledOut = parseOne(R"({
+    "tuning": "auto",
+    "d": {"padding_rows": "zero", "dtype": "bf16"},
+    "b": {"scale": {"dtype": "f32", "layout": "COMPACT", "block": [128, 128]},
+          "dtype": "e4m3"},
+    "a": {"dtype": "e4m3", "scale": {"block": [1, 128], "layout": "COMPACT",
+                                     "dtype": "f32"}},
+    "shape": {"k": 7168, "n": 4096},
+    "grouping": {"index": "offsets", "alignment": 128, "kind": "m_contiguous"},
+    "target": "sm_90a", "op": "grouped_gemm", "name": "t", "qgemm": 1})");
+  CHECK(spelledOut.canonicalJson == minimal.canonicalJson);
+  CHECK(spelledOut.hash == minimal.hash);
+  CHECK(minimal.hash == stableHash(minimal.canonicalJson));
+
+  Spec other = parseOne(patched(kGemmBase, R"({"a": {"scale": {"layout": "GEMM_READY"}}})"));
+  CHECK(other.hash != minimal.hash);
+
+  // The canonical form is itself a spec, and a fixed point.
+  Spec again = parseOne(minimal.canonicalJson);
+  CHECK(again.canonicalJson == minimal.canonicalJson);
+}
+
+TEST_CASE("stable hash is FNV-1a 64", "[spec]") {
+  CHECK(stableHash("") == "cbf29ce484222325");
+  CHECK(stableHash("a") == "af63dc4c8601ec8c");
+  CHECK(stableHash("foobar") == "85944171f73967e8");
+}
+
+TEST_CASE("explicit tuning", "[spec]") {
+  Spec s = parseOne(patched(kGemmBase, R"({"tuning": {"block_m": 128,
+      "block_n": 112, "stages": 4, "cluster": 2, "multicast": "b",
+      "raster": "n", "num_sms": 132}})"));
+  CHECK_FALSE(s.tuning.isAuto);
+  CHECK(s.tuning.blockM == 128);
+  CHECK(s.tuning.blockN == 112);
+  CHECK(s.tuning.stages == 4);
+  CHECK(s.tuning.cluster == 2);
+  CHECK(s.tuning.multicast == "b");
+  CHECK(s.tuning.raster == "n");
+  CHECK(s.tuning.numSms == 132);
+  CHECK_THAT(s.canonicalJson,
+             Catch::Contains(R"("tuning":{"block_m":128,"block_n":112,)"
+                             R"("cluster":2,"multicast":"b","num_sms":132,)"
+                             R"("raster":"n","stages":4})"));
+
+  // Knobs left out stay "compiler picks" and out of the canonical form.
+  Spec partial = parseOne(patched(kGemmBase, R"({"tuning": {"cluster": 1}})"));
+  Spec empty = parseOne(patched(kGemmBase, R"({"tuning": {}})"));
+  CHECK(partial.canonicalJson == empty.canonicalJson);
+  CHECK(partial.tuning.blockM == 0);
+  CHECK_THAT(partial.canonicalJson,
+             Catch::Contains(R"("tuning":{"cluster":1,"multicast":"none",)"
+                             R"("num_sms":0,"raster":"m"})"));
+}
+
+TEST_CASE("quantize specs", "[spec]") {
+  Spec ds = parseOne(kQuantBase);
+  CHECK(ds.op == OpKind::Quantize);
+  const QuantizeContract &q = ds.quantize;
+  CHECK(q.input == ElemType::BF16);
+  CHECK(q.output == ElemType::E4M3);
+  CHECK(q.recipe == QuantRecipe::DeepSeek);
+  CHECK_FALSE(q.pow2);
+  CHECK(q.eps == 0.0);
+  REQUIRE(q.rowwise);
+  CHECK(*q.rowwise == ScaleRecipe{1, 128, ElemType::F32, ScaleLayout::Compact});
+  REQUIRE(q.columnwise);
+  CHECK(*q.columnwise ==
+        ScaleRecipe{128, 1, ElemType::F32, ScaleLayout::Compact});
+  CHECK_FALSE(q.multiTensor);
+  CHECK(q.k == 7168);
+  CHECK(ds.canonicalJson ==
+        R"({"columnwise":{"block":[128,1],"dtype":"f32","layout":"COMPACT"},)"
+        R"("eps":0.0,"input":"bf16","multi_tensor":false,"name":"q",)"
+        R"("op":"quantize","output":"e4m3","pow2":false,"qgemm":1,)"
+        R"("recipe":"deepseek","rowwise":{"block":[1,128],"dtype":"f32",)"
+        R"("layout":"COMPACT"},"shape":{"k":7168},"target":"sm_90a",)"
+        R"("tuning":"auto"})");
+
+  Spec te = parseOne(R"({"qgemm": 1, "name": "te", "op": "quantize",
+      "recipe": "te", "input": "f32", "output": "e5m2", "eps": 1e-12,
+      "rowwise": {"layout": "GEMM_READY"}})");
+  CHECK(te.quantize.pow2); // TE's default.
+  CHECK(te.quantize.eps == 1e-12);
+  CHECK(te.quantize.input == ElemType::F32);
+  CHECK(te.quantize.output == ElemType::E5M2);
+  CHECK(te.quantize.rowwise->layout == ScaleLayout::GemmReady);
+  CHECK_FALSE(te.quantize.columnwise);
+  CHECK(te.quantize.k == 0); // Runtime.
+  CHECK_THAT(te.canonicalJson, !Catch::Contains("columnwise"));
+
+  Spec mx = parseOne(R"({"qgemm": 1, "name": "mx", "op": "quantize",
+      "recipe": "mx_rceil", "rowwise": {}, "columnwise": {},
+      "multi_tensor": true})");
+  CHECK(*mx.quantize.rowwise ==
+        ScaleRecipe{1, 32, ElemType::UE8M0, ScaleLayout::Compact});
+  CHECK(*mx.quantize.columnwise ==
+        ScaleRecipe{32, 1, ElemType::UE8M0, ScaleLayout::Compact});
+  CHECK(mx.quantize.multiTensor);
+  CHECK_FALSE(mx.quantize.pow2);
+
+  // 0, 0.0 and -0.0 are one eps; an omitted shape is k = 0.
+  Spec eps0 = parseOne(patched(kQuantBase, R"({"recipe": "te", "eps": 0})"));
+  Spec epsNeg = parseOne(patched(kQuantBase, R"({"recipe": "te", "eps": -0.0})"));
+  Spec epsOmitted = parseOne(patched(kQuantBase, R"({"recipe": "te"})"));
+  CHECK(eps0.canonicalJson == epsNeg.canonicalJson);
+  CHECK(eps0.canonicalJson == epsOmitted.canonicalJson);
+  Spec k0 = parseOne(patched(kQuantBase, R"({"shape": {"k": 0}})"));
+  Spec kOmitted = parseOne(patched(kQuantBase, R"({"shape": null})"));
+  CHECK(k0.canonicalJson == kOmitted.canonicalJson);
+}
+
+TEST_CASE("sweeps expand to the cross product", "[spec]") {
+  auto r = parseSpecText(patched(kGemmBase, R"({"sweep": {
+      "grouping.alignment": [32, 128, 64],
+      "a.scale.layout": ["COMPACT", "GEMM_READY"]}})"),
+                         "x.json");
+  REQUIRE(r.ok());
+  const std::vector<Spec> &specs = r.value();
+  REQUIRE(specs.size() == 6);
+  // Keys in sorted order, the last one varying fastest; values in the order
+  // written.
+  const char *names[] = {
+      "t__a.scale.layout=COMPACT__grouping.alignment=32",
+      "t__a.scale.layout=COMPACT__grouping.alignment=128",
+      "t__a.scale.layout=COMPACT__grouping.alignment=64",
+      "t__a.scale.layout=GEMM_READY__grouping.alignment=32",
+      "t__a.scale.layout=GEMM_READY__grouping.alignment=128",
+      "t__a.scale.layout=GEMM_READY__grouping.alignment=64",
+  };
+  for (size_t i = 0; i < specs.size(); ++i) {
+    CHECK(specs[i].name == names[i]);
+    CHECK_THAT(specs[i].canonicalJson,
+               Catch::Contains("\"name\":\"" + std::string(names[i]) + "\""));
+    CHECK_THAT(specs[i].canonicalJson, !Catch::Contains("sweep"));
+  }
+  CHECK(specs[0].gemm.a.scale.layout == ScaleLayout::Compact);
+  CHECK(specs[0].gemm.grouping.alignment == 32);
+  CHECK(specs[5].gemm.a.scale.layout == ScaleLayout::GemmReady);
+  CHECK(specs[5].gemm.grouping.alignment == 64);
+  std::set<std::string> hashes;
+  for (const Spec &s : specs)
+    hashes.insert(s.hash);
+  CHECK(hashes.size() == 6);
+}
+
+TEST_CASE("sweep values of every kind", "[spec]") {
+  auto r = parseSpecText(patched(kGemmBase, R"({"sweep": {
+      "a.scale.block": [[1, 128], [1, 32]], "b.scale.block": [[128, 128], [1, 32]],
+      "tuning.block_m": [128]}})"),
+                         "x.json");
+  // [1, 32] on B alone (the second point) is not compilable.
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().path == R"(sweep["b.scale.block"][1])");
+  CHECK_THAT(r.error().message,
+             Catch::Contains("(in sweep point t__a.scale.block=1x128__"
+                             "b.scale.block=1x32__tuning.block_m=128)"));
+
+  auto ok = parseSpecText(
+      patched(kGemmBase, R"({"sweep": {"d.dtype": ["bf16", "f32"],
+                                       "tuning.cluster": [1, 2]}})"),
+      "x.json");
+  REQUIRE(ok.ok());
+  REQUIRE(ok.value().size() == 4);
+  CHECK(ok.value()[3].name == "t__d.dtype=f32__tuning.cluster=2");
+  CHECK(ok.value()[3].gemm.d == ElemType::F32);
+  CHECK(ok.value()[3].tuning.cluster == 2);
+  CHECK_FALSE(ok.value()[3].tuning.isAuto);
+
+  auto quant = parseSpecText(
+      patched(kQuantBase, R"({"sweep": {"pow2": [false, true],
+                                        "recipe": ["te"]}})"),
+      "x.json");
+  REQUIRE(quant.ok());
+  REQUIRE(quant.value().size() == 2);
+  CHECK(quant.value()[1].name == "q__pow2=true__recipe=te");
+  CHECK(quant.value()[1].quantize.pow2);
+  CHECK_FALSE(quant.value()[0].quantize.pow2);
+}
+
+TEST_CASE("spec files", "[spec]") {
+  auto missing = parseSpecFile("/nonexistent/qgemm/spec.json");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().file == "/nonexistent/qgemm/spec.json");
+  CHECK_THAT(missing.error().message,
+             Catch::Contains("cannot read file: No such file or directory"));
+
+  auto dir = parseSpecFile("/tmp");
+  REQUIRE_FALSE(dir.ok());
+  CHECK_THAT(dir.error().message, Catch::Contains("cannot read file"));
+
+  std::string path = "/tmp/qgemm-spec-test-" + stableHash(__FILE__) + ".json";
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << kGemmBase;
+  }
+  auto good = parseSpecFile(path);
+  REQUIRE(good.ok());
+  CHECK(good.value()[0].canonicalJson == parseOne(kGemmBase).canonicalJson);
+
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << kGemmBase << std::string((1 << 20) + 1, ' ');
+  }
+  auto huge = parseSpecFile(path);
+  REQUIRE_FALSE(huge.ok());
+  CHECK_THAT(huge.error().message, Catch::Contains("larger than 1048576 bytes"));
+  std::remove(path.c_str());
+
+  // The same limit holds for text handed over directly.
+  checkError(std::string(kGemmBase) + std::string(1 << 20, ' '), "",
+             "at most 1048576 are allowed");
+}
