@@ -93,7 +93,10 @@ private:
                                         arith::MulFOp::create(b, a, bv));
         scf::YieldOp::create(b, p);
       }
-      Value scale = arith::MulFOp::create(b, scaleA(kb), scaleB(kb));
+      // Separate statements: the A scale load is emitted before the B one.
+      Value sa = scaleA(kb);
+      Value sb = scaleB(kb);
+      Value scale = arith::MulFOp::create(b, sa, sb);
       Value next = arith::AddFOp::create(
           b, acc, arith::MulFOp::create(b, inner.getResult(0), scale));
       scf::YieldOp::create(b, next);

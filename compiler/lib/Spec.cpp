@@ -130,55 +130,63 @@ struct KeySchema {
 struct ObjectSchema {
   const KeySchema *keys;
   size_t size;
+  /// Keys shared with other objects (the header of every spec), listed
+  /// first.
+  const ObjectSchema *base = nullptr;
 
   const KeySchema *find(std::string_view key) const {
+    if (const KeySchema *k = base ? base->find(key) : nullptr)
+      return k;
     for (size_t i = 0; i < size; ++i)
       if (key == keys[i].key)
         return &keys[i];
     return nullptr;
   }
   std::string allowedList() const {
-    std::vector<std::string_view> names;
+    std::string list = base ? base->allowedList() : "";
     for (size_t i = 0; i < size; ++i)
-      names.push_back(keys[i].key);
-    return join(names);
+      list += (list.empty() ? "" : ", ") + str(keys[i].key);
+    return list;
   }
 };
 
-#define QGEMM_SCHEMA(name, keys)                                               \
-  constexpr ObjectSchema name { keys, std::size(keys) }
-
 constexpr KeySchema kScaleKeys[] = {{"block"}, {"layout"}, {"dtype"}};
-QGEMM_SCHEMA(kScaleSchema, kScaleKeys);
+constexpr ObjectSchema kScaleSchema{kScaleKeys, std::size(kScaleKeys)};
 constexpr KeySchema kOperandKeys[] = {{"dtype"}, {"scale", &kScaleSchema}};
-QGEMM_SCHEMA(kOperandSchema, kOperandKeys);
+constexpr ObjectSchema kOperandSchema{kOperandKeys, std::size(kOperandKeys)};
 constexpr KeySchema kGroupingKeys[] = {{"kind"}, {"alignment"}, {"index"}};
-QGEMM_SCHEMA(kGroupingSchema, kGroupingKeys);
+constexpr ObjectSchema kGroupingSchema{kGroupingKeys, std::size(kGroupingKeys)};
 constexpr KeySchema kGemmShapeKeys[] = {{"n"}, {"k"}};
-QGEMM_SCHEMA(kGemmShapeSchema, kGemmShapeKeys);
+constexpr ObjectSchema kGemmShapeSchema{kGemmShapeKeys,
+                                        std::size(kGemmShapeKeys)};
 constexpr KeySchema kOutputKeys[] = {{"dtype"}, {"padding_rows"}};
-QGEMM_SCHEMA(kOutputSchema, kOutputKeys);
+constexpr ObjectSchema kOutputSchema{kOutputKeys, std::size(kOutputKeys)};
 constexpr KeySchema kAccumulatorKeys[] = {{"dtype"}};
-QGEMM_SCHEMA(kAccumulatorSchema, kAccumulatorKeys);
+constexpr ObjectSchema kAccumulatorSchema{kAccumulatorKeys,
+                                          std::size(kAccumulatorKeys)};
 constexpr KeySchema kTuningKeys[] = {{"block_m"}, {"block_n"},   {"stages"},
                                      {"cluster"}, {"multicast"}, {"raster"},
                                      {"num_sms"}};
-QGEMM_SCHEMA(kTuningSchema, kTuningKeys);
+constexpr ObjectSchema kTuningSchema{kTuningKeys, std::size(kTuningKeys)};
 constexpr KeySchema kQuantShapeKeys[] = {{"k"}};
-QGEMM_SCHEMA(kQuantShapeSchema, kQuantShapeKeys);
+constexpr ObjectSchema kQuantShapeSchema{kQuantShapeKeys,
+                                         std::size(kQuantShapeKeys)};
 
-#define QGEMM_HEADER_KEYS                                                      \
-  {"qgemm", nullptr, false}, {"name", nullptr, false},                         \
-      {"op", nullptr, false}, {"target"}, {"sweep", nullptr, false}
+constexpr KeySchema kHeaderKeys[] = {{"qgemm", nullptr, false},
+                                     {"name", nullptr, false},
+                                     {"op", nullptr, false},
+                                     {"target"},
+                                     {"sweep", nullptr, false}};
+constexpr ObjectSchema kHeaderSchema{kHeaderKeys, std::size(kHeaderKeys)};
 
 constexpr KeySchema kGemmKeys[] = {
-    QGEMM_HEADER_KEYS,           {"grouping", &kGroupingSchema},
-    {"shape", &kGemmShapeSchema}, {"a", &kOperandSchema},
-    {"b", &kOperandSchema},       {"c", &kAccumulatorSchema},
-    {"d", &kOutputSchema},        {"tuning", &kTuningSchema}};
-QGEMM_SCHEMA(kGemmSchema, kGemmKeys);
-constexpr KeySchema kQuantizeKeys[] = {QGEMM_HEADER_KEYS,
-                                       {"input"},
+    {"grouping", &kGroupingSchema}, {"shape", &kGemmShapeSchema},
+    {"a", &kOperandSchema},         {"b", &kOperandSchema},
+    {"c", &kAccumulatorSchema},     {"d", &kOutputSchema},
+    {"tuning", &kTuningSchema}};
+constexpr ObjectSchema kGemmSchema{kGemmKeys, std::size(kGemmKeys),
+                                   &kHeaderSchema};
+constexpr KeySchema kQuantizeKeys[] = {{"input"},
                                        {"output"},
                                        {"recipe"},
                                        {"pow2"},
@@ -188,10 +196,8 @@ constexpr KeySchema kQuantizeKeys[] = {QGEMM_HEADER_KEYS,
                                        {"multi_tensor"},
                                        {"shape", &kQuantShapeSchema},
                                        {"tuning", &kTuningSchema}};
-QGEMM_SCHEMA(kQuantizeSchema, kQuantizeKeys);
-
-#undef QGEMM_HEADER_KEYS
-#undef QGEMM_SCHEMA
+constexpr ObjectSchema kQuantizeSchema{kQuantizeKeys, std::size(kQuantizeKeys),
+                                       &kHeaderSchema};
 
 const ObjectSchema &topSchema(OpKind op) {
   return op == OpKind::GroupedGemm ? kGemmSchema : kQuantizeSchema;
@@ -200,6 +206,10 @@ const ObjectSchema &topSchema(OpKind op) {
 //===----------------------------------------------------------------------===//
 // Value readers
 //===----------------------------------------------------------------------===//
+
+/// Spellings of `op`, indexed by OpKind; the ones past it are reserved.
+constexpr std::string_view kOpNames[] = {"grouped_gemm", "quantize", "permute",
+                                         "unpermute"};
 
 constexpr std::array kElemTypes{ElemType::E4M3, ElemType::E5M2, ElemType::BF16,
                                 ElemType::F32, ElemType::UE8M0};
@@ -347,8 +357,7 @@ public:
     return ObjectReader(v ? *v : empty, at(key), schema);
   }
 
-  int64_t integer(const char *key, int64_t lo, int64_t hi,
-                  int64_t dflt) const {
+  int64_t integer(const char *key, int64_t lo, int64_t hi, int64_t dflt) const {
     const json *v = get(key);
     return v ? readInt(*v, at(key), lo, hi) : dflt;
   }
@@ -407,7 +416,7 @@ GroupingContract readGrouping(const ObjectReader &top) {
   bool contiguous = g.kind == GroupingKind::MContiguous ||
                     g.kind == GroupingKind::KContiguous;
   g.alignment = r.integer("alignment", 1, kMaxAlignment, contiguous ? 128 : 1);
-  GroupIndex index = contiguous                          ? GroupIndex::Offsets
+  GroupIndex index = contiguous                        ? GroupIndex::Offsets
                      : g.kind == GroupingKind::MMasked ? GroupIndex::MaskedM
                                                        : GroupIndex::None;
   g.index = r.enumeration("index", kGroupIndices, index);
@@ -478,7 +487,8 @@ QuantizeContract readQuantize(const ObjectReader &top) {
   // -0.0 and 0 are the same floor; keep one spelling in the canonical form.
   q.eps = top.number("eps", 0.0) + 0.0;
   bool mx = isMxRecipe(q.recipe);
-  q.rowwise = readQuantOutput(top, "rowwise", mx ? Block{1, 32} : Block{1, 128});
+  q.rowwise =
+      readQuantOutput(top, "rowwise", mx ? Block{1, 32} : Block{1, 128});
   q.columnwise =
       readQuantOutput(top, "columnwise", mx ? Block{32, 1} : Block{128, 1});
   q.multiTensor = top.boolean("multi_tensor", false);
@@ -540,22 +550,22 @@ ObjectReader readHeader(const json &doc, Spec &spec) {
   if (!version)
     fail("qgemm", "missing required key \"qgemm\" (the spec format version; "
                   "allowed: 1)");
-  int64_t v = readInt(*version, "qgemm", std::numeric_limits<int64_t>::min(),
-                      std::numeric_limits<int64_t>::max());
-  if (v != 1)
-    fail("qgemm", "unsupported spec format version " + std::to_string(v) +
-                      "; allowed: 1");
+  if (!version->is_number_integer())
+    fail("qgemm", "expected an integer, got " + typeName(*version));
+  if (*version != 1)
+    fail("qgemm",
+         "unsupported spec format version " + version->dump() + "; allowed: 1");
   spec.version = 1;
 
   const json *op = find("op");
   if (!op)
     fail("op", "missing required key \"op\"; allowed: grouped_gemm, quantize");
-  size_t opIndex = readChoice(
-      *op, "op", {"grouped_gemm", "quantize", "permute", "unpermute"});
-  if (opIndex > 1)
+  size_t opIndex =
+      readChoice(*op, "op", {std::begin(kOpNames), std::end(kOpNames)});
+  if (opIndex > size_t(OpKind::Quantize))
     fail("op", quote(op->get_ref<const std::string &>()) +
                    " is not implemented yet; allowed: grouped_gemm, quantize");
-  spec.op = opIndex == 0 ? OpKind::GroupedGemm : OpKind::Quantize;
+  spec.op = OpKind(opIndex);
 
   ObjectReader top(doc, "", topSchema(spec.op));
   spec.name = readString(top.require("name"), "name");
@@ -645,7 +655,7 @@ void addQuantizeJson(json &j, const QuantizeContract &q) {
 void canonicalize(Spec &spec) {
   json j = {{"qgemm", spec.version},
             {"name", spec.name},
-            {"op", spec.op == OpKind::GroupedGemm ? "grouped_gemm" : "quantize"},
+            {"op", str(kOpNames[size_t(spec.op)])},
             {"target", spec.target},
             {"tuning", tuningJson(spec.tuning)}};
   if (spec.op == OpKind::GroupedGemm)
@@ -821,7 +831,8 @@ Spec readSweepPoint(const json &doc, const std::string &name,
 
 /// The cross product, last key varying fastest.
 std::vector<Spec> expandSweep(const json &doc, const Spec &header) {
-  std::vector<SweepAxis> axes = readSweep(doc.at("sweep"), topSchema(header.op));
+  std::vector<SweepAxis> axes =
+      readSweep(doc.at("sweep"), topSchema(header.op));
   std::vector<Spec> specs;
   std::vector<size_t> choice(axes.size(), 0);
   while (true) {
@@ -898,8 +909,8 @@ public:
     case json::parse_event_t::object_start:
     case json::parse_event_t::array_start:
       if (depth >= kMaxDepth)
-        fail(currentPath(), "nesting deeper than " + std::to_string(kMaxDepth) +
-                                " levels");
+        fail(currentPath(),
+             "nesting deeper than " + std::to_string(kMaxDepth) + " levels");
       frames.push_back({event == json::parse_event_t::object_start, {}, {}, 0});
       break;
     case json::parse_event_t::key: {
@@ -958,10 +969,10 @@ json parseJson(const std::string &text) {
   // sees one parse.
   auto guard = std::make_shared<StructureGuard>();
   try {
-    return json::parse(text, [guard](int depth, json::parse_event_t event,
-                                     json &parsed) {
-      return (*guard)(depth, event, parsed);
-    });
+    return json::parse(
+        text, [guard](int depth, json::parse_event_t event, json &parsed) {
+          return (*guard)(depth, event, parsed);
+        });
   } catch (const json::exception &e) {
     // Drop nlohmann's "[json.exception.parse_error.101] " prefix; keep the
     // line and column it reports.
@@ -1015,19 +1026,19 @@ SpecResult<std::vector<Spec>> qgemm::parseSpecFile(const std::string &path) {
   std::unique_ptr<std::FILE, int (*)(std::FILE *)> f(
       std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f)
-    return SpecError{path, "", "cannot read file: " +
-                                   std::string(std::strerror(errno))};
+    return SpecError{path, "",
+                     "cannot read file: " + std::string(std::strerror(errno))};
   // Read one byte past the limit to tell "exactly 1 MiB" from "larger"
   // without reading all of a huge file.
   std::string text(kMaxSpecBytes + 1, '\0');
   size_t n = std::fread(text.data(), 1, text.size(), f.get());
   if (std::ferror(f.get()))
-    return SpecError{path, "", "cannot read file: " +
-                                   std::string(std::strerror(errno))};
+    return SpecError{path, "",
+                     "cannot read file: " + std::string(std::strerror(errno))};
   if (n > kMaxSpecBytes)
-    return SpecError{path, "", "file is larger than " +
-                                   std::to_string(kMaxSpecBytes) +
-                                   " bytes (1 MiB)"};
+    return SpecError{path, "",
+                     "file is larger than " + std::to_string(kMaxSpecBytes) +
+                         " bytes (1 MiB)"};
   text.resize(n);
   return parseSpecText(text, path);
 }

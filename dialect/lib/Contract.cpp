@@ -25,10 +25,11 @@ namespace {
 /// printable but unparsable (or the reverse).
 template <typename E> using Spelling = std::pair<E, std::string_view>;
 
-constexpr Spelling<ElemType> kElemTypeNames[] = {
-    {ElemType::E4M3, "e4m3"}, {ElemType::E5M2, "e5m2"},
-    {ElemType::BF16, "bf16"}, {ElemType::F32, "f32"},
-    {ElemType::UE8M0, "ue8m0"}};
+constexpr Spelling<ElemType> kElemTypeNames[] = {{ElemType::E4M3, "e4m3"},
+                                                 {ElemType::E5M2, "e5m2"},
+                                                 {ElemType::BF16, "bf16"},
+                                                 {ElemType::F32, "f32"},
+                                                 {ElemType::UE8M0, "ue8m0"}};
 constexpr Spelling<ScaleLayout> kScaleLayoutNames[] = {
     {ScaleLayout::Compact, "COMPACT"}, {ScaleLayout::GemmReady, "GEMM_READY"}};
 constexpr Spelling<GroupingKind> kGroupingKindNames[] = {
@@ -181,7 +182,8 @@ Check checkBlock(const ScaleRecipe &s, const std::string &field,
       return std::nullopt;
     list += (list.empty() ? "" : ", ") + blockString(b.rows, b.cols);
   }
-  return Violation{field, blockString(s) + " " + problem + "; allowed: " + list};
+  return Violation{field,
+                   blockString(s) + " " + problem + "; allowed: " + list};
 }
 
 /// MX blocks carry E8M0 scales and every 128-block an FP32 scale; a mismatch
@@ -243,8 +245,9 @@ Check checkAlignment(const GroupingContract &g) {
   const char *field = "grouping.alignment";
   std::string value = std::to_string(g.alignment);
   if (!isPowerOfTwo(g.alignment) || g.alignment > kMaxAlignment)
-    return Violation{field, value + " is not allowed; allowed: a power of "
-                                    "two from 1 to " +
+    return Violation{field, value +
+                                " is not allowed; allowed: a power of "
+                                "two from 1 to " +
                                 std::to_string(kMaxAlignment)};
   if (g.kind == GroupingKind::None && g.alignment != 1)
     return Violation{field, value + " is not allowed for " +
@@ -290,12 +293,11 @@ Check checkOperand(const OperandContract &op, const std::string &name,
   // K, B per 128x128 weight tile (m-groupings) or, for the weight gradient,
   // both along the tokens that are contracted.
   bool weightTiles = name == "b" && kind != GroupingKind::KContiguous;
-  Blocks allowed = weightTiles ? Blocks{{128, 128}, {1, 32}}
-                               : Blocks{{1, 128}, {1, 32}};
-  if (auto v = checkBlock(op.scale, field,
-                          "is not allowed for " + upper + " of " +
-                              gemmPhrase(kind),
-                          allowed))
+  Blocks allowed =
+      weightTiles ? Blocks{{128, 128}, {1, 32}} : Blocks{{1, 128}, {1, 32}};
+  if (auto v = checkBlock(
+          op.scale, field,
+          "is not allowed for " + upper + " of " + gemmPhrase(kind), allowed))
     return v;
   return checkScaleType(op.scale, name + ".scale.dtype");
 }
@@ -336,16 +338,15 @@ Check checkTokenBlocks(const GemmContract &c) {
   int64_t block = contractionBlock(c.a.scale);
   if (c.grouping.alignment % block == 0)
     return std::nullopt;
-  return Violation{"grouping.alignment",
-                   std::to_string(c.grouping.alignment) +
-                       " is not a multiple of " + std::to_string(block) +
-                       ", the contraction scale block of " +
-                       blockString(c.a.scale) +
-                       " scaling; k_contiguous contracts over tokens, so each "
-                       "group must hold whole scale blocks; allowed: multiples "
-                       "of " +
-                       std::to_string(block) + " up to " +
-                       std::to_string(kMaxAlignment)};
+  return Violation{
+      "grouping.alignment",
+      std::to_string(c.grouping.alignment) + " is not a multiple of " +
+          std::to_string(block) + ", the contraction scale block of " +
+          blockString(c.a.scale) +
+          " scaling; k_contiguous contracts over tokens, so each "
+          "group must hold whole scale blocks; allowed: multiples "
+          "of " +
+          std::to_string(block) + " up to " + std::to_string(kMaxAlignment)};
 }
 
 //===----------------------------------------------------------------------===//
@@ -362,8 +363,8 @@ Check checkRecipeKnobs(const QuantizeContract &c) {
     return Violation{"pow2", "pow2 only applies to the te recipe, not " +
                                  recipe + "; allowed: false"};
   if (c.eps != 0)
-    return Violation{"eps", "eps only applies to the te recipe, not " +
-                                recipe + "; allowed: 0"};
+    return Violation{"eps", "eps only applies to the te recipe, not " + recipe +
+                                "; allowed: 0"};
   return std::nullopt;
 }
 
@@ -375,8 +376,8 @@ Check checkQuantOutput(const ScaleRecipe &s, const std::string &name,
   if (isMxRecipe(recipe))
     allowed = rowwise ? Blocks{kMxRowBlock} : Blocks{kMxColBlock};
   else
-    allowed = rowwise ? Blocks{{1, 128}, {128, 128}}
-                      : Blocks{{128, 1}, {128, 128}};
+    allowed =
+        rowwise ? Blocks{{1, 128}, {128, 128}} : Blocks{{128, 1}, {128, 128}};
   if (auto v = checkBlock(s, name + ".block",
                           "is not allowed for the " + name + " scales of a " +
                               str(toString(recipe)) + " quantizer",

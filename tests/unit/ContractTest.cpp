@@ -17,8 +17,7 @@ using namespace qgemm;
 
 namespace {
 
-ScaleRecipe scale(int64_t rows, int64_t cols,
-                  ElemType dtype = ElemType::F32) {
+ScaleRecipe scale(int64_t rows, int64_t cols, ElemType dtype = ElemType::F32) {
   ScaleRecipe s;
   s.blockRows = rows;
   s.blockCols = cols;
@@ -163,19 +162,26 @@ TEST_CASE("valid GEMM contracts pass", "[contract]") {
 
 TEST_CASE("each GEMM rule is enforced", "[contract]") {
   const GemmCase cases[] = {
-      {"index of none", [](auto &c) {
+      {"index of none",
+       [](auto &c) {
          c.grouping = {GroupingKind::None, 1, GroupIndex::Offsets};
-       }, "grouping.index", "offsets does not describe the groups of a plain "
-                            "GEMM (grouping none); allowed: none"},
+       },
+       "grouping.index",
+       "offsets does not describe the groups of a plain "
+       "GEMM (grouping none); allowed: none"},
       {"index of m_contiguous",
        [](auto &c) { c.grouping.index = GroupIndex::MaskedM; },
        "grouping.index", "allowed: offsets, row_group"},
-      {"index of m_masked", [](auto &c) {
+      {"index of m_masked",
+       [](auto &c) {
          c.grouping = {GroupingKind::MMasked, 1, GroupIndex::Offsets};
-       }, "grouping.index", "allowed: masked_m"},
-      {"index of k_contiguous", [](auto &c) {
+       },
+       "grouping.index", "allowed: masked_m"},
+      {"index of k_contiguous",
+       [](auto &c) {
          c.grouping = {GroupingKind::KContiguous, 128, GroupIndex::RowGroup};
-       }, "grouping.index", "a k_contiguous GEMM; allowed: offsets"},
+       },
+       "grouping.index", "a k_contiguous GEMM; allowed: offsets"},
       {"alignment not a power of two",
        [](auto &c) { c.grouping.alignment = 96; }, "grouping.alignment",
        "96 is not allowed; allowed: a power of two from 1 to 4096"},
@@ -183,9 +189,11 @@ TEST_CASE("each GEMM rule is enforced", "[contract]") {
        "grouping.alignment", "power of two"},
       {"alignment too large", [](auto &c) { c.grouping.alignment = 8192; },
        "grouping.alignment", "from 1 to 4096"},
-      {"alignment of none", [](auto &c) {
+      {"alignment of none",
+       [](auto &c) {
          c.grouping = {GroupingKind::None, 128, GroupIndex::None};
-       }, "grouping.alignment", "which has no groups; allowed: 1"},
+       },
+       "grouping.alignment", "which has no groups; allowed: 1"},
       {"n zero", [](auto &c) { c.n = 0; }, "shape.n",
        "0 is out of range; allowed: 1..16777216"},
       {"n too large", [](auto &c) { c.n = kMaxDim + 1; }, "shape.n",
@@ -215,19 +223,19 @@ TEST_CASE("each GEMM rule is enforced", "[contract]") {
       {"ue8m0 on 128-blocks",
        [](auto &c) { c.a.scale.dtype = ElemType::UE8M0; }, "a.scale.dtype",
        "[1, 128] blocks need f32 scales, got ue8m0"},
-      {"f32 on MX blocks", [](auto &c) {
-         c.a.scale = scale(1, 32, ElemType::F32);
-       }, "a.scale.dtype", "[1, 32] blocks need ue8m0 scales, got f32"},
+      {"f32 on MX blocks",
+       [](auto &c) { c.a.scale = scale(1, 32, ElemType::F32); },
+       "a.scale.dtype", "[1, 32] blocks need ue8m0 scales, got f32"},
       {"fp8 scales", [](auto &c) { c.b.scale.dtype = ElemType::E4M3; },
        "b.scale.dtype", "need f32 scales, got e4m3"},
-      {"MX on A only", [](auto &c) {
-         c.a.scale = scale(1, 32, ElemType::UE8M0);
-       }, "b.scale.block",
+      {"MX on A only",
+       [](auto &c) { c.a.scale = scale(1, 32, ElemType::UE8M0); },
+       "b.scale.block",
        "B has [128, 128] blocks but A has [1, 32]; MXFP8 [1, 32] scaling "
        "must be on both operands or neither"},
-      {"MX on B only", [](auto &c) {
-         c.b.scale = scale(1, 32, ElemType::UE8M0);
-       }, "b.scale.block", "MXFP8"},
+      {"MX on B only",
+       [](auto &c) { c.b.scale = scale(1, 32, ElemType::UE8M0); },
+       "b.scale.block", "MXFP8"},
       {"fp8 output", [](auto &c) { c.d = ElemType::E4M3; }, "d.dtype",
        "e4m3 is not allowed as the output type; allowed: bf16, f32"},
       {"accumulate into bf16", [](auto &c) { c.accumulate = true; }, "c",
@@ -244,10 +252,12 @@ TEST_CASE("each GEMM rule is enforced", "[contract]") {
 
 TEST_CASE("each weight-gradient rule is enforced", "[contract]") {
   const GemmCase cases[] = {
-      {"bf16 output", [](auto &c) {
+      {"bf16 output",
+       [](auto &c) {
          c.d = ElemType::BF16;
          c.accumulate = false;
-       }, "d.dtype",
+       },
+       "d.dtype",
        "bf16 is not allowed for a k_contiguous GEMM (weight gradients are "
        "kept in f32); allowed: f32"},
       {"tile-wise B", [](auto &c) { c.b.scale = scale(128, 128); },
@@ -256,18 +266,20 @@ TEST_CASE("each weight-gradient rule is enforced", "[contract]") {
        "[1, 128], [1, 32]"},
       {"column-wise A", [](auto &c) { c.a.scale = scale(128, 1); },
        "a.scale.block", "not allowed for A of a k_contiguous GEMM"},
-      {"MX on B only", [](auto &c) {
-         c.b.scale = scale(1, 32, ElemType::UE8M0);
-       }, "b.scale.block", "B has [1, 32] blocks but A has [1, 128]"},
-      {"alignment below the block",
-       [](auto &c) { c.grouping.alignment = 64; }, "grouping.alignment",
+      {"MX on B only",
+       [](auto &c) { c.b.scale = scale(1, 32, ElemType::UE8M0); },
+       "b.scale.block", "B has [1, 32] blocks but A has [1, 128]"},
+      {"alignment below the block", [](auto &c) { c.grouping.alignment = 64; },
+       "grouping.alignment",
        "64 is not a multiple of 128, the contraction scale block of "
        "[1, 128] scaling"},
-      {"alignment below the MX block", [](auto &c) {
+      {"alignment below the MX block",
+       [](auto &c) {
          c.a.scale = scale(1, 32, ElemType::UE8M0);
          c.b.scale = scale(1, 32, ElemType::UE8M0);
          c.grouping.alignment = 16;
-       }, "grouping.alignment", "16 is not a multiple of 32"},
+       },
+       "grouping.alignment", "16 is not a multiple of 32"},
       {"zero n", [](auto &c) { c.n = 0; }, "shape.n", "0 is out of range"},
   };
   for (const GemmCase &tc : cases) {
@@ -328,54 +340,64 @@ TEST_CASE("each quantize rule is enforced", "[contract]") {
        "pow2 only applies to the te recipe, not deepseek"},
       {"eps without te", [](auto &q) { q.eps = 1e-6; }, "eps",
        "eps only applies to the te recipe"},
-      {"negative eps", [](auto &q) {
+      {"negative eps",
+       [](auto &q) {
          q.recipe = QuantRecipe::TE;
          q.eps = -1;
-       }, "eps", "finite number >= 0"},
-      {"infinite eps", [](auto &q) {
+       },
+       "eps", "finite number >= 0"},
+      {"infinite eps",
+       [](auto &q) {
          q.recipe = QuantRecipe::TE;
          q.eps = std::numeric_limits<double>::infinity();
-       }, "eps", "finite"},
-      {"nan eps", [](auto &q) {
+       },
+       "eps", "finite"},
+      {"nan eps",
+       [](auto &q) {
          q.recipe = QuantRecipe::TE;
          q.eps = std::nan("");
-       }, "eps", "finite"},
-      {"no output", [](auto &q) {
+       },
+       "eps", "finite"},
+      {"no output",
+       [](auto &q) {
          q.rowwise.reset();
          q.columnwise.reset();
-       }, "rowwise", "needs a rowwise or a columnwise output"},
+       },
+       "rowwise", "needs a rowwise or a columnwise output"},
       {"column block on rowwise", [](auto &q) { q.rowwise = scale(128, 1); },
        "rowwise.block",
        "[128, 1] is not allowed for the rowwise scales of a deepseek "
        "quantizer; allowed: [1, 128], [128, 128]"},
-      {"row block on columnwise",
-       [](auto &q) { q.columnwise = scale(1, 128); }, "columnwise.block",
-       "allowed: [128, 1], [128, 128]"},
-      {"MX block without MX recipe", [](auto &q) {
-         q.rowwise = scale(1, 32, ElemType::UE8M0);
-       }, "rowwise.block", "[1, 32] is not allowed"},
+      {"row block on columnwise", [](auto &q) { q.columnwise = scale(1, 128); },
+       "columnwise.block", "allowed: [128, 1], [128, 128]"},
+      {"MX block without MX recipe",
+       [](auto &q) { q.rowwise = scale(1, 32, ElemType::UE8M0); },
+       "rowwise.block", "[1, 32] is not allowed"},
       {"MX recipe with 128-blocks",
        [](auto &q) { q.recipe = QuantRecipe::MxFloor; }, "rowwise.block",
        "not allowed for the rowwise scales of a mx_floor quantizer; "
        "allowed: [1, 32]"},
-      {"MX recipe columnwise", [](auto &q) {
+      {"MX recipe columnwise",
+       [](auto &q) {
          q.recipe = QuantRecipe::MxRceil;
          q.rowwise = scale(1, 32, ElemType::UE8M0);
-       }, "columnwise.block", "allowed: [32, 1]"},
-      {"MX recipe with f32 scales", [](auto &q) {
+       },
+       "columnwise.block", "allowed: [32, 1]"},
+      {"MX recipe with f32 scales",
+       [](auto &q) {
          q.recipe = QuantRecipe::MxRceil;
          q.rowwise = scale(1, 32, ElemType::F32);
          q.columnwise.reset();
-       }, "rowwise.dtype", "need ue8m0 scales, got f32"},
-      {"deepseek with ue8m0 scales", [](auto &q) {
-         q.columnwise = scale(128, 1, ElemType::UE8M0);
-       }, "columnwise.dtype", "need f32 scales, got ue8m0"},
+       },
+       "rowwise.dtype", "need ue8m0 scales, got f32"},
+      {"deepseek with ue8m0 scales",
+       [](auto &q) { q.columnwise = scale(128, 1, ElemType::UE8M0); },
+       "columnwise.dtype", "need f32 scales, got ue8m0"},
       {"unaligned k", [](auto &q) { q.k = 100; }, "shape.k",
        "100 is not a multiple of 16"},
       {"negative k", [](auto &q) { q.k = -16; }, "shape.k",
        "allowed: 0 (runtime) or 1..16777216"},
-      {"huge k", [](auto &q) { q.k = kMaxDim * 2; }, "shape.k",
-       "out of range"},
+      {"huge k", [](auto &q) { q.k = kMaxDim * 2; }, "shape.k", "out of range"},
   };
   for (const QuantCase &tc : cases) {
     SECTION(tc.name) {

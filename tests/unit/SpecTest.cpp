@@ -402,10 +402,9 @@ TEST_CASE("sweeps are bounded", "[spec]") {
     n.push_back(16 * i);
   for (int i = 1; i <= 5; ++i)
     k.push_back(16 * i);
-  checkError(
-      patched(kGemmBase,
-              json{{"sweep", {{"shape.n", n}, {"shape.k", k}}}}.dump()),
-      "sweep", "expands to more than 256 specs");
+  checkError(patched(kGemmBase,
+                     json{{"sweep", {{"shape.n", n}, {"shape.k", k}}}}.dump()),
+             "sweep", "expands to more than 256 specs");
 
   k.erase(k.begin()); // 64 x 4 = 256 is the limit, and allowed.
   auto r = parseSpecText(
@@ -421,9 +420,9 @@ TEST_CASE("error text names file, path and reason", "[spec]") {
         "specs/x.json: a.scale.layout: bad");
   CHECK(SpecError{"specs/x.json", "", "the document is empty"}.str() ==
         "specs/x.json: the document is empty");
-  auto r = parseSpecText(patched(kGemmBase,
-                                 R"({"a": {"scale": {"layout": "COMPACTT"}}})"),
-                         "specs/x.json");
+  auto r = parseSpecText(
+      patched(kGemmBase, R"({"a": {"scale": {"layout": "COMPACTT"}}})"),
+      "specs/x.json");
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().str() == "specs/x.json: a.scale.layout: \"COMPACTT\" is not "
                            "one of COMPACT, GEMM_READY");
@@ -436,8 +435,8 @@ TEST_CASE("long bad values are cut short in messages", "[spec]") {
       "x.json");
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().message.size() < 160);
-  CHECK_THAT(r.error().message, Catch::Contains("...") &&
-                                    Catch::Contains("is not one of zero"));
+  CHECK_THAT(r.error().message,
+             Catch::Contains("...") && Catch::Contains("is not one of zero"));
 }
 
 TEST_CASE("defaults of a plain GEMM", "[spec]") {
@@ -456,7 +455,8 @@ TEST_CASE("defaults of a plain GEMM", "[spec]") {
   CHECK(g.a.dtype == ElemType::E4M3);
   CHECK(g.a.scale == ScaleRecipe{1, 128, ElemType::F32, ScaleLayout::Compact});
   CHECK(g.b.dtype == ElemType::E4M3);
-  CHECK(g.b.scale == ScaleRecipe{128, 128, ElemType::F32, ScaleLayout::Compact});
+  CHECK(g.b.scale ==
+        ScaleRecipe{128, 128, ElemType::F32, ScaleLayout::Compact});
   CHECK(g.d == ElemType::BF16);
   CHECK(g.paddingRows == PaddingRows::Zero);
   CHECK_FALSE(g.accumulate);
@@ -478,7 +478,8 @@ TEST_CASE("defaults that depend on the grouping", "[spec]") {
   CHECK(mc.gemm.grouping.alignment == 128);
   CHECK(mc.gemm.grouping.index == GroupIndex::Offsets);
 
-  Spec masked = parseOne(patched(kGemmBase, R"({"grouping": {"kind": "m_masked"}})"));
+  Spec masked =
+      parseOne(patched(kGemmBase, R"({"grouping": {"kind": "m_masked"}})"));
   CHECK(masked.gemm.grouping.alignment == 1);
   CHECK(masked.gemm.grouping.index == GroupIndex::MaskedM);
 
@@ -515,7 +516,8 @@ TEST_CASE("equivalent specs have one canonical form and hash", "[spec]") {
   CHECK(spelledOut.hash == minimal.hash);
   CHECK(minimal.hash == stableHash(minimal.canonicalJson));
 
-  Spec other = parseOne(patched(kGemmBase, R"({"a": {"scale": {"layout": "GEMM_READY"}}})"));
+  Spec other = parseOne(
+      patched(kGemmBase, R"({"a": {"scale": {"layout": "GEMM_READY"}}})"));
   CHECK(other.hash != minimal.hash);
 
   // The canonical form is itself a spec, and a fixed point.
@@ -604,7 +606,8 @@ TEST_CASE("quantize specs", "[spec]") {
 
   // 0, 0.0 and -0.0 are one eps; an omitted shape is k = 0.
   Spec eps0 = parseOne(patched(kQuantBase, R"({"recipe": "te", "eps": 0})"));
-  Spec epsNeg = parseOne(patched(kQuantBase, R"({"recipe": "te", "eps": -0.0})"));
+  Spec epsNeg =
+      parseOne(patched(kQuantBase, R"({"recipe": "te", "eps": -0.0})"));
   Spec epsOmitted = parseOne(patched(kQuantBase, R"({"recipe": "te"})"));
   CHECK(eps0.canonicalJson == epsNeg.canonicalJson);
   CHECK(eps0.canonicalJson == epsOmitted.canonicalJson);
@@ -659,10 +662,10 @@ TEST_CASE("sweep values of every kind", "[spec]") {
              Catch::Contains("(in sweep point t__a.scale.block=1x128__"
                              "b.scale.block=1x32__tuning.block_m=128)"));
 
-  auto ok = parseSpecText(
-      patched(kGemmBase, R"({"sweep": {"d.dtype": ["bf16", "f32"],
+  auto ok =
+      parseSpecText(patched(kGemmBase, R"({"sweep": {"d.dtype": ["bf16", "f32"],
                                        "tuning.cluster": [1, 2]}})"),
-      "x.json");
+                    "x.json");
   REQUIRE(ok.ok());
   REQUIRE(ok.value().size() == 4);
   CHECK(ok.value()[3].name == "t__d.dtype=f32__tuning.cluster=2");
@@ -670,10 +673,10 @@ TEST_CASE("sweep values of every kind", "[spec]") {
   CHECK(ok.value()[3].tuning.cluster == 2);
   CHECK_FALSE(ok.value()[3].tuning.isAuto);
 
-  auto quant = parseSpecText(
-      patched(kQuantBase, R"({"sweep": {"pow2": [false, true],
+  auto quant =
+      parseSpecText(patched(kQuantBase, R"({"sweep": {"pow2": [false, true],
                                         "recipe": ["te"]}})"),
-      "x.json");
+                    "x.json");
   REQUIRE(quant.ok());
   REQUIRE(quant.value().size() == 2);
   CHECK(quant.value()[1].name == "q__pow2=true__recipe=te");
@@ -707,7 +710,8 @@ TEST_CASE("spec files", "[spec]") {
   }
   auto huge = parseSpecFile(path);
   REQUIRE_FALSE(huge.ok());
-  CHECK_THAT(huge.error().message, Catch::Contains("larger than 1048576 bytes"));
+  CHECK_THAT(huge.error().message,
+             Catch::Contains("larger than 1048576 bytes"));
   std::remove(path.c_str());
 
   // The same limit holds for text handed over directly.

@@ -1,4 +1,4 @@
-//===- main.cpp - Catch2 entry point of the unit tests ---------------------===//
+//===- main.cpp - Catch2 entry point of the unit tests --------------------===//
 //
 // Kept alone in its own file so that Catch2's runner is compiled once, not
 // with every change to a test file.

@@ -47,7 +47,7 @@ def QGemm_QuantizeOp : QGemm_Op<"quantize", [Symbol]> {
   let summary = "a quantizer kernel: bf16/f32 in, FP8 plus block scales out";
   let description = [{
     ```mlir
-    qgemm.quantize @act bf16 -> e4m3, recipe = <deepseek>,
+    qgemm.quantize @act <bf16> -> <e4m3> recipe = <deepseek>
         rowwise = #qgemm.scale<[1, 128], f32, COMPACT>
     ```
   }];
@@ -59,9 +59,9 @@ def QGemm_QuantizeOp : QGemm_Op<"quantize", [Symbol]> {
                        UnitAttr:$multi_tensor,
                        DefaultValuedAttr<I64Attr, "0">:$k);
   let assemblyFormat = [{
-    $sym_name $input `->` $output `,` `recipe` `=` $recipe
-    (`,` `rowwise` `=` qualified($rowwise)^)?
-    (`,` `columnwise` `=` qualified($columnwise)^)? attr-dict
+    $sym_name $input `->` $output `recipe` `=` $recipe
+    (`rowwise` `=` qualified($rowwise)^)?
+    (`columnwise` `=` qualified($columnwise)^)? attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{

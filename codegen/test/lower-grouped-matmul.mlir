@@ -1,0 +1,93 @@
+// RUN: qgemm-opt %s -split-input-file -qgemm-lower-to-nvvm -canonicalize | FileCheck %s
+
+// m_contiguous with offsets, COMPACT A scales: scale (row, kb) at row * Kb + kb.
+// CHECK-LABEL: llvm.func @up(
+// CHECK-SAME: %[[A:.*]]: !llvm.ptr<1>, %[[SA:.*]]: !llvm.ptr<1>, %[[B:.*]]: !llvm.ptr<1>, %[[SB:.*]]: !llvm.ptr<1>, %[[D:.*]]: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %[[G:.*]]: !llvm.ptr<1>, %[[ROWS:.*]]: i32, %[[NG:.*]]: i32)
+// CHECK-SAME: nvvm.kernel
+// CHECK-SAME: nvvm.reqntid = array<i32: 128, 1, 1>
+// CHECK: %[[ROW:.*]] = nvvm.read.ptx.sreg.ctaid.x
+// CHECK: scf.if
+// The group of a row: how many group ends lie at or before it.
+// CHECK: scf.for %{{.*}} = %{{.*}} to %[[NG]]
+// CHECK: llvm.getelementptr %[[G]]
+// CHECK: arith.cmpi sle, %{{.*}}, %[[ROW]]
+// Padding rows are written as zeros.
+// CHECK: scf.if
+// CHECK-NEXT: llvm.getelementptr
+// CHECK-NEXT: llvm.store %cst, %{{.*}} : bf16
+// CHECK-NEXT: } else {
+// CHECK: scf.for %{{.*}} = %c0_i64 to %c56_i64
+// CHECK: scf.for
+// CHECK: llvm.getelementptr %[[A]]
+// CHECK: llvm.getelementptr %[[B]]
+// CHECK: arith.mulf
+// CHECK: arith.addf
+// CHECK: llvm.getelementptr %[[SA]]
+// CHECK: llvm.getelementptr %[[SB]]
+// Promotion: partial sum times both block scales, added to the accumulator.
+// CHECK: %[[S:.*]] = arith.mulf
+// CHECK: %[[P:.*]] = arith.mulf %{{.*}}, %[[S]]
+// CHECK: arith.addf %{{.*}}, %[[P]]
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: llvm.store %{{.*}}, %{{.*}} : bf16, !llvm.ptr<1>
+qgemm.grouped_matmul @up n = 4096, k = 7168,
+    a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
+    b = #qgemm.operand<e4m3, #qgemm.scale<[128, 128], f32, COMPACT>>,
+    d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 128, index = offsets>,
+    padding = <zero>
+
+// -----
+
+// GEMM_READY A scales: scale (row, kb) at kb * r4(M) + row, r4(M) from the
+// run-time row count.
+// CHECK-LABEL: llvm.func @ready(
+// CHECK-SAME: %[[ROWS:[a-z0-9]+]]: i32, %{{.*}}: i32)
+// CHECK: %[[M:.*]] = arith.extui %[[ROWS]] : i32 to i64
+// CHECK: %[[M3:.*]] = arith.addi %[[M]], %c3_i64
+// CHECK: %[[Q:.*]] = arith.divui %[[M3]], %c4_i64
+// CHECK: %[[R4:.*]] = arith.muli %[[Q]], %c4_i64
+// CHECK: %[[OFF:.*]] = arith.muli %{{.*}}, %[[R4]]
+// CHECK: %[[IDX:.*]] = arith.addi %[[OFF]]
+// CHECK: llvm.getelementptr %{{.*}}[%[[IDX]]] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, f32
+// Rows with group id -1 are padding and left untouched: no store in the then-branch.
+qgemm.grouped_matmul @ready n = 7168, k = 2048,
+    a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, GEMM_READY>>,
+    b = #qgemm.operand<e4m3, #qgemm.scale<[128, 128], f32, GEMM_READY>>,
+    d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 16, index = row_group>,
+    padding = <untouched>
+
+// -----
+
+// k_contiguous: f32 output, accumulation into C, contraction over the group's
+// token range [offsets[g-1], offsets[g]).
+// CHECK-LABEL: llvm.func @wgrad(
+// CHECK-SAME: %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %[[D:.*]]: !llvm.ptr<1>, %[[C:.*]]: !llvm.ptr<1>, %[[G:.*]]: !llvm.ptr<1>
+// CHECK: nvvm.read.ptx.sreg.ctaid.z
+// CHECK: llvm.getelementptr %[[G]]
+// CHECK: arith.select
+// CHECK: scf.for
+// CHECK: llvm.getelementptr %[[C]]
+// CHECK: llvm.load %{{.*}} : !llvm.ptr<1> -> f32
+// CHECK: llvm.getelementptr %[[D]]
+// CHECK-NOT: arith.truncf
+// CHECK: llvm.store %{{.*}}, %{{.*}} : f32, !llvm.ptr<1>
+qgemm.grouped_matmul @wgrad n = 4096, k = 7168,
+    a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
+    b = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
+    d = <f32>, grouping = #qgemm.grouping<k_contiguous, align = 128, index = offsets>,
+    padding = <zero> accumulate
+
+// -----
+
+// MXFP8: E8M0 scale bytes become 2^(e-127) through the f32 exponent field.
+// CHECK-LABEL: llvm.func @mx(
+// CHECK: scf.yield
+// CHECK: %[[E:.*]] = llvm.load %{{.*}} : !llvm.ptr<1> -> i8
+// CHECK: %[[X:.*]] = arith.extui %[[E]] : i8 to i32
+// CHECK: arith.shli %[[X]], %c23_i32
+// CHECK: arith.bitcast %{{.*}} : i32 to f32
+qgemm.grouped_matmul @mx n = 4096, k = 7168,
+    a = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, GEMM_READY>>,
+    b = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, COMPACT>>,
+    d = <bf16>, grouping = #qgemm.grouping<m_masked, align = 1, index = masked_m>,
+    padding = <zero>

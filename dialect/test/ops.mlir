@@ -1,0 +1,71 @@
+// RUN: qgemm-opt %s | qgemm-opt | FileCheck %s
+// RUN: qgemm-opt %s -mlir-print-op-generic | qgemm-opt | FileCheck %s
+
+// CHECK-LABEL: qgemm.grouped_matmul @up n = 4096, k = 7168
+// CHECK-SAME: a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>
+// CHECK-SAME: b = #qgemm.operand<e4m3, #qgemm.scale<[128, 128], f32, COMPACT>>
+// CHECK-SAME: d = <bf16>
+// CHECK-SAME: grouping = #qgemm.grouping<m_contiguous, align = 128, index = offsets>
+// CHECK-SAME: padding = <zero>
+qgemm.grouped_matmul @up n = 4096, k = 7168,
+    a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
+    b = #qgemm.operand<e4m3, #qgemm.scale<[128, 128], f32, COMPACT>>,
+    d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 128, index = offsets>,
+    padding = <zero>
+
+// CHECK-LABEL: qgemm.grouped_matmul @ready_rowgroup
+// CHECK-SAME: a = #qgemm.operand<e5m2, #qgemm.scale<[1, 128], f32, GEMM_READY>>
+// CHECK-SAME: b = #qgemm.operand<e4m3, #qgemm.scale<[128, 128], f32, GEMM_READY>>
+// CHECK-SAME: grouping = #qgemm.grouping<m_contiguous, align = 16, index = row_group>
+// CHECK-SAME: padding = <untouched>
+qgemm.grouped_matmul @ready_rowgroup n = 7168, k = 2048,
+    a = #qgemm.operand<e5m2, #qgemm.scale<[1, 128], f32, GEMM_READY>>,
+    b = #qgemm.operand<e4m3, #qgemm.scale<[128, 128], f32, GEMM_READY>>,
+    d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 16, index = row_group>,
+    padding = <untouched>
+
+// CHECK-LABEL: qgemm.grouped_matmul @masked
+// CHECK-SAME: grouping = #qgemm.grouping<m_masked, align = 1, index = masked_m>
+qgemm.grouped_matmul @masked n = 4096, k = 7168,
+    a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
+    b = #qgemm.operand<e4m3, #qgemm.scale<[128, 128], f32, COMPACT>>,
+    d = <bf16>, grouping = #qgemm.grouping<m_masked, align = 1, index = masked_m>,
+    padding = <zero>
+
+// CHECK-LABEL: qgemm.grouped_matmul @wgrad
+// CHECK-SAME: d = <f32>
+// CHECK-SAME: grouping = #qgemm.grouping<k_contiguous, align = 128, index = offsets>
+// CHECK-SAME: padding = <zero> accumulate
+// CHECK-SAME: tuning = {block_n = 128 : i64}
+qgemm.grouped_matmul @wgrad n = 4096, k = 7168,
+    a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
+    b = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, GEMM_READY>>,
+    d = <f32>, grouping = #qgemm.grouping<k_contiguous, align = 128, index = offsets>,
+    padding = <zero> accumulate {tuning = {block_n = 128 : i64}}
+
+// CHECK-LABEL: qgemm.grouped_matmul @mxfp8
+// CHECK-SAME: #qgemm.scale<[1, 32], ue8m0, GEMM_READY>
+qgemm.grouped_matmul @mxfp8 n = 4096, k = 7168,
+    a = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, GEMM_READY>>,
+    b = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, COMPACT>>,
+    d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 32, index = offsets>,
+    padding = <zero>
+
+// CHECK-LABEL: qgemm.quantize @act <bf16> -> <e4m3> recipe = <deepseek>
+// CHECK-SAME: rowwise = #qgemm.scale<[1, 128], f32, COMPACT>
+// CHECK-SAME: columnwise = #qgemm.scale<[128, 1], f32, GEMM_READY>
+qgemm.quantize @act <bf16> -> <e4m3> recipe = <deepseek>
+    rowwise = #qgemm.scale<[1, 128], f32, COMPACT>
+    columnwise = #qgemm.scale<[128, 1], f32, GEMM_READY>
+
+// CHECK-LABEL: qgemm.quantize @mx <f32> -> <e5m2> recipe = <mx_rceil>
+// CHECK-SAME: rowwise = #qgemm.scale<[1, 32], ue8m0, COMPACT>
+// CHECK-SAME: multi_tensor
+qgemm.quantize @mx <f32> -> <e5m2> recipe = <mx_rceil>
+    rowwise = #qgemm.scale<[1, 32], ue8m0, COMPACT> {multi_tensor}
+
+// CHECK-LABEL: qgemm.quantize @te <bf16> -> <e4m3> recipe = <te>
+// CHECK-SAME: eps = 9.99{{[0-9]*}}E-13
+// CHECK-SAME: pow2
+qgemm.quantize @te <bf16> -> <e4m3> recipe = <te>
+    rowwise = #qgemm.scale<[128, 128], f32, COMPACT> {pow2, eps = 1.0e-12 : f64}

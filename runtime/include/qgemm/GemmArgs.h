@@ -1,0 +1,65 @@
+//===- GemmArgs.h - Run-time arguments of a grouped GEMM launch -*- C++ -*-===//
+//
+// What a caller hands to Runtime::launch, and the checks made against the
+// spec's GemmContract before anything reaches the GPU (SPEC.md: "Runtime
+// arguments that do not fit the spec ... return an error from the launch call
+// before anything is launched"). The checks need no driver, so they are
+// public and testable on any machine.
+//
+//===----------------------------------------------------------------------===//
+#ifndef QGEMM_GEMMARGS_H
+#define QGEMM_GEMMARGS_H
+
+#include "qgemm/Compiler.h"
+#include "qgemm/Contract.h"
+#include "qgemm/Export.h"
+
+#include <cstdint>
+
+namespace qgemm {
+
+/// A device address (CUdeviceptr's value). devicePtr() converts the void*
+/// that cudaMalloc and framework tensors hand out.
+using DevicePtr = uint64_t;
+inline DevicePtr devicePtr(const void *p) {
+  return static_cast<DevicePtr>(reinterpret_cast<uintptr_t>(p));
+}
+
+/// Largest group count: the z dimension of a launch grid.
+constexpr int64_t kMaxGroups = 65535;
+
+/// Operands of one launch, in the layouts the spec declares (LAYOUTS.md).
+struct GemmArgs {
+  DevicePtr a = 0;      ///< FP8 A
+  DevicePtr scaleA = 0; ///< A's scales
+  DevicePtr b = 0;      ///< FP8 B, (G, N, K) for m-groupings
+  DevicePtr scaleB = 0; ///< B's scales
+  DevicePtr d = 0;      ///< Output; may alias c when the kernel accumulates.
+  DevicePtr c = 0;      ///< f32 C of D = C + A.B; only when accumulating.
+  /// int32 on the device: offsets [G] (cumulative end rows or tokens),
+  /// row_group [rows], masked_m [G]; unused (may be 0) for grouping none.
+  DevicePtr groups = 0;
+  /// M_total (m_contiguous, none), M_max (m_masked) or the total token count
+  /// T (k_contiguous). 0 is legal: there is nothing to compute.
+  int64_t rows = 0;
+  /// G. 1 for grouping none.
+  int64_t numGroups = 1;
+  /// A host copy of the device `groups` array, checked before launch: a
+  /// kernel cannot report bad offsets, it would read or write out of bounds.
+  const int32_t *hostGroups = nullptr;
+  int64_t hostGroupsCount = 0;
+};
+
+/// Check `args` against `contract`: pointers present where the contract reads
+/// or writes them (c only when accumulating), 16-byte aligned FP8 data and
+/// outputs, 4-byte aligned f32 scales and group arrays, rows in 0..2^24,
+/// numGroups in 1..65535, and the host group metadata (count and values:
+/// offsets non-decreasing, within rows, every group a multiple of
+/// grouping.alignment; row_group in [-1, G); masked_m in [0, M_max]).
+/// A UserError names the argument, its value and what was expected.
+QGEMM_API Status validateGemmArgs(const GemmContract &contract,
+                                  const GemmArgs &args);
+
+} // namespace qgemm
+
+#endif // QGEMM_GEMMARGS_H

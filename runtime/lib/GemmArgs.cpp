@@ -1,0 +1,208 @@
+//===- GemmArgs.cpp - Checks of launch arguments against a contract -------===//
+//
+// Every check here prevents a launch that would read or write out of bounds
+// or compute garbage without a word: the kernels trust their arguments (a
+// GPU kernel has no way to report a bad offset). Each message names the
+// argument, its value and what was expected.
+//
+//===----------------------------------------------------------------------===//
+#include "qgemm/GemmArgs.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <string>
+
+using namespace qgemm;
+
+namespace {
+
+std::string hex(DevicePtr p) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "0x%" PRIx64, static_cast<uint64_t>(p));
+  return buf;
+}
+
+std::string num(int64_t v) { return std::to_string(v); }
+
+/// What `rows` counts for this grouping, for messages.
+const char *rowsMeaning(GroupingKind k) {
+  switch (k) {
+  case GroupingKind::MMasked:
+    return "M_max, the rows of each group";
+  case GroupingKind::KContiguous:
+    return "T, the total token count";
+  default:
+    return "M_total, the rows of A and D";
+  }
+}
+
+/// A pointer the kernel dereferences: non-null and aligned to `align` bytes.
+Status checkPointer(DevicePtr p, const char *arg, const std::string &what,
+                    int64_t align, const char *why) {
+  if (p == 0)
+    return Status::user(std::string(arg) + " is null: " + what +
+                        " is required");
+  if (p % static_cast<uint64_t>(align) != 0)
+    return Status::user(std::string(arg) + " = " + hex(p) + " is not " +
+                        num(align) + "-byte aligned: " + why);
+  return Status();
+}
+
+int64_t scaleAlign(const ScaleRecipe &r) {
+  return r.dtype == ElemType::UE8M0 ? 1 : 4;
+}
+
+Status checkPointers(const GemmContract &c, const GemmArgs &args) {
+  const bool weightGrad = c.grouping.kind == GroupingKind::KContiguous;
+  // With no rows there is no A (m-groupings) and no operand at all for
+  // k_contiguous; frameworks hand out null pointers for empty tensors.
+  const bool operands = args.rows > 0;
+  const bool output = weightGrad || args.rows > 0;
+  const char *data = "FP8 rows are read 16 bytes at a time";
+  const char *scale = "f32 scales must be 4-byte aligned";
+  if (operands) {
+    if (Status st = checkPointer(args.a, "a", "A's FP8 data", 16, data); !st.ok())
+      return st;
+    if (Status st = checkPointer(args.scaleA, "scaleA", "A's scales",
+                                 scaleAlign(c.a.scale), scale);
+        !st.ok())
+      return st;
+    if (Status st = checkPointer(args.b, "b", "B's FP8 data", 16, data); !st.ok())
+      return st;
+    if (Status st = checkPointer(args.scaleB, "scaleB", "B's scales",
+                                 scaleAlign(c.b.scale), scale);
+        !st.ok())
+      return st;
+  }
+  if (!output)
+    return Status();
+  if (Status st = checkPointer(args.d, "d", "the output D", 16,
+                               "outputs are written 16 bytes at a time");
+      !st.ok())
+    return st;
+  if (c.accumulate)
+    if (Status st = checkPointer(args.c, "c",
+                                 "C of an accumulating kernel (D = C + A.B)",
+                                 16, "C is read 16 bytes at a time");
+        !st.ok())
+      return st;
+  if (c.grouping.index != GroupIndex::None)
+    if (Status st = checkPointer(
+            args.groups, "groups",
+            "the device array of " + std::string(toString(c.grouping.index)),
+            4, "group arrays hold int32");
+        !st.ok())
+      return st;
+  return Status();
+}
+
+Status checkSizes(const GemmContract &c, const GemmArgs &args) {
+  if (args.rows < 0 || args.rows > kMaxDim)
+    return Status::user("rows = " + num(args.rows) + " is out of range: " +
+                        "expected 0.." + num(kMaxDim) + " (" +
+                        rowsMeaning(c.grouping.kind) + ")");
+  if (args.numGroups < 1 || args.numGroups > kMaxGroups)
+    return Status::user("numGroups = " + num(args.numGroups) +
+                        " is out of range: expected 1.." + num(kMaxGroups));
+  if (c.grouping.kind == GroupingKind::None && args.numGroups != 1)
+    return Status::user("numGroups = " + num(args.numGroups) +
+                        " but a plain GEMM (grouping none) has exactly 1 group");
+  return Status();
+}
+
+/// offsets: cumulative ends, each group a whole number of `alignment` rows
+/// (tokens for k_contiguous), the last end within `rows`.
+Status checkOffsets(const GemmContract &c, const GemmArgs &args) {
+  const bool weightGrad = c.grouping.kind == GroupingKind::KContiguous;
+  const char *unit = weightGrad ? "tokens" : "rows";
+  const int32_t *o = args.hostGroups;
+  int64_t prev = 0;
+  for (int64_t g = 0; g < args.numGroups; ++g) {
+    std::string at = "offsets[" + num(g) + "] = " + num(o[g]);
+    if (o[g] < 0)
+      return Status::user(at + " is negative: offsets are cumulative end " +
+                          unit + ", expected >= 0");
+    if (o[g] < prev)
+      return Status::user(at + " is less than offsets[" + num(g - 1) + "] = " +
+                          num(prev) + ": offsets must be non-decreasing");
+    if (o[g] > args.rows)
+      return Status::user(at + " is past rows = " + num(args.rows) +
+                          ": every group must end within the " + unit);
+    int64_t size = o[g] - prev;
+    if (size % c.grouping.alignment != 0) {
+      std::string why =
+          weightGrad ? " (k_contiguous contracts over whole scale blocks of " +
+                           num(contractionBlock(c.a.scale)) + " tokens)"
+                     : "";
+      return Status::user(
+          "group " + num(g) + " has " + num(size) + " " + unit + " (" + at +
+          (g > 0 ? " minus offsets[" + num(g - 1) + "] = " + num(prev) : "") +
+          "): not a multiple of grouping.alignment = " +
+          num(c.grouping.alignment) + why);
+    }
+    prev = o[g];
+  }
+  return Status();
+}
+
+Status checkRowGroup(const GemmArgs &args) {
+  for (int64_t r = 0; r < args.rows; ++r) {
+    int32_t g = args.hostGroups[r];
+    if (g < -1 || g >= args.numGroups)
+      return Status::user("row_group[" + num(r) + "] = " + num(g) +
+                          " is out of range: expected -1 (a padding row) or a "
+                          "group in [0, " + num(args.numGroups) + ")");
+  }
+  return Status();
+}
+
+Status checkMaskedM(const GemmArgs &args) {
+  for (int64_t g = 0; g < args.numGroups; ++g) {
+    int32_t m = args.hostGroups[g];
+    if (m < 0 || m > args.rows)
+      return Status::user("masked_m[" + num(g) + "] = " + num(m) +
+                          " is out of range: expected 0..rows = " +
+                          num(args.rows) + " (M_max)");
+  }
+  return Status();
+}
+
+Status checkGroupMetadata(const GemmContract &c, const GemmArgs &args) {
+  GroupIndex index = c.grouping.index;
+  if (index == GroupIndex::None)
+    return Status();
+  std::string name(toString(index));
+  const bool perRow = index == GroupIndex::RowGroup;
+  int64_t expected = perRow ? args.rows : args.numGroups;
+  std::string expectedText =
+      perRow ? "rows = " + num(args.rows) : "numGroups = " + num(args.numGroups);
+  if (args.hostGroupsCount != expected)
+    return Status::user("hostGroupsCount = " + num(args.hostGroupsCount) +
+                        " but " + name + " has " + expectedText + " entries");
+  if (expected > 0 && !args.hostGroups)
+    return Status::user("hostGroups is null: the host copy of " + name + " (" +
+                        num(expected) +
+                        " int32) is needed to check it before launch");
+  switch (index) {
+  case GroupIndex::Offsets:
+    return checkOffsets(c, args);
+  case GroupIndex::RowGroup:
+    return checkRowGroup(args);
+  case GroupIndex::MaskedM:
+    return checkMaskedM(args);
+  case GroupIndex::None:
+    break;
+  }
+  return Status();
+}
+
+} // namespace
+
+Status qgemm::validateGemmArgs(const GemmContract &contract,
+                               const GemmArgs &args) {
+  if (Status st = checkSizes(contract, args); !st.ok())
+    return st;
+  if (Status st = checkPointers(contract, args); !st.ok())
+    return st;
+  return checkGroupMetadata(contract, args);
+}
