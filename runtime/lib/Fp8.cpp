@@ -42,11 +42,9 @@ float signedNaN(uint8_t code) {
 float decodeFinite(uint8_t code, const MiniFloat &f) {
   int expField = (code & 0x7F) >> f.manBits;
   int mant = code & ((1 << f.manBits) - 1);
-  double mag =
-      expField == 0
-          ? std::ldexp(double(mant), 1 - f.bias - f.manBits)
-          : std::ldexp(double((1 << f.manBits) | mant),
-                       expField - f.bias - f.manBits);
+  double mag = expField == 0 ? std::ldexp(double(mant), 1 - f.bias - f.manBits)
+                             : std::ldexp(double((1 << f.manBits) | mant),
+                                          expField - f.bias - f.manBits);
   return float((code & 0x80) ? -mag : mag);
 }
 
@@ -74,8 +72,8 @@ uint8_t encodeSatFinite(float x, const MiniFloat &f) {
   } else {
     // The spacing of representable values around `mag`: subnormals share the
     // spacing of the smallest normal binade.
-    int exp = mag == 0.0 ? minNormalExp
-                         : std::max(std::ilogb(mag), minNormalExp);
+    int exp =
+        mag == 0.0 ? minNormalExp : std::max(std::ilogb(mag), minNormalExp);
     double quantum = std::ldexp(1.0, exp - f.manBits);
     rounded = std::min(roundHalfEven(mag / quantum) * quantum, f.maxFinite);
   }

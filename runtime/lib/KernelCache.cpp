@@ -1,0 +1,249 @@
+//===- KernelCache.cpp - Compiled kernels on disk -------------------------===//
+//
+// Safety with many processes rests on two POSIX facts: mkstemp names are
+// unique, and rename() within one directory atomically replaces the target.
+// Concurrent writers of one key each publish a complete file; the last
+// rename wins and every reader sees one whole file or none.
+//
+//===----------------------------------------------------------------------===//
+#include "qgemm/KernelCache.h"
+
+#include "CacheFormat.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <vector>
+
+using namespace qgemm;
+
+namespace {
+
+/// A file bigger than this is not ours (PTX of one kernel is kilobytes).
+constexpr off_t kMaxEntryBytes = off_t(256) << 20;
+constexpr const char *kEntrySuffix = ".qgk";
+/// Temporary files are `<key>.qgk.tmp.XXXXXX`: never mistaken for entries.
+constexpr const char *kTempMarker = ".qgk.tmp.";
+
+std::string errnoText(const std::string &what, const std::string &path) {
+  return what + " " + path + ": " + std::strerror(errno);
+}
+
+/// mkdir -p with mode 0755 (subject to the umask, like mkdir(1)).
+Status makeDirectories(const std::string &path) {
+  if (path.empty())
+    return Status::user("no kernel cache directory");
+  std::string partial;
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = path.find('/', pos + 1);
+    partial = path.substr(0, pos);
+    if (partial.empty() || mkdir(partial.c_str(), 0755) == 0 || errno == EEXIST)
+      continue;
+    return Status::user(errnoText("cannot create kernel cache directory",
+                                  partial));
+  }
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return Status::user("kernel cache path " + path + " is not a directory");
+  return Status();
+}
+
+bool writeAll(int fd, const std::string &bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+/// Read a whole regular file; false with `why` set when it cannot be.
+bool readFile(const std::string &path, std::string &out, std::string &why,
+              bool &exists) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  exists = fd >= 0 || errno != ENOENT;
+  if (fd < 0) {
+    why = errnoText("cannot open", path);
+    return false;
+  }
+  struct stat st;
+  bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+            st.st_size <= kMaxEntryBytes;
+  if (!ok) {
+    why = "not a regular file of at most 256 MiB";
+  } else {
+    out.resize(static_cast<size_t>(st.st_size));
+    size_t done = 0;
+    while (ok && done < out.size()) {
+      ssize_t n = ::read(fd, &out[done], out.size() - done);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0) {
+        // Shorter than fstat said: some non-atomic writer truncated it.
+        ok = false;
+        why = "short read";
+      } else {
+        done += static_cast<size_t>(n);
+      }
+    }
+  }
+  ::close(fd);
+  return ok;
+}
+
+std::string tuningText(const Tuning &t) {
+  if (t.isAuto)
+    return "auto";
+  return "block_m=" + std::to_string(t.blockM) +
+         " block_n=" + std::to_string(t.blockN) +
+         " stages=" + std::to_string(t.stages) +
+         " cluster=" + std::to_string(t.cluster) +
+         " num_sms=" + std::to_string(t.numSms) + " multicast=" + t.multicast +
+         " raster=" + t.raster;
+}
+
+} // namespace
+
+std::string qgemm::kernelIdentity(const Spec &spec) {
+  return "qgemm kernel cache format " + std::to_string(kCacheFormatVersion) +
+         "\ncompiler: " + versionString() + "\ntarget: " + spec.target +
+         "\ntuning: " + tuningText(spec.tuning) +
+         "\nspec: " + spec.canonicalJson + "\n";
+}
+
+std::string qgemm::cacheKeyFor(const Spec &spec) {
+  return stableHash(kernelIdentity(spec));
+}
+
+std::string qgemm::defaultCacheDirectory() {
+  auto env = [](const char *name) -> std::string {
+    const char *v = std::getenv(name);
+    return v ? v : "";
+  };
+  if (std::string d = env("QGEMM_CACHE_DIR"); !d.empty())
+    return d;
+  // The XDG spec says relative paths are invalid and must be ignored.
+  if (std::string d = env("XDG_CACHE_HOME"); !d.empty() && d[0] == '/')
+    return d + "/qgemm";
+  if (std::string d = env("HOME"); !d.empty())
+    return d + "/.cache/qgemm";
+  return "";
+}
+
+KernelCache::KernelCache(std::string directory) : dir(std::move(directory)) {
+  while (dir.size() > 1 && dir.back() == '/')
+    dir.pop_back();
+}
+
+std::string KernelCache::entryPath(const std::string &key) const {
+  return dir + "/" + key + kEntrySuffix;
+}
+
+KernelCache::Lookup KernelCache::load(const std::string &key,
+                                      const std::string &identity,
+                                      CacheEntry &out, std::string *why) {
+  std::string bytes, reason;
+  bool exists = false;
+  if (!readFile(entryPath(key), bytes, reason, exists)) {
+    if (!exists) {
+      ++misses;
+      return Lookup::Miss;
+    }
+  } else {
+    reason = cache::decode(bytes, key, out);
+    if (reason.empty() && out.identity != identity)
+      reason = "entry was built for another kernel identity";
+    if (reason.empty()) {
+      ++hits;
+      return Lookup::Hit;
+    }
+  }
+  ++rejected;
+  if (why)
+    *why = entryPath(key) + ": " + reason;
+  out = CacheEntry();
+  return Lookup::Rejected;
+}
+
+Status KernelCache::store(const std::string &key, const CacheEntry &entry) {
+  auto fail = [&](Status st) {
+    ++writeFailures;
+    return st;
+  };
+  if (Status st = makeDirectories(dir); !st.ok())
+    return fail(st);
+  std::string target = entryPath(key);
+  std::vector<char> tmp(target.begin(), target.end());
+  const char *suffix = ".tmp.XXXXXX";
+  tmp.insert(tmp.end(), suffix, suffix + std::strlen(suffix) + 1);
+  int fd = mkostemp(tmp.data(), O_CLOEXEC);
+  if (fd < 0)
+    return fail(Status::user(errnoText("cannot create a file in", dir)));
+  std::string tmpPath = tmp.data();
+  // mkstemp makes 0600 files; entries are meant to be shared like the
+  // directory (0755) is.
+  bool ok = fchmod(fd, 0644) == 0 && writeAll(fd, cache::encode(key, entry)) &&
+            fsync(fd) == 0;
+  std::string err = ok ? "" : errnoText("cannot write", tmpPath);
+  if (::close(fd) != 0 && ok) {
+    ok = false;
+    err = errnoText("cannot write", tmpPath);
+  }
+  if (ok && std::rename(tmpPath.c_str(), target.c_str()) != 0) {
+    ok = false;
+    err = errnoText("cannot rename " + tmpPath + " to", target);
+  }
+  if (!ok) {
+    ::unlink(tmpPath.c_str());
+    return fail(Status::user(err));
+  }
+  // Make the rename itself durable; failure here loses at most the entry.
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    fsync(dfd);
+    ::close(dfd);
+  }
+  ++writes;
+  return Status();
+}
+
+int KernelCache::removeStaleTemporaries(int64_t maxAgeSeconds) {
+  DIR *d = opendir(dir.c_str());
+  if (!d)
+    return 0;
+  int removed = 0;
+  time_t now = std::time(nullptr);
+  while (dirent *e = readdir(d)) {
+    std::string name = e->d_name;
+    if (name.find(kTempMarker) == std::string::npos)
+      continue;
+    std::string path = dir + "/" + name;
+    struct stat st;
+    if (lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        now - st.st_mtime > maxAgeSeconds && ::unlink(path.c_str()) == 0)
+      ++removed;
+  }
+  closedir(d);
+  return removed;
+}
+
+CacheStats KernelCache::stats() const {
+  CacheStats s;
+  s.hits = hits;
+  s.misses = misses;
+  s.rejected = rejected;
+  s.writes = writes;
+  s.writeFailures = writeFailures;
+  return s;
+}

@@ -63,8 +63,7 @@ float qgemm::deepseekScale(float amax, ElemType fp8) {
   return a / fp8MaxFinite(fp8);
 }
 
-float qgemm::teQuantizeFactor(float amax, ElemType fp8, bool pow2,
-                              float eps) {
+float qgemm::teQuantizeFactor(float amax, ElemType fp8, bool pow2, float eps) {
   if (amax < eps)
     amax = eps;
   if (std::isinf(amax) || amax == 0.0f)
@@ -128,8 +127,7 @@ uint8_t qgemm::quantizeElement(float x, const BlockQuant &b, ElemType fp8) {
 bool qgemm::quantizeInto(const float *x, int64_t rows, int64_t cols,
                          const ScaleRecipe &recipe, const QuantizeParams &p,
                          uint8_t *data, void *scales) {
-  if (!isSupportedScaleRecipe(recipe) || !isFp8(p.fp8) || rows < 0 ||
-      cols < 0)
+  if (!isSupportedScaleRecipe(recipe) || !isFp8(p.fp8) || rows < 0 || cols < 0)
     return false;
   if (isMx(p.recipe) != (recipe.dtype == ElemType::UE8M0))
     return false;

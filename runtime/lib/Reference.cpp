@@ -1,4 +1,4 @@
-//===- Reference.cpp - float64 reference of quantized grouped GEMMs -------===//
+//===- Reference.cpp - float64 reference of grouped GEMMs -----------------===//
 //
 // Straightforward on purpose: every element is dequantized through the
 // layout formulas one at a time, then rows are multiplied in double with k
@@ -34,11 +34,22 @@ struct QuantView {
     double s = recipe.dtype == ElemType::UE8M0
                    ? decodeUE8M0(static_cast<const uint8_t *>(scales)[off])
                    : static_cast<const float *>(scales)[off];
-    return double(decodeFp8(data[dataOffset(rows, cols, recipe, r, c)],
-                            dtype)) *
-           s;
+    uint8_t code = data[dataOffset(rows, cols, recipe, r, c)];
+    return double(decodeFp8(code, dtype)) * s;
   }
 };
+
+QuantView quantView(const uint8_t *data, const void *scales,
+                    const OperandContract &oc, int64_t rows, int64_t cols) {
+  QuantView v;
+  v.data = data;
+  v.scales = scales;
+  v.dtype = oc.dtype;
+  v.recipe = oc.scale;
+  v.rows = rows;
+  v.cols = cols;
+  return v;
+}
 
 /// An operand as the GEMM sees it: element (i, kk) with i the output row
 /// (or column) index and kk the contraction index. `swap` reads a logical
@@ -52,8 +63,8 @@ struct GemmView {
 };
 
 /// Rows [i0, i1) x contraction [k0, k1) as a dense row-major double matrix.
-std::vector<double> dense(const GemmView &v, int64_t i0, int64_t i1,
-                          int64_t k0, int64_t k1) {
+std::vector<double> dense(const GemmView &v, int64_t i0, int64_t i1, int64_t k0,
+                          int64_t k1) {
   std::vector<double> out;
   out.reserve(size_t((i1 - i0) * (k1 - k0)));
   for (int64_t i = i0; i < i1; ++i)
@@ -191,17 +202,15 @@ ReferenceResult mGemm(const GemmContract &c, const GemmOperands &ops) {
   for (int64_t g = 0; g < groups; ++g) {
     if (rowsOf[g].empty())
       continue;
-    GemmView b;
-    b.q = {ops.b + g * n * k, stackedScales(ops.scaleB, c.b.scale.dtype,
-                                            g * allocB),
-           c.b.dtype, c.b.scale, n, k};
+    GemmView b{quantView(ops.b + g * n * k,
+                         stackedScales(ops.scaleB, c.b.scale.dtype, g * allocB),
+                         c.b, n, k)};
     std::vector<double> bg = dense(b, 0, n, 0, k);
 
-    GemmView a;
     int64_t ag = masked ? g : 0;
-    a.q = {ops.a + ag * m * k,
-           stackedScales(ops.scaleA, c.a.scale.dtype, ag * allocA), c.a.dtype,
-           c.a.scale, m, k};
+    GemmView a{quantView(
+        ops.a + ag * m * k,
+        stackedScales(ops.scaleA, c.a.scale.dtype, ag * allocA), c.a, m, k)};
     for (auto [aRow, dRow] : rowsOf[g]) {
       std::vector<double> ar = dense(a, aRow, aRow + 1, 0, k);
       for (int64_t j = 0; j < n; ++j) {
@@ -219,10 +228,11 @@ ReferenceResult mGemm(const GemmContract &c, const GemmOperands &ops) {
 /// A token-contiguous operand of k_contiguous with `rows` output rows.
 GemmView tokenView(const uint8_t *data, const void *scales,
                    const OperandContract &oc, int64_t rows, int64_t tokens) {
-  GemmView v;
-  v.swap = oc.scale.blockCols == 1;
-  v.q = {data, scales, oc.dtype, oc.scale, v.swap ? tokens : rows,
-         v.swap ? rows : tokens};
+  // A [128,1] recipe quantized the (T, rows) activations column-wise.
+  bool columnWise = oc.scale.blockCols == 1;
+  GemmView v{quantView(data, scales, oc, columnWise ? tokens : rows,
+                       columnWise ? rows : tokens)};
+  v.swap = columnWise;
   return v;
 }
 
@@ -308,13 +318,13 @@ double qgemm::bf16UlpError(double out, double ref) {
   if (!std::isfinite(out))
     return std::numeric_limits<double>::infinity();
   double mag = std::fabs(ref);
-  double ulp = mag >= std::ldexp(1.0, -126) ? std::ldexp(1.0, std::ilogb(mag) - 7)
-                                            : std::ldexp(1.0, -133);
+  double ulp = mag >= std::ldexp(1.0, -126)
+                   ? std::ldexp(1.0, std::ilogb(mag) - 7)
+                   : std::ldexp(1.0, -133);
   return std::fabs(out - ref) / ulp;
 }
 
-double qgemm::maxBF16UlpError(const ReferenceResult &ref,
-                              const uint16_t *out) {
+double qgemm::maxBF16UlpError(const ReferenceResult &ref, const uint16_t *out) {
   double worst = 0.0;
   for (int64_t r = 0; r < ref.rows; ++r) {
     if (ref.isPadding[size_t(r)])

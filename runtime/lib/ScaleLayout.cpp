@@ -1,4 +1,4 @@
-//===- ScaleLayout.cpp - Where each block scale of an operand lives -------===//
+//===- ScaleLayout.cpp - Where each block scale lives ---------------------===//
 //
 // Direct transcriptions of the LAYOUTS.md tables; anything outside them is
 // rejected by isSupportedScaleRecipe rather than guessed.
@@ -96,7 +96,7 @@ bool qgemm::isDataTransposed(const ScaleRecipe &recipe) {
   return blockKind(recipe) == BlockKind::Col128 && isGemmReady(recipe);
 }
 
-int64_t qgemm::dataOffset(int64_t rows, int64_t cols,
-                          const ScaleRecipe &recipe, int64_t r, int64_t c) {
+int64_t qgemm::dataOffset(int64_t rows, int64_t cols, const ScaleRecipe &recipe,
+                          int64_t r, int64_t c) {
   return isDataTransposed(recipe) ? c * rows + r : r * cols + c;
 }

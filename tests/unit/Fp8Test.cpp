@@ -108,7 +108,7 @@ TEST_CASE("FP8 encoders saturate and canonicalize NaN", "[fp8]") {
   CHECK(encodeE4M3(-1e9f) == 0xFE);
   CHECK(encodeE4M3(kInf) == 0x7E);
   CHECK(encodeE4M3(-kInf) == 0xFE);
-  CHECK(encodeE4M3(464.0f) == 0x7E);  // would round to 480: not a value
+  CHECK(encodeE4M3(464.0f) == 0x7E); // would round to 480: not a value
   CHECK(encodeE4M3(479.99f) == 0x7E);
   CHECK(encodeE4M3(kNaN) == 0x7F);
   CHECK(encodeE4M3(-kNaN) == 0x7F); // the instruction drops the NaN's sign
@@ -158,10 +158,10 @@ TEST_CASE("FP8 encoders agree with a nearest-value search", "[fp8]") {
     for (int c = 0; c < 0x7F; ++c) {
       if (!isFiniteCode(uint8_t(c + 1), t))
         break;
-      float mid = 0.5f * (decodeFp8(uint8_t(c), t) +
-                          decodeFp8(uint8_t(c + 1), t));
-      for (float x : {mid, std::nextafter(mid, 0.0f),
-                      std::nextafter(mid, kInf), -mid}) {
+      float mid =
+          0.5f * (decodeFp8(uint8_t(c), t) + decodeFp8(uint8_t(c + 1), t));
+      for (float x :
+           {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, kInf), -mid}) {
         INFO("x = " << x);
         CHECK(encodeFp8(x, t) == oracleEncode(x, t));
       }

@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "qgemm/Fp8.h"
 #include "qgemm/Quantize.h"
+#include "qgemm/Fp8.h"
 #include "qgemm/ScaleLayout.h"
 
 #include <catch2/catch.hpp>
@@ -63,8 +63,8 @@ const ScaleRecipe kMx = recipe(1, 32, kCompact, ElemType::UE8M0);
 TEST_CASE("All-zero blocks under every recipe", "[quantize]") {
   std::vector<float> zeros(128, 0.0f);
   SECTION("deepseek clamps amax to 1e-4") {
-    auto t = quantize(zeros.data(), 1, 128, kRow128,
-                      params(QuantRecipe::DeepSeek));
+    auto t =
+        quantize(zeros.data(), 1, 128, kRow128, params(QuantRecipe::DeepSeek));
     REQUIRE(t);
     CHECK(t->scalesF32[0] == 1e-4f / 448.0f);
     CHECK(t->data == std::vector<uint8_t>(128, 0x00));
@@ -269,8 +269,7 @@ TEST_CASE("128x1 column-wise quantization", "[quantize][layout]") {
   for (int64_t i = 0; i < 2; ++i) {
     for (int64_t j = 0; j < cols; ++j) {
       float amax = 0.0f;
-      for (int64_t r = i * 128; r < std::min<int64_t>(rows, i * 128 + 128);
-           ++r)
+      for (int64_t r = i * 128; r < std::min<int64_t>(rows, i * 128 + 128); ++r)
         amax = std::max(amax, std::fabs(x[size_t(r * cols + j)]));
       float s = 1.0f / teQuantizeFactor(amax, ElemType::E4M3, true, 0.0f);
       CHECK(c->scalesF32[size_t(i * cols + j)] == s);
@@ -298,8 +297,9 @@ TEST_CASE("128x1 column-wise quantization", "[quantize][layout]") {
 TEST_CASE("mx scales land in the 128x4 swizzle", "[quantize][mx][layout]") {
   const int64_t rows = 33, cols = 64;
   std::vector<float> x = randomMatrix(rows, cols, 3);
-  auto t = quantize(x.data(), rows, cols, recipe(1, 32, kReady, ElemType::UE8M0),
-                    params(QuantRecipe::MxRceil), 0.0f, 0xAB);
+  auto t =
+      quantize(x.data(), rows, cols, recipe(1, 32, kReady, ElemType::UE8M0),
+               params(QuantRecipe::MxRceil), 0.0f, 0xAB);
   REQUIRE(t);
   REQUIRE(t->scalesUE8M0.size() == 512);
   for (int64_t i = 0; i < rows; ++i) {
@@ -317,15 +317,14 @@ TEST_CASE("mx scales land in the 128x4 swizzle", "[quantize][mx][layout]") {
   CHECK(untouched == 512 - rows * 2);
 }
 
-TEST_CASE("Recipes that do not fit the scale dtype are refused",
-          "[quantize]") {
+TEST_CASE("Recipes that do not fit the scale dtype are refused", "[quantize]") {
   std::vector<float> x(128, 1.0f);
   uint8_t data[128];
   float scale = 42.0f;
   CHECK_FALSE(quantizeInto(x.data(), 1, 128, recipe(1, 32, kCompact),
                            params(QuantRecipe::MxFloor), data, &scale));
-  CHECK_FALSE(quantizeInto(x.data(), 1, 128, kMx,
-                           params(QuantRecipe::DeepSeek), data, &scale));
+  CHECK_FALSE(quantizeInto(x.data(), 1, 128, kMx, params(QuantRecipe::DeepSeek),
+                           data, &scale));
   CHECK_FALSE(quantizeInto(x.data(), 1, 128, recipe(64, 64, kCompact),
                            params(QuantRecipe::DeepSeek), data, &scale));
   CHECK_FALSE(quantizeInto(x.data(), 1, 128, kRow128,

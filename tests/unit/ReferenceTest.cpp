@@ -8,9 +8,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "qgemm/Reference.h"
 #include "qgemm/Fp8.h"
 #include "qgemm/Quantize.h"
-#include "qgemm/Reference.h"
 
 #include <catch2/catch.hpp>
 
@@ -237,7 +237,8 @@ TEST_CASE("Reference, no grouping", "[reference]") {
   for (const RecipePair &rp : mRecipes()) {
     Operand a = makeOperand(m, k, rp.a, rng);
     Operand b = makeOperand(n, k, rp.b, rng, nullptr, ElemType::E5M2);
-    GemmContract c = contractFor(GroupingKind::None, GroupIndex::None, rp, n, k);
+    GemmContract c =
+        contractFor(GroupingKind::None, GroupIndex::None, rp, n, k);
     c.b.dtype = ElemType::E5M2;
     GemmOperands ops;
     ops.m = m;
@@ -562,6 +563,5 @@ TEST_CASE("Comparison helpers", "[reference]") {
   CHECK(bf16UlpDistance(0x8000, 0x0000) == 0);
   CHECK(bf16UlpDistance(0x0001, 0x8001) == 2);
   CHECK(bf16UlpDistance(0x7F7F, 0x7F80) == 1);
-  CHECK(bf16UlpDistance(0x7FC0, 0x3F80) ==
-        std::numeric_limits<int64_t>::max());
+  CHECK(bf16UlpDistance(0x7FC0, 0x3F80) == std::numeric_limits<int64_t>::max());
 }

@@ -166,6 +166,5 @@ TEST_CASE("Recipes outside LAYOUTS.md are rejected", "[layout]") {
   CHECK_FALSE(isSupportedScaleRecipe(recipe(64, 64, kCompact)));
   CHECK_FALSE(isSupportedScaleRecipe(recipe(1, 64, kReady)));
   CHECK_FALSE(isSupportedScaleRecipe(recipe(32, 1, kCompact)));
-  CHECK_FALSE(
-      isSupportedScaleRecipe(recipe(1, 128, kCompact, ElemType::BF16)));
+  CHECK_FALSE(isSupportedScaleRecipe(recipe(1, 128, kCompact, ElemType::BF16)));
 }

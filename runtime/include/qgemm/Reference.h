@@ -1,4 +1,4 @@
-//===- Reference.h - float64 reference of quantized grouped GEMMs -*- C++ -*-===//
+//===- Reference.h - float64 reference of grouped GEMMs ---------*- C++ -*-===//
 //
 // What a grouped GEMM kernel is asked to compute, computed on the CPU in
 // double from the quantized operands read through their declared layouts:

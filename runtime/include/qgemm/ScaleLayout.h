@@ -1,4 +1,4 @@
-//===- ScaleLayout.h - Where each block scale of an operand lives -*- C++ -*-===//
+//===- ScaleLayout.h - Where each block scale lives -------------*- C++ -*-===//
 //
 // The index formulas of LAYOUTS.md, "Scale layouts" and "MXFP8", written once
 // so that the quantizers, the references and the tests agree on them.

@@ -1,0 +1,159 @@
+//===- Runtime.h - Compile, cache, load and launch kernels ------*- C++ -*-===//
+//
+// The JIT runtime in a few lines:
+//
+//   qgemm::Runtime rt;                          // opens no driver yet
+//   qgemm::KernelResult k = rt.getKernel(spec); // memory, disk or compile
+//   if (!k) return k.status;
+//   qgemm::GemmArgs args;                       // device pointers, sizes,
+//   ...                                         // group metadata
+//   qgemm::Status st = rt.launch(*k, args, stream);
+//
+// Errors are values (Status); nothing throws across this API. getKernel needs
+// only the compiler and the cache, so it works without a GPU; loading and
+// launching open the CUDA driver on first use (CudaDriver.h).
+//
+//===----------------------------------------------------------------------===//
+#ifndef QGEMM_RUNTIME_H
+#define QGEMM_RUNTIME_H
+
+#include "qgemm/Compiler.h"
+#include "qgemm/Export.h"
+#include "qgemm/GemmArgs.h"
+#include "qgemm/KernelCache.h"
+#include "qgemm/Spec.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace qgemm {
+
+struct CudaDriver; // CudaDriver.h; kept out of here so users need no cuda.h
+
+/// A compiled kernel: cheap to copy, shared by every copy and by the
+/// runtime's memory cache. Its CUDA modules (one per context it was used
+/// in) are unloaded when the last copy goes away, so keep a copy alive
+/// while launches from it may still be running.
+class QGEMM_API Kernel {
+public:
+  Kernel() = default;
+  /// False for a default-constructed handle.
+  bool valid() const { return state != nullptr; }
+  const Spec &spec() const;
+  const std::string &name() const;    ///< PTX entry point
+  const std::string &ptx() const;
+  const std::string &cacheKey() const;
+  /// Whether a module of this kernel is loaded in any context.
+  bool isLoaded() const;
+
+  struct State;
+
+private:
+  friend class Runtime;
+  std::shared_ptr<State> state;
+};
+
+/// Where getKernel found a kernel.
+enum class KernelSource { MemoryHit, DiskHit, Compiled };
+QGEMM_API std::string_view toString(KernelSource s);
+
+struct KernelStats {
+  KernelSource source = KernelSource::Compiled;
+  double millis = 0;        ///< Wall time of the whole getKernel call.
+  double compileMillis = 0; ///< compileSpec's own time when Compiled.
+  double loadMillis = 0;    ///< Module load time when loaded eagerly.
+  std::string cacheKey;
+  /// Why the disk cache was not used or an entry was rebuilt ("rejected
+  /// <path>: payload checksum mismatch"); empty when all went well. Never an
+  /// error: the kernel is still returned.
+  std::string cacheNote;
+};
+
+/// getKernel's answer. `kernel` is valid when `status` is ok, and also when
+/// only the eager module load failed (the PTX is there to inspect).
+struct KernelResult {
+  Status status;
+  Kernel kernel;
+  KernelStats stats;
+  bool ok() const { return status.ok(); }
+  explicit operator bool() const { return ok(); }
+  const Kernel &operator*() const { return kernel; }
+  const Kernel *operator->() const { return &kernel; }
+};
+
+/// What a report says about the GPU.
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string name;
+  int computeMajor = 0, computeMinor = 0;
+  int smCount = 0;
+  int clockKHz = 0;       ///< SM clock
+  int memoryClockKHz = 0; ///< Peak memory clock
+  int memoryBusWidth = 0; ///< bits
+  uint64_t totalMemory = 0;
+  int driverVersion = 0; ///< e.g. 12080
+};
+
+struct RuntimeOptions {
+  /// Empty: defaultCacheDirectory().
+  std::string cacheDirectory;
+  /// Off: compile every kernel once per Runtime (memory cache only).
+  bool diskCache = true;
+  /// Empty: defaultLibcudaName() ($QGEMM_LIBCUDA or libcuda.so.1).
+  std::string libcuda;
+  /// The device whose primary context is used on a thread with no current
+  /// context (a context that is current, e.g. PyTorch's, is always used).
+  int device = 0;
+  /// Load the module in getKernel when a driver is present, so that compile
+  /// and load costs are not paid on the first launch. Without a driver
+  /// getKernel silently skips the load.
+  bool loadEagerly = true;
+};
+
+class QGEMM_API Runtime {
+public:
+  Runtime();
+  explicit Runtime(RuntimeOptions options);
+  ~Runtime();
+  Runtime(const Runtime &) = delete;
+  Runtime &operator=(const Runtime &) = delete;
+
+  /// The kernel of `spec`: from this runtime's memory, else the disk cache,
+  /// else compiled (and stored). Thread-safe; concurrent requests for one
+  /// spec compile it once. Needs no GPU.
+  KernelResult getKernel(const Spec &spec);
+
+  /// Load `kernel`'s module into the calling thread's context (made current
+  /// from the primary context of options.device when there is none). Needs
+  /// the driver; checks the spec's target against the device.
+  Status load(const Kernel &kernel);
+
+  /// Validate `args` against the kernel's contract (validateGemmArgs), then
+  /// launch on `stream` (a CUstream; null is the legacy default stream).
+  /// rows = 0 launches nothing for m-groupings; k_contiguous still writes D.
+  Status launch(const Kernel &kernel, const GemmArgs &args,
+                void *stream = nullptr);
+
+  /// The driver, opened on first use; null with the reason when absent.
+  Status openDriver(const CudaDriver *&out);
+
+  /// Name, SM count, clocks, memory of device `ordinal` for reports.
+  Status queryDevice(int ordinal, DeviceInfo &out);
+
+  const std::string &cacheDirectory() const;
+  CacheStats cacheStats() const;
+  /// Forget the in-memory kernels (the disk cache stays), e.g. to measure
+  /// disk hits.
+  void clearMemoryCache();
+
+  struct Impl;
+
+private:
+  std::unique_ptr<Impl> impl;
+};
+
+} // namespace qgemm
+
+#endif // QGEMM_RUNTIME_H

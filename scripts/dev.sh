@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# qgemm's one script for the whole loop.
+#
+#   scripts/dev.sh examples   install what is missing, build, compile every spec
+#                             in specs/ to PTX and print one line per kernel
+#   scripts/dev.sh test       install what is missing, build, run every CPU test
+#   scripts/dev.sh build      configure and build only (no installs)
+#   scripts/dev.sh pack       build, then pack what the GPU machine needs into
+#                             .pack/qgemm-gpu.tar.xz (git-ignored; carry it)
+#   scripts/dev.sh gpu        on the GPU machine: unpack .pack/ and run the GPU
+#                             tests (results under $OUT when set)
+#
+# Everything is idempotent: a second run installs nothing and rebuilds only
+# what changed. Environment: BUILD_DIR (default build), JOBS (default nproc).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
+JOBS="${JOBS:-$(nproc)}"
+LLVM_BIN=/usr/lib/llvm-22/bin
+
+# Debian 12 packages qgemm builds with (LLVM/MLIR 22 come from bookworm-security).
+PACKAGES=(cmake ninja-build g++ python3 llvm-22-dev libmlir-22-dev mlir-22-tools
+          lld-22 libzstd-dev zlib1g-dev libfmt-dev nlohmann-json3-dev catch2 xz-utils)
+
+log() { printf '\033[1m[qgemm]\033[0m %s\n' "$*" >&2; }
+
+install_deps() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+      missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    log "installing: ${missing[*]}"
+    local sudo=""
+    [[ $(id -u) -eq 0 ]] || sudo=sudo
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+      "${missing[@]}" >/dev/null
+  fi
+  [[ -x /usr/local/cuda/bin/ptxas ]] ||
+    log "warning: /usr/local/cuda/bin/ptxas not found; PTX checks need the CUDA toolkit"
+}
+
+build() {
+  local t0=$SECONDS
+  if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
+    log "configuring $BUILD_DIR"
+    cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  fi
+  log "building with $JOBS jobs (a cold build takes several minutes on 2 cores)"
+  cmake --build "$BUILD_DIR" -j "$JOBS" || { log "build failed"; exit 1; }
+  log "build done in $((SECONDS - t0)) s"
+}
+
+run_examples() {
+  "$BUILD_DIR/bin/qgemmc" build "$ROOT"/specs/*.json -o "$BUILD_DIR/ptx"
+}
+
+run_tests() {
+  ctest --test-dir "$BUILD_DIR" --output-on-failure -L cpu
+}
+
+pack() {
+  local dir="$ROOT/.pack" stage
+  stage="$(mktemp -d)"
+  mkdir -p "$dir" "$stage/qgemm/bin" "$stage/qgemm/lib"
+  cp "$BUILD_DIR/lib/libqgemm.so" "$stage/qgemm/lib/"
+  for b in qgemmc qgemm-gpu-tests; do
+    [[ -x "$BUILD_DIR/bin/$b" ]] && cp "$BUILD_DIR/bin/$b" "$stage/qgemm/bin/"
+  done
+  cp -r "$ROOT/specs" "$stage/qgemm/"
+  tar -C "$stage" -cJf "$dir/qgemm-gpu.tar.xz" qgemm
+  rm -rf "$stage"
+  log "packed $(du -h "$dir/qgemm-gpu.tar.xz" | cut -f1) into .pack/qgemm-gpu.tar.xz"
+}
+
+gpu() {
+  local dest=/tmp/qgemm-gpu out="${OUT:-$ROOT/.pack/out}"
+  rm -rf "$dest" && mkdir -p "$dest" "$out"
+  tar -C "$dest" -xJf "$ROOT/.pack/qgemm-gpu.tar.xz"
+  nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,driver_version --format=csv | tee "$out/device.txt"
+  ldd "$dest/qgemm/lib/libqgemm.so" | tee "$out/ldd.txt"
+  "$dest/qgemm/bin/qgemmc" build "$dest"/qgemm/specs/*.json | tee "$out/build.txt"
+  if [[ -x "$dest/qgemm/bin/qgemm-gpu-tests" ]]; then
+    QGEMM_CACHE_DIR="$dest/cache" "$dest/qgemm/bin/qgemm-gpu-tests" \
+      --specs "$dest/qgemm/specs" --out "$out" "$@"
+  fi
+}
+
+cmd="${1:-}"
+shift || true
+case "$cmd" in
+  examples) install_deps; build; run_examples ;;
+  test) install_deps; build; run_tests ;;
+  build) build ;;
+  pack) build; pack ;;
+  gpu) gpu "$@" ;;
+  *) sed -n '2,16p' "$0"; exit 1 ;;
+esac
