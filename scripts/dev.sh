@@ -59,7 +59,7 @@ run_examples() {
 }
 
 run_tests() {
-  ctest --test-dir "$BUILD_DIR" --output-on-failure -L cpu
+  ctest --test-dir "$BUILD_DIR" --output-on-failure -LE gpu
 }
 
 pack() {
@@ -71,6 +71,7 @@ pack() {
     [[ -x "$BUILD_DIR/bin/$b" ]] && cp "$BUILD_DIR/bin/$b" "$stage/qgemm/bin/"
   done
   cp -r "$ROOT/specs" "$stage/qgemm/"
+  cp -r "$ROOT/tests/gpu/specs" "$stage/qgemm/gpu-specs"
   tar -C "$stage" -cJf "$dir/qgemm-gpu.tar.xz" qgemm
   rm -rf "$stage"
   log "packed $(du -h "$dir/qgemm-gpu.tar.xz" | cut -f1) into .pack/qgemm-gpu.tar.xz"
@@ -85,7 +86,7 @@ gpu() {
   "$dest/qgemm/bin/qgemmc" build "$dest"/qgemm/specs/*.json | tee "$out/build.txt"
   if [[ -x "$dest/qgemm/bin/qgemm-gpu-tests" ]]; then
     QGEMM_CACHE_DIR="$dest/cache" "$dest/qgemm/bin/qgemm-gpu-tests" \
-      --specs "$dest/qgemm/specs" --out "$out" "$@"
+      --specs "$dest/qgemm/gpu-specs" --specs "$dest/qgemm/specs" --out "$out" "$@"
   fi
 }
 

@@ -72,7 +72,8 @@ bool writeAll(int fd, const std::string &bytes) {
 bool readFile(const std::string &path, std::string &out, std::string &why,
               bool &exists) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  exists = fd >= 0 || errno != ENOENT;
+  // ENOTDIR: the cache directory's path runs through a file; no entry.
+  exists = fd >= 0 || (errno != ENOENT && errno != ENOTDIR);
   if (fd < 0) {
     why = errnoText("cannot open", path);
     return false;

@@ -1,0 +1,204 @@
+//===- Runtime.cpp - getKernel: memory, disk, compile ---------------------===//
+//
+// Three tiers, cheapest first: this runtime's map of kernel identities, the
+// shared disk cache, the compiler. The disk cache is an optimization only: a
+// directory that cannot be written or an entry that does not verify is
+// reported in KernelStats::cacheNote, never as a failure of getKernel.
+//
+//===----------------------------------------------------------------------===//
+#include "RuntimeImpl.h"
+
+#include <chrono>
+
+using namespace qgemm;
+
+namespace {
+
+double millisSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+/// Crashed writers leave temporaries; live ones finish in seconds.
+constexpr int64_t kStaleTemporarySeconds = 3600;
+
+std::string metadataJson(const Spec &spec, const CompileOutput &out) {
+  // Only for people looking at the directory; never parsed back.
+  std::string json = "{\"spec\":" + spec.canonicalJson + ",\"kernel\":\"" +
+                     out.kernelName + "\",\"compiler\":\"" + versionString() +
+                     "\",\"compile_ms\":" + std::to_string(out.millis) + "}";
+  return json;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Kernel
+//===----------------------------------------------------------------------===//
+
+namespace {
+const Kernel::State &emptyState() {
+  static const Kernel::State *s = new Kernel::State();
+  return *s;
+}
+} // namespace
+
+const Spec &Kernel::spec() const { return (state ? *state : emptyState()).spec; }
+const std::string &Kernel::name() const {
+  return (state ? *state : emptyState()).name;
+}
+const std::string &Kernel::ptx() const {
+  return (state ? *state : emptyState()).ptx;
+}
+const std::string &Kernel::cacheKey() const {
+  return (state ? *state : emptyState()).key;
+}
+bool Kernel::isLoaded() const {
+  if (!state)
+    return false;
+  std::lock_guard<std::mutex> lock(state->mutex);
+  return !state->modules.empty();
+}
+
+Kernel::State::~State() {
+  if (!driver)
+    return;
+  // cuModuleUnload acts on the module's context; make it current briefly.
+  CUcontext saved = nullptr;
+  driver->ctxGetCurrent(&saved);
+  for (const Module &m : modules) {
+    driver->ctxSetCurrent(m.context);
+    driver->moduleUnload(m.module); // Errors (context gone at exit) are moot.
+  }
+  driver->ctxSetCurrent(saved);
+}
+
+std::string_view qgemm::toString(KernelSource s) {
+  switch (s) {
+  case KernelSource::MemoryHit:
+    return "memory hit";
+  case KernelSource::DiskHit:
+    return "disk hit";
+  case KernelSource::Compiled:
+    return "compiled";
+  }
+  return "?";
+}
+
+//===----------------------------------------------------------------------===//
+// Runtime
+//===----------------------------------------------------------------------===//
+
+Runtime::Runtime() : Runtime(RuntimeOptions()) {}
+
+Runtime::Runtime(RuntimeOptions options) : impl(std::make_unique<Impl>()) {
+  impl->options = std::move(options);
+  impl->cacheDirectory = impl->options.cacheDirectory.empty()
+                             ? defaultCacheDirectory()
+                             : impl->options.cacheDirectory;
+  if (impl->options.diskCache && !impl->cacheDirectory.empty()) {
+    impl->disk = std::make_unique<KernelCache>(impl->cacheDirectory);
+    impl->disk->removeStaleTemporaries(kStaleTemporarySeconds);
+  }
+}
+
+Runtime::~Runtime() = default;
+
+const std::string &Runtime::cacheDirectory() const {
+  return impl->cacheDirectory;
+}
+
+CacheStats Runtime::cacheStats() const {
+  return impl->disk ? impl->disk->stats() : CacheStats();
+}
+
+void Runtime::clearMemoryCache() {
+  std::lock_guard<std::mutex> lock(impl->slotsMutex);
+  impl->slots.clear();
+}
+
+Status Runtime::Impl::openDriver(const CudaDriver *&out) {
+  out = driver.load(std::memory_order_acquire);
+  if (out)
+    return Status();
+  Status st = openCudaDriver(options.libcuda, out);
+  if (st.ok())
+    driver.store(out, std::memory_order_release);
+  return st;
+}
+
+Status Runtime::openDriver(const CudaDriver *&out) {
+  return impl->openDriver(out);
+}
+
+KernelResult Runtime::getKernel(const Spec &spec) {
+  auto start = std::chrono::steady_clock::now();
+  KernelResult r;
+  std::string identity = kernelIdentity(spec);
+  std::string key = stableHash(identity);
+  r.stats.cacheKey = key;
+
+  std::shared_ptr<Impl::Slot> slot;
+  {
+    std::lock_guard<std::mutex> lock(impl->slotsMutex);
+    std::shared_ptr<Impl::Slot> &s = impl->slots[key];
+    if (!s)
+      s = std::make_shared<Impl::Slot>();
+    slot = s;
+  }
+  std::lock_guard<std::mutex> lock(slot->mutex);
+  if (slot->kernel) {
+    r.kernel.state = slot->kernel;
+    r.stats.source = KernelSource::MemoryHit;
+    r.stats.millis = millisSince(start);
+    return r;
+  }
+
+  auto state = std::make_shared<Kernel::State>();
+  state->spec = spec;
+  state->key = key;
+  CacheEntry entry;
+  KernelCache::Lookup found = KernelCache::Lookup::Miss;
+  if (impl->disk)
+    found = impl->disk->load(key, identity, entry, &r.stats.cacheNote);
+  if (found == KernelCache::Lookup::Hit) {
+    r.stats.source = KernelSource::DiskHit;
+    state->name = std::move(entry.kernelName);
+    state->ptx = std::move(entry.ptx);
+  } else {
+    CompileOutput out;
+    if (Status st = compileSpec(spec, Emit::PTX, out); !st.ok()) {
+      r.status = st;
+      r.stats.millis = millisSince(start);
+      return r;
+    }
+    r.stats.source = KernelSource::Compiled;
+    r.stats.compileMillis = out.millis;
+    if (found == KernelCache::Lookup::Rejected)
+      r.stats.cacheNote = "rejected " + r.stats.cacheNote + "; rebuilt";
+    if (impl->disk) {
+      CacheEntry fresh{out.kernelName, out.ptx, identity,
+                       metadataJson(spec, out)};
+      if (Status st = impl->disk->store(key, fresh); !st.ok())
+        r.stats.cacheNote += (r.stats.cacheNote.empty() ? "" : "; ") +
+                             std::string("not cached: ") + st.message;
+    }
+    state->name = std::move(out.kernelName);
+    state->ptx = std::move(out.ptx);
+  }
+  slot->kernel = state;
+  r.kernel.state = state;
+
+  // Compile-only use (no driver) is fine; a driver that is there but cannot
+  // load the kernel is an error worth reporting now.
+  const CudaDriver *driver = nullptr;
+  if (impl->options.loadEagerly && impl->openDriver(driver).ok()) {
+    auto loadStart = std::chrono::steady_clock::now();
+    CUfunction fn = nullptr;
+    r.status = impl->functionFor(*state, fn);
+    r.stats.loadMillis = millisSince(loadStart);
+  }
+  r.stats.millis = millisSince(start);
+  return r;
+}

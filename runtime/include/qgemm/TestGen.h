@@ -1,0 +1,82 @@
+//===- TestGen.h - Spec-driven test cases and their host data ---*- C++ -*-===//
+//
+// From a spec, derive the cases a kernel must pass: the shapes the spec
+// allows (one group, empty groups, one row, unequal groups, groups of exactly
+// the alignment, padding rows) crossed with value distributions (normal,
+// outliers of 1e4, all identical, tiny values near the FP8 subnormal range, a
+// zero block). buildProblem turns a case into quantized host operands in the
+// spec's layouts, with padding scale entries poisoned by NaN, so a kernel that
+// lets padding influence a valid output fails.
+//
+//===----------------------------------------------------------------------===//
+#ifndef QGEMM_TESTGEN_H
+#define QGEMM_TESTGEN_H
+
+#include "qgemm/Export.h"
+#include "qgemm/Reference.h"
+#include "qgemm/Spec.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace qgemm {
+
+enum class ValueDist { Normal, Outliers, Identical, Tiny, ZeroBlock };
+QGEMM_API std::string_view toString(ValueDist d);
+
+/// One generated case of a grouped GEMM spec.
+struct TestCase {
+  std::string name; ///< "<shape>/<distribution>"
+  /// Valid rows (m-groupings) or tokens (k_contiguous) of each group.
+  std::vector<int64_t> groupRows;
+  /// m_masked: rows per group allocated (M_max >= every groupRows).
+  int64_t maxRows = 0;
+  /// m_contiguous: rows after the last group (offsets) that belong to no group.
+  int64_t trailingPadding = 0;
+  ValueDist dist = ValueDist::Normal;
+  uint64_t seed = 1;
+};
+
+/// Size knobs of generation: `baseRows` is the typical group height.
+struct CaseOptions {
+  int64_t baseRows = 96;
+  uint64_t seed = 20261122;
+};
+
+/// The cases of `spec` (a grouped_gemm). Deterministic for a given seed.
+QGEMM_API std::vector<TestCase> generateCases(const Spec &spec,
+                                              const CaseOptions &opts = {});
+
+/// Quantized host operands of one case, in the layouts the spec declares.
+struct QGEMM_API HostProblem {
+  GemmContract contract;
+  int64_t rows = 0;   ///< as GemmOperands::m
+  int64_t groups = 1;
+  std::vector<uint8_t> a, b;
+  std::vector<float> scaleAF32, scaleBF32;     ///< F32 recipes
+  std::vector<uint8_t> scaleAU8, scaleBU8;     ///< UE8M0 recipes
+  std::vector<int32_t> groupIndex;             ///< offsets / row_group / masked_m
+  std::vector<float> c;                        ///< accumulate only, shaped like D
+  int64_t dRows = 0, dCols = 0;                ///< D as a row-major matrix
+  /// Bytes of one D element (2 for bf16, 4 for f32).
+  int dElemBytes() const { return contract.d == ElemType::BF16 ? 2 : 4; }
+  const void *scaleA() const;
+  const void *scaleB() const;
+  size_t scaleABytes() const;
+  size_t scaleBBytes() const;
+  GemmOperands operands() const;
+};
+
+/// Materialize `tc` for `spec`. Deterministic.
+QGEMM_API HostProblem buildProblem(const Spec &spec, const TestCase &tc);
+
+/// Tolerance on ||out - ref|| / ||ref|| for the spec's output type: bf16
+/// rounding (2^-9 relative per element) dominates bf16 outputs; f32 outputs
+/// carry only f32 summation error.
+QGEMM_API double relErrTolerance(const GemmContract &c);
+
+} // namespace qgemm
+
+#endif // QGEMM_TESTGEN_H

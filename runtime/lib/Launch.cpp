@@ -1,0 +1,280 @@
+//===- Launch.cpp - Load modules, launch kernels, query devices -----------===//
+//
+// Everything here needs the driver. Arguments are validated before the
+// driver is even opened, so a bad launch is reported the same way on a
+// machine without a GPU.
+//
+//===----------------------------------------------------------------------===//
+#include "RuntimeImpl.h"
+
+#include "qgemm/Codegen/KernelABI.h"
+
+#include <array>
+#include <cctype>
+#include <limits>
+#include <map>
+
+using namespace qgemm;
+
+namespace {
+
+/// The primary context of `device`, retained once per process and never
+/// released (as the CUDA runtime does): modules loaded in it must outlive
+/// every Runtime and Kernel that might still unload them at exit.
+Status primaryContext(const CudaDriver &d, int device, CUcontext &out) {
+  static auto *mutex = new std::mutex;
+  static auto *retained = new std::map<int, CUcontext>;
+  std::lock_guard<std::mutex> lock(*mutex);
+  if (auto it = retained->find(device); it != retained->end()) {
+    out = it->second;
+    return Status();
+  }
+  CUdevice dev = 0;
+  if (Status st = d.check(d.deviceGet(&dev, device),
+                          "cuDeviceGet(" + std::to_string(device) + ")");
+      !st.ok())
+    return st;
+  if (Status st = d.check(d.devicePrimaryCtxRetain(&out, dev),
+                          "cuDevicePrimaryCtxRetain");
+      !st.ok())
+    return st;
+  (*retained)[device] = out;
+  return Status();
+}
+
+/// The calling thread's context, made current from the primary context of
+/// `device` when there is none.
+Status currentContext(const CudaDriver &d, int device, CUcontext &out) {
+  out = nullptr;
+  if (Status st = d.check(d.ctxGetCurrent(&out), "cuCtxGetCurrent"); !st.ok())
+    return st;
+  if (out)
+    return Status();
+  if (Status st = primaryContext(d, device, out); !st.ok())
+    return st;
+  return d.check(d.ctxSetCurrent(out), "cuCtxSetCurrent");
+}
+
+/// "sm_90a" -> 9, 0, 'a'. False when `target` is not of that form.
+bool parseTarget(const std::string &target, int &major, int &minor,
+                 char &suffix) {
+  if (target.rfind("sm_", 0) != 0)
+    return false;
+  std::string digits;
+  size_t i = 3;
+  while (i < target.size() && std::isdigit(static_cast<unsigned char>(target[i])))
+    digits += target[i++];
+  if (digits.size() < 2 || target.size() - i > 1)
+    return false;
+  suffix = i < target.size() ? target[i] : 0;
+  major = std::stoi(digits.substr(0, digits.size() - 1));
+  minor = digits.back() - '0';
+  return true;
+}
+
+/// Whether the current context's device can run PTX for `target`: `a`
+/// targets run on exactly that architecture, `f` on its family (same major),
+/// plain ones on it and later ones. The driver's JIT would reject a mismatch
+/// too, but with a message that does not say what to change.
+Status checkTarget(const CudaDriver &d, const std::string &target) {
+  int tMajor = 0, tMinor = 0;
+  char suffix = 0;
+  if (!parseTarget(target, tMajor, tMinor, suffix))
+    return Status::user("cannot load a kernel for target " + target +
+                        ": expected sm_<major><minor>[a|f]");
+  CUdevice dev = 0;
+  int major = 0, minor = 0;
+  if (Status st = d.check(d.ctxGetDevice(&dev), "cuCtxGetDevice"); !st.ok())
+    return st;
+  if (Status st = d.check(
+          d.deviceGetAttribute(&major,
+                               CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
+          "cuDeviceGetAttribute");
+      !st.ok())
+    return st;
+  if (Status st = d.check(
+          d.deviceGetAttribute(&minor,
+                               CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
+          "cuDeviceGetAttribute");
+      !st.ok())
+    return st;
+  bool ok = suffix == 'a'   ? major == tMajor && minor == tMinor
+            : suffix == 'f' ? major == tMajor && minor >= tMinor
+                            : major * 10 + minor >= tMajor * 10 + tMinor;
+  if (ok)
+    return Status();
+  char name[256] = {0};
+  d.deviceGetName(name, sizeof(name) - 1, dev);
+  return Status::user("the kernel targets " + target + " but device " +
+                      std::to_string(dev) + " (" + name + ") is sm_" +
+                      std::to_string(major) + std::to_string(minor) +
+                      "; compile the spec with a matching \"target\"");
+}
+
+Status loadModule(const CudaDriver &d, const Kernel::State &k,
+                  Kernel::State::Module &m) {
+  if (Status st = checkTarget(d, k.spec.target); !st.ok())
+    return st;
+  // The JIT's error log says which PTX line it rejected and why.
+  char log[8192] = {0};
+  CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER,
+                         CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void *values[] = {log, reinterpret_cast<void *>(uintptr_t(sizeof(log) - 1))};
+  Status st = d.check(d.moduleLoadDataEx(&m.module, k.ptx.c_str(), 2, opts,
+                                         values),
+                      "cuModuleLoadDataEx(" + k.name + ")");
+  if (!st.ok()) {
+    if (log[0])
+      st.message += "\n" + std::string(log);
+    return st;
+  }
+  st = d.check(d.moduleGetFunction(&m.function, m.module, k.name.c_str()),
+               "cuModuleGetFunction(" + k.name + ")");
+  if (!st.ok())
+    d.moduleUnload(m.module);
+  return st;
+}
+
+/// The SIMT grid, checked against the launch limits of every CUDA device.
+Status launchGrid(const GemmContract &c, const GemmArgs &args,
+                  std::array<int64_t, 3> &grid) {
+  grid = simtGemmGrid(c, args.rows, args.numGroups);
+  const int64_t limits[3] = {std::numeric_limits<int32_t>::max(), 65535,
+                             65535};
+  const char *axis[3] = {"x", "y", "z"};
+  for (int i = 0; i < 3; ++i)
+    if (grid[i] < 1 || grid[i] > limits[i])
+      return Status::user(
+          "launch grid (" + std::to_string(grid[0]) + ", " +
+          std::to_string(grid[1]) + ", " + std::to_string(grid[2]) +
+          ") is out of range: " + axis[i] + " must be in 1.." +
+          std::to_string(limits[i]) +
+          (i == 1 ? " (column blocks of " + std::to_string(kSimtBlockThreads) +
+                        " output columns)"
+                  : ""));
+  return Status();
+}
+
+} // namespace
+
+Status Runtime::Impl::functionFor(Kernel::State &k, CUfunction &out) {
+  const CudaDriver *d = nullptr;
+  if (Status st = openDriver(d); !st.ok())
+    return st;
+  CUcontext ctx = nullptr;
+  if (Status st = currentContext(*d, options.device, ctx); !st.ok())
+    return st;
+  std::lock_guard<std::mutex> lock(k.mutex);
+  for (const Kernel::State::Module &m : k.modules) {
+    if (m.context == ctx) {
+      out = m.function;
+      return Status();
+    }
+  }
+  Kernel::State::Module m;
+  m.context = ctx;
+  if (Status st = loadModule(*d, k, m); !st.ok())
+    return st;
+  k.driver = d;
+  k.modules.push_back(m);
+  out = m.function;
+  return Status();
+}
+
+Status Runtime::load(const Kernel &kernel) {
+  if (!kernel.valid())
+    return Status::user("load: the kernel handle is empty");
+  CUfunction fn = nullptr;
+  return impl->functionFor(*kernel.state, fn);
+}
+
+Status Runtime::launch(const Kernel &kernel, const GemmArgs &args,
+                       void *stream) {
+  if (!kernel.valid())
+    return Status::user("launch: the kernel handle is empty");
+  const Spec &spec = kernel.spec();
+  if (spec.op != OpKind::GroupedGemm)
+    return Status::user("launch: " + spec.name +
+                        " is not a grouped_gemm kernel");
+  const GemmContract &c = spec.gemm;
+  if (Status st = validateGemmArgs(c, args); !st.ok())
+    return st;
+  // No rows: nothing to compute. k_contiguous still owes D (zeros or C).
+  if (args.rows == 0 && c.grouping.kind != GroupingKind::KContiguous)
+    return Status();
+  std::array<int64_t, 3> grid;
+  if (Status st = launchGrid(c, args, grid); !st.ok())
+    return st;
+
+  CUfunction fn = nullptr;
+  if (Status st = impl->functionFor(*kernel.state, fn); !st.ok())
+    return st;
+  // KernelABI.h: pointers, then rows and numGroups as i32 (both < 2^31 by
+  // validation). Unused pointers are passed as 0.
+  CUdeviceptr ptrs[kNumGemmParams] = {};
+  ptrs[kParamA] = args.a;
+  ptrs[kParamScaleA] = args.scaleA;
+  ptrs[kParamB] = args.b;
+  ptrs[kParamScaleB] = args.scaleB;
+  ptrs[kParamD] = args.d;
+  ptrs[kParamC] = c.accumulate ? args.c : 0;
+  ptrs[kParamGroups] = c.grouping.index != GroupIndex::None ? args.groups : 0;
+  int32_t rows = static_cast<int32_t>(args.rows);
+  int32_t numGroups = static_cast<int32_t>(args.numGroups);
+  void *params[kNumGemmParams];
+  for (unsigned i = 0; i < kNumGemmParams; ++i)
+    params[i] = &ptrs[i];
+  params[kParamRows] = &rows;
+  params[kParamNumGroups] = &numGroups;
+
+  const CudaDriver *d = impl->driver.load(std::memory_order_acquire);
+  return d->check(d->launchKernel(fn, unsigned(grid[0]), unsigned(grid[1]),
+                                  unsigned(grid[2]), kSimtBlockThreads, 1, 1,
+                                  /*sharedMemBytes=*/0,
+                                  static_cast<CUstream>(stream), params,
+                                  nullptr),
+                  "cuLaunchKernel(" + kernel.name() + ")");
+}
+
+Status Runtime::queryDevice(int ordinal, DeviceInfo &out) {
+  const CudaDriver *d = nullptr;
+  if (Status st = impl->openDriver(d); !st.ok())
+    return st;
+  out = DeviceInfo();
+  out.ordinal = ordinal;
+  out.driverVersion = d->version;
+  CUdevice dev = 0;
+  std::string call = "(" + std::to_string(ordinal) + ")";
+  if (Status st = d->check(d->deviceGet(&dev, ordinal), "cuDeviceGet" + call);
+      !st.ok())
+    return st;
+  char name[256] = {0};
+  if (Status st = d->check(d->deviceGetName(name, sizeof(name) - 1, dev),
+                           "cuDeviceGetName" + call);
+      !st.ok())
+    return st;
+  out.name = name;
+  size_t bytes = 0;
+  if (Status st = d->check(d->deviceTotalMem(&bytes, dev),
+                           "cuDeviceTotalMem" + call);
+      !st.ok())
+    return st;
+  out.totalMemory = bytes;
+  struct {
+    int *field;
+    CUdevice_attribute attr;
+  } attrs[] = {
+      {&out.computeMajor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR},
+      {&out.computeMinor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR},
+      {&out.smCount, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT},
+      {&out.clockKHz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE},
+      {&out.memoryClockKHz, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE},
+      {&out.memoryBusWidth, CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH},
+  };
+  for (auto &a : attrs)
+    if (Status st = d->check(d->deviceGetAttribute(a.field, a.attr, dev),
+                             "cuDeviceGetAttribute" + call);
+        !st.ok())
+      return st;
+  return Status();
+}

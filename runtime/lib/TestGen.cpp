@@ -1,0 +1,329 @@
+//===- TestGen.cpp - Spec-driven test cases and their host data -----------===//
+#include "qgemm/TestGen.h"
+
+#include "qgemm/Quantize.h"
+#include "qgemm/ScaleLayout.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+
+namespace qgemm {
+
+std::string_view toString(ValueDist d) {
+  switch (d) {
+  case ValueDist::Normal: return "normal";
+  case ValueDist::Outliers: return "outliers";
+  case ValueDist::Identical: return "identical";
+  case ValueDist::Tiny: return "tiny";
+  case ValueDist::ZeroBlock: return "zero_block";
+  }
+  return "?";
+}
+
+namespace {
+
+int64_t roundUpTo(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/// Shapes of one grouping: name and group rows (tokens for k_contiguous).
+struct Shape {
+  std::string name;
+  std::vector<int64_t> rows;
+  int64_t trailingPadding = 0;
+};
+
+std::vector<Shape> shapesFor(const GemmContract &c, int64_t base) {
+  const int64_t align = c.grouping.alignment;
+  switch (c.grouping.kind) {
+  case GroupingKind::None:
+    return {{"one_row", {1}}, {"odd_rows", {17}}, {"tall", {2 * base + 5}}};
+  case GroupingKind::MMasked:
+    // Valid rows anywhere in [0, M_max]: empty, full, one, and in between.
+    return {{"single_full", {base}},
+            {"empty_groups", {0, base, 0, base / 2 + 3, 0}},
+            {"one_row", {1, 1}},
+            {"unequal", {base, 1, base - 1, 0, base / 3}}};
+  case GroupingKind::KContiguous: {
+    // Token groups are multiples of the contraction block (and alignment).
+    const int64_t b = std::max(align, contractionBlock(c.a.scale));
+    return {{"single", {2 * b}},
+            {"empty_groups", {0, b, 0, 0, 2 * b}},
+            {"one_block", {b}},
+            {"unequal", {b, 3 * b, 0, 2 * b}}};
+  }
+  case GroupingKind::MContiguous:
+    break;
+  }
+  if (c.grouping.index == GroupIndex::RowGroup) {
+    // Any valid count; each group is padded to the alignment with -1 rows.
+    return {{"single", {base + 3}, 0},
+            {"empty_groups", {0, base / 2 + 1, 0, 0, base}, 0},
+            {"one_row", {1}, 0},
+            {"unequal", {2 * base - 7, 1, 0, base / 3 + 2}, 0},
+            {"align_stress", std::vector<int64_t>(6, align), 0}};
+  }
+  // offsets: every group a multiple of the alignment; trailing padding rows.
+  auto a = [&](int64_t rows) { return roundUpTo(rows, align); };
+  return {{"single", {a(base)}, 5},
+          {"empty_groups", {0, a(base / 2), 0, 0, a(base)}, 0},
+          {"one_row", {align}, 0},
+          {"unequal", {a(2 * base), a(1), 0, a(base / 3)}, 7},
+          {"align_stress", std::vector<int64_t>(6, align), 0}};
+}
+
+} // namespace
+
+std::vector<TestCase> generateCases(const Spec &spec, const CaseOptions &opts) {
+  std::vector<TestCase> cases;
+  if (spec.op != OpKind::GroupedGemm)
+    return cases;
+  const GemmContract &c = spec.gemm;
+  uint64_t seed = opts.seed ^ std::hash<std::string>()(spec.hash);
+  std::vector<Shape> shapes = shapesFor(c, opts.baseRows);
+  auto add = [&](const Shape &s, ValueDist d) {
+    TestCase tc;
+    tc.name = s.name + "/" + std::string(toString(d));
+    tc.groupRows = s.rows;
+    tc.trailingPadding = s.trailingPadding;
+    tc.dist = d;
+    tc.seed = seed++;
+    if (c.grouping.kind == GroupingKind::MMasked)
+      tc.maxRows = std::max<int64_t>(
+          opts.baseRows, *std::max_element(s.rows.begin(), s.rows.end()));
+    cases.push_back(tc);
+  };
+  for (const Shape &s : shapes)
+    add(s, ValueDist::Normal);
+  // The value distributions on the most irregular shape.
+  for (ValueDist d : {ValueDist::Outliers, ValueDist::Identical,
+                      ValueDist::Tiny, ValueDist::ZeroBlock})
+    add(shapes.back().name == "align_stress" ? shapes[shapes.size() - 2]
+                                             : shapes.back(),
+        d);
+  return cases;
+}
+
+double relErrTolerance(const GemmContract &c) {
+  // bf16 keeps 8 significant bits: each element is off by up to 2^-9
+  // relative, about 1.1e-3 in the Frobenius norm; allow 4x. f32 outputs see
+  // only f32 summation error over K (or the group's tokens).
+  return c.d == ElemType::BF16 ? 5e-3 : 2e-5;
+}
+
+namespace {
+
+/// Fills matrices with one distribution.
+class ValueSource {
+public:
+  ValueSource(ValueDist d, uint64_t seed, float identical)
+      : dist(d), rng(seed), identical(identical) {}
+  float next() {
+    switch (dist) {
+    case ValueDist::Identical:
+      return identical;
+    case ValueDist::Tiny:
+      // x / s lands in the FP8 subnormal range once deepseek clamps amax.
+      return normal(rng) * 1e-9f;
+    case ValueDist::Outliers:
+      return uniform(rng) < 1e-3 ? (uniform(rng) < 0.5 ? 1e4f : -1e4f)
+                                 : normal(rng);
+    default:
+      return normal(rng);
+    }
+  }
+
+private:
+  ValueDist dist;
+  std::mt19937_64 rng;
+  std::normal_distribution<float> normal{0.0f, 1.0f};
+  std::uniform_real_distribution<double> uniform{0.0, 1.0};
+  float identical;
+};
+
+QuantizeParams paramsFor(const ScaleRecipe &r, ElemType fp8) {
+  QuantizeParams p;
+  p.fp8 = fp8;
+  p.recipe = r.dtype == ElemType::UE8M0 ? QuantRecipe::MxFloor
+                                        : QuantRecipe::DeepSeek;
+  return p;
+}
+
+/// Quantized operand storage that groups append to.
+struct OperandBuffers {
+  std::vector<uint8_t> data;
+  std::vector<float> f32;
+  std::vector<uint8_t> u8;
+};
+
+/// Quantize a (rows, cols) matrix and append it (data and one scale matrix)
+/// to `out`. Padding scale entries hold NaN (or the E8M0 NaN code), and the
+/// scales of rows listed in `paddingRows` are overwritten the same way:
+/// garbage a kernel must never read into a valid output.
+void appendQuantized(const std::vector<float> &x, int64_t rows, int64_t cols,
+                     const ScaleRecipe &r, ElemType fp8,
+                     const std::vector<bool> &paddingRows, OperandBuffers &out) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto q = quantize(x.data(), rows, cols, r, paramsFor(r, fp8), nan, 0xFF);
+  if (!q)
+    return;
+  out.data.insert(out.data.end(), q->data.begin(), q->data.end());
+  ScaleGrid g = scaleGrid(rows, cols, r);
+  for (int64_t i = 0; i < rows && !paddingRows.empty(); ++i) {
+    if (!paddingRows[size_t(i)] || r.blockRows != 1)
+      continue;
+    for (int64_t j = 0; j < g.cols; ++j) {
+      int64_t off = scaleOffset(rows, cols, r, i, j);
+      if (r.dtype == ElemType::UE8M0)
+        q->scalesUE8M0[size_t(off)] = 0xFF;
+      else
+        q->scalesF32[size_t(off)] = nan;
+    }
+  }
+  out.f32.insert(out.f32.end(), q->scalesF32.begin(), q->scalesF32.end());
+  out.u8.insert(out.u8.end(), q->scalesUE8M0.begin(), q->scalesUE8M0.end());
+}
+
+/// A (rows, cols) matrix of `src` values; rows flagged as padding are zero,
+/// as producers leave them.
+std::vector<float> fill(int64_t rows, int64_t cols, ValueSource &src,
+                        const std::vector<bool> &paddingRows) {
+  std::vector<float> x(size_t(rows * cols));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      x[size_t(i * cols + j)] =
+          (!paddingRows.empty() && paddingRows[size_t(i)]) ? 0.0f : src.next();
+  return x;
+}
+
+void zeroBlock(std::vector<float> &x, int64_t rows, int64_t cols) {
+  for (int64_t i = 0; i < std::min<int64_t>(rows, 128); ++i)
+    for (int64_t j = 0; j < std::min<int64_t>(cols, 128); ++j)
+      x[size_t(i * cols + j)] = 0.0f;
+}
+
+void moveInto(OperandBuffers &from, std::vector<uint8_t> &data,
+              std::vector<float> &f32, std::vector<uint8_t> &u8) {
+  data = std::move(from.data);
+  f32 = std::move(from.f32);
+  u8 = std::move(from.u8);
+}
+
+} // namespace
+
+const void *HostProblem::scaleA() const {
+  return contract.a.scale.dtype == ElemType::UE8M0
+             ? static_cast<const void *>(scaleAU8.data())
+             : static_cast<const void *>(scaleAF32.data());
+}
+const void *HostProblem::scaleB() const {
+  return contract.b.scale.dtype == ElemType::UE8M0
+             ? static_cast<const void *>(scaleBU8.data())
+             : static_cast<const void *>(scaleBF32.data());
+}
+size_t HostProblem::scaleABytes() const {
+  return scaleAF32.size() * sizeof(float) + scaleAU8.size();
+}
+size_t HostProblem::scaleBBytes() const {
+  return scaleBF32.size() * sizeof(float) + scaleBU8.size();
+}
+
+GemmOperands HostProblem::operands() const {
+  GemmOperands ops;
+  ops.m = rows;
+  ops.groups = groups;
+  ops.a = a.data();
+  ops.b = b.data();
+  ops.scaleA = scaleA();
+  ops.scaleB = scaleB();
+  ops.groupIndex = groupIndex.empty() ? nullptr : groupIndex.data();
+  ops.c = c.empty() ? nullptr : c.data();
+  return ops;
+}
+
+HostProblem buildProblem(const Spec &spec, const TestCase &tc) {
+  HostProblem p;
+  const GemmContract &c = spec.gemm;
+  p.contract = c;
+  const GroupingKind kind = c.grouping.kind;
+  p.groups = int64_t(tc.groupRows.size());
+  ValueSource srcA(tc.dist, tc.seed * 2 + 1, 0.5f);
+  ValueSource srcB(tc.dist == ValueDist::Tiny ? ValueDist::Normal : tc.dist,
+                   tc.seed * 2 + 2, -1.25f);
+  OperandBuffers a, b;
+
+  if (kind == GroupingKind::KContiguous) {
+    // A (N, T) and B (K, T), token-contiguous, one scale grid over all T.
+    int64_t t = 0;
+    for (int64_t r : tc.groupRows)
+      p.groupIndex.push_back(int32_t(t += r));
+    p.rows = t;
+    std::vector<float> xa = fill(c.n, t, srcA, {});
+    if (tc.dist == ValueDist::ZeroBlock)
+      zeroBlock(xa, c.n, t);
+    appendQuantized(xa, c.n, t, c.a.scale, c.a.dtype, {}, a);
+    appendQuantized(fill(c.k, t, srcB, {}), c.k, t, c.b.scale, c.b.dtype, {}, b);
+    p.dRows = p.groups * c.n;
+    p.dCols = c.k;
+  } else {
+    // B: one (N, K) matrix and scale matrix per group, stacked.
+    for (int64_t g = 0; g < p.groups; ++g)
+      appendQuantized(fill(c.n, c.k, srcB, {}), c.n, c.k, c.b.scale, c.b.dtype,
+                      {}, b);
+    std::vector<bool> padding;
+    if (kind == GroupingKind::MMasked) {
+      // A: one (M_max, K) matrix per group; rows past masked_m are padding.
+      p.rows = tc.maxRows;
+      for (int64_t g = 0; g < p.groups; ++g) {
+        p.groupIndex.push_back(int32_t(tc.groupRows[size_t(g)]));
+        padding.assign(size_t(p.rows), false);
+        for (int64_t i = tc.groupRows[size_t(g)]; i < p.rows; ++i)
+          padding[size_t(i)] = true;
+        std::vector<float> xa = fill(p.rows, c.k, srcA, padding);
+        if (tc.dist == ValueDist::ZeroBlock && g == 0)
+          zeroBlock(xa, p.rows, c.k);
+        appendQuantized(xa, p.rows, c.k, c.a.scale, c.a.dtype, padding, a);
+      }
+      p.dRows = p.groups * p.rows;
+    } else {
+      // A (M, K): groups one after another.
+      if (c.grouping.index == GroupIndex::RowGroup) {
+        for (int64_t g = 0; g < p.groups; ++g) {
+          int64_t valid = tc.groupRows[size_t(g)];
+          int64_t padded = roundUpTo(valid, c.grouping.alignment);
+          for (int64_t i = 0; i < padded; ++i) {
+            p.groupIndex.push_back(i < valid ? int32_t(g) : -1);
+            padding.push_back(i >= valid);
+          }
+        }
+      } else {
+        int64_t end = 0;
+        for (int64_t r : tc.groupRows) {
+          p.groupIndex.push_back(int32_t(end += r));
+          padding.insert(padding.end(), size_t(r), false);
+        }
+        padding.insert(padding.end(), size_t(tc.trailingPadding), true);
+      }
+      p.rows = int64_t(padding.size());
+      std::vector<float> xa = fill(p.rows, c.k, srcA, padding);
+      if (tc.dist == ValueDist::ZeroBlock)
+        zeroBlock(xa, p.rows, c.k);
+      appendQuantized(xa, p.rows, c.k, c.a.scale, c.a.dtype, padding, a);
+      p.dRows = p.rows;
+      if (kind == GroupingKind::None)
+        p.groupIndex.clear();
+    }
+    p.dCols = c.n;
+  }
+  moveInto(a, p.a, p.scaleAF32, p.scaleAU8);
+  moveInto(b, p.b, p.scaleBF32, p.scaleBU8);
+  if (c.accumulate) {
+    ValueSource srcC(ValueDist::Normal, tc.seed * 2 + 3, 0.0f);
+    p.c.resize(size_t(p.dRows * p.dCols));
+    for (float &v : p.c)
+      v = srcC.next();
+  }
+  return p;
+}
+
+} // namespace qgemm
