@@ -288,13 +288,11 @@ struct GpuReference::Impl {
 
 Status GpuReference::Impl::check(const GemmContract &c, const GemmArgs &args,
                                  DevicePtr outF64) const {
-  if (!nvrtc)
-    return Status::user("GpuReference: call init() before running it");
   if (std::string e = checkContract(c); !e.empty())
     return Status::user("GPU reference: " + e);
   // The launch's own checks, with the reference's buffer standing in for D
   // (a caller may well pass the reference the args of a real launch). Made
-  // before the driver is needed, so they answer alike without a GPU.
+  // before NVRTC or the driver is needed, so they answer alike anywhere.
   GemmArgs checked = args;
   if (checked.d == 0)
     checked.d = outF64;
@@ -306,6 +304,8 @@ Status GpuReference::Impl::check(const GemmContract &c, const GemmArgs &args,
     return Status::user("outF64 must be a non-null, 8-byte aligned device "
                         "buffer of " +
                         std::to_string(count) + " doubles");
+  if (!nvrtc)
+    return Status::user("GpuReference: call init() before running it");
   if (!driver)
     return Status::user("GpuReference: running needs a CUDA driver; init() "
                         "was given none (compile-only)");
