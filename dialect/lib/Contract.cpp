@@ -144,15 +144,6 @@ bool hasBlock(const ScaleRecipe &s, Block b) {
   return s.blockRows == b.rows && s.blockCols == b.cols;
 }
 
-/// MXFP8 blocks (32 elements, one E8M0 scale each) in either direction.
-bool isMxBlock(const ScaleRecipe &s) {
-  return hasBlock(s, kMxRowBlock) || hasBlock(s, kMxColBlock);
-}
-
-bool isMxRecipe(QuantRecipe r) {
-  return r == QuantRecipe::MxFloor || r == QuantRecipe::MxRceil;
-}
-
 bool isPowerOfTwo(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
 std::string joinTypes(std::initializer_list<ElemType> types) {
@@ -406,6 +397,14 @@ Check checkQuantK(int64_t k) {
 //===----------------------------------------------------------------------===//
 // Entry points
 //===----------------------------------------------------------------------===//
+
+bool qgemm::isMxBlock(const ScaleRecipe &s) {
+  return hasBlock(s, kMxRowBlock) || hasBlock(s, kMxColBlock);
+}
+
+bool qgemm::isMxRecipe(QuantRecipe r) {
+  return r == QuantRecipe::MxFloor || r == QuantRecipe::MxRceil;
+}
 
 std::optional<Violation> qgemm::checkGemm(const GemmContract &c) {
   if (auto v = checkGroupIndex(c.grouping))

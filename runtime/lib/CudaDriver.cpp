@@ -3,6 +3,7 @@
 // One driver per library name per process, opened under a mutex on first use
 // and never closed: CUfunctions and modules handed out stay valid until exit,
 // and dlclose of libcuda at exit is known to race with its own teardown.
+// Primary contexts retained here are likewise kept for the process's life.
 //
 //===----------------------------------------------------------------------===//
 #include "qgemm/CudaDriver.h"
@@ -13,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <utility>
 
 using namespace qgemm;
 
@@ -30,6 +32,31 @@ void resolve(void *lib, const char *name, Fn &fn, std::string &missing) {
   fn = reinterpret_cast<Fn>(dlsym(lib, name));
   if (!fn && missing.empty())
     missing = name;
+}
+
+/// The primary context of `device`, retained once per process and never
+/// released (as the CUDA runtime does): modules loaded in it must outlive
+/// every Runtime and Kernel that might still unload them at exit.
+Status primaryContext(const CudaDriver &d, int device, CUcontext &out) {
+  static auto *mutex = new std::mutex;
+  static auto *retained =
+      new std::map<std::pair<const CudaDriver *, int>, CUcontext>;
+  std::lock_guard<std::mutex> lock(*mutex);
+  if (auto it = retained->find({&d, device}); it != retained->end()) {
+    out = it->second;
+    return Status();
+  }
+  CUdevice dev = 0;
+  if (Status st = d.check(d.deviceGet(&dev, device),
+                          "cuDeviceGet(" + std::to_string(device) + ")");
+      !st.ok())
+    return st;
+  if (Status st = d.check(d.devicePrimaryCtxRetain(&out, dev),
+                          "cuDevicePrimaryCtxRetain");
+      !st.ok())
+    return st;
+  (*retained)[{&d, device}] = out;
+  return Status();
 }
 
 std::unique_ptr<OpenResult> openOnce(const std::string &library) {
@@ -75,9 +102,22 @@ std::unique_ptr<OpenResult> openOnce(const std::string &library) {
   resolve(lib, "cuMemcpyDtoH_v2", d.memcpyDtoH, missing);
   resolve(lib, "cuMemcpyDtoHAsync_v2", d.memcpyDtoHAsync, missing);
   resolve(lib, "cuMemsetD8_v2", d.memsetD8, missing);
+  resolve(lib, "cuMemsetD8Async", d.memsetD8Async, missing);
+  resolve(lib, "cuEventCreate", d.eventCreate, missing);
+  resolve(lib, "cuEventRecord", d.eventRecord, missing);
+  resolve(lib, "cuEventSynchronize", d.eventSynchronize, missing);
+  resolve(lib, "cuEventDestroy_v2", d.eventDestroy, missing);
+  // Drivers before CUDA 12.8 export only the unversioned name.
+  std::string noV2;
+  resolve(lib, "cuEventElapsedTime_v2", d.eventElapsedTime, noV2);
+  if (!d.eventElapsedTime)
+    resolve(lib, "cuEventElapsedTime", d.eventElapsedTime, missing);
+  resolve(lib, "cuTensorMapEncodeTiled", d.tensorMapEncodeTiled, missing);
   if (!missing.empty()) {
-    r->status = Status::user("CUDA driver " + library + " is too old or not a "
-                             "CUDA driver: it has no " + missing);
+    r->status = Status::user("CUDA driver " + library +
+                             " is too old or not a "
+                             "CUDA driver: it has no " +
+                             missing);
     return r;
   }
   if (Status st = d.check(d.init(0), "cuInit"); !st.ok()) {
@@ -176,4 +216,15 @@ Status qgemm::openCudaDriver(const std::string &library,
     slot = openOnce(name);
   out = slot->status.ok() ? &slot->driver : nullptr;
   return slot->status;
+}
+
+Status qgemm::currentContext(const CudaDriver &d, int device, CUcontext &out) {
+  out = nullptr;
+  if (Status st = d.check(d.ctxGetCurrent(&out), "cuCtxGetCurrent"); !st.ok())
+    return st;
+  if (out)
+    return Status();
+  if (Status st = primaryContext(d, device, out); !st.ok())
+    return st;
+  return d.check(d.ctxSetCurrent(out), "cuCtxSetCurrent");
 }

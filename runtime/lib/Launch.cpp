@@ -12,48 +12,10 @@
 #include <array>
 #include <cctype>
 #include <limits>
-#include <map>
 
 using namespace qgemm;
 
 namespace {
-
-/// The primary context of `device`, retained once per process and never
-/// released (as the CUDA runtime does): modules loaded in it must outlive
-/// every Runtime and Kernel that might still unload them at exit.
-Status primaryContext(const CudaDriver &d, int device, CUcontext &out) {
-  static auto *mutex = new std::mutex;
-  static auto *retained = new std::map<int, CUcontext>;
-  std::lock_guard<std::mutex> lock(*mutex);
-  if (auto it = retained->find(device); it != retained->end()) {
-    out = it->second;
-    return Status();
-  }
-  CUdevice dev = 0;
-  if (Status st = d.check(d.deviceGet(&dev, device),
-                          "cuDeviceGet(" + std::to_string(device) + ")");
-      !st.ok())
-    return st;
-  if (Status st = d.check(d.devicePrimaryCtxRetain(&out, dev),
-                          "cuDevicePrimaryCtxRetain");
-      !st.ok())
-    return st;
-  (*retained)[device] = out;
-  return Status();
-}
-
-/// The calling thread's context, made current from the primary context of
-/// `device` when there is none.
-Status currentContext(const CudaDriver &d, int device, CUcontext &out) {
-  out = nullptr;
-  if (Status st = d.check(d.ctxGetCurrent(&out), "cuCtxGetCurrent"); !st.ok())
-    return st;
-  if (out)
-    return Status();
-  if (Status st = primaryContext(d, device, out); !st.ok())
-    return st;
-  return d.check(d.ctxSetCurrent(out), "cuCtxSetCurrent");
-}
 
 /// "sm_90a" -> 9, 0, 'a'. False when `target` is not of that form.
 bool parseTarget(const std::string &target, int &major, int &minor,
@@ -62,7 +24,8 @@ bool parseTarget(const std::string &target, int &major, int &minor,
     return false;
   std::string digits;
   size_t i = 3;
-  while (i < target.size() && std::isdigit(static_cast<unsigned char>(target[i])))
+  while (i < target.size() &&
+         std::isdigit(static_cast<unsigned char>(target[i])))
     digits += target[i++];
   if (digits.size() < 2 || target.size() - i > 1)
     return false;
@@ -87,14 +50,14 @@ Status checkTarget(const CudaDriver &d, const std::string &target) {
   if (Status st = d.check(d.ctxGetDevice(&dev), "cuCtxGetDevice"); !st.ok())
     return st;
   if (Status st = d.check(
-          d.deviceGetAttribute(&major,
-                               CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
+          d.deviceGetAttribute(
+              &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
           "cuDeviceGetAttribute");
       !st.ok())
     return st;
   if (Status st = d.check(
-          d.deviceGetAttribute(&minor,
-                               CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
+          d.deviceGetAttribute(
+              &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
           "cuDeviceGetAttribute");
       !st.ok())
     return st;
@@ -120,9 +83,9 @@ Status loadModule(const CudaDriver &d, const Kernel::State &k,
   CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER,
                          CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
   void *values[] = {log, reinterpret_cast<void *>(uintptr_t(sizeof(log) - 1))};
-  Status st = d.check(d.moduleLoadDataEx(&m.module, k.ptx.c_str(), 2, opts,
-                                         values),
-                      "cuModuleLoadDataEx(" + k.name + ")");
+  Status st =
+      d.check(d.moduleLoadDataEx(&m.module, k.ptx.c_str(), 2, opts, values),
+              "cuModuleLoadDataEx(" + k.name + ")");
   if (!st.ok()) {
     if (log[0])
       st.message += "\n" + std::string(log);
@@ -135,13 +98,16 @@ Status loadModule(const CudaDriver &d, const Kernel::State &k,
   return st;
 }
 
-/// The SIMT grid, checked against the launch limits of every CUDA device.
-Status launchGrid(const GemmContract &c, const GemmArgs &args,
-                  std::array<int64_t, 3> &grid) {
-  grid = simtGemmGrid(c, args.rows, args.numGroups);
-  const int64_t limits[3] = {std::numeric_limits<int32_t>::max(), 65535,
-                             65535};
+/// The launch grid of `cfg`'s family, checked against the launch limits of
+/// every CUDA device.
+Status launchGrid(const GemmContract &c, const KernelConfig &cfg,
+                  const GemmArgs &args, std::array<int64_t, 3> &grid) {
+  const bool simt = cfg.family == KernelFamily::Simt;
+  grid = simt ? simtGemmGrid(c, args.rows, args.numGroups)
+              : wgmmaGrid(c, cfg, args.rows, args.numGroups);
+  const int64_t limits[3] = {std::numeric_limits<int32_t>::max(), 65535, 65535};
   const char *axis[3] = {"x", "y", "z"};
+  const int64_t colsPerBlock = simt ? kSimtBlockThreads : cfg.blockN;
   for (int i = 0; i < 3; ++i)
     if (grid[i] < 1 || grid[i] > limits[i])
       return Status::user(
@@ -149,10 +115,85 @@ Status launchGrid(const GemmContract &c, const GemmArgs &args,
           std::to_string(grid[1]) + ", " + std::to_string(grid[2]) +
           ") is out of range: " + axis[i] + " must be in 1.." +
           std::to_string(limits[i]) +
-          (i == 1 ? " (column blocks of " + std::to_string(kSimtBlockThreads) +
+          (i == 1 ? " (column blocks of " + std::to_string(colsPerBlock) +
                         " output columns)"
                   : ""));
   return Status();
+}
+
+/// A TMA map of an FP8 operand: `dims` innermost first (K first), rows of
+/// K bytes, boxes whose inner extent is one 128-byte swizzle row.
+Status encodeFp8Map(const CudaDriver &d, CUtensorMap &map, DevicePtr base,
+                    std::initializer_list<uint64_t> dims,
+                    std::initializer_list<uint32_t> box, const char *what) {
+  const unsigned rank = unsigned(dims.size());
+  cuuint64_t size[3], stride[2];
+  cuuint32_t boxDim[3], elemStride[3] = {1, 1, 1};
+  unsigned i = 0;
+  for (uint64_t v : dims)
+    size[i++] = v;
+  i = 0;
+  for (uint32_t v : box)
+    boxDim[i++] = v;
+  // Byte strides of dimensions 1.. (dimension 0 is contiguous).
+  stride[0] = size[0];
+  if (rank == 3)
+    stride[1] = size[0] * size[1];
+  return d.check(
+      d.tensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, rank,
+                             reinterpret_cast<void *>(uintptr_t(base)), size,
+                             stride, boxDim, elemStride,
+                             CU_TENSOR_MAP_INTERLEAVE_NONE,
+                             CU_TENSOR_MAP_SWIZZLE_128B,
+                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+      std::string("cuTensorMapEncodeTiled(") + what + ")");
+}
+
+/// Launch the wgmma family: tensor maps of A and B by value, dynamic
+/// shared memory for the stage ring.
+Status launchWgmma(const CudaDriver &d, CUfunction fn, const std::string &name,
+                   const GemmContract &c, const KernelConfig &cfg,
+                   const GemmArgs &args, const std::array<int64_t, 3> &grid,
+                   CUstream stream) {
+  const uint64_t k = uint64_t(c.k), rowsA = uint64_t(args.rows);
+  const uint64_t groups = uint64_t(args.numGroups);
+  CUtensorMap mapA, mapB;
+  Status st = c.grouping.kind == GroupingKind::MMasked
+                  ? encodeFp8Map(d, mapA, args.a, {k, rowsA, groups},
+                                 {128, uint32_t(cfg.blockM), 1}, "A")
+                  : encodeFp8Map(d, mapA, args.a, {k, rowsA},
+                                 {128, uint32_t(cfg.blockM)}, "A");
+  if (!st.ok())
+    return st;
+  if (!(st = encodeFp8Map(d, mapB, args.b, {k, uint64_t(c.n), groups},
+                          {128, uint32_t(cfg.blockN), 1}, "B"))
+           .ok())
+    return st;
+  if (!(st = d.check(d.funcSetAttribute(
+                         fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                         int(cfg.sharedBytes)),
+                     "cuFuncSetAttribute(" + name + ", dynamic shared memory)"))
+           .ok())
+    return st;
+  CUdeviceptr sa = args.scaleA, sb = args.scaleB, dOut = args.d;
+  CUdeviceptr groupsPtr = c.grouping.index != GroupIndex::None ? args.groups : 0;
+  int32_t rows = static_cast<int32_t>(args.rows);
+  int32_t numGroups = static_cast<int32_t>(args.numGroups);
+  void *params[kNumWgmmaParams];
+  params[kWgParamMapA] = &mapA;
+  params[kWgParamMapB] = &mapB;
+  params[kWgParamScaleA] = &sa;
+  params[kWgParamScaleB] = &sb;
+  params[kWgParamD] = &dOut;
+  params[kWgParamGroups] = &groupsPtr;
+  params[kWgParamRows] = &rows;
+  params[kWgParamNumGroups] = &numGroups;
+  return d.check(d.launchKernel(fn, unsigned(grid[0]), unsigned(grid[1]),
+                                unsigned(grid[2]), unsigned(cfg.threads), 1, 1,
+                                unsigned(cfg.sharedBytes), stream, params,
+                                nullptr),
+                 "cuLaunchKernel(" + name + ")");
 }
 
 } // namespace
@@ -202,13 +243,18 @@ Status Runtime::launch(const Kernel &kernel, const GemmArgs &args,
   // No rows: nothing to compute. k_contiguous still owes D (zeros or C).
   if (args.rows == 0 && c.grouping.kind != GroupingKind::KContiguous)
     return Status();
+  const KernelConfig cfg = selectKernelConfig(c);
   std::array<int64_t, 3> grid;
-  if (Status st = launchGrid(c, args, grid); !st.ok())
+  if (Status st = launchGrid(c, cfg, args, grid); !st.ok())
     return st;
 
   CUfunction fn = nullptr;
   if (Status st = impl->functionFor(*kernel.state, fn); !st.ok())
     return st;
+  if (cfg.family == KernelFamily::Wgmma)
+    return launchWgmma(*impl->driver.load(std::memory_order_acquire), fn,
+                       kernel.name(), c, cfg, args, grid,
+                       static_cast<CUstream>(stream));
   // KernelABI.h: pointers, then rows and numGroups as i32 (both < 2^31 by
   // validation). Unused pointers are passed as 0.
   CUdeviceptr ptrs[kNumGemmParams] = {};
@@ -255,8 +301,8 @@ Status Runtime::queryDevice(int ordinal, DeviceInfo &out) {
     return st;
   out.name = name;
   size_t bytes = 0;
-  if (Status st = d->check(d->deviceTotalMem(&bytes, dev),
-                           "cuDeviceTotalMem" + call);
+  if (Status st =
+          d->check(d->deviceTotalMem(&bytes, dev), "cuDeviceTotalMem" + call);
       !st.ok())
     return st;
   out.totalMemory = bytes;

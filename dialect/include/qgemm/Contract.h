@@ -110,6 +110,13 @@ constexpr int64_t kMaxAlignment = 4096;
 /// The contraction block of a scale recipe as it applies to K.
 QGEMM_API int64_t contractionBlock(const ScaleRecipe &r);
 
+/// MXFP8 blocks ([1, 32] or [32, 1], one E8M0 scale per 32 elements). The
+/// spec parser picks default scale types with the test the checks apply, so
+/// the two cannot drift apart.
+QGEMM_API bool isMxBlock(const ScaleRecipe &r);
+/// The MXFP8 quantizer recipes, whose outputs use MX blocks.
+QGEMM_API bool isMxRecipe(QuantRecipe r);
+
 /// First broken rule of LAYOUTS.md / SPEC.md, or nothing when the contract is
 /// one qgemm can compile.
 QGEMM_API std::optional<Violation> checkGemm(const GemmContract &c);

@@ -50,6 +50,16 @@ struct CudaDriver {
   decltype(&::cuMemcpyDtoH_v2) memcpyDtoH = nullptr;
   decltype(&::cuMemcpyDtoHAsync_v2) memcpyDtoHAsync = nullptr;
   decltype(&::cuMemsetD8_v2) memsetD8 = nullptr;
+  decltype(&::cuMemsetD8Async) memsetD8Async = nullptr;
+  // Events time device work (benchmarks). cuEventElapsedTime_v2 where the
+  // driver has it (CUDA 12.8+), else the original entry point: same
+  // signature, same meaning for events recorded on one device.
+  decltype(&::cuEventCreate) eventCreate = nullptr;
+  decltype(&::cuEventRecord) eventRecord = nullptr;
+  decltype(&::cuEventSynchronize) eventSynchronize = nullptr;
+  decltype(&::cuEventElapsedTime_v2) eventElapsedTime = nullptr;
+  decltype(&::cuEventDestroy_v2) eventDestroy = nullptr;
+  decltype(&::cuTensorMapEncodeTiled) tensorMapEncodeTiled = nullptr;
 
   /// The library that was opened (the dlopen name, or an explicit path).
   std::string library;
@@ -74,6 +84,13 @@ QGEMM_API std::string defaultLibcudaName();
 /// libcuda.so.1: cannot open shared object file: No such file or directory)".
 QGEMM_API Status openCudaDriver(const std::string &library,
                                 const CudaDriver *&out);
+
+/// The calling thread's current context; when it has none, the primary
+/// context of `device` is retained (once per process, never released, as the
+/// CUDA runtime does, so modules in it outlive static destructors) and made
+/// current.
+QGEMM_API Status currentContext(const CudaDriver &driver, int device,
+                                CUcontext &out);
 
 /// The name of a CUresult without needing a driver ("CUDA_ERROR_NO_DEVICE");
 /// "CUresult <n>" for codes it does not know.

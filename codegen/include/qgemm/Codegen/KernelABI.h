@@ -49,6 +49,76 @@ inline std::array<int64_t, 3> simtGemmGrid(const GemmContract &c, int64_t rows,
   }
 }
 
+//===----------------------------------------------------------------------===//
+// The wgmma family (sm_90a): TMA loads into a ring of shared-memory stages,
+// one producer warpgroup and two consumer warpgroups, wgmma m64nNk32 with
+// per-128-K promotion.
+//===----------------------------------------------------------------------===//
+
+enum class KernelFamily { Simt, Wgmma };
+
+/// How a grouped GEMM kernel is built and launched. Derived from the contract
+/// alone, so codegen and the runtime always agree.
+struct KernelConfig {
+  KernelFamily family = KernelFamily::Simt;
+  int blockM = 128, blockN = 128, blockK = 128;
+  int stages = 5;
+  int threads = kSimtBlockThreads;
+  /// Dynamic shared memory bytes (0 for simt).
+  int64_t sharedBytes = 0;
+  int64_t stageBytesA() const { return int64_t(blockM) * blockK; }
+  int64_t stageBytesB() const { return int64_t(blockN) * blockK; }
+};
+
+/// Parameters of the wgmma kernels, in order. The tensor maps are 128-byte
+/// CUtensorMap values passed by value (grid constants).
+enum WgmmaParam : unsigned {
+  kWgParamMapA = 0, ///< A: (K, M) or, m_masked, (K, M_max, G); box 128 x 128
+  kWgParamMapB,     ///< B: (K, N, G); box 128 x blockN x 1
+  kWgParamScaleA,
+  kWgParamScaleB,
+  kWgParamD,
+  kWgParamGroups,
+  kWgParamRows,
+  kWgParamNumGroups,
+  kNumWgmmaParams
+};
+
+/// Whether the wgmma family implements `c`: 1x128 A and 128x128 B f32
+/// scales, groups that never share a 128-row block, no accumulation, even n.
+inline bool wgmmaApplies(const GemmContract &c) {
+  const bool groupingOk =
+      c.grouping.kind == GroupingKind::None ||
+      c.grouping.kind == GroupingKind::MMasked ||
+      (c.grouping.kind == GroupingKind::MContiguous &&
+       c.grouping.index == GroupIndex::Offsets &&
+       c.grouping.alignment % 128 == 0);
+  return groupingOk && c.a.scale.blockRows == 1 && c.a.scale.blockCols == 128 &&
+         c.b.scale.blockRows == 128 && c.b.scale.blockCols == 128 &&
+         !c.accumulate && c.n % 2 == 0 && c.k % 16 == 0;
+}
+
+inline KernelConfig selectKernelConfig(const GemmContract &c) {
+  KernelConfig cfg;
+  if (!wgmmaApplies(c))
+    return cfg;
+  cfg.family = KernelFamily::Wgmma;
+  cfg.threads = 384;
+  // Stages of A and B tiles, then a full and an empty mbarrier per stage.
+  cfg.sharedBytes =
+      cfg.stages * (cfg.stageBytesA() + cfg.stageBytesB()) + cfg.stages * 16;
+  return cfg;
+}
+
+/// Grid of the wgmma kernels: x m-blocks, y n-blocks, z groups (m_masked).
+inline std::array<int64_t, 3> wgmmaGrid(const GemmContract &c,
+                                        const KernelConfig &cfg, int64_t rows,
+                                        int64_t groups) {
+  return {(rows + cfg.blockM - 1) / cfg.blockM,
+          (c.n + cfg.blockN - 1) / cfg.blockN,
+          c.grouping.kind == GroupingKind::MMasked ? groups : 1};
+}
+
 } // namespace qgemm
 
 #endif // QGEMM_CODEGEN_KERNELABI_H

@@ -1,4 +1,4 @@
-//===- LowerGroupedMatmul.cpp - qgemm.grouped_matmul to an NVVM kernel ----===//
+//===- SimtGemm.cpp - The SIMT grouped GEMM kernel family ------------------===//
 //
 // The first, simple kernel family: one thread per output element, the
 // contraction walked in scale blocks. Inside a block the products accumulate
@@ -10,26 +10,18 @@
 //
 //===----------------------------------------------------------------------===//
 #include "qgemm/Codegen/IRHelpers.h"
-#include "qgemm/Codegen/KernelABI.h"
-#include "qgemm/Codegen/Passes.h"
-#include "qgemm/Dialect/QGemmDialect.h"
+#include "qgemm/Codegen/Kernels.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
-namespace mlir::qgemm {
-#define GEN_PASS_DEF_QGEMMLOWERTONVVM
-#include "qgemm/Codegen/Passes.h.inc"
-} // namespace mlir::qgemm
-
 using namespace mlir;
 using namespace ::qgemm; // contract vocabulary and KernelABI
 using mlir::qgemm::emitScaleAddress;
 using mlir::qgemm::GroupedMatmulOp;
 using mlir::qgemm::KernelIR;
-using mlir::qgemm::QuantizeOp;
 using mlir::qgemm::ScaleAddress;
 
 namespace {
@@ -236,8 +228,10 @@ private:
   SmallVector<Value> args;
 };
 
+} // namespace
+
 /// Declare the kernel function for `op` and fill its body.
-void lowerGroupedMatmul(GroupedMatmulOp op) {
+void mlir::qgemm::lowerSimtGemm(GroupedMatmulOp op) {
   MLIRContext *ctx = op.getContext();
   OpBuilder mb(op);
   Type ptrT = LLVM::LLVMPointerType::get(ctx, 1);
@@ -261,26 +255,3 @@ void lowerGroupedMatmul(GroupedMatmulOp op) {
   b.setInsertionPointToEnd(entry);
   LLVM::ReturnOp::create(b, ValueRange{});
 }
-
-struct LowerToNVVMPass
-    : mlir::qgemm::impl::QGemmLowerToNVVMBase<LowerToNVVMPass> {
-  void runOnOperation() override {
-    SmallVector<Operation *> kernels;
-    getOperation().walk([&](Operation *op) {
-      if (isa<GroupedMatmulOp, QuantizeOp>(op))
-        kernels.push_back(op);
-    });
-    for (Operation *op : kernels) {
-      if (auto mm = dyn_cast<GroupedMatmulOp>(op)) {
-        lowerGroupedMatmul(mm);
-        op->erase();
-        continue;
-      }
-      op->emitOpError("has no GPU lowering yet (quantize kernels come with a "
-                      "later qgemm release); compile its spec with --emit mlir");
-      return signalPassFailure();
-    }
-  }
-};
-
-} // namespace

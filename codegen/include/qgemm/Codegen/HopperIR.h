@@ -1,0 +1,59 @@
+//===- HopperIR.h - sm_90a building blocks: TMA, mbarriers, wgmma -*- C++ -*-===//
+//
+// The pieces a warp-specialized Hopper kernel is made of, as IR builders on
+// top of KernelIR: dynamic shared memory carved into stages, mbarrier
+// init/arrive/wait, 2D/3D TMA tile loads, K-major 128B-swizzled wgmma
+// descriptors, the m64nNk32 FP8 wgmma, and register reallocation.
+//
+//===----------------------------------------------------------------------===//
+#ifndef QGEMM_CODEGEN_HOPPERIR_H
+#define QGEMM_CODEGEN_HOPPERIR_H
+
+#include "qgemm/Codegen/IRHelpers.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+
+namespace mlir::qgemm {
+
+class HopperIR {
+public:
+  explicit HopperIR(KernelIR &ir) : ir(ir), b(ir.builder()) {}
+
+  Type sharedPtrT();
+  /// Byte `offset` (i32) into dynamic shared memory.
+  Value smemAt(Value base, Value offset);
+  /// The 32-bit shared-window address of a shared pointer.
+  Value sharedAddress(Value ptr);
+
+  void mbarrierInit(Value bar, int64_t count);
+  /// Block until the phase with parity `parity` (i32 0/1) of `bar` completed.
+  void mbarrierWait(Value bar, Value parity);
+  void mbarrierArrive(Value bar);
+  void mbarrierArriveExpectTx(Value bar, int64_t bytes);
+
+  /// TMA tile load of `coords` (innermost first) through the tensor map at
+  /// generic pointer `map` into `dst`, completing on `bar`.
+  void tmaLoad(Value dst, Value map, ValueRange coords, Value bar);
+
+  /// Descriptor of a K-major FP8 tile with 128-byte swizzle whose rows are
+  /// 128 bytes (128 K elements) and whose 8-row atoms are 1024 bytes apart.
+  Value wgmmaDescriptor(Value sharedAddr32);
+
+  /// The f32 accumulator struct of an m64nNk32 wgmma: n/2 floats a thread.
+  Type accumulatorT(int64_t n);
+  Value zeroAccumulator(int64_t n);
+  /// D (+)= A.B over one k32 slice; `accumulate` false overwrites D.
+  Value wgmma(Value acc, Value descA, Value descB, int64_t n,
+              ::qgemm::ElemType a, ::qgemm::ElemType bType, bool accumulate);
+
+  Value threadIdX();
+
+private:
+  KernelIR &ir;
+  ImplicitLocOpBuilder &b;
+};
+
+} // namespace mlir::qgemm
+
+#endif // QGEMM_CODEGEN_HOPPERIR_H

@@ -1,0 +1,17 @@
+//===- Kernels.h - Kernel families a qgemm op lowers to ---------*- C++ -*-===//
+#ifndef QGEMM_CODEGEN_KERNELS_H
+#define QGEMM_CODEGEN_KERNELS_H
+
+#include "qgemm/Codegen/KernelABI.h"
+#include "qgemm/Dialect/QGemmDialect.h"
+
+namespace mlir::qgemm {
+
+/// Replace-in-place builders: each declares an `llvm.func` kernel named after
+/// the op, next to it. The caller erases the op.
+void lowerSimtGemm(GroupedMatmulOp op);
+void lowerWgmmaGemm(GroupedMatmulOp op, const ::qgemm::KernelConfig &cfg);
+
+} // namespace mlir::qgemm
+
+#endif // QGEMM_CODEGEN_KERNELS_H

@@ -1,0 +1,94 @@
+//===- HopperIR.cpp - sm_90a building blocks: TMA, mbarriers, wgmma -------===//
+#include "qgemm/Codegen/HopperIR.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
+using namespace mlir;
+using namespace mlir::qgemm;
+
+Type HopperIR::sharedPtrT() {
+  return LLVM::LLVMPointerType::get(b.getContext(), /*addressSpace=*/3);
+}
+
+Value HopperIR::smemAt(Value base, Value offset) {
+  return LLVM::GEPOp::create(b, sharedPtrT(), b.getI8Type(), base,
+                             ValueRange{offset});
+}
+
+Value HopperIR::sharedAddress(Value ptr) {
+  return LLVM::PtrToIntOp::create(b, b.getI32Type(), ptr);
+}
+
+void HopperIR::mbarrierInit(Value bar, int64_t count) {
+  NVVM::MBarrierInitOp::create(b, bar, ir.i32(count), /*predicate=*/Value());
+}
+
+void HopperIR::mbarrierWait(Value bar, Value parity) {
+  // The NVVM op loops on try_wait until the phase completed.
+  NVVM::MBarrierTryWaitParityOp::create(b, bar, parity, ir.i32(0x989680));
+}
+
+void HopperIR::mbarrierArrive(Value bar) {
+  NVVM::MBarrierArriveOp::create(b, Type(), bar, Value(),
+                                 NVVM::MemScopeKindAttr());
+}
+
+void HopperIR::mbarrierArriveExpectTx(Value bar, int64_t bytes) {
+  NVVM::MBarrierArriveExpectTxOp::create(b, Type(), bar, ir.i32(bytes),
+                                         NVVM::MemScopeKind::CTA,
+                                         /*relaxed=*/false, Value());
+}
+
+void HopperIR::tmaLoad(Value dst, Value map, ValueRange coords, Value bar) {
+  // The instruction's destination is a shared::cluster address; the CTA's own
+  // shared window addresses are valid ones.
+  Value clusterDst = LLVM::AddrSpaceCastOp::create(
+      b, LLVM::LLVMPointerType::get(b.getContext(), 7), dst);
+  NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(
+      b, clusterDst, map, coords, bar, ValueRange{}, Value(), Value(),
+      NVVM::TMALoadMode::TILE, /*isCTAOnly=*/false, NVVM::CTAGroupKindAttr(),
+      Value());
+}
+
+Value HopperIR::wgmmaDescriptor(Value sharedAddr32) {
+  // bits 0-13: address >> 4; 16-29: leading byte offset >> 4 (unused by
+  // swizzled K-major layouts, 1 by convention); 32-45: stride byte offset
+  // >> 4 = 1024 B between 8-row atoms; 62-63: 1 = 128-byte swizzle.
+  Value addr = ir.toI64(arith::AndIOp::create(
+      b, arith::ShRUIOp::create(b, sharedAddr32, ir.i32(4)), ir.i32(0x3FFF)));
+  int64_t fixed = (int64_t(1) << 16) | (int64_t(1024 >> 4) << 32) |
+                  (int64_t(1) << 62);
+  return arith::OrIOp::create(b, addr, ir.i64(fixed));
+}
+
+Type HopperIR::accumulatorT(int64_t n) {
+  SmallVector<Type> fields(size_t(n / 2), b.getF32Type());
+  return LLVM::LLVMStructType::getLiteral(b.getContext(), fields);
+}
+
+Value HopperIR::zeroAccumulator(int64_t n) {
+  Value acc = LLVM::UndefOp::create(b, accumulatorT(n));
+  Value zero = ir.f32(0.0);
+  for (int64_t i = 0; i < n / 2; ++i)
+    acc = LLVM::InsertValueOp::create(b, acc, zero, ArrayRef<int64_t>{i});
+  return acc;
+}
+
+static NVVM::WGMMATypes wgmmaType(::qgemm::ElemType t) {
+  return t == ::qgemm::ElemType::E5M2 ? NVVM::WGMMATypes::e5m2
+                                      : NVVM::WGMMATypes::e4m3;
+}
+
+Value HopperIR::wgmma(Value acc, Value descA, Value descB, int64_t n,
+                      ::qgemm::ElemType a, ::qgemm::ElemType bType,
+                      bool accumulate) {
+  return NVVM::WgmmaMmaAsyncOp::create(
+      b, accumulatorT(n), acc, descA, descB,
+      NVVM::MMAShapeAttr::get(b.getContext(), 64, int(n), 32), wgmmaType(a),
+      wgmmaType(bType), NVVM::WGMMATypes::f32,
+      accumulate ? NVVM::WGMMAScaleOut::one : NVVM::WGMMAScaleOut::zero,
+      NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one, NVVM::MMALayout::row,
+      NVVM::MMALayout::col, NVVM::MMAIntOverflowAttr());
+}
+
+Value HopperIR::threadIdX() { return NVVM::ThreadIdXOp::create(b, b.getI32Type()); }

@@ -1,0 +1,399 @@
+//===- WgmmaGemm.cpp - Warp-specialized TMA + wgmma grouped GEMM ----------===//
+//
+// One CTA computes a 128 x blockN tile of D with three warpgroups:
+//  - warpgroup 0 (the producer, 40 registers) has one thread issue TMA loads
+//    of the A (128 x 128) and B (blockN x 128) tiles of each 128-wide K block
+//    into a ring of shared-memory stages, signalling a "full" mbarrier with
+//    the byte count and waiting on the stage's "empty" mbarrier first;
+//  - warpgroups 1 and 2 (the consumers, 232 registers) own 64 rows each.
+//    Per K block they run four m64nNk32 wgmma steps from zero into a
+//    temporary f32 fragment, release the stage, and promote:
+//    acc += tmp * scale_a[row, kb] * scale_b[n-block, kb]. The A scales are
+//    read straight from global memory in the spec's layout (COMPACT or
+//    GEMM_READY), two rows per thread, issued before the wait so the load
+//    latency hides behind the barrier and the MMAs.
+// The epilogue writes D from registers with row masking per grouping.
+//
+//===----------------------------------------------------------------------===//
+#include "qgemm/Codegen/HopperIR.h"
+#include "qgemm/Codegen/Kernels.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+using namespace mlir;
+using namespace ::qgemm;
+using mlir::qgemm::emitScaleAddress;
+using mlir::qgemm::GroupedMatmulOp;
+using mlir::qgemm::HopperIR;
+using mlir::qgemm::KernelIR;
+using mlir::qgemm::ScaleAddress;
+
+namespace {
+
+constexpr int kProducerRegisters = 40;
+constexpr int kConsumerRegisters = 232;
+constexpr int kWarpgroupThreads = 128;
+
+class WgmmaGemmBuilder {
+public:
+  WgmmaGemmBuilder(ImplicitLocOpBuilder &b, const GemmContract &c,
+                   const KernelConfig &cfg, Block::BlockArgListType args,
+                   Value smem)
+      : b(b), ir(b), hw(ir), c(c), cfg(cfg), args(args.begin(), args.end()),
+        smem(smem) {}
+
+  void build() {
+    Value tid = hw.threadIdX();
+    Value wg = ir.divU(tid, ir.i32(kWarpgroupThreads));
+    initBarriers(tid);
+    computeTile();
+    auto roles = scf::IfOp::create(b, eq(wg, 0), /*withElse=*/true);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(&roles.getThenRegion().front());
+      NVVM::SetMaxRegisterOp::create(b, kProducerRegisters,
+                                     NVVM::SetMaxRegisterAction::decrease);
+      Value issue = arith::AndIOp::create(
+          b, eq(tid, 0), arith::XOrIOp::create(b, blockIsPadding, trueV()));
+      auto ifIssue = scf::IfOp::create(b, issue, false);
+      b.setInsertionPointToStart(&ifIssue.getThenRegion().front());
+      producer();
+    }
+    b.setInsertionPointToStart(&roles.getElseRegion().front());
+    NVVM::SetMaxRegisterOp::create(b, kConsumerRegisters,
+                                   NVVM::SetMaxRegisterAction::increase);
+    consumer(tid, ir.sub(wg, ir.i32(1)));
+  }
+
+private:
+  Value arg(unsigned i) { return args[i]; }
+  Value eq(Value x, int64_t v) {
+    return ir.cmp(arith::CmpIPredicate::eq, x, ir.i32(v));
+  }
+  Value trueV() { return arith::ConstantIntOp::create(b, 1, 1); }
+  int64_t kBlocks() const { return (c.k + cfg.blockK - 1) / cfg.blockK; }
+  bool masked() const { return c.grouping.kind == GroupingKind::MMasked; }
+
+  // Shared memory: [A stages][B stages][full barriers][empty barriers].
+  Value stageA(Value s) {
+    return hw.smemAt(smem, ir.mul(s, ir.i32(cfg.stageBytesA())));
+  }
+  Value stageB(Value s) {
+    return hw.smemAt(smem, ir.add(ir.i32(cfg.stages * cfg.stageBytesA()),
+                                  ir.mul(s, ir.i32(cfg.stageBytesB()))));
+  }
+  int64_t barriersOffset() const {
+    return cfg.stages * (cfg.stageBytesA() + cfg.stageBytesB());
+  }
+  Value fullBar(Value s) {
+    return hw.smemAt(smem, ir.add(ir.i32(barriersOffset()), ir.mul(s, ir.i32(8))));
+  }
+  Value emptyBar(Value s) {
+    return hw.smemAt(smem, ir.add(ir.i32(barriersOffset() + 8 * cfg.stages),
+                                  ir.mul(s, ir.i32(8))));
+  }
+
+  void initBarriers(Value tid) {
+    auto ifInit = scf::IfOp::create(b, eq(tid, 0), false);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(&ifInit.getThenRegion().front());
+      for (int s = 0; s < cfg.stages; ++s) {
+        hw.mbarrierInit(fullBar(ir.i32(s)), 1);
+        // One elected thread of each consumer warpgroup releases a stage.
+        hw.mbarrierInit(emptyBar(ir.i32(s)), 2);
+      }
+      NVVM::FenceMbarrierInitOp::create(b);
+    }
+    NVVM::Barrier0Op::create(b);
+  }
+
+  /// Group of this CTA's m-block, whether the whole block is padding, and
+  /// the number of valid rows (m_masked).
+  void computeTile() {
+    mBlock = NVVM::BlockIdXOp::create(b, ir.i32T());
+    nBlock = NVVM::BlockIdYOp::create(b, ir.i32T());
+    Value gz = NVVM::BlockIdZOp::create(b, ir.i32T());
+    rows = arg(kWgParamRows);
+    Value row0 = ir.mul(mBlock, ir.i32(cfg.blockM));
+    group = ir.i32(0);
+    blockIsPadding = arith::ConstantIntOp::create(b, 0, 1);
+    validRows = rows;
+    if (masked()) {
+      group = gz;
+      validRows = ir.load(ir.i32T(), arg(kWgParamGroups), ir.toI64(gz));
+      blockIsPadding = ir.cmp(arith::CmpIPredicate::sge, row0, validRows);
+    } else if (c.grouping.kind == GroupingKind::MContiguous) {
+      // Alignment is a multiple of 128: the block lies in one group, found by
+      // counting the group ends at or before its first row.
+      Value numGroups = arg(kWgParamNumGroups);
+      auto loop = scf::ForOp::create(b, ir.i32(0), numGroups, ir.i32(1),
+                                     ValueRange{ir.i32(0)});
+      {
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPointToStart(loop.getBody());
+        Value end = ir.load(ir.i32T(), arg(kWgParamGroups),
+                            ir.toI64(loop.getInductionVar()));
+        Value past = ir.cmp(arith::CmpIPredicate::sle, end, row0);
+        scf::YieldOp::create(
+            b, ir.add(loop.getRegionIterArgs()[0],
+                      arith::ExtUIOp::create(b, ir.i32T(), past)));
+      }
+      group = loop.getResult(0);
+      blockIsPadding = ir.cmp(arith::CmpIPredicate::sge, group, numGroups);
+    }
+  }
+
+  void producer() {
+    const int64_t bytes = cfg.stageBytesA() + cfg.stageBytesB();
+    auto loop = scf::ForOp::create(b, ir.i32(0), ir.i32(kBlocks()), ir.i32(1));
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value kb = loop.getInductionVar();
+    Value s = ir.remU(kb, ir.i32(cfg.stages));
+    Value phase = arith::AndIOp::create(b, ir.divU(kb, ir.i32(cfg.stages)), ir.i32(1));
+    // A fresh barrier counts as having completed the phase before phase 0,
+    // so the first pass over the ring does not wait.
+    hw.mbarrierWait(emptyBar(s), arith::XOrIOp::create(b, phase, ir.i32(1)));
+    hw.mbarrierArriveExpectTx(fullBar(s), bytes);
+    Value k0 = ir.mul(kb, ir.i32(cfg.blockK));
+    Value m0 = ir.mul(mBlock, ir.i32(cfg.blockM));
+    Value n0 = ir.mul(nBlock, ir.i32(cfg.blockN));
+    SmallVector<Value> aCoords = {k0, m0};
+    if (masked())
+      aCoords.push_back(group);
+    hw.tmaLoad(stageA(s), arg(kWgParamMapA), aCoords, fullBar(s));
+    hw.tmaLoad(stageB(s), arg(kWgParamMapB), ValueRange{k0, n0, group},
+               fullBar(s));
+  }
+
+  Value scaleA(Value row, Value kb) {
+    // Rows past the operand (tail of the last block) read row rows-1: their
+    // results are never stored.
+    Value last = ir.sub(rows, ir.i32(1));
+    Value r = arith::MaxSIOp::create(b, ir.minS(row, last), ir.i32(0));
+    ScaleAddress s = emitScaleAddress(ir, c.a.scale, rows, ir.i64(c.k),
+                                      ir.toI64(r), ir.toI64(kb));
+    Value idx = s.offset;
+    if (masked())
+      idx = ir.add(ir.mul(ir.toI64(group), s.matrixSize), idx);
+    return ir.load(ir.f32T(), arg(kWgParamScaleA), idx);
+  }
+
+  Value scaleB(Value kb) {
+    Value nb128 = ir.divU(ir.mul(nBlock, ir.i32(cfg.blockN)), ir.i32(128));
+    ScaleAddress s = emitScaleAddress(ir, c.b.scale, ir.i64(c.n), ir.i64(c.k),
+                                      ir.toI64(nb128), ir.toI64(kb));
+    Value idx = ir.add(ir.mul(ir.toI64(group), s.matrixSize), s.offset);
+    return ir.load(ir.f32T(), arg(kWgParamScaleB), idx);
+  }
+
+  /// One K block of a consumer warpgroup: wait, four k32 wgmma steps into a
+  /// fresh fragment, release the stage, promote into `acc`.
+  SmallVector<Value> mainloopStep(Value kb, ValueRange acc, Value consumerIdx,
+                                  Value tidInWg, Value row0, Value row1) {
+    const int64_t n = cfg.blockN;
+    Value s = ir.remU(kb, ir.i32(cfg.stages));
+    Value phase = arith::AndIOp::create(b, ir.divU(kb, ir.i32(cfg.stages)), ir.i32(1));
+    Value sb = scaleB(kb);
+    Value s0 = arith::MulFOp::create(b, scaleA(row0, kb), sb);
+    Value s1 = arith::MulFOp::create(b, scaleA(row1, kb), sb);
+    hw.mbarrierWait(fullBar(s), phase);
+
+    NVVM::WgmmaFenceAlignedOp::create(b);
+    Value aAddr = ir.add(hw.sharedAddress(stageA(s)),
+                         ir.mul(consumerIdx, ir.i32(64 * cfg.blockK)));
+    Value bAddr = hw.sharedAddress(stageB(s));
+    Value frag = hw.zeroAccumulator(n);
+    for (int k = 0; k < cfg.blockK / 32; ++k) {
+      Value da = hw.wgmmaDescriptor(ir.add(aAddr, ir.i32(32 * k)));
+      Value db = hw.wgmmaDescriptor(ir.add(bAddr, ir.i32(32 * k)));
+      frag = hw.wgmma(frag, da, db, n, c.a.dtype, c.b.dtype, /*accumulate=*/k > 0);
+    }
+    NVVM::WgmmaGroupSyncAlignedOp::create(b);
+    NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
+
+    auto release = scf::IfOp::create(b, eq(tidInWg, 0), false);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(&release.getThenRegion().front());
+      hw.mbarrierArrive(emptyBar(s));
+    }
+    // Fragment element i belongs to row (i % 4) / 2 of the thread's pair.
+    SmallVector<Value> next;
+    for (int64_t i = 0; i < n / 2; ++i) {
+      Value t = LLVM::ExtractValueOp::create(b, frag, ArrayRef<int64_t>{i});
+      Value scale = (i % 4) < 2 ? s0 : s1;
+      next.push_back(arith::AddFOp::create(
+          b, acc[size_t(i)], arith::MulFOp::create(b, t, scale)));
+    }
+    return next;
+  }
+
+  void consumer(Value tid, Value consumerIdx) {
+    const int64_t n = cfg.blockN;
+    Value tidInWg = ir.remU(tid, ir.i32(kWarpgroupThreads));
+    Value warp = ir.divU(tidInWg, ir.i32(32));
+    Value lane = ir.remU(tidInWg, ir.i32(32));
+    Value rowInTile = ir.add(ir.add(ir.mul(consumerIdx, ir.i32(64)),
+                                    ir.mul(warp, ir.i32(16))),
+                             ir.divU(lane, ir.i32(4)));
+    Value row0 = ir.add(ir.mul(mBlock, ir.i32(cfg.blockM)), rowInTile);
+    Value row1 = ir.add(row0, ir.i32(8));
+
+    SmallVector<Value> zeros(size_t(n / 2), ir.f32(0.0));
+    SmallVector<Type> accTypes(size_t(n / 2), ir.f32T());
+    auto ifWork = scf::IfOp::create(
+        b, accTypes, arith::XOrIOp::create(b, blockIsPadding, trueV()), true);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(&ifWork.getThenRegion().front());
+      auto loop = scf::ForOp::create(b, ir.i32(0), ir.i32(kBlocks()), ir.i32(1),
+                                     zeros);
+      {
+        OpBuilder::InsertionGuard g2(b);
+        b.setInsertionPointToStart(loop.getBody());
+        SmallVector<Value> next =
+            mainloopStep(loop.getInductionVar(), loop.getRegionIterArgs(),
+                         consumerIdx, tidInWg, row0, row1);
+        scf::YieldOp::create(b, next);
+      }
+      scf::YieldOp::create(b, loop.getResults());
+      b.setInsertionPointToStart(&ifWork.getElseRegion().front());
+      scf::YieldOp::create(b, zeros);
+    }
+    epilogue(ifWork.getResults(), lane, row0, row1);
+  }
+
+  /// Whether `row` holds a result, and whether it is a padding row that the
+  /// spec wants zeroed.
+  std::pair<Value, Value> rowFlags(Value row) {
+    Value inOperand = ir.cmp(arith::CmpIPredicate::slt, row, rows);
+    Value notPadBlock = arith::XOrIOp::create(b, blockIsPadding, trueV());
+    Value valid, padding;
+    if (masked()) {
+      valid = ir.cmp(arith::CmpIPredicate::slt, row, validRows);
+      padding = arith::AndIOp::create(
+          b, inOperand, arith::XOrIOp::create(b, valid, trueV()));
+    } else {
+      valid = arith::AndIOp::create(b, inOperand, notPadBlock);
+      padding = arith::AndIOp::create(b, inOperand, blockIsPadding);
+    }
+    Value write = valid;
+    if (c.paddingRows == PaddingRows::Zero)
+      write = arith::OrIOp::create(b, valid, padding);
+    return {valid, write};
+  }
+
+  void epilogue(ValueRange acc, Value lane, Value row0, Value row1) {
+    const int64_t n = cfg.blockN;
+    Value colBase = ir.add(ir.mul(nBlock, ir.i32(cfg.blockN)),
+                           ir.mul(ir.remU(lane, ir.i32(4)), ir.i32(2)));
+    Value rowsD = masked() ? ir.toI64(rows) : Value();
+    for (int h = 0; h < 2; ++h) {
+      Value row = h == 0 ? row0 : row1;
+      auto [valid, write] = rowFlags(row);
+      Value outRow = ir.toI64(row);
+      if (masked())
+        outRow = ir.add(ir.mul(ir.toI64(group), rowsD), outRow);
+      Value rowBase = ir.mul(outRow, ir.i64(c.n));
+      for (int64_t j = 0; j < n / 8; ++j) {
+        Value col = ir.add(colBase, ir.i32(j * 8));
+        Value inCols = ir.cmp(arith::CmpIPredicate::slt, col, ir.i32(c.n));
+        Value doStore = arith::AndIOp::create(b, write, inCols);
+        auto ifStore = scf::IfOp::create(b, doStore, false);
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPointToStart(&ifStore.getThenRegion().front());
+        Value zero = ir.f32(0.0);
+        Value v0 = ir.select(valid, acc[size_t(j * 4 + h * 2)], zero);
+        Value v1 = ir.select(valid, acc[size_t(j * 4 + h * 2 + 1)], zero);
+        Value idx = ir.add(rowBase, ir.toI64(col));
+        storePair(v0, v1, idx);
+      }
+    }
+  }
+
+  /// Two adjacent output columns: one 32-bit store of packed bf16, or two
+  /// f32 stores.
+  void storePair(Value v0, Value v1, Value idx) {
+    if (c.d == ElemType::F32) {
+      ir.store(v0, arg(kWgParamD), idx);
+      ir.store(v1, arg(kWgParamD), ir.add(idx, ir.i64(1)));
+      return;
+    }
+    auto bits = [&](Value v) {
+      Value h = arith::BitcastOp::create(
+          b, ir.i16T(), arith::TruncFOp::create(b, ir.bf16T(), v));
+      return arith::ExtUIOp::create(b, ir.i32T(), h);
+    };
+    Value packed = arith::OrIOp::create(
+        b, bits(v0), arith::ShLIOp::create(b, bits(v1), ir.i32(16)));
+    // idx counts bf16 elements; the pair starts at an even column of an
+    // even-width row, so it is 4-byte aligned.
+    ir.store(packed, arg(kWgParamD), ir.divU(idx, ir.i64(2)));
+  }
+
+  ImplicitLocOpBuilder &b;
+  KernelIR ir;
+  HopperIR hw;
+  const GemmContract &c;
+  KernelConfig cfg;
+  SmallVector<Value> args;
+  Value smem;
+  Value mBlock, nBlock, group, rows, validRows, blockIsPadding;
+};
+
+} // namespace
+
+void mlir::qgemm::lowerWgmmaGemm(GroupedMatmulOp op, const KernelConfig &cfg) {
+  MLIRContext *ctx = op.getContext();
+  ModuleOp module = op->getParentOfType<ModuleOp>();
+  OpBuilder mb(op);
+  Type globalPtr = LLVM::LLVMPointerType::get(ctx, 1);
+  Type genericPtr = LLVM::LLVMPointerType::get(ctx, 0);
+  Type i32T = IntegerType::get(ctx, 32);
+
+  // Dynamic shared memory, 1024-byte aligned for the 128B swizzle atoms.
+  StringRef smemName = "qgemm_dynamic_smem";
+  auto smemT = LLVM::LLVMArrayType::get(IntegerType::get(ctx, 8), 0);
+  if (!module.lookupSymbol(smemName)) {
+    OpBuilder gb = OpBuilder::atBlockBegin(module.getBody());
+    LLVM::GlobalOp::create(gb, op.getLoc(), smemT, /*isConstant=*/false,
+                           LLVM::Linkage::External, smemName, Attribute(),
+                           /*alignment=*/1024, /*addrSpace=*/3);
+  }
+
+  SmallVector<Type> params(kNumWgmmaParams, globalPtr);
+  params[kWgParamMapA] = params[kWgParamMapB] = genericPtr;
+  params[kWgParamRows] = params[kWgParamNumGroups] = i32T;
+  auto fnT = LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx), params);
+  auto fn = LLVM::LLVMFuncOp::create(mb, op.getLoc(), op.getSymName(), fnT);
+  fn->setAttr(NVVM::NVVMDialect::getKernelFuncAttrName(), UnitAttr::get(ctx));
+  fn->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
+              DenseI32ArrayAttr::get(ctx, {cfg.threads, 1, 1}));
+  // A register cap at entry makes setmaxnreg take effect.
+  fn->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+              IntegerAttr::get(i32T, 1));
+  for (unsigned i : {unsigned(kWgParamMapA), unsigned(kWgParamMapB)}) {
+    fn.setArgAttr(i, LLVM::LLVMDialect::getByValAttrName(),
+                  TypeAttr::get(LLVM::LLVMArrayType::get(IntegerType::get(ctx, 8), 128)));
+    fn.setArgAttr(i, LLVM::LLVMDialect::getAlignAttrName(),
+                  IntegerAttr::get(IntegerType::get(ctx, 64), 64));
+    fn.setArgAttr(i, NVVM::NVVMDialect::getGridConstantAttrName(),
+                  UnitAttr::get(ctx));
+  }
+
+  Block *entry = fn.addEntryBlock(mb);
+  ImplicitLocOpBuilder b(op.getLoc(), ctx);
+  b.setInsertionPointToStart(entry);
+  Value smem = LLVM::AddressOfOp::create(
+      b, LLVM::LLVMPointerType::get(ctx, 3), smemName);
+  GemmContract contract = op.getContract();
+  {
+    OpBuilder::InsertionGuard g(b);
+    WgmmaGemmBuilder(b, contract, cfg, entry->getArguments(), smem).build();
+  }
+  b.setInsertionPointToEnd(entry);
+  LLVM::ReturnOp::create(b, ValueRange{});
+}

@@ -1,0 +1,99 @@
+//===- SpecCanonical.cpp - Canonical JSON of a spec and its hash ----------===//
+//
+// The canonical form is built from the parsed contracts, not from the input
+// document, so defaults are filled and equivalent specs print the same; its
+// hash is the kernel's identity. nlohmann::json keeps object keys in a
+// std::map, which sorts them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "SpecInternal.h"
+
+#include <cstdio>
+
+using namespace qgemm;
+using namespace qgemm::spec_detail;
+
+namespace {
+
+json scaleJson(const ScaleRecipe &s) {
+  return {{"block", json::array({s.blockRows, s.blockCols})},
+          {"layout", str(toString(s.layout))},
+          {"dtype", str(toString(s.dtype))}};
+}
+
+json operandJson(const OperandContract &op) {
+  return {{"dtype", str(toString(op.dtype))}, {"scale", scaleJson(op.scale)}};
+}
+
+json tuningJson(const Tuning &t) {
+  if (t.isAuto)
+    return "auto";
+  json j = {{"cluster", t.cluster},
+            {"num_sms", t.numSms},
+            {"multicast", t.multicast},
+            {"raster", t.raster}};
+  // Zero means "the compiler picks"; leaving the key out keeps the canonical
+  // form a valid spec.
+  if (t.blockM)
+    j["block_m"] = t.blockM;
+  if (t.blockN)
+    j["block_n"] = t.blockN;
+  if (t.stages)
+    j["stages"] = t.stages;
+  return j;
+}
+
+void addGemmJson(json &j, const GemmContract &c) {
+  j["grouping"] = {{"kind", str(toString(c.grouping.kind))},
+                   {"alignment", c.grouping.alignment},
+                   {"index", str(toString(c.grouping.index))}};
+  j["shape"] = {{"n", c.n}, {"k", c.k}};
+  j["a"] = operandJson(c.a);
+  j["b"] = operandJson(c.b);
+  j["d"] = {{"dtype", str(toString(c.d))},
+            {"padding_rows", str(toString(c.paddingRows))}};
+  if (c.accumulate)
+    j["c"] = {{"dtype", "f32"}};
+}
+
+void addQuantizeJson(json &j, const QuantizeContract &q) {
+  j["input"] = str(toString(q.input));
+  j["output"] = str(toString(q.output));
+  j["recipe"] = str(toString(q.recipe));
+  j["pow2"] = q.pow2;
+  j["eps"] = q.eps;
+  if (q.rowwise)
+    j["rowwise"] = scaleJson(*q.rowwise);
+  if (q.columnwise)
+    j["columnwise"] = scaleJson(*q.columnwise);
+  j["multi_tensor"] = q.multiTensor;
+  j["shape"] = {{"k", q.k}};
+}
+
+} // namespace
+
+void spec_detail::canonicalize(Spec &spec) {
+  json j = {{"qgemm", spec.version},
+            {"name", spec.name},
+            {"op", str(kOpNames[size_t(spec.op)])},
+            {"target", spec.target},
+            {"tuning", tuningJson(spec.tuning)}};
+  if (spec.op == OpKind::GroupedGemm)
+    addGemmJson(j, spec.gemm);
+  else
+    addQuantizeJson(j, spec.quantize);
+  spec.canonicalJson = j.dump();
+  spec.hash = stableHash(spec.canonicalJson);
+}
+
+std::string qgemm::stableHash(const std::string &text) {
+  uint64_t h = 0xcbf29ce484222325ull; // FNV-1a 64 offset basis.
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 0x100000001b3ull; // FNV-1a 64 prime.
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}

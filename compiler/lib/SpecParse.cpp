@@ -1,0 +1,223 @@
+//===- SpecParse.cpp - Spec documents: text to specs, the API -------------===//
+//
+// The document level: the text must be a bounded, well-formed UTF-8 JSON
+// document without duplicate keys before any spec key is read. The API entry
+// points turn every FieldError (and anything else thrown) into a SpecError.
+//
+//===----------------------------------------------------------------------===//
+
+#include "SpecInternal.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <set>
+
+using namespace qgemm;
+using namespace qgemm::spec_detail;
+
+namespace {
+
+/// Specs are small; anything larger is a mistake (or an attack on the parser).
+constexpr size_t kMaxSpecBytes = size_t(1) << 20;
+/// Deep enough for any spec; bounds the work done on hostile input.
+constexpr int kMaxDepth = 32;
+
+//===----------------------------------------------------------------------===//
+// Text to JSON
+//===----------------------------------------------------------------------===//
+
+/// Offset of the first byte that is not well-formed UTF-8 (no overlongs,
+/// surrogates or code points past U+10FFFF), or npos.
+size_t findInvalidUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    unsigned char c = s[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xBF; // Range of the second byte.
+    if (c >= 0xC2 && c <= 0xDF)
+      len = 2;
+    else if (c == 0xE0)
+      len = 3, lo = 0xA0;
+    else if (c == 0xED)
+      len = 3, hi = 0x9F;
+    else if (c >= 0xE1 && c <= 0xEF)
+      len = 3;
+    else if (c == 0xF0)
+      len = 4, lo = 0x90;
+    else if (c >= 0xF1 && c <= 0xF3)
+      len = 4;
+    else if (c == 0xF4)
+      len = 4, hi = 0x8F;
+    else
+      return i;
+    if (s.size() - i < len)
+      return i;
+    unsigned char second = s[i + 1];
+    if (second < lo || second > hi)
+      return i;
+    for (size_t j = 2; j < len; ++j)
+      if ((static_cast<unsigned char>(s[i + j]) & 0xC0) != 0x80)
+        return i;
+    i += len;
+  }
+  return std::string_view::npos;
+}
+
+std::string positionOf(std::string_view text, size_t offset) {
+  size_t line = 1, lineStart = 0;
+  for (size_t i = 0; i < offset; ++i)
+    if (text[i] == '\n')
+      ++line, lineStart = i + 1;
+  return "byte " + std::to_string(offset) + " (line " + std::to_string(line) +
+         ", column " + std::to_string(offset - lineStart + 1) + ")";
+}
+
+/// Tracks where the parser is, to reject duplicate keys (nlohmann keeps the
+/// last one silently, so a later key would override an earlier one unseen)
+/// and nesting deep enough to be an attack rather than a spec.
+class StructureGuard {
+public:
+  bool operator()(int depth, json::parse_event_t event, json &parsed) {
+    switch (event) {
+    case json::parse_event_t::object_start:
+    case json::parse_event_t::array_start:
+      if (depth >= kMaxDepth)
+        fail(currentPath(),
+             "nesting deeper than " + std::to_string(kMaxDepth) + " levels");
+      frames.push_back({event == json::parse_event_t::object_start, {}, {}, 0});
+      break;
+    case json::parse_event_t::key: {
+      Frame &f = frames.back();
+      f.key = parsed.get<std::string>();
+      if (!f.keys.insert(f.key).second)
+        fail(currentPath(), "duplicate key " + quote(f.key));
+      break;
+    }
+    case json::parse_event_t::object_end:
+    case json::parse_event_t::array_end:
+      frames.pop_back();
+      elementDone();
+      break;
+    case json::parse_event_t::value:
+      elementDone();
+      break;
+    }
+    return true;
+  }
+
+private:
+  struct Frame {
+    bool isObject;
+    std::set<std::string> keys;
+    std::string key; ///< The key being read (objects).
+    size_t index;    ///< The element being read (arrays).
+  };
+
+  void elementDone() {
+    if (!frames.empty() && !frames.back().isObject)
+      ++frames.back().index;
+  }
+
+  std::string currentPath() const {
+    std::string path;
+    for (const Frame &f : frames)
+      path = f.isObject ? joinPath(path, f.key) : indexPath(path, f.index);
+    return path;
+  }
+
+  std::vector<Frame> frames;
+};
+
+json parseJson(const std::string &text) {
+  if (text.size() > kMaxSpecBytes)
+    fail("", "the document has " + std::to_string(text.size()) +
+                 " bytes; at most " + std::to_string(kMaxSpecBytes) +
+                 " are allowed");
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos)
+    fail("", "the document is empty");
+  size_t bad = findInvalidUtf8(text);
+  if (bad != std::string_view::npos)
+    fail("", "invalid UTF-8 at " + positionOf(text, bad));
+  // The guard is copied into a std::function; share its state so the copy
+  // sees one parse.
+  auto guard = std::make_shared<StructureGuard>();
+  try {
+    return json::parse(
+        text, [guard](int depth, json::parse_event_t event, json &parsed) {
+          return (*guard)(depth, event, parsed);
+        });
+  } catch (const json::exception &e) {
+    // Drop nlohmann's "[json.exception.parse_error.101] " prefix; keep the
+    // line and column it reports.
+    std::string what = e.what();
+    size_t close = what.find("] ");
+    fail("", "invalid JSON: " +
+                 (close == std::string::npos ? what : what.substr(close + 2)));
+  }
+}
+
+std::vector<Spec> parseDocument(const std::string &text) {
+  json doc = parseJson(text);
+  // Checked once before any sweep point: the header names the points.
+  Spec header;
+  readHeader(doc, header);
+  std::vector<Spec> specs = doc.contains("sweep")
+                                ? expandSweep(doc, header)
+                                : std::vector<Spec>{readSpec(doc)};
+  for (Spec &spec : specs)
+    canonicalize(spec);
+  return specs;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// API
+//===----------------------------------------------------------------------===//
+
+std::string SpecError::str() const {
+  std::string out = file.empty() ? "" : file + ": ";
+  if (!path.empty())
+    out += path + ": ";
+  return out + message;
+}
+
+SpecResult<std::vector<Spec>> qgemm::parseSpecText(const std::string &text,
+                                                   const std::string &file) {
+  try {
+    return parseDocument(text);
+  } catch (const FieldError &e) {
+    return SpecError{file, e.path, e.message};
+  } catch (const std::exception &e) {
+    return SpecError{file, "", std::string("internal error: ") + e.what()};
+  } catch (...) {
+    return SpecError{file, "", "internal error"};
+  }
+}
+
+SpecResult<std::vector<Spec>> qgemm::parseSpecFile(const std::string &path) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE *)> f(
+      std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f)
+    return SpecError{path, "",
+                     "cannot read file: " + std::string(std::strerror(errno))};
+  // Read one byte past the limit to tell "exactly 1 MiB" from "larger"
+  // without reading all of a huge file.
+  std::string text(kMaxSpecBytes + 1, '\0');
+  size_t n = std::fread(text.data(), 1, text.size(), f.get());
+  if (std::ferror(f.get()))
+    return SpecError{path, "",
+                     "cannot read file: " + std::string(std::strerror(errno))};
+  if (n > kMaxSpecBytes)
+    return SpecError{path, "",
+                     "file is larger than " + std::to_string(kMaxSpecBytes) +
+                         " bytes (1 MiB)"};
+  text.resize(n);
+  return parseSpecText(text, path);
+}

@@ -1,0 +1,50 @@
+//===- SpecQuantize.cpp - The quantize section of a spec ------------------===//
+//
+// Reads a quantizer's types, recipe knobs and outputs, with defaults that
+// follow the recipe (MX recipes get MX blocks), and leaves the rules that tie
+// the fields together to checkQuantize (Contract.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "SpecInternal.h"
+
+#include <optional>
+
+using namespace qgemm;
+using namespace qgemm::spec_detail;
+
+namespace {
+
+constexpr std::array kQuantRecipes{QuantRecipe::DeepSeek, QuantRecipe::TE,
+                                   QuantRecipe::MxFloor, QuantRecipe::MxRceil};
+
+/// An output is produced only when its key is present (even as `{}`).
+std::optional<ScaleRecipe> readQuantOutput(const ObjectReader &top,
+                                           const char *name, Block dflt) {
+  if (!top.get(name))
+    return std::nullopt;
+  return readScale(top.child(name, kScaleSchema), dflt);
+}
+
+} // namespace
+
+QuantizeContract spec_detail::readQuantize(const ObjectReader &top) {
+  QuantizeContract q;
+  q.input = top.enumeration("input", kElemTypes, ElemType::BF16);
+  q.output = top.enumeration("output", kElemTypes, ElemType::E4M3);
+  q.recipe = readEnum(top.require("recipe"), top.at("recipe"), kQuantRecipes);
+  // TE rounds its quantize factor down to a power of two by default.
+  q.pow2 = top.boolean("pow2", q.recipe == QuantRecipe::TE);
+  // -0.0 and 0 are the same floor; keep one spelling in the canonical form.
+  q.eps = top.number("eps", 0.0) + 0.0;
+  bool mx = isMxRecipe(q.recipe);
+  q.rowwise =
+      readQuantOutput(top, "rowwise", mx ? Block{1, 32} : Block{1, 128});
+  q.columnwise =
+      readQuantOutput(top, "columnwise", mx ? Block{32, 1} : Block{128, 1});
+  q.multiTensor = top.boolean("multi_tensor", false);
+  q.k = top.child("shape", kQuantShapeSchema).integer("k", 0, kMaxDim, 0);
+  if (auto v = checkQuantize(q))
+    fail(v->field, v->message);
+  return q;
+}

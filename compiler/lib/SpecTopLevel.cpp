@@ -1,0 +1,108 @@
+//===- SpecTopLevel.cpp - The keys every spec has, whatever its op --------===//
+//
+// The header (qgemm, op, name, target) decides how the rest of a spec is
+// read, so it is checked first; tuning is shared by all ops. readSpec reads
+// one spec without a sweep by handing the op's section to its reader.
+//
+//===----------------------------------------------------------------------===//
+
+#include "SpecInternal.h"
+
+#include <iterator>
+
+using namespace qgemm;
+using namespace qgemm::spec_detail;
+
+namespace {
+
+constexpr size_t kMaxNameChars = 128;
+
+/// Names end up in file and symbol names: plain ASCII only (no locale).
+bool isValidName(const std::string &name) {
+  if (name.empty() || name.size() > kMaxNameChars)
+    return false;
+  for (char ch : name)
+    if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+          (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' || ch == '-'))
+      return false;
+  return true;
+}
+
+Tuning readTuning(const ObjectReader &top) {
+  Tuning t;
+  const json *v = top.get("tuning");
+  std::string path = top.at("tuning");
+  if (!v || (v->is_string() && *v == "auto"))
+    return t;
+  if (!v->is_object())
+    fail(path, "expected \"auto\" or an object, got " +
+                   (v->is_string() ? quote(v->get_ref<const std::string &>())
+                                   : typeName(*v)));
+  ObjectReader r(*v, path, kTuningSchema);
+  t.isAuto = false;
+  if (const json *bm = r.get("block_m"))
+    t.blockM = readIntIn(*bm, r.at("block_m"), {64, 128, 256});
+  t.blockN = r.integer("block_n", 8, 256, 0);
+  if (t.blockN % 8 != 0)
+    fail(r.at("block_n"), std::to_string(t.blockN) +
+                              " is not a multiple of 8; allowed: 8, 16, ..., "
+                              "256");
+  t.stages = r.integer("stages", 1, 16, 0);
+  if (const json *cl = r.get("cluster"))
+    t.cluster = readIntIn(*cl, r.at("cluster"), {1, 2});
+  t.numSms = r.integer("num_sms", 0, 1024, 0);
+  t.multicast = r.choice("multicast", {"none", "a", "b"}, "none");
+  t.raster = r.choice("raster", {"m", "n"}, "m");
+  return t;
+}
+
+} // namespace
+
+ObjectReader spec_detail::readHeader(const json &doc, Spec &spec) {
+  if (!doc.is_object())
+    fail("", "the top level must be a JSON object, got " + typeName(doc));
+  auto find = [&](const char *key) -> const json * {
+    auto it = doc.find(key);
+    return it == doc.end() ? nullptr : &*it;
+  };
+  const json *version = find("qgemm");
+  if (!version)
+    fail("qgemm", "missing required key \"qgemm\" (the spec format version; "
+                  "allowed: 1)");
+  if (!version->is_number_integer())
+    fail("qgemm", "expected an integer, got " + typeName(*version));
+  if (*version != 1)
+    fail("qgemm",
+         "unsupported spec format version " + version->dump() + "; allowed: 1");
+  spec.version = 1;
+
+  const json *op = find("op");
+  if (!op)
+    fail("op", "missing required key \"op\"; allowed: grouped_gemm, quantize");
+  size_t opIndex =
+      readChoice(*op, "op", {std::begin(kOpNames), std::end(kOpNames)});
+  if (opIndex > size_t(OpKind::Quantize))
+    fail("op", quote(op->get_ref<const std::string &>()) +
+                   " is not implemented yet; allowed: grouped_gemm, quantize");
+  spec.op = OpKind(opIndex);
+
+  ObjectReader top(doc, "", topSchema(spec.op));
+  spec.name = readString(top.require("name"), "name");
+  if (!isValidName(spec.name))
+    fail("name", quote(spec.name) + " is not a valid name; use 1 to " +
+                     std::to_string(kMaxNameChars) +
+                     " characters from A-Z a-z 0-9 _ . -");
+  spec.target = top.choice("target", {"sm_90a"}, "sm_90a");
+  return top;
+}
+
+Spec spec_detail::readSpec(const json &doc) {
+  Spec spec;
+  ObjectReader top = readHeader(doc, spec);
+  if (spec.op == OpKind::GroupedGemm)
+    spec.gemm = readGemm(top);
+  else
+    spec.quantize = readQuantize(top);
+  spec.tuning = readTuning(top);
+  return spec;
+}
