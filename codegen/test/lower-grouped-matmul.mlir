@@ -1,5 +1,6 @@
 // RUN: qgemm-opt %s -split-input-file -qgemm-lower-to-nvvm -canonicalize | FileCheck %s
 
+// The SIMT family: groups that share 128-row blocks (alignment 16 here).
 // m_contiguous with offsets, COMPACT A scales: scale (row, kb) at row * Kb + kb.
 // CHECK-LABEL: llvm.func @up(
 // CHECK-SAME: %[[A:.*]]: !llvm.ptr<1>, %[[SA:.*]]: !llvm.ptr<1>, %[[B:.*]]: !llvm.ptr<1>, %[[SB:.*]]: !llvm.ptr<1>, %[[D:.*]]: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %[[G:.*]]: !llvm.ptr<1>, %[[ROWS:.*]]: i32, %[[NG:.*]]: i32)
@@ -33,7 +34,7 @@
 qgemm.grouped_matmul @up n = 4096, k = 7168,
     a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
     b = #qgemm.operand<e4m3, #qgemm.scale<[128, 128], f32, COMPACT>>,
-    d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 128, index = offsets>,
+    d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 16, index = offsets>,
     padding = <zero>
 
 // -----

@@ -1,0 +1,61 @@
+// RUN: qgemm-opt %s -split-input-file -qgemm-lower-to-nvvm -canonicalize | FileCheck %s
+
+// Groups aligned to 128 rows, 1x128 x 128x128 scales: the wgmma family.
+// CHECK: llvm.mlir.global external @qgemm_dynamic_smem() {addr_space = 3 : i32, alignment = 1024 : i64} : !llvm.array<0 x i8>
+// CHECK-LABEL: llvm.func @up(
+// Tensor maps of A and B arrive by value as grid constants.
+// CHECK-SAME: %[[MAPA:[a-z0-9]+]]: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<128 x i8>, nvvm.grid_constant}
+// CHECK-SAME: %[[MAPB:[a-z0-9]+]]: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<128 x i8>, nvvm.grid_constant}
+// CHECK-SAME: nvvm.kernel, nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32
+// Five stages: a full barrier (one arrival + bytes) and an empty barrier
+// (one arrival per consumer warpgroup) each.
+// CHECK-COUNT-5: nvvm.mbarrier.init %{{.*}}, %c1_i32
+// CHECK: nvvm.fence.mbarrier.init
+// CHECK: nvvm.barrier0
+// The producer warpgroup gives registers away and streams tiles with TMA.
+// CHECK: nvvm.setmaxregister {{ *}}decrease 40
+// CHECK: nvvm.mbarrier.try_wait.parity
+// CHECK: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c32768_i32
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %[[MAPA]], %{{.*}}, box[%{{.*}}, %{{.*}}]
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %[[MAPB]], %{{.*}}, box[%{{.*}}, %{{.*}}, %{{.*}}]
+// The consumers take them and run four k32 steps per 128-wide K block,
+// starting each block from zero.
+// CHECK: nvvm.setmaxregister {{ *}}increase 232
+// CHECK: nvvm.mbarrier.try_wait.parity
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 128, k = 32>, D[<f32>, <zero>], A[<e4m3>, <one>, <row>], B[<e4m3>, <one>, <col>]
+// CHECK-COUNT-3: nvvm.wgmma.mma_async {{.*}} D[<f32>, <one>]
+// CHECK: nvvm.wgmma.commit.group.sync.aligned
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK: nvvm.mbarrier.arrive %{{.*}} : !llvm.ptr<3>
+// Promotion: every fragment element times its row's A scale and the B scale.
+// CHECK-COUNT-64: llvm.extractvalue
+qgemm.grouped_matmul @up n = 4096, k = 7168,
+    a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
+    b = #qgemm.operand<e4m3, #qgemm.scale<[128, 128], f32, COMPACT>>,
+    d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 128, index = offsets>,
+    padding = <zero>
+
+// -----
+
+// m_masked reads A through a 3D map (K, M_max, G).
+// CHECK-LABEL: llvm.func @masked(
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg0, %{{.*}}, box[%{{.*}}, %{{.*}}, %{{.*}}]
+// CHECK: nvvm.wgmma.mma_async {{.*}} A[<e5m2>, <one>, <row>], B[<e4m3>, <one>, <col>]
+qgemm.grouped_matmul @masked n = 7168, k = 2048,
+    a = #qgemm.operand<e5m2, #qgemm.scale<[1, 128], f32, GEMM_READY>>,
+    b = #qgemm.operand<e4m3, #qgemm.scale<[128, 128], f32, GEMM_READY>>,
+    d = <f32>, grouping = #qgemm.grouping<m_masked, align = 1, index = masked_m>,
+    padding = <untouched>
+
+// -----
+
+// 1x32 scales (MXFP8) and groups that share 128-row blocks stay SIMT.
+// CHECK-LABEL: llvm.func @mx(
+// CHECK-SAME: nvvm.reqntid = array<i32: 128, 1, 1>
+// CHECK-NOT: nvvm.wgmma
+qgemm.grouped_matmul @mx n = 4096, k = 7168,
+    a = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, COMPACT>>,
+    b = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, COMPACT>>,
+    d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 128, index = offsets>,
+    padding = <zero>
