@@ -9,6 +9,8 @@
 #                             .pack/qgemm-gpu.tar.xz (git-ignored; carry it)
 #   scripts/dev.sh gpu        on the GPU machine: unpack .pack/ and run the GPU
 #                             tests (results under $OUT when set)
+#   scripts/dev.sh gpu-bench [qgemmc bench options]
+#                             on the GPU machine: the moe_suite benchmark
 #
 # Everything is idempotent: a second run installs nothing and rebuilds only
 # what changed. Environment: BUILD_DIR (default build), JOBS (default nproc).
@@ -72,15 +74,27 @@ pack() {
   done
   cp -r "$ROOT/specs" "$stage/qgemm/"
   cp -r "$ROOT/tests/gpu/specs" "$stage/qgemm/gpu-specs"
+  local suite="$ROOT/../shared/bench/moe_suite.json"
+  [[ -f "$suite" ]] && cp "$suite" "$stage/qgemm/"
   tar -C "$stage" -cJf "$dir/qgemm-gpu.tar.xz" qgemm
   rm -rf "$stage"
   log "packed $(du -h "$dir/qgemm-gpu.tar.xz" | cut -f1) into .pack/qgemm-gpu.tar.xz"
 }
 
-gpu() {
-  local dest=/tmp/qgemm-gpu out="${OUT:-$ROOT/.pack/out}"
+unpack() {
+  dest=/tmp/qgemm-gpu out="${OUT:-$ROOT/.pack/out}"
+  [[ -x "$dest/qgemm/bin/qgemmc" ]] && return
   rm -rf "$dest" && mkdir -p "$dest" "$out"
   tar -C "$dest" -xJf "$ROOT/.pack/qgemm-gpu.tar.xz"
+}
+
+gpu_bench() {
+  unpack
+  "$dest/qgemm/bin/qgemmc" bench --suite "$dest/qgemm/moe_suite.json" --out "$out" "$@"
+}
+
+gpu() {
+  unpack
   nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,driver_version --format=csv | tee "$out/device.txt"
   ldd "$dest/qgemm/lib/libqgemm.so" | tee "$out/ldd.txt"
   "$dest/qgemm/bin/qgemmc" build "$dest"/qgemm/specs/*.json | tee "$out/build.txt"
@@ -98,5 +112,6 @@ case "$cmd" in
   build) build ;;
   pack) build; pack ;;
   gpu) gpu "$@" ;;
+  gpu-bench) gpu_bench "$@" ;;
   *) sed -n '2,16p' "$0"; exit 1 ;;
 esac

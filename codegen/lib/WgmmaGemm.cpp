@@ -112,8 +112,11 @@ private:
   /// Group of this CTA's m-block, whether the whole block is padding, and
   /// the number of valid rows (m_masked).
   void computeTile() {
-    mBlock = NVVM::BlockIdXOp::create(b, ir.i32T());
-    nBlock = NVVM::BlockIdYOp::create(b, ir.i32T());
+    // Tiles are numbered with the n-block fastest (wgmmaGrid).
+    Value tile = NVVM::BlockIdXOp::create(b, ir.i32T());
+    Value nBlocks = ir.i32((c.n + cfg.blockN - 1) / cfg.blockN);
+    mBlock = ir.divU(tile, nBlocks);
+    nBlock = ir.remU(tile, nBlocks);
     Value gz = NVVM::BlockIdZOp::create(b, ir.i32T());
     rows = arg(kWgParamRows);
     Value row0 = ir.mul(mBlock, ir.i32(cfg.blockM));

@@ -61,13 +61,15 @@ Status checkPointers(const GemmContract &c, const GemmArgs &args) {
   const char *data = "FP8 rows are read 16 bytes at a time";
   const char *scale = "f32 scales must be 4-byte aligned";
   if (operands) {
-    if (Status st = checkPointer(args.a, "a", "A's FP8 data", 16, data); !st.ok())
+    if (Status st = checkPointer(args.a, "a", "A's FP8 data", 16, data);
+        !st.ok())
       return st;
     if (Status st = checkPointer(args.scaleA, "scaleA", "A's scales",
                                  scaleAlign(c.a.scale), scale);
         !st.ok())
       return st;
-    if (Status st = checkPointer(args.b, "b", "B's FP8 data", 16, data); !st.ok())
+    if (Status st = checkPointer(args.b, "b", "B's FP8 data", 16, data);
+        !st.ok())
       return st;
     if (Status st = checkPointer(args.scaleB, "scaleB", "B's scales",
                                  scaleAlign(c.b.scale), scale);
@@ -87,10 +89,10 @@ Status checkPointers(const GemmContract &c, const GemmArgs &args) {
         !st.ok())
       return st;
   if (c.grouping.index != GroupIndex::None)
-    if (Status st = checkPointer(
-            args.groups, "groups",
-            "the device array of " + std::string(toString(c.grouping.index)),
-            4, "group arrays hold int32");
+    if (Status st = checkPointer(args.groups, "groups",
+                                 "the device array of " +
+                                     std::string(toString(c.grouping.index)),
+                                 4, "group arrays hold int32");
         !st.ok())
       return st;
   return Status();
@@ -98,15 +100,16 @@ Status checkPointers(const GemmContract &c, const GemmArgs &args) {
 
 Status checkSizes(const GemmContract &c, const GemmArgs &args) {
   if (args.rows < 0 || args.rows > kMaxDim)
-    return Status::user("rows = " + num(args.rows) + " is out of range: " +
-                        "expected 0.." + num(kMaxDim) + " (" +
-                        rowsMeaning(c.grouping.kind) + ")");
+    return Status::user("rows = " + num(args.rows) +
+                        " is out of range: " + "expected 0.." + num(kMaxDim) +
+                        " (" + rowsMeaning(c.grouping.kind) + ")");
   if (args.numGroups < 1 || args.numGroups > kMaxGroups)
     return Status::user("numGroups = " + num(args.numGroups) +
                         " is out of range: expected 1.." + num(kMaxGroups));
   if (c.grouping.kind == GroupingKind::None && args.numGroups != 1)
-    return Status::user("numGroups = " + num(args.numGroups) +
-                        " but a plain GEMM (grouping none) has exactly 1 group");
+    return Status::user(
+        "numGroups = " + num(args.numGroups) +
+        " but a plain GEMM (grouping none) has exactly 1 group");
   return Status();
 }
 
@@ -151,7 +154,8 @@ Status checkRowGroup(const GemmArgs &args) {
     if (g < -1 || g >= args.numGroups)
       return Status::user("row_group[" + num(r) + "] = " + num(g) +
                           " is out of range: expected -1 (a padding row) or a "
-                          "group in [0, " + num(args.numGroups) + ")");
+                          "group in [0, " +
+                          num(args.numGroups) + ")");
   }
   return Status();
 }
@@ -174,8 +178,8 @@ Status checkGroupMetadata(const GemmContract &c, const GemmArgs &args) {
   std::string name(toString(index));
   const bool perRow = index == GroupIndex::RowGroup;
   int64_t expected = perRow ? args.rows : args.numGroups;
-  std::string expectedText =
-      perRow ? "rows = " + num(args.rows) : "numGroups = " + num(args.numGroups);
+  std::string expectedText = perRow ? "rows = " + num(args.rows)
+                                    : "numGroups = " + num(args.numGroups);
   if (args.hostGroupsCount != expected)
     return Status::user("hostGroupsCount = " + num(args.hostGroupsCount) +
                         " but " + name + " has " + expectedText + " entries");

@@ -154,8 +154,9 @@ bool indexFits(const GroupingContract &g) {
 
 std::string checkContract(const GemmContract &c) {
   if (c.n < 1 || c.n > kMaxDim || c.k < 1 || c.k > kMaxDim)
-    return "shape: n = " + std::to_string(c.n) + " and k = " +
-           std::to_string(c.k) + " must be in 1.." + std::to_string(kMaxDim);
+    return "shape: n = " + std::to_string(c.n) +
+           " and k = " + std::to_string(c.k) + " must be in 1.." +
+           std::to_string(kMaxDim);
   if (!indexFits(c.grouping))
     return "grouping.index: " + std::string(toString(c.grouping.index)) +
            " does not describe " + std::string(toString(c.grouping.kind));
@@ -218,7 +219,7 @@ std::string entryPoint(const GemmContract &c, const std::string &name) {
        std::string(toString(c.grouping.index)) + " n=" + std::to_string(c.n) +
        " k=" + std::to_string(c.k) + " a: " + describe(c.a) +
        ", b: " + describe(c.b) + (c.accumulate ? ", D = C + A.B" : "") + "\n";
-  s += "extern \"C\" __global__ void __launch_bounds__(gpuref::THREADS)\n" +
+  s += "extern \"C\" __global__ void __launch_bounds__(gpuref::THREADS, 2)\n" +
        name +
        "(const gpuref::u8 *a, const void *sa, const gpuref::u8 *b,\n"
        "    const void *sb, double *out, const float *c, const int *groups,\n"
@@ -282,8 +283,7 @@ struct GpuReference::Impl {
   Status check(const GemmContract &c, const GemmArgs &args,
                DevicePtr outF64) const;
   Status compile(const std::string &source, std::string &out);
-  Status functionFor(CUcontext ctx, const std::string &source,
-                     CUfunction &out);
+  Status functionFor(CUcontext ctx, const std::string &source, CUfunction &out);
 };
 
 Status GpuReference::Impl::check(const GemmContract &c, const GemmArgs &args,
@@ -315,8 +315,8 @@ Status GpuReference::Impl::check(const GemmContract &c, const GemmArgs &args,
 Status GpuReference::Impl::compile(const std::string &source,
                                    std::string &out) {
   nvrtcProgram prog = nullptr;
-  nvrtcResult r = nvrtc->createProgram(&prog, source.c_str(),
-                                       "qgemm_gpuref.cu", 0, nullptr, nullptr);
+  nvrtcResult r = nvrtc->createProgram(&prog, source.c_str(), "qgemm_gpuref.cu",
+                                       0, nullptr, nullptr);
   if (r != NVRTC_SUCCESS)
     return Status::internal("nvrtcCreateProgram failed: " + nvrtc->error(r));
   // compute_90: PTX the driver JIT-compiles for the device at hand. No fast

@@ -29,6 +29,7 @@ namespace gpuref {
 typedef unsigned char u8;
 typedef unsigned int u32;
 typedef long long i64;
+typedef unsigned long long u64;
 
 // Values of the GemmContract enums the host passes as template arguments.
 enum Grouping { kNone = 0, kMContiguous = 1, kMMasked = 2, kKContiguous = 3 };
@@ -83,8 +84,8 @@ template <int Dtype> __device__ __forceinline__ double decodeFp8(u32 code) {
   return (code & 0x80u) ? -mag : mag;
 }
 
-__device__ __forceinline__ i64 ceilDiv(i64 x, i64 b) { return (x + b - 1) / b; }
-__device__ __forceinline__ i64 roundUp(i64 x, i64 m) {
+__device__ __forceinline__ u64 ceilDiv(u64 x, u64 b) { return (x + b - 1) / b; }
+__device__ __forceinline__ u64 roundUp(u64 x, u64 m) {
   return ceilDiv(x, m) * m;
 }
 
@@ -116,8 +117,8 @@ struct Config {
 
 // Scale elements of one operand's allocation (LAYOUTS.md "Scale layouts",
 // "MXFP8"); grouped operands stack G of them.
-template <class Op> __device__ i64 scaleAllocSize(i64 R, i64 C) {
-  i64 Rb = ceilDiv(R, Op::blockRows), Cb = ceilDiv(C, Op::blockCols);
+template <class Op> __device__ u64 scaleAllocSize(u64 R, u64 C) {
+  u64 Rb = ceilDiv(R, Op::blockRows), Cb = ceilDiv(C, Op::blockCols);
   if (Op::row128)
     return Op::ready ? Cb * roundUp(R, 4) : R * Cb;
   if (Op::block128)
@@ -134,11 +135,13 @@ template <class Op> __device__ i64 scaleAllocSize(i64 R, i64 C) {
 template <class Op, bool Swap> struct View {
   const u8 *data;
   const u8 *scales; // byte address; f32 scales are read 4 bytes at a time
-  i64 R, C;
-  i64 Cb;    // scale grid columns
-  i64 pitch; // r4(R), r4(Cb), C, r4(C) or r4(Cb)/4 tiles: what the layout needs
+  // Unsigned: every index is non-negative, and divisions and remainders by
+  // powers of two are then plain shifts and masks (fewer registers).
+  u64 R, C;
+  u64 Cb;    // scale grid columns
+  u64 pitch; // r4(R), r4(Cb), C, r4(C) or r4(Cb)/4 tiles: what the layout needs
 
-  __device__ View(const u8 *data, const void *scales, i64 R, i64 C)
+  __device__ View(const u8 *data, const void *scales, u64 R, u64 C)
       : data(data), scales(static_cast<const u8 *>(scales)), R(R), C(C) {
     Cb = ceilDiv(C, Op::blockCols);
     if (Op::row128)
@@ -152,7 +155,7 @@ template <class Op, bool Swap> struct View {
   }
 
   // Element offset of scale (i, j) of the scale grid.
-  __device__ __forceinline__ i64 scaleOffset(i64 i, i64 j) const {
+  __device__ __forceinline__ u64 scaleOffset(u64 i, u64 j) const {
     if (Op::row128 && Op::ready)
       return j * pitch + i; // (Cb, r4(R)), rows contiguous
     if (Op::row32 && Op::ready) // the 128x4 swizzle
@@ -166,11 +169,11 @@ template <class Op, bool Swap> struct View {
   static constexpr bool kkContiguous = Swap == Op::transposed;
 
   // Raw bits of element (i, kk): the FP8 code and its scale's bits.
-  __device__ __forceinline__ void load(i64 i, i64 kk, u32 &code,
+  __device__ __forceinline__ void load(u64 i, u64 kk, u32 &code,
                                        u32 &scale) const {
-    i64 r = Swap ? kk : i, c = Swap ? i : kk;
+    u64 r = Swap ? kk : i, c = Swap ? i : kk;
     code = data[Op::transposed ? c * R + r : r * C + c];
-    i64 s = scaleOffset(r / Op::blockRows, c / Op::blockCols);
+    u64 s = scaleOffset(r / Op::blockRows, c / Op::blockCols);
     scale = Op::e8m0 ? (u32)scales[s]
                      : *reinterpret_cast<const u32 *>(scales + 4 * s);
   }
@@ -186,14 +189,17 @@ template <class Op, bool Swap> struct View {
   }
 };
 
-// A tile of one operand staged through registers: the global loads of tile
-// t+1 are issued before the multiply of tile t and decoded after it.
-template <class V> struct Stage {
-  u32 code[LOADS], scale[LOADS];
-  bool valid[LOADS];
-
-  __device__ __forceinline__ static void position(int l, int &row, int &kk) {
-    int e = threadIdx.x + THREADS * l;
+// Stage one operand's BM x BK tile in shared memory, decoded to double.
+// Threads walk the tile along whichever index is contiguous in memory so
+// that their byte loads coalesce; rowOk(localRow) says whether a row is read
+// at all, and everything not read is staged as 0.0.
+template <class V, class RowOk>
+__device__ __forceinline__ void stage(const V &v, i64 rowBase, i64 kBase,
+                                      i64 kEnd, RowOk rowOk,
+                                      double (*tile)[BM + 1]) {
+#pragma unroll
+  for (int l = 0; l < LOADS; ++l) {
+    int e = threadIdx.x + THREADS * l, row, kk;
     if (V::kkContiguous) {
       kk = e % BK;
       row = e / BK;
@@ -201,37 +207,17 @@ template <class V> struct Stage {
       row = e % BM;
       kk = e / BM;
     }
+    u32 code = 0, scale = 0;
+    bool ok = rowOk(row) && kBase + kk < kEnd;
+    if (ok)
+      v.load(rowBase + row, kBase + kk, code, scale);
+    tile[kk][row] = ok ? V::value(code, scale) : 0.0;
   }
-
-  // rowOk(localRow): whether that row of the tile is read at all.
-  template <class RowOk>
-  __device__ __forceinline__ void fetch(const V &v, i64 rowBase, i64 kBase,
-                                        i64 kEnd, RowOk rowOk) {
-#pragma unroll
-    for (int l = 0; l < LOADS; ++l) {
-      int row, kk;
-      position(l, row, kk);
-      valid[l] = rowOk(row) && kBase + kk < kEnd;
-      code[l] = 0;
-      scale[l] = 0;
-      if (valid[l])
-        v.load(rowBase + row, kBase + kk, code[l], scale[l]);
-    }
-  }
-
-  __device__ __forceinline__ void commit(double (*tile)[BM + 1]) const {
-#pragma unroll
-    for (int l = 0; l < LOADS; ++l) {
-      int row, kk;
-      position(l, row, kk);
-      tile[kk][row] = valid[l] ? V::value(code[l], scale[l]) : 0.0;
-    }
-  }
-};
+}
 
 // Output rows [rowBase, rowBase + BM) x columns [colBase, colBase + BN) of
 // one group: A rows whose sGroup is g against B, contraction [k0, k1).
-template <class Cfg, class VA, class VB>
+template <class VA, class VB>
 __device__ __forceinline__ void multiplyTile(
     const VA &va, const VB &vb, i64 rowBase, i64 colBase, i64 k0, i64 k1,
     i64 rowsA, i64 colsB, int g, const int *sGroup,
@@ -247,18 +233,12 @@ __device__ __forceinline__ void multiplyTile(
     return sGroup[r] == g && rowBase + r < rowsA;
   };
   auto bRowOk = [&](int r) { return colBase + r < colsB; };
-  Stage<VA> stA;
-  Stage<VB> stB;
-  stA.fetch(va, rowBase, k0, k1, aRowOk);
-  stB.fetch(vb, colBase, k0, k1, bRowOk);
+  // No register prefetch of the next tile: it cost the registers that keep
+  // two blocks per SM, and the other block hides this one's loads.
   for (i64 kt = k0; kt < k1; kt += BK) {
-    stA.commit(sA);
-    stB.commit(sB);
+    stage(va, rowBase, kt, k1, aRowOk, sA);
+    stage(vb, colBase, kt, k1, bRowOk, sB);
     __syncthreads();
-    if (kt + BK < k1) {
-      stA.fetch(va, rowBase, kt + BK, k1, aRowOk);
-      stB.fetch(vb, colBase, kt + BK, k1, bRowOk);
-    }
 #pragma unroll
     for (int kk = 0; kk < BK; ++kk) {
       double av[TM], bv[TN];
@@ -363,14 +343,15 @@ __device__ void gemm(const u8 *a, const void *sa, const u8 *b, const void *sb,
       k1 = groups[g];
       VA va(a, sa, swapA ? rows : Cfg::n, swapA ? Cfg::n : rows);
       VB vb(b, sb, swapB ? rows : Cfg::k, swapB ? Cfg::k : rows);
-      multiplyTile<Cfg>(va, vb, rowBase, colBase, k0, k1, Cfg::n, Cfg::k, g,
-                        sGroup, sA, sB, acc);
+      multiplyTile(va, vb, rowBase, colBase, k0, k1, Cfg::n, Cfg::k, g, sGroup,
+                   sA, sB, acc);
     } else {
       // A: (rows, K), one matrix per group for m_masked (scales stacked,
       // each allocation laid out for M_max rows). B: (G, N, K), G scale
       // allocations of (N, K) stacked.
       const i64 ga = Cfg::grouping == kMMasked ? g : 0;
-      const i64 scaleBytesA = OpA::e8m0 ? 1 : 4, scaleBytesB = OpB::e8m0 ? 1 : 4;
+      const i64 scaleBytesA = OpA::e8m0 ? 1 : 4;
+      const i64 scaleBytesB = OpB::e8m0 ? 1 : 4;
       VA va(a + ga * rows * Cfg::k,
             static_cast<const u8 *>(sa) +
                 ga * scaleAllocSize<OpA>(rows, Cfg::k) * scaleBytesA,
@@ -379,8 +360,8 @@ __device__ void gemm(const u8 *a, const void *sa, const u8 *b, const void *sb,
             static_cast<const u8 *>(sb) +
                 (i64)g * scaleAllocSize<OpB>(Cfg::n, Cfg::k) * scaleBytesB,
             Cfg::n, Cfg::k);
-      multiplyTile<Cfg>(va, vb, rowBase, colBase, k0, k1, rows, Cfg::n, g,
-                        sGroup, sA, sB, acc);
+      multiplyTile(va, vb, rowBase, colBase, k0, k1, rows, Cfg::n, g, sGroup,
+                   sA, sB, acc);
     }
 
 #pragma unroll

@@ -46,8 +46,8 @@ Status makeDirectories(const std::string &path) {
     partial = path.substr(0, pos);
     if (partial.empty() || mkdir(partial.c_str(), 0755) == 0 || errno == EEXIST)
       continue;
-    return Status::user(errnoText("cannot create kernel cache directory",
-                                  partial));
+    return Status::user(
+        errnoText("cannot create kernel cache directory", partial));
   }
   struct stat st;
   if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))

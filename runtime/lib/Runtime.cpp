@@ -44,7 +44,9 @@ const Kernel::State &emptyState() {
 }
 } // namespace
 
-const Spec &Kernel::spec() const { return (state ? *state : emptyState()).spec; }
+const Spec &Kernel::spec() const {
+  return (state ? *state : emptyState()).spec;
+}
 const std::string &Kernel::name() const {
   return (state ? *state : emptyState()).name;
 }

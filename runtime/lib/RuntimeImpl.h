@@ -1,4 +1,4 @@
-//===- RuntimeImpl.h - Shared state of Runtime.cpp and Launch.cpp -*- C++ -*-===//
+//===- RuntimeImpl.h - State of Runtime.cpp and Launch.cpp ------*- C++ -*-===//
 //
 // The kernel state behind a Kernel handle and the runtime's caches. Private
 // to the runtime library.

@@ -1,6 +1,7 @@
 //===- TestGen.cpp - Spec-driven test cases and their host data -----------===//
 #include "qgemm/TestGen.h"
 
+#include "qgemm/Codegen/KernelABI.h"
 #include "qgemm/Quantize.h"
 #include "qgemm/ScaleLayout.h"
 
@@ -106,9 +107,13 @@ std::vector<TestCase> generateCases(const Spec &spec, const CaseOptions &opts) {
 
 double relErrTolerance(const GemmContract &c) {
   // bf16 keeps 8 significant bits: each element is off by up to 2^-9
-  // relative, about 1.1e-3 in the Frobenius norm; allow 4x. f32 outputs see
-  // only f32 summation error over K (or the group's tokens).
-  return c.d == ElemType::BF16 ? 5e-3 : 2e-5;
+  // relative, about 1.1e-3 in the Frobenius norm; allow 4x.
+  if (c.d == ElemType::BF16)
+    return 5e-3;
+  // f32 outputs: the SIMT kernels add in f32 (error ~1e-7). The wgmma
+  // kernels' FP8 tensor-core sums keep about 14 bits inside each 128-wide K
+  // block (measured 1.25e-4 on an H100); promotion stops it growing with K.
+  return selectKernelConfig(c).family == KernelFamily::Wgmma ? 5e-4 : 2e-5;
 }
 
 namespace {

@@ -5,13 +5,15 @@
 //
 // For every spec (sweeps expanded) and every case generateCases derives from
 // it: build quantized host operands, upload, poison D with 0xFF bytes (NaN in
-// bf16 and f32), launch through the runtime, and compare with the CPU float64
-// reference: valid rows within the spec's tolerance and finite, padding rows
+// bf16 and f32), launch through the runtime, and compare with a float64
+// reference: the CPU one, or for problems too big for it the NVRTC-compiled
+// GPU one (an independent third implementation of LAYOUTS.md): valid rows within the spec's tolerance and finite, padding rows
 // zero or untouched as the spec says. Writes <out>/<date>-<device>.json and
 // ends with "N passed, M failed".
 //
 //===----------------------------------------------------------------------===//
 #include "qgemm/CudaDriver.h"
+#include "qgemm/GpuReference.h"
 #include "qgemm/Reference.h"
 #include "qgemm/Runtime.h"
 #include "qgemm/TestGen.h"
@@ -150,7 +152,7 @@ void compare(const HostProblem &p, const ReferenceResult &ref,
 /// Upload, poison, launch, download.
 Status runOnGpu(Runtime &rt, const CudaDriver &drv, const Kernel &k,
                 const HostProblem &p, std::vector<uint8_t> &out,
-                double &millis) {
+                double &millis, GpuReference *gpuRef, ReferenceResult *ref) {
   DeviceBuffer a(drv), sa(drv), b(drv), sb(drv), d(drv), c(drv), g(drv);
   const size_t dBytes = size_t(p.dRows * p.dCols * p.dElemBytes());
   Status st;
@@ -186,8 +188,22 @@ Status runOnGpu(Runtime &rt, const CudaDriver &drv, const Kernel &k,
                std::chrono::steady_clock::now() - t0)
                .count();
   out.assign(dBytes, 0);
-  return drv.check(drv.memcpyDtoH(out.data(), d.ptr, dBytes), "cuMemcpyDtoH");
+  if (!(st = drv.check(drv.memcpyDtoH(out.data(), d.ptr, dBytes), "cuMemcpyDtoH")).ok())
+    return st;
+  if (!gpuRef)
+    return Status();
+  // The GPU reference reads the same device operands and writes doubles.
+  args.d = 0;
+  ref->rows = GpuReference::outputRows(p.contract, args);
+  ref->cols = GpuReference::outputCols(p.contract);
+  ref->isPadding = GpuReference::paddingRows(p.contract, args);
+  if (!(st = gpuRef->runToHost(p.contract, args, ref->d, nullptr)).ok())
+    ref->error = st.message;
+  return Status();
 }
+
+/// Problems above this many multiply-adds use the GPU reference.
+constexpr double kCpuReferenceLimit = 2e9;
 
 std::string layoutName(const ScaleRecipe &r) { return std::string(toString(r.layout)); }
 std::string blockName(const ScaleRecipe &r) {
@@ -232,6 +248,8 @@ int run(const Options &opt) {
     std::cerr << "qgemm-gpu-tests: " << st.message << "\n";
     return 2;
   }
+  GpuReference gpuRef;
+  Status gpuRefStatus = gpuRef.init(drv);
   DeviceInfo dev;
   if (Status st = rt.queryDevice(0, dev); !st.ok()) {
     std::cerr << "qgemm-gpu-tests: " << st.message << "\n";
@@ -279,18 +297,30 @@ int run(const Options &opt) {
         break;
       problems.push_back(buildProblem(spec, tc));
     }
+    auto bigProblem = [](const HostProblem &p) {
+      double depth = p.contract.grouping.kind == GroupingKind::KContiguous
+                         ? double(p.rows)
+                         : double(p.contract.k);
+      return double(p.dRows) * double(p.dCols) * depth > kCpuReferenceLimit;
+    };
     for (const HostProblem &p : problems)
-      refs.push_back(std::async(std::launch::async, [&p] {
-        return referenceGemm(p.contract, p.operands());
-      }));
+      refs.push_back(std::async(
+          bigProblem(p) ? std::launch::deferred : std::launch::async,
+          [&p] { return referenceGemm(p.contract, p.operands()); }));
     for (size_t i = 0; i < problems.size(); ++i) {
       const HostProblem &p = problems[i];
       CaseResult r;
       std::vector<uint8_t> out;
       Status st = k.status;
+      const bool onGpu = bigProblem(p);
+      ReferenceResult ref;
+      if (onGpu && !gpuRefStatus.ok())
+        st = Status::internal("GPU reference unavailable: " + gpuRefStatus.message);
       if (st.ok())
-        st = runOnGpu(rt, *drv, *k, p, out, r.millis);
-      ReferenceResult ref = refs[i].get();
+        st = runOnGpu(rt, *drv, *k, p, out, r.millis, onGpu ? &gpuRef : nullptr,
+                      &ref);
+      if (!onGpu)
+        ref = refs[i].get();
       if (!st.ok())
         r.error = st.message;
       else if (!ref.ok())
@@ -324,6 +354,7 @@ int run(const Options &opt) {
                  {"rel_err", r.relErr},
                  {"tol", r.tol},
                  {"max_ulp_bf16", r.maxUlp},
+                 {"reference", onGpu ? "gpu_nvrtc_f64" : "cpu_f64"},
                  {"kernel_ms", r.millis}};
       if (!r.error.empty())
         jc["error"] = r.error;

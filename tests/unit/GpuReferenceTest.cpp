@@ -10,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "qgemm/CudaDriver.h"
 #include "qgemm/GpuReference.h"
+#include "qgemm/CudaDriver.h"
 #include "qgemm/Reference.h"
 #include "qgemm/TestGen.h"
 
@@ -284,8 +284,7 @@ TEST_CASE("GPU reference output shapes and padding rows", "[gpuref]") {
   SECTION("m_contiguous row_group: -1 marks padding") {
     GemmContract c = mContiguous(GroupIndex::RowGroup);
     std::vector<int32_t> rg = {0, -1, 1, 1, -1};
-    std::vector<bool> pad =
-        GpuReference::paddingRows(c, fakeArgs(5, 2, rg));
+    std::vector<bool> pad = GpuReference::paddingRows(c, fakeArgs(5, 2, rg));
     CHECK(pad == std::vector<bool>{false, true, false, false, true});
   }
   SECTION("m_masked: G * M_max rows, rows past masked_m are padding") {

@@ -54,8 +54,8 @@ Spec gemmSpec(const std::string &name, int n = 256) {
   return parseOne(R"({"qgemm": 1, "name": ")" + name +
                   R"(", "op": "grouped_gemm",
     "grouping": {"kind": "m_contiguous", "alignment": 128},
-    "shape": {"n": )" + std::to_string(n) +
-                  R"(, "k": 512}})");
+    "shape": {"n": )" +
+                  std::to_string(n) + R"(, "k": 512}})");
 }
 
 int removeOne(const char *path, const struct stat *, int, struct FTW *) {
@@ -158,14 +158,16 @@ TEST_CASE("the cache directory comes from the environment", "[cache]") {
 
 TEST_CASE("the key covers spec, tuning, target and compiler version",
           "[cache]") {
-  Spec a = gemmSpec("key_a"), b = gemmSpec("key_b"), wide = gemmSpec("key_a", 512);
+  Spec a = gemmSpec("key_a"), b = gemmSpec("key_b"),
+       wide = gemmSpec("key_a", 512);
   std::string id = kernelIdentity(a);
   CHECK_THAT(id, Catch::Contains(versionString()));
   CHECK_THAT(id, Catch::Contains("LLVM"));
   CHECK_THAT(id, Catch::Contains("target: sm_90a"));
   CHECK_THAT(id, Catch::Contains("tuning: auto"));
   CHECK_THAT(id, Catch::Contains(a.canonicalJson));
-  CHECK_THAT(id, Catch::Contains("format " + std::to_string(kCacheFormatVersion)));
+  CHECK_THAT(id,
+             Catch::Contains("format " + std::to_string(kCacheFormatVersion)));
   CHECK(cacheKeyFor(a) == stableHash(id));
   CHECK(cacheKeyFor(a).size() == 16);
   CHECK(cacheKeyFor(a) == cacheKeyFor(gemmSpec("key_a")));
@@ -247,8 +249,8 @@ TEST_CASE("damaged or foreign entries are rebuilt and replaced", "[cache]") {
       {"bytes appended",
        [](std::string &b, const std::string &) { b += "tail"; },
        "length mismatch"},
-      {"wrong magic",
-       [](std::string &b, const std::string &) { b[0] = 'X'; }, "bad magic"},
+      {"wrong magic", [](std::string &b, const std::string &) { b[0] = 'X'; },
+       "bad magic"},
       {"garbage",
        [](std::string &b, const std::string &) {
          b = std::string(4096, '\xa5');
@@ -346,7 +348,8 @@ TEST_CASE("a cache directory that cannot be written costs only the cache",
   CHECK(k.stats.source == KernelSource::Compiled);
   CHECK_THAT(k.stats.cacheNote,
              Catch::StartsWith("not cached: cannot create kernel cache "
-                               "directory " + dir.path + "/file/sub"));
+                               "directory " +
+                               dir.path + "/file/sub"));
   CHECK(rt.cacheStats().writeFailures == 1);
   CHECK(rt.getKernel(gemmSpec("unwritable")).stats.source ==
         KernelSource::MemoryHit);
@@ -391,7 +394,8 @@ TEST_CASE("threads asking for one kernel compile it once", "[cache]") {
     });
   for (std::thread &t : threads)
     t.join();
-  CHECK(std::count(sources.begin(), sources.end(), KernelSource::Compiled) == 1);
+  CHECK(std::count(sources.begin(), sources.end(), KernelSource::Compiled) ==
+        1);
   CHECK(std::count(sources.begin(), sources.end(), KernelSource::MemoryHit) ==
         7);
   CHECK(rt.cacheStats().writes == 1);
@@ -411,8 +415,8 @@ int childWork(const std::string &dir, const std::vector<Spec> &specs,
       KernelResult k = rt.getKernel(s);
       if (!k.ok())
         return 10;
-      if (k->name() != kernelNameFor(s) || k->ptx().find(k->name()) ==
-                                               std::string::npos)
+      if (k->name() != kernelNameFor(s) ||
+          k->ptx().find(k->name()) == std::string::npos)
         return 11;
       // A rejected entry would mean someone read a partial file.
       if (!k.stats.cacheNote.empty()) {

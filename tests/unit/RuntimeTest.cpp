@@ -8,10 +8,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "qgemm/Runtime.h"
 #include "qgemm/CudaDriver.h"
 #include "qgemm/Fp8.h"
 #include "qgemm/Reference.h"
-#include "qgemm/Runtime.h"
 #include "qgemm/ScaleLayout.h"
 
 #include <catch2/catch.hpp>
@@ -181,14 +181,11 @@ TEST_CASE("validateGemmArgs names the argument, its value and the rule",
        "(M_max"},
       {kWgrad, "rows meaning for k_contiguous", [](A &a, M &) { a.rows = -5; },
        "(T, the total token count)"},
-      {kMContiguous, "numGroups 0",
-       [](A &a, M &) { a.numGroups = 0; },
+      {kMContiguous, "numGroups 0", [](A &a, M &) { a.numGroups = 0; },
        "numGroups = 0 is out of range: expected 1..65535"},
-      {kMContiguous, "numGroups 65536",
-       [](A &a, M &) { a.numGroups = 65536; },
+      {kMContiguous, "numGroups 65536", [](A &a, M &) { a.numGroups = 65536; },
        "numGroups = 65536 is out of range"},
-      {kPlain, "numGroups != 1 for none",
-       [](A &a, M &) { a.numGroups = 2; },
+      {kPlain, "numGroups != 1 for none", [](A &a, M &) { a.numGroups = 2; },
        "numGroups = 2 but a plain GEMM (grouping none) has exactly 1 group"},
       // Pointers: presence.
       {kMContiguous, "a null", [](A &a, M &) { a.a = 0; },
@@ -230,16 +227,15 @@ TEST_CASE("validateGemmArgs names the argument, its value and the rule",
       {kMContiguous, "f32 scaleB misaligned", [](A &a, M &) { a.scaleB += 1; },
        "scaleB = 0x7f0000040001 is not 4-byte aligned"},
       {kMContiguous, "groups misaligned", [](A &a, M &) { a.groups += 2; },
-       "groups = 0x7f0000060002 is not 4-byte aligned: group arrays hold int32"},
+       "groups = 0x7f0000060002 is not 4-byte aligned: group arrays hold "
+       "int32"},
       // Host metadata: presence and count.
       {kMContiguous, "hostGroups null",
        [](A &a, M &) { a.hostGroups = nullptr; },
        "hostGroups is null: the host copy of offsets (4 int32)"},
-      {kMContiguous, "offsets count",
-       [](A &a, M &) { a.hostGroupsCount = 3; },
+      {kMContiguous, "offsets count", [](A &a, M &) { a.hostGroupsCount = 3; },
        "hostGroupsCount = 3 but offsets has numGroups = 4 entries"},
-      {kRowGroup, "row_group count",
-       [](A &a, M &) { a.hostGroupsCount = 3; },
+      {kRowGroup, "row_group count", [](A &a, M &) { a.hostGroupsCount = 3; },
        "hostGroupsCount = 3 but row_group has rows = 64 entries"},
       {kMasked, "masked_m count", [](A &a, M &) { a.hostGroupsCount = 64; },
        "hostGroupsCount = 64 but masked_m has numGroups = 3 entries"},
@@ -391,7 +387,8 @@ TEST_CASE("QGEMM_LIBCUDA overrides the driver's name", "[runtime][driver]") {
   CHECK(defaultLibcudaName() == "/nonexistent/libcuda-from-env.so");
   const CudaDriver *d = nullptr;
   Status st = openCudaDriver("", d);
-  CHECK_THAT(st.message, Catch::Contains("dlopen /nonexistent/libcuda-from-env.so"));
+  CHECK_THAT(st.message,
+             Catch::Contains("dlopen /nonexistent/libcuda-from-env.so"));
   unsetenv("QGEMM_LIBCUDA");
   CHECK(defaultLibcudaName() == "libcuda.so.1");
   if (old)
@@ -402,7 +399,8 @@ TEST_CASE("the CUDA stub library fails cuInit with its CUresult name",
           "[runtime][driver]") {
   // The toolkit's link-time stub loads but answers every call with
   // CUDA_ERROR_STUB_LIBRARY: a driver that is there but cannot run.
-  std::string stub = std::string(QGEMM_TEST_CUDA_HOME) + "/lib64/stubs/libcuda.so";
+  std::string stub =
+      std::string(QGEMM_TEST_CUDA_HOME) + "/lib64/stubs/libcuda.so";
   if (access(stub.c_str(), R_OK) != 0) {
     WARN("no " << stub << "; skipped");
     return;
@@ -431,7 +429,8 @@ TEST_CASE("the CUDA stub library fails cuInit with its CUresult name",
   close(fds[0]);
   int status = 0;
   REQUIRE(waitpid(pid, &status, 0) == pid);
-  CHECK_THAT(report, Catch::StartsWith("1-cuInit failed: CUDA_ERROR_STUB_LIBRARY"));
+  CHECK_THAT(report,
+             Catch::StartsWith("1-cuInit failed: CUDA_ERROR_STUB_LIBRARY"));
 }
 
 TEST_CASE("cudaErrorName needs no driver", "[runtime][driver]") {
@@ -499,9 +498,11 @@ TEST_CASE("launch grids beyond the hardware limits are rejected",
           "[runtime][launch]") {
   TempDir dir;
   Runtime rt(noDriverOptions(dir.path));
-  // 2^24 columns are 131072 column blocks of 128: more than grid y allows.
+  // 2^24 columns are 131072 column blocks of 128: more than grid y allows
+  // for the SIMT family (MXFP8 scales select it).
   Spec spec = parseOne(R"({"qgemm": 1, "name": "rt_wide", "op": "grouped_gemm",
-    "grouping": {"kind": "none"}, "shape": {"n": 16777216, "k": 16}})");
+    "grouping": {"kind": "none"}, "shape": {"n": 16777216, "k": 32},
+    "a": {"scale": {"block": [1, 32]}}, "b": {"scale": {"block": [1, 32]}}})");
   KernelResult k = rt.getKernel(spec);
   REQUIRE(k.ok());
   std::vector<int32_t> meta;
@@ -565,7 +566,8 @@ struct DeviceBuffer {
   const CudaDriver *d = nullptr;
   CUdeviceptr ptr = 0;
   size_t bytes = 0;
-  DeviceBuffer(const CudaDriver *d, const void *host, size_t n) : d(d), bytes(n) {
+  DeviceBuffer(const CudaDriver *d, const void *host, size_t n)
+      : d(d), bytes(n) {
     REQUIRE(d->check(d->memAlloc(&ptr, n ? n : 1), "cuMemAlloc").message == "");
     if (host && n)
       REQUIRE(d->check(d->memcpyHtoD(ptr, host, n), "cuMemcpyHtoD").message ==
@@ -628,8 +630,9 @@ void runOnGpu(Runtime &rt, const CudaDriver *d, const Spec &spec,
   std::mt19937 rng(1234);
   int64_t aElems = wgrad ? n * rows : (masked ? G : 1) * rows * k;
   int64_t bElems = wgrad ? k * rows : G * n * k;
-  int64_t saElems = wgrad ? scaleAllocSize(n, rows, c.a.scale)
-                          : (masked ? G : 1) * scaleAllocSize(rows, k, c.a.scale);
+  int64_t saElems = wgrad
+                        ? scaleAllocSize(n, rows, c.a.scale)
+                        : (masked ? G : 1) * scaleAllocSize(rows, k, c.a.scale);
   int64_t sbElems = wgrad ? scaleAllocSize(k, rows, c.b.scale)
                           : G * scaleAllocSize(n, k, c.b.scale);
   int64_t dElems = wgrad ? G * n * k : (masked ? G : 1) * rows * n;
@@ -650,9 +653,9 @@ void runOnGpu(Runtime &rt, const CudaDriver *d, const Spec &spec,
   DeviceBuffer dSa(d, sa.data(), byteSize(sa)), dSb(d, sb.data(), byteSize(sb));
   DeviceBuffer dGroups(d, meta.data(), byteSize(meta));
   // An accumulating kernel writes D over C in place (D aliases C).
-  DeviceBuffer dD(d, c.accumulate ? static_cast<const void *>(cHost.data())
-                                  : dInit.data(),
-                  dBytes);
+  DeviceBuffer dD(
+      d, c.accumulate ? static_cast<const void *>(cHost.data()) : dInit.data(),
+      dBytes);
   args.a = dA.ptr;
   args.b = dB.ptr;
   args.scaleA = dSa.ptr;

@@ -19,7 +19,16 @@ int report(const qgemm::Status &status);
 /// Parse a spec file; on failure print the error and return false.
 bool loadSpecs(const std::string &path, std::vector<qgemm::Spec> &specs);
 
+/// Print "qgemmc: msg" and the usage to stderr; returns kUserError.
+int usageError(const std::string &msg);
+
+/// Create `path` and its missing parents; on failure print why.
+bool ensureDirectory(const std::string &path);
+
 int runExplain(const std::string &path);
+
+/// qgemmc bench (Bench.cpp): `args` are the words after "bench".
+int runBench(const std::vector<std::string> &args);
 
 } // namespace qgemmc
 

@@ -3,6 +3,8 @@
 //   qgemmc compile SPEC [--emit mlir|llvm|ptx] [-o FILE|DIR]
 //   qgemmc build SPEC... [-o DIR]      compile to PTX, one summary line each
 //   qgemmc explain SPEC
+//   qgemmc bench SPEC --groups G (--m M | --rows R,...) ...   (Bench.cpp)
+//   qgemmc bench --suite FILE ...
 //
 // Exit codes: 0 ok, 1 user error (bad spec, bad arguments), 2 internal error.
 //
@@ -31,14 +33,24 @@ const char *kUsage = R"(usage:
   qgemmc explain SPEC
       Print the canonical spec, the kernel identity hash, the configuration
       and the ptxas resource report.
+  qgemmc bench SPEC --groups G (--m M | --rows R1,R2,...) [--imbalance X]
+               [--max-m M] [--label TEXT] [options]
+  qgemmc bench --suite FILE [--section NAME] [--filter TEXT]
+               [--layout COMPACT|GEMM_READY|both] [options]
+      Time kernels on the GPU and print one line per kernel and shape: ms,
+      TFLOP/s, GB/s and cuBLASLt's block-scaled FP8 GEMM (one call per group)
+      timed the same way. G groups of M rows (tokens for k_contiguous) each,
+      or the listed sizes; --imbalance X draws uniform(1-X, 1+X)*M rounded
+      up to the alignment with a fixed seed; --max-m sets M_max of m_masked.
+      --suite runs every GEMM row of a suite file (moe_suite.json) in both
+      A scale layouts unless --layout picks one.
+      options: --runs N (median of N timed runs, default 50, >= 50 with
+      --suite)  --warmup N (default 10)  --no-cublas  --threads N (data)
+      --json (the report on stdout)  --out DIR (write
+      DIR/<date>-<device>.json)
   qgemmc --version | --help
 exit codes: 0 ok, 1 user error, 2 internal error
 )";
-
-int usageError(const std::string &msg) {
-  std::cerr << "qgemmc: " << msg << "\n" << kUsage;
-  return kUserError;
-}
 
 const char *extensionFor(qgemm::Emit e) {
   switch (e) {
@@ -56,16 +68,6 @@ const std::string &textFor(const qgemm::CompileOutput &o, qgemm::Emit e) {
 bool isDirectory(const std::string &p) {
   struct stat st;
   return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-bool ensureDirectory(const std::string &p) {
-  if (isDirectory(p))
-    return true;
-  if (::mkdir(p.c_str(), 0755) == 0)
-    return true;
-  std::cerr << "qgemmc: cannot create directory " << p << ": "
-            << std::strerror(errno) << "\n";
-  return false;
 }
 
 bool writeFile(const std::string &path, const std::string &text) {
@@ -198,6 +200,8 @@ int dispatch(int argc, char **argv) {
     return runCompile(args);
   if (cmd == "build")
     return runBuild(args);
+  if (cmd == "bench")
+    return runBench(args);
   if (cmd == "explain") {
     if (args.size() != 1)
       return usageError("explain takes exactly one spec file");
@@ -207,6 +211,26 @@ int dispatch(int argc, char **argv) {
 }
 
 } // namespace
+
+int qgemmc::usageError(const std::string &msg) {
+  std::cerr << "qgemmc: " << msg << "\n" << kUsage;
+  return kUserError;
+}
+
+bool qgemmc::ensureDirectory(const std::string &p) {
+  if (isDirectory(p))
+    return true;
+  // Parents first, so --out bench/results works in a fresh checkout.
+  size_t slash = p.find_last_of('/');
+  if (slash != std::string::npos && slash > 0 &&
+      !ensureDirectory(p.substr(0, slash)))
+    return false;
+  if (::mkdir(p.c_str(), 0755) == 0 || (errno == EEXIST && isDirectory(p)))
+    return true;
+  std::cerr << "qgemmc: cannot create directory " << p << ": "
+            << std::strerror(errno) << "\n";
+  return false;
+}
 
 int qgemmc::report(const qgemm::Status &status) {
   if (status.ok())

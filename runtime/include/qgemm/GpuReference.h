@@ -1,4 +1,4 @@
-//===- GpuReference.h - float64 reference of grouped GEMMs on the GPU -*- C++ -*-===//
+//===- GpuReference.h - float64 GEMM reference on the GPU -------*- C++ -*-===//
 //
 // The CPU reference (Reference.h) takes minutes at MoE sizes; this one runs
 // the same computation on the GPU, in double, over the same GemmArgs as a
@@ -41,9 +41,10 @@ namespace qgemm {
 
 struct CudaDriver; // CudaDriver.h
 
-/// The NVRTC library opened when none is named: $QGEMM_LIBNVRTC when set and
-/// non-empty, else the first of libnvrtc.so.13, libnvrtc.so.12, libnvrtc.so
-/// (then the same names under /usr/local/cuda/lib64) that dlopen accepts.
+/// The libraries init() tries to dlopen, in order: $QGEMM_LIBNVRTC alone
+/// when set and non-empty, else libnvrtc.so.13, libnvrtc.so.12, libnvrtc.so,
+/// then the same names under /usr/local/cuda/lib64 (often not on the
+/// loader's path).
 QGEMM_API std::vector<std::string> nvrtcCandidates();
 
 class QGEMM_API GpuReference {

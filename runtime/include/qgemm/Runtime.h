@@ -42,7 +42,7 @@ public:
   /// False for a default-constructed handle.
   bool valid() const { return state != nullptr; }
   const Spec &spec() const;
-  const std::string &name() const;    ///< PTX entry point
+  const std::string &name() const; ///< PTX entry point
   const std::string &ptx() const;
   const std::string &cacheKey() const;
   /// Whether a module of this kernel is loaded in any context.

@@ -110,12 +110,16 @@ inline KernelConfig selectKernelConfig(const GemmContract &c) {
   return cfg;
 }
 
-/// Grid of the wgmma kernels: x m-blocks, y n-blocks, z groups (m_masked).
+/// Grid of the wgmma kernels: x walks the (m-block, n-block) tiles with the
+/// n-block fastest, so the CTAs resident at once share a few A row blocks and
+/// one group's B, and both stay in L2 (m-fastest order re-read all of A from
+/// DRAM once per n-block); z walks groups (m_masked).
 inline std::array<int64_t, 3> wgmmaGrid(const GemmContract &c,
                                         const KernelConfig &cfg, int64_t rows,
                                         int64_t groups) {
-  return {(rows + cfg.blockM - 1) / cfg.blockM,
-          (c.n + cfg.blockN - 1) / cfg.blockN,
+  const int64_t mBlocks = (rows + cfg.blockM - 1) / cfg.blockM;
+  const int64_t nBlocks = (c.n + cfg.blockN - 1) / cfg.blockN;
+  return {mBlocks * nBlocks, 1,
           c.grouping.kind == GroupingKind::MMasked ? groups : 1};
 }
 

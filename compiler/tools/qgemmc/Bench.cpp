@@ -1,0 +1,515 @@
+//===- Bench.cpp - qgemmc bench -------------------------------------------===//
+//
+//   qgemmc bench SPEC --groups G (--m M | --rows R1,R2,...) [--imbalance X]
+//                [--max-m M] [--label TEXT] [options]
+//   qgemmc bench --suite FILE [--section NAME] [--filter TEXT]
+//                [--layout COMPACT|GEMM_READY|both] [options]
+//   options: --runs N --warmup N --no-cublas --threads N --json --out DIR
+//
+// Everything that can be wrong with the command line, the spec or the suite
+// is reported (exit 1) before the driver is opened, so mistakes cost no GPU
+// time. Measurements come from qgemm::BenchRunner (Bench.h); this file only
+// turns its rows into a table or a JSON report.
+//
+//===----------------------------------------------------------------------===//
+#include "Driver.h"
+
+#include "qgemm/Bench.h"
+#include "qgemm/Runtime.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+
+using namespace qgemmc;
+using json = nlohmann::json;
+
+namespace {
+
+struct BenchArgs {
+  std::string spec, suite, section, filter, label, out;
+  std::string layout = "both";
+  int64_t groups = 0;
+  int64_t m = -1;
+  std::vector<int64_t> rows;
+  double imbalance = -1;
+  int64_t maxM = 0;
+  int runs = 50, warmup = 10;
+  unsigned threads = 0;
+  bool json = false, cublas = true;
+};
+
+/// One measurement to make: specs sharing data, a shape, a row label.
+struct Job {
+  std::string label, section;
+  int64_t m = 0;          ///< The m the row reports (the suite's, or --m).
+  double imbalance = 0.0; ///< The suite's or --imbalance; 0: balanced.
+  std::vector<qgemm::Spec> specs;
+  qgemm::BenchShape shape;
+};
+
+bool parseInt(const std::string &opt, const std::string &v, int64_t lo,
+              int64_t hi, int64_t &out, std::string &err) {
+  size_t used = 0;
+  try {
+    out = std::stoll(v, &used);
+  } catch (...) {
+    used = 0;
+  }
+  if (used == 0 || used != v.size()) {
+    err = opt + ": \"" + v + "\" is not an integer";
+    return false;
+  }
+  if (out < lo || out > hi) {
+    err = opt + ": " + v + " is out of range; allowed: " + std::to_string(lo) +
+          ".." + std::to_string(hi);
+    return false;
+  }
+  return true;
+}
+
+/// Parse the words after "bench"; "" or the message of a usage error.
+std::string parseArgs(const std::vector<std::string> &args, BenchArgs &a) {
+  std::string err;
+  bool sawGroups = false, sawMaxM = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string &o = args[i];
+    auto value = [&](std::string &v) {
+      if (i + 1 == args.size()) {
+        err = o + " needs a value";
+        return false;
+      }
+      v = args[++i];
+      return true;
+    };
+    auto integer = [&](int64_t lo, int64_t hi, int64_t &out) {
+      std::string v;
+      return value(v) && parseInt(o, v, lo, hi, out, err);
+    };
+    int64_t n = 0;
+    if (o == "--suite" || o == "--section" || o == "--filter" ||
+        o == "--label" || o == "--out" || o == "--layout") {
+      std::string v;
+      if (!value(v))
+        return err;
+      if (v.empty())
+        return o + " needs a non-empty value";
+      (o == "--suite"     ? a.suite
+       : o == "--section" ? a.section
+       : o == "--filter"  ? a.filter
+       : o == "--label"   ? a.label
+       : o == "--out"     ? a.out
+                          : a.layout) = v;
+    } else if (o == "--groups") {
+      if (!integer(1, qgemm::kMaxGroups, a.groups))
+        return err;
+      sawGroups = true;
+    } else if (o == "--m") {
+      if (!integer(0, qgemm::kMaxDim, a.m))
+        return err;
+    } else if (o == "--rows") {
+      std::string v;
+      if (!value(v))
+        return err;
+      size_t start = 0;
+      while (start <= v.size()) {
+        size_t comma = v.find(',', start);
+        std::string item =
+            v.substr(start, comma == std::string::npos ? std::string::npos
+                                                       : comma - start);
+        if (!parseInt("--rows", item, 0, qgemm::kMaxDim, n, err))
+          return err;
+        a.rows.push_back(n);
+        if (comma == std::string::npos)
+          break;
+        start = comma + 1;
+      }
+    } else if (o == "--imbalance") {
+      std::string v;
+      if (!value(v))
+        return err;
+      size_t used = 0;
+      try {
+        a.imbalance = std::stod(v, &used);
+      } catch (...) {
+        used = 0;
+      }
+      if (used == 0 || used != v.size() || !(a.imbalance >= 0.0) ||
+          a.imbalance > 1.0)
+        return "--imbalance: \"" + v + "\" is not a number in [0, 1]";
+    } else if (o == "--max-m") {
+      if (!integer(1, qgemm::kMaxDim, a.maxM))
+        return err;
+      sawMaxM = true;
+    } else if (o == "--runs") {
+      if (!integer(1, 100000, n))
+        return err;
+      a.runs = int(n);
+    } else if (o == "--warmup") {
+      if (!integer(0, 100000, n))
+        return err;
+      a.warmup = int(n);
+    } else if (o == "--threads") {
+      if (!integer(1, 4096, n))
+        return err;
+      a.threads = unsigned(n);
+    } else if (o == "--json") {
+      a.json = true;
+    } else if (o == "--no-cublas") {
+      a.cublas = false;
+    } else if (!o.empty() && o[0] == '-') {
+      return "bench: unknown option " + o;
+    } else if (a.spec.empty()) {
+      a.spec = o;
+    } else {
+      return "bench takes one spec, got a second: " + o;
+    }
+  }
+
+  if (a.layout != "both" && a.layout != "COMPACT" && a.layout != "GEMM_READY")
+    return "--layout: \"" + a.layout +
+           "\" is not one of COMPACT, GEMM_READY, both";
+  if (!a.suite.empty()) {
+    if (!a.spec.empty())
+      return "bench takes a spec or --suite, not both";
+    if (sawGroups || a.m >= 0 || !a.rows.empty() || a.imbalance >= 0 ||
+        sawMaxM || !a.label.empty())
+      return "--groups, --m, --rows, --imbalance, --max-m and --label "
+             "describe a spec's shape; a suite gives its own";
+    if (a.runs < 50)
+      return "--runs: the suite's method takes the median of at least 50 runs, "
+             "got " +
+             std::to_string(a.runs);
+    return "";
+  }
+  if (!a.section.empty() || !a.filter.empty() || a.layout != "both")
+    return "--section, --filter and --layout select suite rows; they need "
+           "--suite";
+  if (a.spec.empty())
+    return "bench needs a spec file or --suite FILE";
+  if (a.m >= 0 && !a.rows.empty())
+    return "give --m or --rows, not both";
+  if (a.m < 0 && a.rows.empty())
+    return "bench needs the rows per group: --m M or --rows R1,R2,...";
+  if (!a.rows.empty()) {
+    if (a.imbalance >= 0)
+      return "--imbalance draws group sizes from --m; --rows lists them";
+    if (sawGroups && a.groups != int64_t(a.rows.size()))
+      return "--groups " + std::to_string(a.groups) + " but --rows lists " +
+             std::to_string(a.rows.size()) + " groups";
+    a.groups = int64_t(a.rows.size());
+  } else if (!sawGroups) {
+    return "bench needs the number of groups: --groups G";
+  }
+  return "";
+}
+
+/// Spec mode: the spec file's kernels (sweeps expanded) on one shape,
+/// batched so specs over the same data share it.
+int specJobs(const BenchArgs &a, std::vector<Job> &jobs) {
+  std::vector<qgemm::Spec> specs;
+  if (!loadSpecs(a.spec, specs))
+    return kUserError;
+  for (const qgemm::Spec &s : specs) {
+    if (s.op != qgemm::OpKind::GroupedGemm) {
+      std::cerr << "error: " << a.spec << ": " << s.name
+                << " is not a grouped_gemm; bench times GEMM kernels\n";
+      return kUserError;
+    }
+    const qgemm::GemmContract &c = s.gemm;
+    qgemm::BenchShape shape;
+    shape.maxRows = a.maxM;
+    if (!a.rows.empty()) {
+      shape.groupRows = a.rows;
+    } else if (a.imbalance > 0) {
+      // Rounded up to what the grouping must hold its groups to.
+      int64_t align = 1;
+      if (c.grouping.kind == qgemm::GroupingKind::KContiguous)
+        align =
+            std::max(c.grouping.alignment, qgemm::contractionBlock(c.a.scale));
+      else if (c.grouping.kind == qgemm::GroupingKind::MContiguous &&
+               c.grouping.index == qgemm::GroupIndex::Offsets)
+        align = c.grouping.alignment;
+      shape.groupRows =
+          qgemm::imbalancedGroupRows(a.groups, a.m, a.imbalance, align);
+      if (c.grouping.kind == qgemm::GroupingKind::MMasked && a.maxM)
+        for (int64_t &r : shape.groupRows)
+          r = std::min(r, a.maxM);
+    } else {
+      shape.groupRows = qgemm::balancedGroupRows(a.groups, a.m, 1);
+    }
+    if (qgemm::Status st = qgemm::checkBenchShape(c, shape); !st.ok()) {
+      std::cerr << "error: " << s.name << ": " << st.message << "\n";
+      return kUserError;
+    }
+    if (!jobs.empty() && qgemm::sameBenchData(jobs.back().specs[0].gemm, c) &&
+        jobs.back().shape.groupRows == shape.groupRows) {
+      jobs.back().specs.push_back(s);
+      continue;
+    }
+    Job j;
+    j.label = a.label.empty() ? s.name : a.label;
+    j.section = "spec";
+    int64_t total = 0;
+    for (int64_t r : shape.groupRows)
+      total += r;
+    j.m = a.m >= 0 ? a.m : total / int64_t(shape.groupRows.size());
+    j.imbalance = std::max(a.imbalance, 0.0);
+    j.specs.push_back(s);
+    j.shape = shape;
+    jobs.push_back(std::move(j));
+  }
+  return kOk;
+}
+
+/// Suite mode: every selected row, in each selected layout.
+int suiteJobs(const BenchArgs &a, std::vector<Job> &jobs) {
+  qgemm::Suite suite;
+  if (qgemm::Status st = qgemm::parseSuiteFile(a.suite, suite); !st.ok())
+    return report(st);
+  const std::vector<std::string> &sections = qgemm::suiteGemmSections();
+  if (!a.section.empty() && std::find(sections.begin(), sections.end(),
+                                      a.section) == sections.end()) {
+    std::string known;
+    for (const std::string &s : sections)
+      known += (known.empty() ? "" : ", ") + s;
+    return usageError("--section: \"" + a.section + "\" is not one of " +
+                      known);
+  }
+  for (const std::string &s : suite.skippedSections)
+    std::cerr << "note: " << a.suite << ": section \"" << s
+              << "\" is not a GEMM; skipped\n";
+  std::vector<qgemm::ScaleLayout> layouts;
+  if (a.layout != "GEMM_READY")
+    layouts.push_back(qgemm::ScaleLayout::Compact);
+  if (a.layout != "COMPACT")
+    layouts.push_back(qgemm::ScaleLayout::GemmReady);
+  for (size_t i = 0; i < suite.entries.size(); ++i) {
+    const qgemm::SuiteEntry &e = suite.entries[i];
+    if ((!a.section.empty() && e.section != a.section) ||
+        e.label.find(a.filter) == std::string::npos)
+      continue;
+    Job j;
+    j.label = e.label;
+    j.section = e.section;
+    j.m = e.m;
+    j.imbalance = e.imbalance;
+    j.shape = qgemm::suiteShape(e);
+    for (qgemm::ScaleLayout l : layouts) {
+      std::string where = a.suite + ": " + e.section + " \"" + e.label + "\"";
+      auto parsed = qgemm::parseSpecText(qgemm::suiteSpecText(e, l), where);
+      if (!parsed) {
+        std::cerr << "error: " << parsed.error().str() << "\n";
+        return kUserError;
+      }
+      for (qgemm::Spec &s : parsed.value())
+        j.specs.push_back(std::move(s));
+    }
+    if (qgemm::Status st = qgemm::checkBenchShape(j.specs[0].gemm, j.shape);
+        !st.ok()) {
+      std::cerr << "error: " << a.suite << ": " << e.section << " \"" << e.label
+                << "\": " << st.message << "\n";
+      return kUserError;
+    }
+    jobs.push_back(std::move(j));
+  }
+  if (jobs.empty())
+    return usageError("no suite row matches --section/--filter");
+  return kOk;
+}
+
+json number(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+
+std::string today() {
+  char buf[16];
+  std::time_t t = std::time(nullptr);
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::gmtime(&t));
+  return buf;
+}
+
+std::string slug(const std::string &name) {
+  std::string s;
+  for (char ch : name)
+    s += std::isalnum(static_cast<unsigned char>(ch))
+             ? char(std::tolower(static_cast<unsigned char>(ch)))
+             : '-';
+  return s;
+}
+
+json rowJson(const Job &j, const qgemm::BenchRow &r) {
+  const qgemm::GemmContract &c = r.contract;
+  json row = {
+      {"suite", j.section},
+      {"label", r.label},
+      {"spec", r.specName},
+      {"spec_hash", r.specHash},
+      {"kernel", r.kernelName},
+      {"grouping", std::string(qgemm::toString(c.grouping.kind))},
+      {"G", int64_t(r.shape.groupRows.size())},
+      {"m", j.m},
+      {"N", c.n},
+      {"K", c.k},
+      {"group_rows", r.shape.groupRows},
+      {"a_layout", std::string(qgemm::toString(c.a.scale.layout))},
+      {"b_layout", std::string(qgemm::toString(c.b.scale.layout))},
+      {"d_dtype", std::string(qgemm::toString(c.d))},
+      {"flops", r.flops},
+      {"bytes", r.bytes},
+      {"data_seconds", r.dataSeconds},
+      {"qgemm_ms", number(r.qgemm.medianMs)},
+      {"qgemm_min_ms", number(r.qgemm.minMs)},
+      {"qgemm_max_ms", number(r.qgemm.maxMs)},
+      {"qgemm_tflops", number(r.qgemmTflops)},
+      {"qgemm_gbps", number(r.qgemmGbps)},
+      {"qgemm_runs", r.qgemm.runs},
+      {"qgemm_error", r.status.ok() ? json(nullptr) : json(r.status.message)},
+      {"qgemm_nonfinite", r.qgemmNonFinite},
+      {"qgemm_spot_rel", number(r.qgemmSpotRel)},
+      {"cublaslt_ms", number(r.cublas.medianMs)},
+      {"cublaslt_min_ms", number(r.cublas.minMs)},
+      {"cublaslt_max_ms", number(r.cublas.maxMs)},
+      {"cublaslt_tflops", number(r.cublasTflops)},
+      {"cublaslt_gbps", number(r.cublasGbps)},
+      {"cublaslt_error",
+       r.cublas.measured() ? json(nullptr) : json(r.cublasError)},
+      {"cublaslt_vs_qgemm_rel", number(r.cublasVsQgemmRel)},
+      {"cublaslt_nonfinite", r.cublasNonFinite},
+      {"cublaslt_spot_rel", number(r.cublasSpotRel)},
+      {"ratio", number(r.qgemmTflops / r.cublasTflops)},
+  };
+  row["imbalance"] = j.imbalance;
+  if (c.grouping.kind == qgemm::GroupingKind::MMasked)
+    row["max_m"] = r.shape.maxRows;
+  return row;
+}
+
+void printHeader() {
+  std::printf("%-24s %5s %6s %6s %6s  %-10s %10s %9s %8s %10s %6s\n", "label",
+              "G", "m", "N", "K", "layout", "qgemm ms", "TFLOP/s", "GB/s",
+              "cuBLASLt", "ratio");
+}
+
+void printRow(const Job &j, const qgemm::BenchRow &r) {
+  std::string layout(qgemm::toString(r.contract.a.scale.layout));
+  std::printf("%-24s %5lld %6lld %6lld %6lld  %-10s ", r.label.c_str(),
+              (long long)r.shape.groupRows.size(), (long long)j.m,
+              (long long)r.contract.n, (long long)r.contract.k, layout.c_str());
+  if (!r.status.ok()) {
+    std::printf("FAILED: %s\n", r.status.message.c_str());
+    return;
+  }
+  std::printf("%10.3f %9.1f %8.0f ", r.qgemm.medianMs, r.qgemmTflops,
+              r.qgemmGbps);
+  if (r.cublas.measured())
+    std::printf("%10.1f %6.2f\n", r.cublasTflops,
+                r.qgemmTflops / r.cublasTflops);
+  else
+    std::printf("%10s %6s\n", "-", "-");
+}
+
+int worstOf(const std::vector<qgemm::BenchRow> &rows) {
+  int worst = kOk;
+  for (const qgemm::BenchRow &r : rows)
+    if (!r.status.ok())
+      worst = std::max(worst, r.status.code == qgemm::Status::UserError
+                                  ? int(kUserError)
+                                  : int(kInternalError));
+  return worst;
+}
+
+} // namespace
+
+int qgemmc::runBench(const std::vector<std::string> &args) {
+  BenchArgs a;
+  if (std::string err = parseArgs(args, a); !err.empty())
+    return usageError(err);
+  std::vector<Job> jobs;
+  if (int rc = a.suite.empty() ? specJobs(a, jobs) : suiteJobs(a, jobs); rc)
+    return rc;
+  if (!a.out.empty() && !ensureDirectory(a.out))
+    return kUserError;
+
+  qgemm::Runtime rt;
+  qgemm::BenchOptions opts;
+  opts.timing.runs = a.runs;
+  opts.timing.warmup = a.warmup;
+  opts.cublasLt = a.cublas;
+  opts.threads = a.threads;
+  size_t current = 0;
+  std::string currentName;
+  opts.progress = [&](const std::string &line) {
+    std::fprintf(stderr, "[%zu/%zu] %s: %s\n", current, jobs.size(),
+                 currentName.c_str(), line.c_str());
+    std::fflush(stderr);
+  };
+  qgemm::BenchRunner runner(rt, opts);
+  if (qgemm::Status st = runner.init(); !st.ok()) {
+    std::cerr << "error: bench needs a GPU: " << st.message << "\n";
+    return st.code == qgemm::Status::UserError ? kUserError : kInternalError;
+  }
+  qgemm::DeviceInfo dev;
+  if (qgemm::Status st = rt.queryDevice(opts.device, dev); !st.ok())
+    return report(st);
+  std::fprintf(stderr, "device: %s, %d SMs, SM clock %d MHz, driver %d; %s\n",
+               dev.name.c_str(), dev.smCount, dev.clockKHz / 1000,
+               dev.driverVersion, runner.cublasLtInfo().c_str());
+
+  json rows = json::array();
+  int worst = kOk;
+  if (!a.json)
+    printHeader();
+  for (const Job &j : jobs) {
+    ++current;
+    currentName = j.label;
+    std::vector<qgemm::BenchRow> measured =
+        runner.run(j.specs, j.shape, j.label, j.section);
+    worst = std::max(worst, worstOf(measured));
+    for (const qgemm::BenchRow &r : measured) {
+      rows.push_back(rowJson(j, r));
+      if (!a.json) {
+        printRow(j, r);
+        std::fflush(stdout);
+      }
+    }
+  }
+
+  json doc = {{"device", dev.name},
+              {"date", today()},
+              {"sm_clock_mhz", dev.clockKHz / 1000},
+              {"sm_count", dev.smCount},
+              {"memory_clock_mhz", dev.memoryClockKHz / 1000},
+              {"memory_bus_width", dev.memoryBusWidth},
+              {"compute_capability", std::to_string(dev.computeMajor) + "." +
+                                         std::to_string(dev.computeMinor)},
+              {"driver", dev.driverVersion},
+              {"qgemm", qgemm::versionString()},
+              {"cublaslt", runner.cublasLtInfo()},
+              {"runs", a.runs},
+              {"warmup", a.warmup},
+              {"l2_flush_bytes", opts.flushBytes},
+              {"seed", opts.seed},
+              {"suite", a.suite.empty() ? json(nullptr) : json(a.suite)},
+              {"timing", "CUDA events around the launch (cuBLASLt: around "
+                         "its G calls), L2 flushed by a memset before each "
+                         "run, median of the runs after the warm-up"},
+              {"rows", rows}};
+  if (a.json)
+    std::cout << doc.dump(1) << "\n";
+  if (!a.out.empty()) {
+    std::string path = a.out + "/" + today() + "-" + slug(dev.name) + ".json";
+    std::ofstream f(path);
+    f << doc.dump(1) << "\n";
+    f.close();
+    if (!f) {
+      std::cerr << "qgemmc: cannot write " << path << "\n";
+      return kUserError;
+    }
+    std::cerr << "results: " << path << "\n";
+  }
+  return worst;
+}
