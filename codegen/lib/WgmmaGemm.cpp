@@ -47,23 +47,23 @@ public:
     Value tid = hw.threadIdX();
     Value wg = ir.divU(tid, ir.i32(kWarpgroupThreads));
     initBarriers(tid);
-    computeTile();
+    rows = arg(kWgParamRows);
+    countTiles();
     auto roles = scf::IfOp::create(b, eq(wg, 0), /*withElse=*/true);
     {
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPointToStart(&roles.getThenRegion().front());
       NVVM::SetMaxRegisterOp::create(b, kProducerRegisters,
                                      NVVM::SetMaxRegisterAction::decrease);
-      Value issue = arith::AndIOp::create(
-          b, eq(tid, 0), arith::XOrIOp::create(b, blockIsPadding, trueV()));
-      auto ifIssue = scf::IfOp::create(b, issue, false);
+      auto ifIssue = scf::IfOp::create(b, eq(tid, 0), false);
       b.setInsertionPointToStart(&ifIssue.getThenRegion().front());
-      producer();
+      forEachTile([&](Value it) { return producerTile(it); });
     }
     b.setInsertionPointToStart(&roles.getElseRegion().front());
     NVVM::SetMaxRegisterOp::create(b, kConsumerRegisters,
                                    NVVM::SetMaxRegisterAction::increase);
-    consumer(tid, ir.sub(wg, ir.i32(1)));
+    Value consumerIdx = ir.sub(wg, ir.i32(1));
+    forEachTile([&](Value it) { return consumerTile(it, tid, consumerIdx); });
   }
 
 private:
@@ -109,23 +109,44 @@ private:
     NVVM::Barrier0Op::create(b);
   }
 
-  /// Group of this CTA's m-block, whether the whole block is padding, and
-  /// the number of valid rows (m_masked).
-  void computeTile() {
-    // Tiles are numbered with the n-block fastest (wgmmaGrid).
-    Value tile = NVVM::BlockIdXOp::create(b, ir.i32T());
-    Value nBlocks = ir.i32((c.n + cfg.blockN - 1) / cfg.blockN);
-    mBlock = ir.divU(tile, nBlocks);
+  /// Tiles of the launch: (n-block, m-block[, group]) with the n-block
+  /// fastest (see wgmmaGrid for why).
+  void countTiles() {
+    nBlocks = ir.i32((c.n + cfg.blockN - 1) / cfg.blockN);
+    mBlocks = ir.ceilDiv(rows, cfg.blockM);
+    numTiles = ir.mul(mBlocks, nBlocks);
+    if (masked())
+      numTiles = ir.mul(numTiles, arg(kWgParamNumGroups));
+  }
+
+  /// Persistent loop: this CTA takes tiles blockIdx.x, + gridDim.x, ...
+  /// `body(it)` emits one tile given the running count of K blocks this CTA
+  /// has consumed (it picks the stage and barrier phase, continuing across
+  /// tiles so the producer can run ahead into the next tile) and returns the
+  /// count after the tile.
+  void forEachTile(llvm::function_ref<Value(Value)> body) {
+    Value first = NVVM::BlockIdXOp::create(b, ir.i32T());
+    Value step = NVVM::GridDimXOp::create(b, ir.i32T());
+    auto loop = scf::ForOp::create(b, first, numTiles, step, ValueRange{ir.i32(0)});
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(loop.getBody());
+    computeTile(loop.getInductionVar());
+    scf::YieldOp::create(b, body(loop.getRegionIterArgs()[0]));
+  }
+
+  /// Block coordinates of `tile`, its group, whether the whole block is
+  /// padding, and the number of valid rows (m_masked).
+  void computeTile(Value tile) {
     nBlock = ir.remU(tile, nBlocks);
-    Value gz = NVVM::BlockIdZOp::create(b, ir.i32T());
-    rows = arg(kWgParamRows);
+    Value rest = ir.divU(tile, nBlocks);
+    mBlock = masked() ? ir.remU(rest, mBlocks) : rest;
     Value row0 = ir.mul(mBlock, ir.i32(cfg.blockM));
     group = ir.i32(0);
     blockIsPadding = arith::ConstantIntOp::create(b, 0, 1);
     validRows = rows;
     if (masked()) {
-      group = gz;
-      validRows = ir.load(ir.i32T(), arg(kWgParamGroups), ir.toI64(gz));
+      group = ir.divU(rest, mBlocks);
+      validRows = ir.load(ir.i32T(), arg(kWgParamGroups), ir.toI64(group));
       blockIsPadding = ir.cmp(arith::CmpIPredicate::sge, row0, validRows);
     } else if (c.grouping.kind == GroupingKind::MContiguous) {
       // Alignment is a multiple of 128: the block lies in one group, found by
@@ -148,14 +169,36 @@ private:
     }
   }
 
-  void producer() {
+  /// `it` advanced past this tile's K blocks, unless the tile is padding.
+  Value advance(Value it) {
+    return ir.select(blockIsPadding, it, ir.add(it, ir.i32(kBlocks())));
+  }
+
+  Value stageOf(Value iter) { return ir.remU(iter, ir.i32(cfg.stages)); }
+  Value phaseOf(Value iter) {
+    return arith::AndIOp::create(b, ir.divU(iter, ir.i32(cfg.stages)), ir.i32(1));
+  }
+
+  Value producerTile(Value it) {
+    auto ifWork = scf::IfOp::create(
+        b, arith::XOrIOp::create(b, blockIsPadding, trueV()), false);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(&ifWork.getThenRegion().front());
+      producer(it);
+    }
+    return advance(it);
+  }
+
+  void producer(Value it) {
     const int64_t bytes = cfg.stageBytesA() + cfg.stageBytesB();
     auto loop = scf::ForOp::create(b, ir.i32(0), ir.i32(kBlocks()), ir.i32(1));
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(loop.getBody());
     Value kb = loop.getInductionVar();
-    Value s = ir.remU(kb, ir.i32(cfg.stages));
-    Value phase = arith::AndIOp::create(b, ir.divU(kb, ir.i32(cfg.stages)), ir.i32(1));
+    Value iter = ir.add(it, kb);
+    Value s = stageOf(iter);
+    Value phase = phaseOf(iter);
     // A fresh barrier counts as having completed the phase before phase 0,
     // so the first pass over the ring does not wait.
     hw.mbarrierWait(emptyBar(s), arith::XOrIOp::create(b, phase, ir.i32(1)));
@@ -192,16 +235,25 @@ private:
     return ir.load(ir.f32T(), arg(kWgParamScaleB), idx);
   }
 
+  /// The scales K block `kb` promotes with: scale_a of the thread's two
+  /// rows and scale_b of the n-block. Loads only; they are multiplied at the
+  /// promotion so nothing waits on them before the MMAs.
+  SmallVector<Value> promotionScales(Value kb, Value row0, Value row1) {
+    return {scaleA(row0, kb), scaleA(row1, kb), scaleB(kb)};
+  }
+
   /// One K block of a consumer warpgroup: wait, four k32 wgmma steps into a
-  /// fresh fragment, release the stage, promote into `acc`.
-  SmallVector<Value> mainloopStep(Value kb, ValueRange acc, Value consumerIdx,
+  /// fresh fragment, release the stage, promote into `acc`. The scales of
+  /// this block (s0, s1) were loaded one block earlier; the next block's are
+  /// loaded here, so their global-memory latency hides behind the MMAs.
+  SmallVector<Value> mainloopStep(Value kb, Value iter, ValueRange acc,
+                                  ValueRange scales, Value consumerIdx,
                                   Value tidInWg, Value row0, Value row1) {
     const int64_t n = cfg.blockN;
-    Value s = ir.remU(kb, ir.i32(cfg.stages));
-    Value phase = arith::AndIOp::create(b, ir.divU(kb, ir.i32(cfg.stages)), ir.i32(1));
-    Value sb = scaleB(kb);
-    Value s0 = arith::MulFOp::create(b, scaleA(row0, kb), sb);
-    Value s1 = arith::MulFOp::create(b, scaleA(row1, kb), sb);
+    Value s = stageOf(iter);
+    Value phase = phaseOf(iter);
+    Value nextKb = ir.minS(ir.add(kb, ir.i32(1)), ir.i32(kBlocks() - 1));
+    SmallVector<Value> nextScales = promotionScales(nextKb, row0, row1);
     hw.mbarrierWait(fullBar(s), phase);
 
     NVVM::WgmmaFenceAlignedOp::create(b);
@@ -224,6 +276,8 @@ private:
       hw.mbarrierArrive(emptyBar(s));
     }
     // Fragment element i belongs to row (i % 4) / 2 of the thread's pair.
+    Value s0 = arith::MulFOp::create(b, scales[0], scales[2]);
+    Value s1 = arith::MulFOp::create(b, scales[1], scales[2]);
     SmallVector<Value> next;
     for (int64_t i = 0; i < n / 2; ++i) {
       Value t = LLVM::ExtractValueOp::create(b, frag, ArrayRef<int64_t>{i});
@@ -231,10 +285,11 @@ private:
       next.push_back(arith::AddFOp::create(
           b, acc[size_t(i)], arith::MulFOp::create(b, t, scale)));
     }
+    next.append(nextScales.begin(), nextScales.end());
     return next;
   }
 
-  void consumer(Value tid, Value consumerIdx) {
+  Value consumerTile(Value it, Value tid, Value consumerIdx) {
     const int64_t n = cfg.blockN;
     Value tidInWg = ir.remU(tid, ir.i32(kWarpgroupThreads));
     Value warp = ir.divU(tidInWg, ir.i32(32));
@@ -252,21 +307,28 @@ private:
     {
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPointToStart(&ifWork.getThenRegion().front());
+      // Loop-carried: the accumulators, then the scales of the current block.
+      SmallVector<Value> init(zeros);
+      SmallVector<Value> first = promotionScales(ir.i32(0), row0, row1);
+      init.append(first.begin(), first.end());
       auto loop = scf::ForOp::create(b, ir.i32(0), ir.i32(kBlocks()), ir.i32(1),
-                                     zeros);
+                                     init);
       {
         OpBuilder::InsertionGuard g2(b);
         b.setInsertionPointToStart(loop.getBody());
-        SmallVector<Value> next =
-            mainloopStep(loop.getInductionVar(), loop.getRegionIterArgs(),
-                         consumerIdx, tidInWg, row0, row1);
+        ValueRange carried = loop.getRegionIterArgs();
+        Value kb = loop.getInductionVar();
+        SmallVector<Value> next = mainloopStep(
+            kb, ir.add(it, kb), carried.take_front(n / 2),
+            carried.drop_front(n / 2), consumerIdx, tidInWg, row0, row1);
         scf::YieldOp::create(b, next);
       }
-      scf::YieldOp::create(b, loop.getResults());
+      scf::YieldOp::create(b, loop.getResults().take_front(n / 2));
       b.setInsertionPointToStart(&ifWork.getElseRegion().front());
       scf::YieldOp::create(b, zeros);
     }
     epilogue(ifWork.getResults(), lane, row0, row1);
+    return advance(it);
   }
 
   /// Whether `row` holds a result, and whether it is a padding row that the
@@ -345,6 +407,7 @@ private:
   SmallVector<Value> args;
   Value smem;
   Value mBlock, nBlock, group, rows, validRows, blockIsPadding;
+  Value nBlocks, mBlocks, numTiles;
 };
 
 } // namespace

@@ -98,16 +98,13 @@ Status loadModule(const CudaDriver &d, const Kernel::State &k,
   return st;
 }
 
-/// The launch grid of `cfg`'s family, checked against the launch limits of
-/// every CUDA device.
-Status launchGrid(const GemmContract &c, const KernelConfig &cfg,
-                  const GemmArgs &args, std::array<int64_t, 3> &grid) {
-  const bool simt = cfg.family == KernelFamily::Simt;
-  grid = simt ? simtGemmGrid(c, args.rows, args.numGroups)
-              : wgmmaGrid(c, cfg, args.rows, args.numGroups);
+/// The SIMT grid, checked against the launch limits of every CUDA device.
+/// (The wgmma grid is at most one CTA per SM: always in range.)
+Status launchGrid(const GemmContract &c, const GemmArgs &args,
+                  std::array<int64_t, 3> &grid) {
+  grid = simtGemmGrid(c, args.rows, args.numGroups);
   const int64_t limits[3] = {std::numeric_limits<int32_t>::max(), 65535, 65535};
   const char *axis[3] = {"x", "y", "z"};
-  const int64_t colsPerBlock = simt ? kSimtBlockThreads : cfg.blockN;
   for (int i = 0; i < 3; ++i)
     if (grid[i] < 1 || grid[i] > limits[i])
       return Status::user(
@@ -115,10 +112,20 @@ Status launchGrid(const GemmContract &c, const KernelConfig &cfg,
           std::to_string(grid[1]) + ", " + std::to_string(grid[2]) +
           ") is out of range: " + axis[i] + " must be in 1.." +
           std::to_string(limits[i]) +
-          (i == 1 ? " (column blocks of " + std::to_string(colsPerBlock) +
+          (i == 1 ? " (column blocks of " + std::to_string(kSimtBlockThreads) +
                         " output columns)"
                   : ""));
   return Status();
+}
+
+/// SMs of the current context's device: the persistent grid's size.
+Status smCount(const CudaDriver &d, int &out) {
+  CUdevice dev = 0;
+  if (Status st = d.check(d.ctxGetDevice(&dev), "cuCtxGetDevice"); !st.ok())
+    return st;
+  return d.check(d.deviceGetAttribute(
+                     &out, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev),
+                 "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)");
 }
 
 /// A TMA map of an FP8 operand: `dims` innermost first (K first), rows of
@@ -151,11 +158,15 @@ Status encodeFp8Map(const CudaDriver &d, CUtensorMap &map, DevicePtr base,
 }
 
 /// Launch the wgmma family: tensor maps of A and B by value, dynamic
-/// shared memory for the stage ring.
+/// shared memory for the stage ring, one persistent CTA per SM at most.
 Status launchWgmma(const CudaDriver &d, CUfunction fn, const std::string &name,
                    const GemmContract &c, const KernelConfig &cfg,
-                   const GemmArgs &args, const std::array<int64_t, 3> &grid,
-                   CUstream stream) {
+                   const GemmArgs &args, CUstream stream) {
+  int sms = 0;
+  if (Status st = smCount(d, sms); !st.ok())
+    return st;
+  const std::array<int64_t, 3> grid =
+      wgmmaGrid(c, cfg, args.rows, args.numGroups, sms);
   const uint64_t k = uint64_t(c.k), rowsA = uint64_t(args.rows);
   const uint64_t groups = uint64_t(args.numGroups);
   CUtensorMap mapA, mapB;
@@ -245,15 +256,16 @@ Status Runtime::launch(const Kernel &kernel, const GemmArgs &args,
     return Status();
   const KernelConfig cfg = selectKernelConfig(c);
   std::array<int64_t, 3> grid;
-  if (Status st = launchGrid(c, cfg, args, grid); !st.ok())
-    return st;
+  if (cfg.family == KernelFamily::Simt)
+    if (Status st = launchGrid(c, args, grid); !st.ok())
+      return st;
 
   CUfunction fn = nullptr;
   if (Status st = impl->functionFor(*kernel.state, fn); !st.ok())
     return st;
   if (cfg.family == KernelFamily::Wgmma)
     return launchWgmma(*impl->driver.load(std::memory_order_acquire), fn,
-                       kernel.name(), c, cfg, args, grid,
+                       kernel.name(), c, cfg, args,
                        static_cast<CUstream>(stream));
   // KernelABI.h: pointers, then rows and numGroups as i32 (both < 2^31 by
   // validation). Unused pointers are passed as 0.

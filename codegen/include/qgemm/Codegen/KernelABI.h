@@ -9,6 +9,7 @@
 
 #include "qgemm/Contract.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 
@@ -110,17 +111,25 @@ inline KernelConfig selectKernelConfig(const GemmContract &c) {
   return cfg;
 }
 
-/// Grid of the wgmma kernels: x walks the (m-block, n-block) tiles with the
-/// n-block fastest, so the CTAs resident at once share a few A row blocks and
-/// one group's B, and both stay in L2 (m-fastest order re-read all of A from
-/// DRAM once per n-block); z walks groups (m_masked).
-inline std::array<int64_t, 3> wgmmaGrid(const GemmContract &c,
-                                        const KernelConfig &cfg, int64_t rows,
-                                        int64_t groups) {
+/// Output tiles of a wgmma launch: (n-block, m-block[, group]), n fastest,
+/// so the CTAs working at once share a few A row blocks and one group's B and
+/// both stay in L2 (m-fastest order re-reads all of A from DRAM per n-block).
+inline int64_t wgmmaTiles(const GemmContract &c, const KernelConfig &cfg,
+                          int64_t rows, int64_t groups) {
   const int64_t mBlocks = (rows + cfg.blockM - 1) / cfg.blockM;
   const int64_t nBlocks = (c.n + cfg.blockN - 1) / cfg.blockN;
-  return {mBlocks * nBlocks, 1,
-          c.grouping.kind == GroupingKind::MMasked ? groups : 1};
+  return mBlocks * nBlocks *
+         (c.grouping.kind == GroupingKind::MMasked ? groups : 1);
+}
+
+/// Grid of the persistent wgmma kernels: at most one CTA per SM, each
+/// walking tiles blockIdx.x, + gridDim.x, ... so the producer prefetches the
+/// next tile while the consumers write this one.
+inline std::array<int64_t, 3> wgmmaGrid(const GemmContract &c,
+                                        const KernelConfig &cfg, int64_t rows,
+                                        int64_t groups, int64_t smCount) {
+  return {std::max<int64_t>(1, std::min(wgmmaTiles(c, cfg, rows, groups), smCount)),
+          1, 1};
 }
 
 } // namespace qgemm
