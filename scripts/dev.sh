@@ -90,7 +90,8 @@ unpack() {
 
 gpu_bench() {
   unpack
-  "$dest/qgemm/bin/qgemmc" bench --suite "$dest/qgemm/moe_suite.json" --out "$out" "$@"
+  mkdir -p "$out/bench"
+  "$dest/qgemm/bin/qgemmc" bench --suite "$dest/qgemm/moe_suite.json" --out "$out/bench" "$@"
 }
 
 gpu() {
@@ -99,8 +100,9 @@ gpu() {
   ldd "$dest/qgemm/lib/libqgemm.so" | tee "$out/ldd.txt"
   "$dest/qgemm/bin/qgemmc" build "$dest"/qgemm/specs/*.json | tee "$out/build.txt"
   if [[ -x "$dest/qgemm/bin/qgemm-gpu-tests" ]]; then
+    mkdir -p "$out/tests"
     QGEMM_CACHE_DIR="$dest/cache" "$dest/qgemm/bin/qgemm-gpu-tests" \
-      --specs "$dest/qgemm/gpu-specs" --specs "$dest/qgemm/specs" --out "$out" "$@"
+      --specs "$dest/qgemm/gpu-specs" --specs "$dest/qgemm/specs" --out "$out/tests" "$@"
   fi
 }
 

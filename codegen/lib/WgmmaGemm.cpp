@@ -260,7 +260,9 @@ private:
     Value aAddr = ir.add(hw.sharedAddress(stageA(s)),
                          ir.mul(consumerIdx, ir.i32(64 * cfg.blockK)));
     Value bAddr = hw.sharedAddress(stageB(s));
-    Value frag = hw.zeroAccumulator(n);
+    // The first step overwrites (scale-d = 0): its input registers are
+    // don't-care, so no zeros need materializing.
+    Value frag = LLVM::UndefOp::create(b, hw.accumulatorT(n));
     for (int k = 0; k < cfg.blockK / 32; ++k) {
       Value da = hw.wgmmaDescriptor(ir.add(aAddr, ir.i32(32 * k)));
       Value db = hw.wgmmaDescriptor(ir.add(bAddr, ir.i32(32 * k)));
@@ -282,8 +284,7 @@ private:
     for (int64_t i = 0; i < n / 2; ++i) {
       Value t = LLVM::ExtractValueOp::create(b, frag, ArrayRef<int64_t>{i});
       Value scale = (i % 4) < 2 ? s0 : s1;
-      next.push_back(arith::AddFOp::create(
-          b, acc[size_t(i)], arith::MulFOp::create(b, t, scale)));
+      next.push_back(LLVM::FMAOp::create(b, t, scale, acc[size_t(i)]));
     }
     next.append(nextScales.begin(), nextScales.end());
     return next;
