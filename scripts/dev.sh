@@ -9,6 +9,9 @@
 #                             .pack/qgemm-gpu.tar.xz (git-ignored; carry it)
 #   scripts/dev.sh gpu        on the GPU machine: unpack .pack/ and run the GPU
 #                             tests (results under $OUT when set)
+#   scripts/dev.sh gpu-sanitize
+#                             on the GPU machine: compute-sanitizer memcheck and
+#                             racecheck over a subset of the GPU tests
 #   scripts/dev.sh gpu-bench [qgemmc bench options]
 #                             on the GPU machine: the moe_suite benchmark
 #
@@ -94,6 +97,39 @@ gpu_bench() {
   "$dest/qgemm/bin/qgemmc" bench --suite "$dest/qgemm/moe_suite.json" --out "$out/bench" "$@"
 }
 
+# One spec of each kernel family and grouping; a few cases each.
+SANITIZE_FILTERS=(
+  "t_mcontig_offsets__a.scale.layout=COMPACT__b.scale.layout=COMPACT__d.dtype=bf16__grouping.alignment=128"
+  "t_mcontig_offsets__a.scale.layout=GEMM_READY__b.scale.layout=GEMM_READY__d.dtype=f32__grouping.alignment=16"
+  "t_mcontig_rowgroup__a.scale.layout=GEMM_READY__grouping.alignment=32__d.padding_rows=untouched"
+  "t_masked__a.scale.layout=COMPACT__b.scale.layout=GEMM_READY__d.dtype=bf16__d.padding_rows=zero"
+  "t_wgrad_acc__a.scale.layout=GEMM_READY__b.scale.layout=COMPACT"
+  "t_mxfp8__a.dtype=e4m3__a.scale.layout=GEMM_READY__b.scale.layout=COMPACT"
+  "t_dense__a.dtype=e5m2__b.dtype=e4m3__d.dtype=bf16")
+
+gpu_sanitize() {
+  unpack
+  local san
+  san="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+  local logs=/tmp/qgemm-sanitize failed=0 i=0
+  mkdir -p "$logs"
+  for tool in memcheck racecheck; do
+    for f in "${SANITIZE_FILTERS[@]}"; do
+      i=$((i + 1))
+      if QGEMM_CACHE_DIR="$dest/cache" "$san" --tool "$tool" --error-exitcode 3 \
+          "$dest/qgemm/bin/qgemm-gpu-tests" --specs "$dest/qgemm/gpu-specs" \
+          --filter "$f" --max-cases 4 --no-latency --out "$logs" \
+          >"$logs/$i.log" 2>&1; then
+        echo "$tool clean ($(grep -c '^ok ' "$logs/$i.log") cases): $f"
+      else
+        echo "$tool FAILED: $f"; failed=1
+        tail -20 "$logs/$i.log"
+      fi
+    done
+  done
+  return $failed
+}
+
 gpu() {
   unpack
   nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,driver_version --format=csv | tee "$out/device.txt"
@@ -115,5 +151,6 @@ case "$cmd" in
   pack) build; pack ;;
   gpu) gpu "$@" ;;
   gpu-bench) gpu_bench "$@" ;;
+  gpu-sanitize) gpu_sanitize ;;
   *) sed -n '2,16p' "$0"; exit 1 ;;
 esac

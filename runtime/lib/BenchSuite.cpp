@@ -324,6 +324,9 @@ std::string qgemm::suiteSpecText(const SuiteEntry &e, ScaleLayout layout) {
   } else if (e.section == "m_masked_decode") {
     kind = "decode";
     spec["grouping"] = {{"kind", "m_masked"}, {"index", "masked_m"}};
+    // Rows past masked_m stay as they are, as DeepGEMM leaves them: zeroing
+    // them would write the whole (G, M_max, N) output every call.
+    spec["d"] = {{"padding_rows", "untouched"}};
   } else if (e.section == "k_contiguous_wgrad") {
     kind = "wgrad";
     spec["grouping"] = {{"kind", "k_contiguous"}, {"alignment", 128}};
@@ -336,7 +339,7 @@ std::string qgemm::suiteSpecText(const SuiteEntry &e, ScaleLayout layout) {
   if (kind != "wgrad") {
     spec["b"] = {{"dtype", "e4m3"},
                  {"scale", {{"block", {128, 128}}, {"layout", "COMPACT"}}}};
-    spec["d"] = {{"dtype", "bf16"}};
+    spec["d"]["dtype"] = "bf16";
   }
   spec["name"] = "bench_" + kind + "_n" + std::to_string(e.n) + "_k" +
                  std::to_string(e.k) + "_" + lower;
