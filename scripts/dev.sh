@@ -101,7 +101,7 @@ gpu_bench() {
 SANITIZE_FILTERS=(
   "t_mcontig_offsets__a.scale.layout=COMPACT__b.scale.layout=COMPACT__d.dtype=bf16__grouping.alignment=128"
   "t_mcontig_offsets__a.scale.layout=GEMM_READY__b.scale.layout=GEMM_READY__d.dtype=f32__grouping.alignment=16"
-  "t_mcontig_rowgroup__a.scale.layout=GEMM_READY__grouping.alignment=32__d.padding_rows=untouched"
+  "t_mcontig_rowgroup__a.scale.layout=GEMM_READY__d.padding_rows=untouched__grouping.alignment=32"
   "t_masked__a.scale.layout=COMPACT__b.scale.layout=GEMM_READY__d.dtype=bf16__d.padding_rows=zero"
   "t_wgrad_acc__a.scale.layout=GEMM_READY__b.scale.layout=COMPACT"
   "t_mxfp8__a.dtype=e4m3__a.scale.layout=GEMM_READY__b.scale.layout=COMPACT"
