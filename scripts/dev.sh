@@ -9,7 +9,7 @@
 #                             .pack/qgemm-gpu.tar.xz (git-ignored; carry it)
 #   scripts/dev.sh gpu        on the GPU machine: unpack .pack/ and run the GPU
 #                             tests (results under $OUT when set)
-#   scripts/dev.sh gpu-sanitize
+#   scripts/dev.sh gpu-sanitize [FILTER...]
 #                             on the GPU machine: compute-sanitizer memcheck and
 #                             racecheck over a subset of the GPU tests
 #   scripts/dev.sh gpu-bench [qgemmc bench options]
@@ -109,6 +109,7 @@ SANITIZE_FILTERS=(
 
 gpu_sanitize() {
   unpack
+  (($#)) && SANITIZE_FILTERS=("$@")
   local san
   san="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
   local logs=/tmp/qgemm-sanitize failed=0 i=0
@@ -151,6 +152,6 @@ case "$cmd" in
   pack) build; pack ;;
   gpu) gpu "$@" ;;
   gpu-bench) gpu_bench "$@" ;;
-  gpu-sanitize) gpu_sanitize ;;
+  gpu-sanitize) gpu_sanitize "$@" ;;
   *) sed -n '2,16p' "$0"; exit 1 ;;
 esac
