@@ -66,27 +66,6 @@ private:
   const CudaDriver *drv = nullptr;
 };
 
-/// The calling thread's context, made current from the device's primary
-/// context when there is none (as Runtime does on first launch).
-Status ensureContext(const CudaDriver &d, int device) {
-  CUcontext ctx = nullptr;
-  if (Status st = d.check(d.ctxGetCurrent(&ctx), "cuCtxGetCurrent"); !st.ok())
-    return st;
-  if (ctx)
-    return Status();
-  CUdevice dev = 0;
-  if (Status st = d.check(d.deviceGet(&dev, device),
-                          "cuDeviceGet(" + std::to_string(device) + ")");
-      !st.ok())
-    return st;
-  // Retained for the process, like the runtime's: never released.
-  if (Status st = d.check(d.devicePrimaryCtxRetain(&ctx, dev),
-                          "cuDevicePrimaryCtxRetain");
-      !st.ok())
-    return st;
-  return d.check(d.ctxSetCurrent(ctx), "cuCtxSetCurrent");
-}
-
 double decodeOutput(const uint8_t *p, int elemBytes) {
   if (elemBytes == 2) {
     uint16_t h;
@@ -165,7 +144,8 @@ Status BenchRunner::init() {
     m.drv = nullptr;
     return st;
   }
-  if (Status st = ensureContext(*m.drv, m.opts.device); !st.ok())
+  CUcontext ctx = nullptr;
+  if (Status st = currentContext(*m.drv, m.opts.device, ctx); !st.ok())
     return st;
   m.flush = DeviceBuffer(m.drv);
   if (Status st = m.flush.alloc(m.opts.flushBytes, "L2 flush buffer"); !st.ok())

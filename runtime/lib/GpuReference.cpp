@@ -240,25 +240,6 @@ constexpr unsigned kThreads = 256;
 
 int64_t ceilDiv(int64_t x, int64_t b) { return (x + b - 1) / b; }
 
-/// The primary context of device 0, retained once per process and never
-/// released: modules loaded in it must outlive every GpuReference.
-Status primaryContext(const CudaDriver &d, CUcontext &out) {
-  static auto *mutex = new std::mutex;
-  static CUcontext retained = nullptr;
-  std::lock_guard<std::mutex> lock(*mutex);
-  if (!retained) {
-    CUdevice dev = 0;
-    if (Status st = d.check(d.deviceGet(&dev, 0), "cuDeviceGet(0)"); !st.ok())
-      return st;
-    if (Status st = d.check(d.devicePrimaryCtxRetain(&retained, dev),
-                            "cuDevicePrimaryCtxRetain");
-        !st.ok())
-      return st;
-  }
-  out = retained;
-  return Status();
-}
-
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -530,15 +511,10 @@ Status GpuReference::run(const GemmContract &c, const GemmArgs &args,
   std::string src;
   if (Status st = source({c}, src); !st.ok())
     return st;
+  // The current context, or device 0's primary one (as the runtime does).
   CUcontext ctx = nullptr;
-  if (Status st = d.check(d.ctxGetCurrent(&ctx), "cuCtxGetCurrent"); !st.ok())
+  if (Status st = currentContext(d, /*device=*/0, ctx); !st.ok())
     return st;
-  if (!ctx) {
-    if (Status st = primaryContext(d, ctx); !st.ok())
-      return st;
-    if (Status st = d.check(d.ctxSetCurrent(ctx), "cuCtxSetCurrent"); !st.ok())
-      return st;
-  }
   CUfunction fn = nullptr;
   if (Status st = impl->functionFor(ctx, src, fn); !st.ok())
     return st;
@@ -569,15 +545,10 @@ Status GpuReference::runToHost(const GemmContract &c, const GemmArgs &args,
     return Status();
   const CudaDriver &d = *impl->driver;
   // Allocation needs a context; run() would make the same one current.
+  // The current context, or device 0's primary one (as the runtime does).
   CUcontext ctx = nullptr;
-  if (Status st = d.check(d.ctxGetCurrent(&ctx), "cuCtxGetCurrent"); !st.ok())
+  if (Status st = currentContext(d, /*device=*/0, ctx); !st.ok())
     return st;
-  if (!ctx) {
-    if (Status st = primaryContext(d, ctx); !st.ok())
-      return st;
-    if (Status st = d.check(d.ctxSetCurrent(ctx), "cuCtxSetCurrent"); !st.ok())
-      return st;
-  }
   CUdeviceptr buf = 0;
   size_t bytes = size_t(count) * sizeof(double);
   if (Status st = d.check(d.memAlloc(&buf, bytes), "cuMemAlloc(GPU reference)");
