@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "Driver.h"
 
+#include "qgemm/Codegen/KernelABI.h"
+
 #include <nlohmann/json.hpp>
 
 #include <iostream>
@@ -18,13 +20,26 @@ namespace {
 std::string configOf(const qgemm::Spec &s) {
   if (s.op != qgemm::OpKind::GroupedGemm)
     return "quantize: no GPU lowering yet";
-  std::string cfg = "kernel family: simt (one thread per output element, "
-                    "128 threads per block, promotion every " +
-                    std::to_string(qgemm::contractionBlock(s.gemm.a.scale)) +
-                    " K)";
+  const qgemm::KernelConfig cfg = qgemm::selectKernelConfig(s.gemm);
+  const std::string promote =
+      "promotion every " +
+      std::to_string(qgemm::contractionBlock(s.gemm.a.scale)) + " K";
+  std::string text;
+  if (cfg.family == qgemm::KernelFamily::Wgmma)
+    text = "kernel family: wgmma (TMA + wgmma m64n" + std::to_string(cfg.blockN) +
+           "k32, persistent, 1 producer + 2 consumer warpgroups), tile " +
+           std::to_string(cfg.blockM) + "x" + std::to_string(cfg.blockN) +
+           "x" + std::to_string(cfg.blockK) + ", " +
+           std::to_string(cfg.stages) + " stages, " +
+           std::to_string(cfg.sharedBytes) + " B dynamic shared memory, " +
+           promote;
+  else
+    text = "kernel family: simt (one thread per output element, " +
+           std::to_string(qgemm::kSimtBlockThreads) +
+           " threads per block), " + promote;
   if (!s.tuning.isAuto)
-    cfg += "; explicit tuning recorded, used by the wgmma family";
-  return cfg;
+    text += "; explicit tuning is recorded but not used yet";
+  return text;
 }
 
 } // namespace
