@@ -11,6 +11,8 @@
 //===----------------------------------------------------------------------===//
 #include "Driver.h"
 
+#include "qgemm/Codegen/KernelABI.h"
+
 #include <cstring>
 #include <exception>
 #include <fstream>
@@ -173,9 +175,14 @@ int runBuild(const std::vector<std::string> &args) {
       if (!outDir.empty() && !writeFile(outDir + "/" + o.kernelName + ".ptx", o.ptx))
         worst = std::max(worst, int(kUserError));
       ++kernels;
-      std::printf("%-58s regs %3d  smem %6d B  stack %4d B  spills %d/%d B  (%.0f ms)\n",
-                  o.kernelName.c_str(), r.registers, r.sharedBytes, r.stackBytes,
-                  r.spillStoreBytes, r.spillLoadBytes, o.millis);
+      // ptxas sees static shared memory only; the wgmma family's stage ring
+      // is dynamic and sized by its configuration.
+      int64_t smem = r.sharedBytes;
+      if (s.op == qgemm::OpKind::GroupedGemm)
+        smem += qgemm::selectKernelConfig(s.gemm).sharedBytes;
+      std::printf("%-58s regs %3d  smem %6lld B  stack %4d B  spills %d/%d B  (%.0f ms)\n",
+                  o.kernelName.c_str(), r.registers, (long long)smem,
+                  r.stackBytes, r.spillStoreBytes, r.spillLoadBytes, o.millis);
     }
   }
   std::printf("%d kernel(s) built%s\n", kernels,
