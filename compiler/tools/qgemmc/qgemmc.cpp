@@ -50,6 +50,10 @@ const char *kUsage = R"(usage:
       --suite)  --warmup N (default 10)  --no-cublas  --threads N (data)
       --json (the report on stdout)  --out DIR (write
       DIR/<date>-<device>.json)
+  qgemmc gen-tests SPEC... [--check] [--rows N]
+      List the cases the spec-driven tests derive from each spec (shapes,
+      value distributions); --check builds each one and runs the CPU float64
+      reference over it. --rows sets the typical group height (default 96).
   qgemmc --version | --help
 exit codes: 0 ok, 1 user error, 2 internal error
 )";
@@ -209,6 +213,8 @@ int dispatch(int argc, char **argv) {
     return runBuild(args);
   if (cmd == "bench")
     return runBench(args);
+  if (cmd == "gen-tests")
+    return runGenTests(args);
   if (cmd == "explain") {
     if (args.size() != 1)
       return usageError("explain takes exactly one spec file");

@@ -1,0 +1,108 @@
+//===- GenTests.cpp - qgemmc gen-tests ------------------------------------===//
+//
+// The cases the spec-driven tests derive from a spec (TestGen.h), listed so a
+// user can see what a kernel will be checked against, and with --check built
+// and run through the CPU float64 reference: the CPU half of the GPU tests.
+//
+//===----------------------------------------------------------------------===//
+#include "Driver.h"
+
+#include "qgemm/TestGen.h"
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+using namespace qgemmc;
+
+namespace {
+
+std::string joined(const std::vector<int64_t> &v) {
+  std::ostringstream os;
+  for (size_t i = 0; i < v.size(); ++i)
+    os << (i ? "," : "") << v[i];
+  return os.str();
+}
+
+/// Build the problem and run the CPU reference; a non-finite value on a
+/// valid row means poisoned padding reached a result.
+bool checkCase(const qgemm::Spec &s, const qgemm::TestCase &tc,
+               std::string &why) {
+  qgemm::HostProblem p = qgemm::buildProblem(s, tc);
+  qgemm::ReferenceResult ref = qgemm::referenceGemm(p.contract, p.operands());
+  if (!ref.ok()) {
+    why = ref.error;
+    return false;
+  }
+  for (int64_t i = 0; i < ref.rows; ++i) {
+    if (ref.isPadding[size_t(i)])
+      continue;
+    for (int64_t j = 0; j < ref.cols; ++j)
+      if (!std::isfinite(ref.d[size_t(i * ref.cols + j)])) {
+        why = "non-finite reference at row " + std::to_string(i);
+        return false;
+      }
+  }
+  return true;
+}
+
+} // namespace
+
+int qgemmc::runGenTests(const std::vector<std::string> &args) {
+  std::vector<std::string> files;
+  bool check = false;
+  int64_t baseRows = qgemm::CaseOptions().baseRows;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--check") {
+      check = true;
+    } else if (args[i] == "--rows") {
+      if (i + 1 == args.size())
+        return usageError("--rows needs a number");
+      char *end = nullptr;
+      baseRows = std::strtoll(args[++i].c_str(), &end, 10);
+      if (!end || *end || baseRows < 1 || baseRows > 65536)
+        return usageError("--rows: \"" + args[i] + "\" is not in 1..65536");
+    } else if (!args[i].empty() && args[i][0] == '-') {
+      return usageError("unknown option " + args[i]);
+    } else {
+      files.push_back(args[i]);
+    }
+  }
+  if (files.empty())
+    return usageError("gen-tests needs at least one spec file");
+  qgemm::CaseOptions opts;
+  opts.baseRows = baseRows;
+  int cases = 0, failed = 0;
+  for (const std::string &f : files) {
+    std::vector<qgemm::Spec> specs;
+    if (!loadSpecs(f, specs))
+      return kUserError;
+    for (const qgemm::Spec &s : specs) {
+      if (s.op != qgemm::OpKind::GroupedGemm) {
+        std::printf("%s: quantize specs have no generated cases yet\n",
+                    s.name.c_str());
+        continue;
+      }
+      for (const qgemm::TestCase &tc : qgemm::generateCases(s, opts)) {
+        std::string why;
+        bool ok = !check || checkCase(s, tc, why);
+        ++cases;
+        failed += !ok;
+        std::printf("%-4s %s/%s groups [%s]%s%s\n",
+                    check ? (ok ? "ok" : "FAIL") : "case", s.name.c_str(),
+                    tc.name.c_str(), joined(tc.groupRows).c_str(),
+                    tc.trailingPadding
+                        ? (" +" + std::to_string(tc.trailingPadding) +
+                           " padding rows")
+                              .c_str()
+                        : "",
+                    why.empty() ? "" : ("  " + why).c_str());
+      }
+    }
+  }
+  if (check)
+    std::printf("%d passed, %d failed\n", cases - failed, failed);
+  else
+    std::printf("%d case(s)\n", cases);
+  return failed ? kUserError : kOk;
+}
