@@ -141,6 +141,8 @@ Status compileSpec(const Spec &spec, Emit upTo,
   DiagnosticCollector diags(ctx);
 
   out = CompileOutput();
+  if (Status st = checkTuning(spec); !st.ok())
+    return st;
   out.kernelName = kernelNameFor(spec);
   OwningOpRef<ModuleOp> module = ::qgemm::buildModule(ctx, spec, out.kernelName);
   if (failed(verify(*module)))

@@ -38,6 +38,10 @@ struct CompileOutput {
 /// character outside [A-Za-z0-9_] replaced by `_`.
 QGEMM_API std::string kernelNameFor(const Spec &spec);
 
+/// Whether the kernels can honour `spec`'s explicit tuning (UserError naming
+/// the field otherwise). compileSpec checks this first.
+QGEMM_API Status checkTuning(const Spec &spec);
+
 /// Compile one canonical spec as far as `upTo`.
 QGEMM_API Status compileSpec(const Spec &spec, Emit upTo, CompileOutput &out);
 

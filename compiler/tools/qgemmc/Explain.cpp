@@ -38,7 +38,7 @@ std::string configOf(const qgemm::Spec &s) {
            std::to_string(qgemm::kSimtBlockThreads) +
            " threads per block), " + promote;
   if (!s.tuning.isAuto)
-    text += "; explicit tuning is recorded but not used yet";
+    text += "; explicit tuning (checked against this configuration)";
   return text;
 }
 
