@@ -290,13 +290,20 @@ int run(const Options &opt) {
       k.status = rt.load(*k);
     std::vector<TestCase> tcs = generateCases(spec);
     // References run on the host's cores while the GPU works through cases.
-    std::vector<HostProblem> problems;
-    std::vector<std::future<ReferenceResult>> refs;
+    // Quantizing big operands dominates the host time: build the cases'
+    // problems on separate threads.
+    std::vector<std::future<HostProblem>> building;
     for (const TestCase &tc : tcs) {
-      if (opt.maxCases && total + int64_t(problems.size()) >= opt.maxCases)
+      if (opt.maxCases && total + int64_t(building.size()) >= opt.maxCases)
         break;
-      problems.push_back(buildProblem(spec, tc));
+      building.push_back(std::async(std::launch::async, [&spec, &tc] {
+        return buildProblem(spec, tc);
+      }));
     }
+    std::vector<HostProblem> problems;
+    for (auto &f : building)
+      problems.push_back(f.get());
+    std::vector<std::future<ReferenceResult>> refs;
     auto bigProblem = [](const HostProblem &p) {
       double depth = p.contract.grouping.kind == GroupingKind::KContiguous
                          ? double(p.rows)
