@@ -234,6 +234,14 @@ json measureLatency(const Spec &spec) {
   return j;
 }
 
+/// Write the report with the cases so far (replacing the file atomically).
+void writeReport(json &report, const json &cases, const std::string &path) {
+  report["cases"] = cases;
+  std::string tmp = path + ".tmp";
+  std::ofstream(tmp) << report.dump(1) << "\n";
+  std::rename(tmp.c_str(), path.c_str());
+}
+
 std::string today() {
   char buf[16];
   std::time_t t = std::time(nullptr);
@@ -283,6 +291,10 @@ int run(const Options &opt) {
     report["cache_latency"] = measureLatency(specs.front());
   json cases = json::array();
   int64_t passed = 0, failed = 0, total = 0;
+  std::string name = today() + "-";
+  for (char ch : dev.name)
+    name += std::isalnum(static_cast<unsigned char>(ch)) ? char(std::tolower(ch)) : '-';
+  const std::string path = opt.out + "/" + name + ".json";
 
   for (const Spec &spec : specs) {
     KernelResult k = rt.getKernel(spec);
@@ -371,13 +383,10 @@ int run(const Options &opt) {
                   r.error.empty() ? "" : "  ", r.error.c_str());
       std::fflush(stdout);
     }
+    // After every spec, so a run cut short still leaves its results.
+    writeReport(report, cases, path);
   }
-  report["cases"] = cases;
-  std::string name = today() + "-";
-  for (char ch : dev.name)
-    name += std::isalnum(static_cast<unsigned char>(ch)) ? char(std::tolower(ch)) : '-';
-  std::string path = opt.out + "/" + name + ".json";
-  std::ofstream(path) << report.dump(1) << "\n";
+  writeReport(report, cases, path);
   std::printf("results: %s\n", path.c_str());
   std::printf("%lld passed, %lld failed\n", (long long)passed, (long long)failed);
   return failed == 0 && total > 0 ? 0 : 1;
