@@ -16,6 +16,8 @@
 #include "qgemm/Reference.h"
 #include "qgemm/Runtime.h"
 
+#include "TestSupport.h"
+
 #include <catch2/catch.hpp>
 
 #include <sys/stat.h>
@@ -33,16 +35,9 @@
 #include <vector>
 
 using namespace qgemm;
+using namespace qgemm::testing;
 
 namespace {
-
-Spec parseOne(const std::string &text) {
-  SpecResult<std::vector<Spec>> r = parseSpecText(text, "test.json");
-  if (!r.ok())
-    FAIL(r.error().str());
-  REQUIRE(r.value().size() == 1);
-  return r.value()[0];
-}
 
 /// The suite as published (shared/bench/moe_suite.json), GEMM rows only.
 const char *const kSuite = R"({
@@ -123,25 +118,6 @@ std::string readFile(const std::string &path) {
   std::ifstream f(path);
   return std::string(std::istreambuf_iterator<char>(f), {});
 }
-
-/// A fresh directory, removed with its (flat) contents afterwards.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/qgemm-bench-test-XXXXXX";
-    REQUIRE(mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    if (std::system(("rm -rf '" + path + "'").c_str()) != 0)
-      WARN("could not remove " << path);
-  }
-  std::string write(const std::string &name, const std::string &text) const {
-    std::string p = path + "/" + name;
-    std::ofstream(p) << text;
-    return p;
-  }
-};
 
 } // namespace
 

@@ -12,6 +12,8 @@
 #include "qgemm/KernelCache.h"
 #include "qgemm/Runtime.h"
 
+#include "TestSupport.h"
+
 #include <catch2/catch.hpp>
 
 #include <dirent.h>
@@ -36,18 +38,9 @@
 #include <vector>
 
 using namespace qgemm;
+using namespace qgemm::testing;
 
 namespace {
-
-const char *const kNoDriver = "/nonexistent/qgemm-test/libcuda.so.1";
-
-Spec parseOne(const std::string &text) {
-  SpecResult<std::vector<Spec>> r = parseSpecText(text, "test.json");
-  if (!r.ok())
-    FAIL(r.error().str());
-  REQUIRE(r.value().size() == 1);
-  return r.value()[0];
-}
 
 /// An m_contiguous spec; distinct `name`s or `n`s are distinct kernels.
 Spec gemmSpec(const std::string &name, int n = 256) {
@@ -56,28 +49,6 @@ Spec gemmSpec(const std::string &name, int n = 256) {
     "grouping": {"kind": "m_contiguous", "alignment": 128},
     "shape": {"n": )" +
                   std::to_string(n) + R"(, "k": 512}})");
-}
-
-int removeOne(const char *path, const struct stat *, int, struct FTW *) {
-  return ::remove(path);
-}
-
-/// A fresh directory, removed with everything in it afterwards.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/qgemm-cache-test-XXXXXX";
-    REQUIRE(mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() { nftw(path.c_str(), removeOne, 16, FTW_DEPTH | FTW_PHYS); }
-};
-
-RuntimeOptions options(const std::string &cacheDir) {
-  RuntimeOptions o;
-  o.cacheDirectory = cacheDir;
-  o.libcuda = kNoDriver;
-  return o;
 }
 
 std::vector<std::string> listDir(const std::string &path) {
@@ -188,7 +159,7 @@ TEST_CASE("cold compile, then memory hit, then disk hit", "[cache]") {
   std::string key = cacheKeyFor(spec);
   std::string ptx;
   {
-    Runtime rt(options(dir.path));
+    Runtime rt(noDriverOptions(dir.path));
     KernelResult cold = rt.getKernel(spec);
     REQUIRE(cold.ok());
     CHECK(cold.stats.source == KernelSource::Compiled);
@@ -209,7 +180,7 @@ TEST_CASE("cold compile, then memory hit, then disk hit", "[cache]") {
     REQUIRE(stat((dir.path + "/" + key + ".qgk").c_str(), &st) == 0);
     CHECK((st.st_mode & 0777) == 0644);
   }
-  Runtime fresh(options(dir.path));
+  Runtime fresh(noDriverOptions(dir.path));
   KernelResult disk = fresh.getKernel(spec);
   REQUIRE(disk.ok());
   CHECK(disk.stats.source == KernelSource::DiskHit);
@@ -261,7 +232,7 @@ TEST_CASE("damaged or foreign entries are rebuilt and replaced", "[cache]") {
        "format version 99, expected 1"},
       {"another key's entry under this name",
        [&](std::string &b, const std::string &dir) {
-         Runtime rt(options(dir));
+         Runtime rt(noDriverOptions(dir));
          REQUIRE(rt.getKernel(other).ok());
          b = readBytes(dir + "/" + cacheKeyFor(other) + ".qgk");
        },
@@ -281,7 +252,7 @@ TEST_CASE("damaged or foreign entries are rebuilt and replaced", "[cache]") {
     std::string path = dir.path + "/" + key + ".qgk";
     std::string good, goodPtx;
     {
-      Runtime rt(options(dir.path));
+      Runtime rt(noDriverOptions(dir.path));
       KernelResult k = rt.getKernel(spec);
       REQUIRE(k.ok());
       good = readBytes(path);
@@ -291,7 +262,7 @@ TEST_CASE("damaged or foreign entries are rebuilt and replaced", "[cache]") {
     d.apply(bytes, dir.path);
     writeBytes(path, bytes);
 
-    Runtime rt(options(dir.path));
+    Runtime rt(noDriverOptions(dir.path));
     KernelResult k = rt.getKernel(spec);
     REQUIRE(k.ok());
     CHECK(k.stats.source == KernelSource::Compiled);
@@ -304,7 +275,7 @@ TEST_CASE("damaged or foreign entries are rebuilt and replaced", "[cache]") {
     CacheEntry rebuilt;
     KernelCache(dir.path).load(key, kernelIdentity(spec), rebuilt);
     CHECK(rebuilt.ptx == goodPtx);
-    Runtime again(options(dir.path));
+    Runtime again(noDriverOptions(dir.path));
     CHECK(again.getKernel(spec).stats.source == KernelSource::DiskHit);
   }
 }
@@ -342,7 +313,7 @@ TEST_CASE("a cache directory that cannot be written costs only the cache",
           "[cache]") {
   TempDir dir;
   writeBytes(dir.path + "/file", "not a directory");
-  Runtime rt(options(dir.path + "/file/sub"));
+  Runtime rt(noDriverOptions(dir.path + "/file/sub"));
   KernelResult k = rt.getKernel(gemmSpec("unwritable"));
   REQUIRE(k.ok());
   CHECK(k.stats.source == KernelSource::Compiled);
@@ -357,7 +328,7 @@ TEST_CASE("a cache directory that cannot be written costs only the cache",
 
 TEST_CASE("diskCache off keeps kernels in memory only", "[cache]") {
   TempDir dir;
-  RuntimeOptions o = options(dir.path);
+  RuntimeOptions o = noDriverOptions(dir.path);
   o.diskCache = false;
   Runtime rt(o);
   Spec spec = gemmSpec("memory_only");
@@ -383,7 +354,7 @@ TEST_CASE("stale temporaries of crashed writers are swept", "[cache]") {
 
 TEST_CASE("threads asking for one kernel compile it once", "[cache]") {
   TempDir dir;
-  Runtime rt(options(dir.path));
+  Runtime rt(noDriverOptions(dir.path));
   Spec spec = gemmSpec("threads");
   std::vector<KernelSource> sources(8);
   std::vector<std::thread> threads;
@@ -409,7 +380,7 @@ namespace {
 int childWork(const std::string &dir, const std::vector<Spec> &specs,
               int child) {
   for (int round = 0; round < 4; ++round) {
-    Runtime rt(options(dir));
+    Runtime rt(noDriverOptions(dir));
     for (size_t j = 0; j < specs.size(); ++j) {
       const Spec &s = specs[(child + j) % specs.size()];
       KernelResult k = rt.getKernel(s);
@@ -478,7 +449,7 @@ TEST_CASE("getKernel latency by tier (prints a table)", "[.][latency]") {
               "disk-hit us");
   for (int n : {128, 256, 4096}) {
     Spec spec = gemmSpec("latency_" + std::to_string(n), n);
-    Runtime rt(options(dir.path));
+    Runtime rt(noDriverOptions(dir.path));
     KernelResult cold = rt.getKernel(spec);
     REQUIRE(cold.stats.source == KernelSource::Compiled);
     std::vector<double> mem, disk;

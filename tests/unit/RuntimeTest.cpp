@@ -14,6 +14,8 @@
 #include "qgemm/Reference.h"
 #include "qgemm/ScaleLayout.h"
 
+#include "TestSupport.h"
+
 #include <catch2/catch.hpp>
 
 #include <dirent.h>
@@ -30,45 +32,9 @@
 #include <vector>
 
 using namespace qgemm;
+using namespace qgemm::testing;
 
 namespace {
-
-/// A library name no machine has: the "no driver" case, wherever tests run.
-const char *const kNoDriver = "/nonexistent/qgemm-test/libcuda.so.1";
-
-Spec parseOne(const std::string &text) {
-  SpecResult<std::vector<Spec>> r = parseSpecText(text, "test.json");
-  if (!r.ok())
-    FAIL(r.error().str());
-  REQUIRE(r.value().size() == 1);
-  return r.value()[0];
-}
-
-/// A fresh cache directory, removed with its (flat) contents afterwards.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/qgemm-rt-test-XXXXXX";
-    REQUIRE(mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    if (DIR *d = opendir(path.c_str())) {
-      while (dirent *e = readdir(d))
-        if (std::string(e->d_name) != "." && std::string(e->d_name) != "..")
-          unlink((path + "/" + e->d_name).c_str());
-      closedir(d);
-    }
-    rmdir(path.c_str());
-  }
-};
-
-RuntimeOptions noDriverOptions(const std::string &cacheDir) {
-  RuntimeOptions o;
-  o.cacheDirectory = cacheDir;
-  o.libcuda = kNoDriver;
-  return o;
-}
 
 const char *const kMContiguous = R"({"qgemm": 1, "name": "rt_mc",
   "op": "grouped_gemm",
