@@ -10,6 +10,8 @@
 #include "qgemm/Fp8.h"
 #include "qgemm/ScaleLayout.h"
 
+#include "Recipes.h"
+
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -19,18 +21,9 @@
 #include <vector>
 
 using namespace qgemm;
+using qgemm::testing::recipe;
 
 namespace {
-
-ScaleRecipe recipe(int64_t br, int64_t bc, ScaleLayout layout,
-                   ElemType dtype = ElemType::F32) {
-  ScaleRecipe r;
-  r.blockRows = br;
-  r.blockCols = bc;
-  r.layout = layout;
-  r.dtype = dtype;
-  return r;
-}
 
 QuantizeParams params(QuantRecipe r, ElemType fp8 = ElemType::E4M3,
                       bool pow2 = false, float eps = 0.0f) {

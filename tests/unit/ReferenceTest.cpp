@@ -12,6 +12,8 @@
 #include "qgemm/Fp8.h"
 #include "qgemm/Quantize.h"
 
+#include "Recipes.h"
+
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -21,6 +23,7 @@
 #include <vector>
 
 using namespace qgemm;
+using qgemm::testing::recipe;
 
 namespace {
 
@@ -56,16 +59,6 @@ int64_t layoutSize(int64_t R, int64_t C, const ScaleRecipe &s) {
   if (s.blockRows == 128 && s.blockCols == 1)
     return ready ? rb * r4(C) : rb * C;
   return ready ? cd(R, 128) * 128 * r4(cb) : R * cb;
-}
-
-ScaleRecipe recipe(int64_t br, int64_t bc, ScaleLayout layout,
-                   ElemType dtype = ElemType::F32) {
-  ScaleRecipe r;
-  r.blockRows = br;
-  r.blockCols = bc;
-  r.layout = layout;
-  r.dtype = dtype;
-  return r;
 }
 
 /// Element (r, c) of a logical matrix is a padding element: NaN data, and

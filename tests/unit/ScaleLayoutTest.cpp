@@ -7,23 +7,16 @@
 
 #include "qgemm/ScaleLayout.h"
 
+#include "Recipes.h"
+
 #include <catch2/catch.hpp>
 
 #include <set>
 
 using namespace qgemm;
+using qgemm::testing::recipe;
 
 namespace {
-
-ScaleRecipe recipe(int64_t br, int64_t bc, ScaleLayout layout,
-                   ElemType dtype = ElemType::F32) {
-  ScaleRecipe r;
-  r.blockRows = br;
-  r.blockCols = bc;
-  r.layout = layout;
-  r.dtype = dtype;
-  return r;
-}
 
 /// Offsets of every grid entry; checks they are distinct and in range.
 std::set<int64_t> allOffsets(int64_t rows, int64_t cols, const ScaleRecipe &r) {
