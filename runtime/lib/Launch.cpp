@@ -93,6 +93,16 @@ Status loadModule(const CudaDriver &d, const Kernel::State &k,
   }
   st = d.check(d.moduleGetFunction(&m.function, m.module, k.name.c_str()),
                "cuModuleGetFunction(" + k.name + ")");
+  // The wgmma family's stage ring lives in dynamic shared memory beyond the
+  // default 48 KB: raise the function's limit once, here, not per launch.
+  if (st.ok() && k.spec.op == OpKind::GroupedGemm) {
+    const KernelConfig cfg = selectKernelConfig(k.spec.gemm);
+    if (cfg.sharedBytes > 0)
+      st = d.check(d.funcSetAttribute(
+                       m.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                       int(cfg.sharedBytes)),
+                   "cuFuncSetAttribute(" + k.name + ", dynamic shared memory)");
+  }
   if (!st.ok())
     d.moduleUnload(m.module);
   return st;
@@ -179,12 +189,6 @@ Status launchWgmma(const CudaDriver &d, CUfunction fn, const std::string &name,
     return st;
   if (!(st = encodeFp8Map(d, mapB, args.b, {k, uint64_t(c.n), groups},
                           {128, uint32_t(cfg.blockN), 1}, "B"))
-           .ok())
-    return st;
-  if (!(st = d.check(d.funcSetAttribute(
-                         fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                         int(cfg.sharedBytes)),
-                     "cuFuncSetAttribute(" + name + ", dynamic shared memory)"))
            .ok())
     return st;
   CUdeviceptr sa = args.scaleA, sb = args.scaleB, dOut = args.d;
