@@ -14,6 +14,9 @@
 #                             racecheck over a subset of the GPU tests
 #   scripts/dev.sh gpu-bench [qgemmc bench options]
 #                             on the GPU machine: the moe_suite benchmark
+#   scripts/dev.sh gpu-qgemmc ARGS...
+#                             on the GPU machine: the packed qgemmc (e.g. a
+#                             bench of a tuning sweep in bench/sweeps/)
 #
 # Everything is idempotent: a second run installs nothing and rebuilds only
 # what changed. Environment: BUILD_DIR (default build), JOBS (default nproc).
@@ -77,6 +80,7 @@ pack() {
   done
   cp -r "$ROOT/specs" "$stage/qgemm/"
   cp -r "$ROOT/tests/gpu/specs" "$stage/qgemm/gpu-specs"
+  cp -r "$ROOT/bench/sweeps" "$stage/qgemm/sweeps"
   local suite="$ROOT/../shared/bench/moe_suite.json"
   [[ -f "$suite" ]] && cp "$suite" "$stage/qgemm/"
   tar -C "$stage" -cJf "$dir/qgemm-gpu.tar.xz" qgemm
@@ -95,6 +99,14 @@ gpu_bench() {
   unpack
   mkdir -p "$out/bench"
   "$dest/qgemm/bin/qgemmc" bench --suite "$dest/qgemm/moe_suite.json" --out "$out/bench" "$@"
+}
+
+# The packed qgemmc, run from the unpacked folder (specs/, sweeps/,
+# moe_suite.json are relative paths there), e.g.
+#   dev.sh gpu-qgemmc bench sweeps/tiles_n4096_k7168.json --groups 8 --m 4096
+gpu_qgemmc() {
+  unpack
+  (cd "$dest/qgemm" && QGEMM_CACHE_DIR="$dest/cache" ./bin/qgemmc "$@")
 }
 
 # One spec of each kernel family and grouping; a few cases each.
@@ -152,6 +164,7 @@ case "$cmd" in
   pack) build; pack ;;
   gpu) gpu "$@" ;;
   gpu-bench) gpu_bench "$@" ;;
+  gpu-qgemmc) gpu_qgemmc "$@" ;;
   gpu-sanitize) gpu_sanitize "$@" ;;
   *) sed -n '2,16p' "$0"; exit 1 ;;
 esac

@@ -39,6 +39,17 @@ void HopperIR::mbarrierArriveExpectTx(Value bar, int64_t bytes) {
                                          /*relaxed=*/false, Value());
 }
 
+void HopperIR::cpAsync4(Value dst, Value src, Value srcBytes) {
+  NVVM::CpAsyncOp::create(b, dst, src, b.getI32IntegerAttr(4),
+                          NVVM::LoadCacheModifierKindAttr::get(
+                              b.getContext(), NVVM::LoadCacheModifierKind::CA),
+                          srcBytes);
+}
+
+void HopperIR::cpAsyncArriveNoinc(Value bar) {
+  NVVM::CpAsyncMBarrierArriveOp::create(b, bar, /*noinc=*/true);
+}
+
 void HopperIR::tmaLoad(Value dst, Value map, ValueRange coords, Value bar) {
   // The instruction's destination is a shared::cluster address; the CTA's own
   // shared window addresses are valid ones.

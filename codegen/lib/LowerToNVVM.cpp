@@ -1,7 +1,7 @@
 //===- LowerToNVVM.cpp - The qgemm-lower-to-nvvm pass ---------------------===//
 //
 // Picks the kernel family of each qgemm op from its contract
-// (selectKernelConfig, shared with the runtime) and replaces the op by the
+// and tuning (resolveKernelConfig, shared with the runtime) and replaces the op by the
 // family's llvm.func kernel.
 //
 //===----------------------------------------------------------------------===//
@@ -28,7 +28,13 @@ struct LowerToNVVMPass
     });
     for (Operation *op : kernels) {
       if (auto mm = dyn_cast<GroupedMatmulOp>(op)) {
-        ::qgemm::KernelConfig cfg = ::qgemm::selectKernelConfig(mm.getContract());
+        std::string why;
+        ::qgemm::KernelConfig cfg = ::qgemm::resolveKernelConfig(
+            mm.getContract(), mm.getTuningRequest(), &why);
+        if (!why.empty()) {
+          op->emitOpError("tuning.") << why;
+          return signalPassFailure();
+        }
         if (cfg.family == ::qgemm::KernelFamily::Wgmma)
           lowerWgmmaGemm(mm, cfg);
         else

@@ -1,17 +1,23 @@
 //===- WgmmaGemm.cpp - Warp-specialized TMA + wgmma grouped GEMM ----------===//
 //
 // One CTA computes a 128 x blockN tile of D with three warpgroups:
-//  - warpgroup 0 (the producer, 40 registers) has one thread issue TMA loads
-//    of the A (128 x 128) and B (blockN x 128) tiles of each 128-wide K block
-//    into a ring of shared-memory stages, signalling a "full" mbarrier with
-//    the byte count and waiting on the stage's "empty" mbarrier first;
+//  - warpgroup 0 (the producer, 48 registers) fills a ring of shared-memory
+//    stages, one per 128-wide K block: after the stage's "empty" mbarrier,
+//    thread 0 issues the TMA loads of the A (128 x 128) and B (blockN x 128)
+//    tiles, and each of the 128 threads cp.asyncs one of the block's A
+//    scales (threads 0 and 1 also the two B scales), read straight from global memory in the
+//    spec's layout (COMPACT or GEMM_READY: no transpose pass). The "full"
+//    mbarrier completes when the TMA bytes and every thread's cp.asyncs land;
 //  - warpgroups 1 and 2 (the consumers, 232 registers) own 64 rows each.
-//    Per K block they run four m64nNk32 wgmma steps from zero into a
-//    temporary f32 fragment, release the stage, and promote:
-//    acc += tmp * scale_a[row, kb] * scale_b[n-block, kb]. The A scales are
-//    read straight from global memory in the spec's layout (COMPACT or
-//    GEMM_READY), two rows per thread, issued before the wait so the load
-//    latency hides behind the barrier and the MMAs.
+//    Per K block they read their scales from the stage, run four m64nNk32
+//    wgmma steps from zero into a temporary f32 fragment, release the stage,
+//    and promote: acc += tmp * scale_a[row, kb] * scale_b[col / 128, kb],
+//    picking the second B scale for columns past a 128 boundary when the
+//    tile straddles one (block_n 144, 160, 192).
+// Scales staged this way cost the consumers one shared load each, whatever
+// their layout; loaded from global memory by the consumers themselves, one
+// K block ahead, GEMM_READY A scales (a new cache line every K block) cost
+// 10-30% on the H100.
 // The epilogue writes D from registers with row masking per grouping.
 //
 //===----------------------------------------------------------------------===//
@@ -31,7 +37,7 @@ using mlir::qgemm::ScaleAddress;
 
 namespace {
 
-constexpr int kProducerRegisters = 40;
+constexpr int kProducerRegisters = 48;
 constexpr int kConsumerRegisters = 232;
 constexpr int kWarpgroupThreads = 128;
 
@@ -46,6 +52,7 @@ public:
   void build() {
     Value tid = hw.threadIdX();
     Value wg = ir.divU(tid, ir.i32(kWarpgroupThreads));
+
     initBarriers(tid);
     rows = arg(kWgParamRows);
     countTiles();
@@ -55,9 +62,7 @@ public:
       b.setInsertionPointToStart(&roles.getThenRegion().front());
       NVVM::SetMaxRegisterOp::create(b, kProducerRegisters,
                                      NVVM::SetMaxRegisterAction::decrease);
-      auto ifIssue = scf::IfOp::create(b, eq(tid, 0), false);
-      b.setInsertionPointToStart(&ifIssue.getThenRegion().front());
-      forEachTile([&](Value it) { return producerTile(it); });
+      forEachTile([&](Value it) { return producerTile(it, tid); });
     }
     b.setInsertionPointToStart(&roles.getElseRegion().front());
     NVVM::SetMaxRegisterOp::create(b, kConsumerRegisters,
@@ -75,23 +80,25 @@ private:
   int64_t kBlocks() const { return (c.k + cfg.blockK - 1) / cfg.blockK; }
   bool masked() const { return c.grouping.kind == GroupingKind::MMasked; }
 
-  // Shared memory: [A stages][B stages][full barriers][empty barriers].
-  Value stageA(Value s) {
-    return hw.smemAt(smem, ir.mul(s, ir.i32(cfg.stageBytesA())));
+  // Shared memory as KernelConfig lays it out.
+  Value region(int64_t offset, int64_t stride, Value s) {
+    return hw.smemAt(smem, ir.add(ir.i32(offset), ir.mul(s, ir.i32(stride))));
   }
-  Value stageB(Value s) {
-    return hw.smemAt(smem, ir.add(ir.i32(cfg.stages * cfg.stageBytesA()),
-                                  ir.mul(s, ir.i32(cfg.stageBytesB()))));
+  Value stageA(Value s) { return region(0, cfg.stageBytesA(), s); }
+  Value stageB(Value s) { return region(cfg.offsetB(), cfg.stageBytesB(), s); }
+  /// f32 [blockM] A scales, then the B scales of the tile's first and last
+  /// column.
+  Value stageScales(Value s) {
+    return region(cfg.offsetScales(), cfg.stageBytesScales(), s);
   }
-  int64_t barriersOffset() const {
-    return cfg.stages * (cfg.stageBytesA() + cfg.stageBytesB());
-  }
-  Value fullBar(Value s) {
-    return hw.smemAt(smem, ir.add(ir.i32(barriersOffset()), ir.mul(s, ir.i32(8))));
-  }
+  Value fullBar(Value s) { return region(cfg.offsetBarriers(), 8, s); }
   Value emptyBar(Value s) {
-    return hw.smemAt(smem, ir.add(ir.i32(barriersOffset() + 8 * cfg.stages),
-                                  ir.mul(s, ir.i32(8))));
+    return region(cfg.offsetBarriers() + 8 * cfg.stages, 8, s);
+  }
+  /// Element `i` (i32) of the f32 array at shared pointer `base`.
+  Value sharedF32(Value base, Value i) {
+    return LLVM::GEPOp::create(b, hw.sharedPtrT(), ir.f32T(), base,
+                               ValueRange{i});
   }
 
   void initBarriers(Value tid) {
@@ -100,7 +107,9 @@ private:
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPointToStart(&ifInit.getThenRegion().front());
       for (int s = 0; s < cfg.stages; ++s) {
-        hw.mbarrierInit(fullBar(ir.i32(s)), 1);
+        // Thread 0's arrive with the TMA byte count, plus one cp.async
+        // arrive of each producer thread.
+        hw.mbarrierInit(fullBar(ir.i32(s)), 1 + kWarpgroupThreads);
         // One elected thread of each consumer warpgroup releases a stage.
         hw.mbarrierInit(emptyBar(ir.i32(s)), 2);
       }
@@ -137,9 +146,18 @@ private:
   /// Block coordinates of `tile`, its group, whether the whole block is
   /// padding, and the number of valid rows (m_masked).
   void computeTile(Value tile) {
-    nBlock = ir.remU(tile, nBlocks);
-    Value rest = ir.divU(tile, nBlocks);
-    mBlock = masked() ? ir.remU(rest, mBlocks) : rest;
+    Value rest;
+    if (cfg.nFastest) {
+      nBlock = ir.remU(tile, nBlocks);
+      rest = ir.divU(tile, nBlocks);
+      mBlock = masked() ? ir.remU(rest, mBlocks) : rest;
+    } else {
+      mBlock = ir.remU(tile, mBlocks);
+      Value mn = ir.divU(tile, mBlocks);
+      nBlock = masked() ? ir.remU(mn, nBlocks) : mn;
+      // The group index below divides `rest` by mBlocks.
+      rest = ir.add(ir.mul(ir.divU(mn, nBlocks), mBlocks), mBlock);
+    }
     Value row0 = ir.mul(mBlock, ir.i32(cfg.blockM));
     group = ir.i32(0);
     blockIsPadding = arith::ConstantIntOp::create(b, 0, 1);
@@ -179,18 +197,18 @@ private:
     return arith::AndIOp::create(b, ir.divU(iter, ir.i32(cfg.stages)), ir.i32(1));
   }
 
-  Value producerTile(Value it) {
+  Value producerTile(Value it, Value tid) {
     auto ifWork = scf::IfOp::create(
         b, arith::XOrIOp::create(b, blockIsPadding, trueV()), false);
     {
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPointToStart(&ifWork.getThenRegion().front());
-      producer(it);
+      producer(it, tid);
     }
     return advance(it);
   }
 
-  void producer(Value it) {
+  void producer(Value it, Value tid) {
     const int64_t bytes = cfg.stageBytesA() + cfg.stageBytesB();
     auto loop = scf::ForOp::create(b, ir.i32(0), ir.i32(kBlocks()), ir.i32(1));
     OpBuilder::InsertionGuard g(b);
@@ -202,59 +220,89 @@ private:
     // A fresh barrier counts as having completed the phase before phase 0,
     // so the first pass over the ring does not wait.
     hw.mbarrierWait(emptyBar(s), arith::XOrIOp::create(b, phase, ir.i32(1)));
-    hw.mbarrierArriveExpectTx(fullBar(s), bytes);
     Value k0 = ir.mul(kb, ir.i32(cfg.blockK));
     Value m0 = ir.mul(mBlock, ir.i32(cfg.blockM));
     Value n0 = ir.mul(nBlock, ir.i32(cfg.blockN));
-    SmallVector<Value> aCoords = {k0, m0};
-    if (masked())
-      aCoords.push_back(group);
-    hw.tmaLoad(stageA(s), arg(kWgParamMapA), aCoords, fullBar(s));
-    hw.tmaLoad(stageB(s), arg(kWgParamMapB), ValueRange{k0, n0, group},
-               fullBar(s));
+    {
+      auto ifLane0 = scf::IfOp::create(b, eq(tid, 0), false);
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(&ifLane0.getThenRegion().front());
+      hw.mbarrierArriveExpectTx(fullBar(s), bytes);
+      SmallVector<Value> aCoords = {k0, m0};
+      if (masked())
+        aCoords.push_back(group);
+      hw.tmaLoad(stageA(s), arg(kWgParamMapA), aCoords, fullBar(s));
+      hw.tmaLoad(stageB(s), arg(kWgParamMapB), ValueRange{k0, n0, group},
+                 fullBar(s));
+    }
+    Value scales = stageScales(s);
+    {
+      // One A scale row a thread. Rows past the operand (tail of the last
+      // block) are zero-filled, not read: their results are never stored.
+      Value row = ir.add(m0, tid);
+      Value inRows = ir.cmp(arith::CmpIPredicate::slt, row, rows);
+      hw.cpAsync4(sharedF32(scales, tid), scaleAAddress(row, kb),
+                  ir.select(inRows, ir.i32(4), ir.i32(0)));
+    }
+    {
+      // Threads 0 and 1: the B scales of the tile's first and last column.
+      auto ifLow = scf::IfOp::create(
+          b, ir.cmp(arith::CmpIPredicate::ult, tid, ir.i32(2)), false);
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(&ifLow.getThenRegion().front());
+      Value col = ir.minS(ir.add(n0, ir.mul(tid, ir.i32(cfg.blockN - 1))),
+                          ir.i32(c.n - 1));
+      hw.cpAsync4(sharedF32(scales, ir.add(ir.i32(cfg.blockM), tid)),
+                  scaleBAddress(ir.divU(col, ir.i32(128)), kb), ir.i32(4));
+    }
+    hw.cpAsyncArriveNoinc(fullBar(s));
   }
 
-  Value scaleA(Value row, Value kb) {
-    // Rows past the operand (tail of the last block) read row rows-1: their
-    // results are never stored.
-    Value last = ir.sub(rows, ir.i32(1));
-    Value r = arith::MaxSIOp::create(b, ir.minS(row, last), ir.i32(0));
+  /// Global address of the A scale of `row` for K block `kb`.
+  Value scaleAAddress(Value row, Value kb) {
     ScaleAddress s = emitScaleAddress(ir, c.a.scale, rows, ir.i64(c.k),
-                                      ir.toI64(r), ir.toI64(kb));
+                                      ir.toI64(row), ir.toI64(kb));
     Value idx = s.offset;
     if (masked())
       idx = ir.add(ir.mul(ir.toI64(group), s.matrixSize), idx);
-    return ir.load(ir.f32T(), arg(kWgParamScaleA), idx);
+    return elementAddress(arg(kWgParamScaleA), idx);
   }
 
-  Value scaleB(Value kb) {
-    Value nb128 = ir.divU(ir.mul(nBlock, ir.i32(cfg.blockN)), ir.i32(128));
+  /// Global address of the B scale of 128-wide n-block `nb128`, K block `kb`.
+  Value scaleBAddress(Value nb128, Value kb) {
     ScaleAddress s = emitScaleAddress(ir, c.b.scale, ir.i64(c.n), ir.i64(c.k),
                                       ir.toI64(nb128), ir.toI64(kb));
     Value idx = ir.add(ir.mul(ir.toI64(group), s.matrixSize), s.offset);
-    return ir.load(ir.f32T(), arg(kWgParamScaleB), idx);
+    return elementAddress(arg(kWgParamScaleB), idx);
   }
 
-  /// The scales K block `kb` promotes with: scale_a of the thread's two
-  /// rows and scale_b of the n-block. Loads only; they are multiplied at the
-  /// promotion so nothing waits on them before the MMAs.
-  SmallVector<Value> promotionScales(Value kb, Value row0, Value row1) {
-    return {scaleA(row0, kb), scaleA(row1, kb), scaleB(kb)};
+  Value elementAddress(Value base, Value idx) {
+    return LLVM::GEPOp::create(b, ir.globalPtrT(), ir.f32T(), base,
+                               ValueRange{idx});
   }
 
-  /// One K block of a consumer warpgroup: wait, four k32 wgmma steps into a
-  /// fresh fragment, release the stage, promote into `acc`. The scales of
-  /// this block (s0, s1) were loaded one block earlier; the next block's are
-  /// loaded here, so their global-memory latency hides behind the MMAs.
-  SmallVector<Value> mainloopStep(Value kb, Value iter, ValueRange acc,
-                                  ValueRange scales, Value consumerIdx,
-                                  Value tidInWg, Value row0, Value row1) {
+  /// Whether a tile can straddle a 128-wide B scale block.
+  bool tileMayStraddle() const {
+    return 128 % cfg.blockN != 0 && cfg.blockN % 128 != 0;
+  }
+
+  /// One K block of a consumer warpgroup: wait, read the block's scales from
+  /// the stage, four k32 wgmma steps into a fresh fragment, release the
+  /// stage, promote into `acc`.
+  SmallVector<Value> mainloopStep(Value iter, ValueRange acc, Value consumerIdx,
+                                  Value tidInWg, Value rowInTile) {
     const int64_t n = cfg.blockN;
     Value s = stageOf(iter);
     Value phase = phaseOf(iter);
-    Value nextKb = ir.minS(ir.add(kb, ir.i32(1)), ir.i32(kBlocks() - 1));
-    SmallVector<Value> nextScales = promotionScales(nextKb, row0, row1);
     hw.mbarrierWait(fullBar(s), phase);
+    Value scalePtr = stageScales(s);
+    auto sharedLoad = [&](Value i) {
+      return LLVM::LoadOp::create(b, ir.f32T(), sharedF32(scalePtr, i));
+    };
+    Value a0 = sharedLoad(rowInTile);
+    Value a1 = sharedLoad(ir.add(rowInTile, ir.i32(8)));
+    Value b0 = sharedLoad(ir.i32(cfg.blockM));
+    Value b1 = tileMayStraddle() ? sharedLoad(ir.i32(cfg.blockM + 1)) : b0;
 
     NVVM::WgmmaFenceAlignedOp::create(b);
     Value aAddr = ir.add(hw.sharedAddress(stageA(s)),
@@ -277,16 +325,31 @@ private:
       b.setInsertionPointToStart(&release.getThenRegion().front());
       hw.mbarrierArrive(emptyBar(s));
     }
-    // Fragment element i belongs to row (i % 4) / 2 of the thread's pair.
-    Value s0 = arith::MulFOp::create(b, scales[0], scales[2]);
-    Value s1 = arith::MulFOp::create(b, scales[1], scales[2]);
+    // Fragment element i belongs to row (i % 4) / 2 of the thread's pair
+    // and to the 8-column group i / 4; a 128 boundary inside the tile falls
+    // between groups (tiles start at multiples of 16 columns).
+    Value s00 = arith::MulFOp::create(b, a0, b0);
+    Value s10 = arith::MulFOp::create(b, a1, b0);
+    Value s01 = s00, s11 = s10, boundary;
+    if (tileMayStraddle()) {
+      s01 = arith::MulFOp::create(b, a0, b1);
+      s11 = arith::MulFOp::create(b, a1, b1);
+      Value n0 = ir.mul(nBlock, ir.i32(cfg.blockN));
+      boundary = ir.sub(ir.i32(128), ir.remU(n0, ir.i32(128)));
+    }
     SmallVector<Value> next;
+    Value scaleRow0 = s00, scaleRow1 = s10;
     for (int64_t i = 0; i < n / 2; ++i) {
+      if (i % 4 == 0 && tileMayStraddle()) {
+        Value first = ir.cmp(arith::CmpIPredicate::slt, ir.i32(i / 4 * 8),
+                             boundary);
+        scaleRow0 = ir.select(first, s00, s01);
+        scaleRow1 = ir.select(first, s10, s11);
+      }
       Value t = LLVM::ExtractValueOp::create(b, frag, ArrayRef<int64_t>{i});
-      Value scale = (i % 4) < 2 ? s0 : s1;
+      Value scale = (i % 4) < 2 ? scaleRow0 : scaleRow1;
       next.push_back(LLVM::FMAOp::create(b, t, scale, acc[size_t(i)]));
     }
-    next.append(nextScales.begin(), nextScales.end());
     return next;
   }
 
@@ -308,23 +371,17 @@ private:
     {
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPointToStart(&ifWork.getThenRegion().front());
-      // Loop-carried: the accumulators, then the scales of the current block.
-      SmallVector<Value> init(zeros);
-      SmallVector<Value> first = promotionScales(ir.i32(0), row0, row1);
-      init.append(first.begin(), first.end());
       auto loop = scf::ForOp::create(b, ir.i32(0), ir.i32(kBlocks()), ir.i32(1),
-                                     init);
+                                     zeros);
       {
         OpBuilder::InsertionGuard g2(b);
         b.setInsertionPointToStart(loop.getBody());
-        ValueRange carried = loop.getRegionIterArgs();
         Value kb = loop.getInductionVar();
-        SmallVector<Value> next = mainloopStep(
-            kb, ir.add(it, kb), carried.take_front(n / 2),
-            carried.drop_front(n / 2), consumerIdx, tidInWg, row0, row1);
-        scf::YieldOp::create(b, next);
+        scf::YieldOp::create(
+            b, mainloopStep(ir.add(it, kb), loop.getRegionIterArgs(),
+                            consumerIdx, tidInWg, rowInTile));
       }
-      scf::YieldOp::create(b, loop.getResults().take_front(n / 2));
+      scf::YieldOp::create(b, loop.getResults());
       b.setInsertionPointToStart(&ifWork.getElseRegion().front());
       scf::YieldOp::create(b, zeros);
     }

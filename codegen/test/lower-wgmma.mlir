@@ -7,21 +7,28 @@
 // CHECK-SAME: %[[MAPA:[a-z0-9]+]]: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<128 x i8>, nvvm.grid_constant}
 // CHECK-SAME: %[[MAPB:[a-z0-9]+]]: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<128 x i8>, nvvm.grid_constant}
 // CHECK-SAME: nvvm.kernel, nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32
-// Five stages: a full barrier (one arrival + bytes) and an empty barrier
-// (one arrival per consumer warpgroup) each.
-// CHECK-COUNT-5: nvvm.mbarrier.init %{{.*}}, %c1_i32
+// Six stages: a full barrier (thread 0's arrival with the TMA bytes plus
+// one cp.async arrival per producer thread) and an empty barrier (one
+// arrival per consumer warpgroup) each.
+// CHECK-COUNT-6: nvvm.mbarrier.init %{{.*}}, %c129_i32
 // CHECK: nvvm.fence.mbarrier.init
 // CHECK: nvvm.barrier0
-// The producer warpgroup gives registers away and streams tiles with TMA.
-// CHECK: nvvm.setmaxregister {{ *}}decrease 40
+// The producer warpgroup gives registers away, streams tiles with TMA and
+// the block's scales with cp.async (one A scale a thread, zero-filled past
+// the operand's rows).
+// CHECK: nvvm.setmaxregister {{ *}}decrease 48
 // CHECK: nvvm.mbarrier.try_wait.parity
 // CHECK: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c32768_i32
 // CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %[[MAPA]], %{{.*}}, box[%{{.*}}, %{{.*}}]
 // CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %[[MAPB]], %{{.*}}, box[%{{.*}}, %{{.*}}, %{{.*}}]
+// CHECK: nvvm.cp.async.shared.global %{{.*}}, %{{.*}}, 4, cache = ca, %{{.*}}
+// CHECK: nvvm.cp.async.shared.global %{{.*}}, %{{.*}}, 4, cache = ca, %c4_i32
+// CHECK: nvvm.cp.async.mbarrier.arrive %{{.*}} {noinc = true}
 // The consumers take them and run four k32 steps per 128-wide K block,
-// starting each block from zero.
+// starting each block from zero, with the scales read from the stage.
 // CHECK: nvvm.setmaxregister {{ *}}increase 232
 // CHECK: nvvm.mbarrier.try_wait.parity
+// CHECK-COUNT-3: llvm.load %{{.*}} : !llvm.ptr<3> -> f32
 // CHECK: nvvm.wgmma.fence.aligned
 // CHECK: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 128, k = 32>, D[<f32>, <zero>], A[<e4m3>, <one>, <row>], B[<e4m3>, <one>, <col>]
 // CHECK-COUNT-3: nvvm.wgmma.mma_async {{.*}} D[<f32>, <one>]
@@ -59,3 +66,20 @@ qgemm.grouped_matmul @mx n = 4096, k = 7168,
     b = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, COMPACT>>,
     d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 128, index = offsets>,
     padding = <zero>
+
+// -----
+
+// An explicit 192-wide tile straddles 128-wide B scale blocks: the stage
+// holds both B scales and each 8-column group of the fragment picks one.
+// CHECK-LABEL: llvm.func @wide(
+// CHECK: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c40960_i32
+// CHECK: nvvm.setmaxregister {{ *}}increase 232
+// CHECK: nvvm.mbarrier.try_wait.parity
+// CHECK-COUNT-4: llvm.load %{{.*}} : !llvm.ptr<3> -> f32
+// CHECK: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 192, k = 32>
+// CHECK: arith.select
+qgemm.grouped_matmul @wide n = 7168, k = 2048,
+    a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
+    b = #qgemm.operand<e4m3, #qgemm.scale<[128, 128], f32, COMPACT>>,
+    d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 128, index = offsets>,
+    padding = <zero> {tuning = {block_n = 192 : i64, raster = "m"}}

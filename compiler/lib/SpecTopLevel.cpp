@@ -52,7 +52,7 @@ Tuning readTuning(const ObjectReader &top) {
     t.cluster = readIntIn(*cl, r.at("cluster"), {1, 2});
   t.numSms = r.integer("num_sms", 0, 1024, 0);
   t.multicast = r.choice("multicast", {"none", "a", "b"}, "none");
-  t.raster = r.choice("raster", {"m", "n"}, "m");
+  t.raster = r.choice("raster", {"auto", "m", "n"}, "auto");
   return t;
 }
 

@@ -81,6 +81,30 @@ namespace mlir::qgemm {
   return c;
 }
 
+::qgemm::Tuning GroupedMatmulOp::getTuningRequest() {
+  ::qgemm::Tuning t;
+  DictionaryAttr d = getTuningAttr();
+  if (!d)
+    return t;
+  t.isAuto = false;
+  auto integer = [&](StringRef key, int64_t &out) {
+    if (auto v = d.getAs<IntegerAttr>(key))
+      out = v.getInt();
+  };
+  auto text = [&](StringRef key, std::string &out) {
+    if (auto v = d.getAs<StringAttr>(key))
+      out = v.str();
+  };
+  integer("block_m", t.blockM);
+  integer("block_n", t.blockN);
+  integer("stages", t.stages);
+  integer("cluster", t.cluster);
+  integer("num_sms", t.numSms);
+  text("multicast", t.multicast);
+  text("raster", t.raster);
+  return t;
+}
+
 ::qgemm::QuantizeContract QuantizeOp::getContract() {
   ::qgemm::QuantizeContract c;
   c.input = toContract(getInput());

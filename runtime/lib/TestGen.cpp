@@ -113,7 +113,7 @@ double relErrTolerance(const GemmContract &c) {
   // f32 outputs: the SIMT kernels add in f32 (error ~1e-7). The wgmma
   // kernels' FP8 tensor-core sums keep about 14 bits inside each 128-wide K
   // block (measured 1.25e-4 on an H100); promotion stops it growing with K.
-  return selectKernelConfig(c).family == KernelFamily::Wgmma ? 5e-4 : 2e-5;
+  return kernelFamily(c) == KernelFamily::Wgmma ? 5e-4 : 2e-5;
 }
 
 namespace {

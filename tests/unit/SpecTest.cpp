@@ -293,7 +293,7 @@ const BadSpec kBadSpecs[] = {
   {Doc::Gemm, R"({"tuning": {"multicast": "c"}})", "tuning.multicast",
    "\"c\" is not one of none, a, b"},
   {Doc::Gemm, R"({"tuning": {"raster": 1}})", "tuning.raster",
-   "expected a string, got an integer; allowed: m, n"},
+   "expected a string, got an integer; allowed: auto, m, n"},
   {Doc::Gemm, R"({"tuning": {"num_sms": -1}})", "tuning.num_sms",
    "-1 is out of range; allowed: 0..1024"},
   {Doc::Gemm, R"({"tuning": {"warps": 4}})", "tuning.warps",
@@ -555,7 +555,7 @@ TEST_CASE("explicit tuning", "[spec]") {
   CHECK(partial.tuning.blockM == 0);
   CHECK_THAT(partial.canonicalJson,
              Catch::Contains(R"("tuning":{"cluster":1,"multicast":"none",)"
-                             R"("num_sms":0,"raster":"m"})"));
+                             R"("num_sms":0,"raster":"auto"})"));
 }
 
 TEST_CASE("quantize specs", "[spec]") {

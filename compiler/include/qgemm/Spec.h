@@ -11,6 +11,7 @@
 
 #include "qgemm/Contract.h"
 #include "qgemm/Export.h"
+#include "qgemm/Tuning.h"
 
 #include <cstdint>
 #include <string>
@@ -20,14 +21,6 @@
 namespace qgemm {
 
 enum class OpKind { GroupedGemm, Quantize };
-
-/// Explicit tuning knobs; `isAuto` means the compiler picks.
-struct Tuning {
-  bool isAuto = true;
-  int64_t blockM = 0, blockN = 0, stages = 0, cluster = 1, numSms = 0;
-  std::string multicast = "none"; ///< none | a | b
-  std::string raster = "m";       ///< m | n
-};
 
 /// One canonical, validated spec.
 struct Spec {

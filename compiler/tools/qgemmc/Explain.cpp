@@ -20,7 +20,7 @@ namespace {
 std::string configOf(const qgemm::Spec &s) {
   if (s.op != qgemm::OpKind::GroupedGemm)
     return "quantize: no GPU lowering yet";
-  const qgemm::KernelConfig cfg = qgemm::selectKernelConfig(s.gemm);
+  const qgemm::KernelConfig cfg = qgemm::resolveKernelConfig(s.gemm, s.tuning);
   const std::string promote =
       "promotion every " +
       std::to_string(qgemm::contractionBlock(s.gemm.a.scale)) + " K";
@@ -32,6 +32,9 @@ std::string configOf(const qgemm::Spec &s) {
            "x" + std::to_string(cfg.blockK) + ", " +
            std::to_string(cfg.stages) + " stages, " +
            std::to_string(cfg.sharedBytes) + " B dynamic shared memory, " +
+           (cfg.nFastest ? "n" : "m") + "-block-fastest raster, " +
+           (cfg.numSms ? "at most " + std::to_string(cfg.numSms) + " CTAs, "
+                       : std::string()) +
            promote;
   else
     text = "kernel family: simt (one thread per output element, " +

@@ -183,7 +183,7 @@ int runBuild(const std::vector<std::string> &args) {
       // is dynamic and sized by its configuration.
       int64_t smem = r.sharedBytes;
       if (s.op == qgemm::OpKind::GroupedGemm)
-        smem += qgemm::selectKernelConfig(s.gemm).sharedBytes;
+        smem += qgemm::resolveKernelConfig(s.gemm, s.tuning).sharedBytes;
       std::printf("%-58s regs %3d  smem %6lld B  stack %4d B  spills %d/%d B  (%.0f ms)\n",
                   o.kernelName.c_str(), r.registers, (long long)smem,
                   r.stackBytes, r.spillStoreBytes, r.spillLoadBytes, o.millis);

@@ -32,6 +32,13 @@ public:
   void mbarrierArrive(Value bar);
   void mbarrierArriveExpectTx(Value bar, int64_t bytes);
 
+  /// cp.async of 4 bytes from global `src` to shared `dst` (L1-cached),
+  /// reading `srcBytes` (i32, 4 or 0) of them and zero-filling the rest.
+  void cpAsync4(Value dst, Value src, Value srcBytes);
+  /// Make `bar` expect one arrival when this thread's earlier cp.asyncs have
+  /// landed; the arrival counts toward the barrier's initial count.
+  void cpAsyncArriveNoinc(Value bar);
+
   /// TMA tile load of `coords` (innermost first) through the tensor map at
   /// generic pointer `map` into `dst`, completing on `bar`.
   void tmaLoad(Value dst, Value map, ValueRange coords, Value bar);

@@ -8,10 +8,12 @@
 #define QGEMM_CODEGEN_KERNELABI_H
 
 #include "qgemm/Contract.h"
+#include "qgemm/Tuning.h"
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <string>
 
 namespace qgemm {
 
@@ -58,17 +60,37 @@ inline std::array<int64_t, 3> simtGemmGrid(const GemmContract &c, int64_t rows,
 
 enum class KernelFamily { Simt, Wgmma };
 
-/// How a grouped GEMM kernel is built and launched. Derived from the contract
-/// alone, so codegen and the runtime always agree.
+/// Opt-in dynamic shared memory limit of one CTA on sm_90.
+constexpr int64_t kMaxSharedBytesPerBlock = 232448;
+
+/// How a grouped GEMM kernel is built and launched: the contract picks the
+/// family, the spec's tuning (or the heuristic) the rest. Codegen and the
+/// runtime both get it from resolveKernelConfig, so they always agree.
 struct KernelConfig {
   KernelFamily family = KernelFamily::Simt;
   int blockM = 128, blockN = 128, blockK = 128;
-  int stages = 5;
+  int stages = 6;
   int threads = kSimtBlockThreads;
+  /// Tile order of the persistent walk: n-block fastest (else m-block).
+  bool nFastest = true;
+  /// Cap on the persistent grid; 0 means one CTA per SM of the device.
+  int64_t numSms = 0;
   /// Dynamic shared memory bytes (0 for simt).
   int64_t sharedBytes = 0;
+
+  // Shared memory of the wgmma family, in this order: the A tiles of every
+  // stage, the B tiles, the scales (blockM A scales then two B scales per
+  // stage), the full mbarriers, the empty mbarriers. Tiles stay 1024-byte
+  // aligned for the 128B swizzle.
   int64_t stageBytesA() const { return int64_t(blockM) * blockK; }
   int64_t stageBytesB() const { return int64_t(blockN) * blockK; }
+  int64_t stageBytesScales() const { return int64_t(blockM) * 4 + 16; }
+  int64_t offsetB() const { return stages * stageBytesA(); }
+  int64_t offsetScales() const { return offsetB() + stages * stageBytesB(); }
+  int64_t offsetBarriers() const {
+    return offsetScales() + stages * stageBytesScales();
+  }
+  int64_t wgmmaSharedBytes() const { return offsetBarriers() + stages * 16; }
 };
 
 /// Parameters of the wgmma kernels, in order. The tensor maps are 128-byte
@@ -99,15 +121,117 @@ inline bool wgmmaApplies(const GemmContract &c) {
          !c.accumulate && c.n % 2 == 0 && c.k % 16 == 0;
 }
 
-inline KernelConfig selectKernelConfig(const GemmContract &c) {
+inline KernelFamily kernelFamily(const GemmContract &c) {
+  return wgmmaApplies(c) ? KernelFamily::Wgmma : KernelFamily::Simt;
+}
+
+/// Whether a blockN-wide tile never spans more than two 128-wide B scale
+/// blocks: its start sits at most 128 - gcd(blockN, 128) into a block.
+inline bool blockNSpansTwoScaleBlocksAtMost(int64_t blockN) {
+  int64_t g = 128;
+  for (int64_t a = blockN % 128; a != 0;) {
+    int64_t t = g % a;
+    g = a;
+    a = t;
+  }
+  return blockN <= 128 + g;
+}
+
+/// Widest tile the consumers can hold: blockN/2 accumulators plus blockN/2
+/// temporaries a thread within the 232-register budget.
+constexpr int kMaxWgmmaBlockN = 192;
+
+/// The heuristic block_n for `c` when the spec does not name one: the
+/// candidate whose n-blocks waste the fewest padded columns, the wider on a
+/// tie (fewer A re-reads per output).
+inline int heuristicBlockN(const GemmContract &c) {
+  int best = 128;
+  int64_t bestWaste = -1;
+  for (int bn : {192, 160, 144, 128}) {
+    const int64_t waste = (c.n + bn - 1) / bn * bn - c.n;
+    // Wider tiles only when they waste no more than 128-wide ones do.
+    if (bestWaste < 0 || waste < bestWaste) {
+      best = bn;
+      bestWaste = waste;
+    }
+  }
+  return best;
+}
+
+/// Resolves `t` against `c`. On a request the family cannot build, returns
+/// the heuristic config and sets `*error` to "<field>: <why>" (the caller
+/// adds the spec name); `error` stays empty otherwise.
+inline KernelConfig resolveKernelConfig(const GemmContract &c, const Tuning &t,
+                                        std::string *error = nullptr) {
   KernelConfig cfg;
-  if (!wgmmaApplies(c))
+  std::string why;
+  auto reject = [&](std::string msg) {
+    if (why.empty())
+      why = std::move(msg);
+  };
+  const bool wgmma = wgmmaApplies(c);
+  if (!t.isAuto) {
+    if (t.cluster != 1)
+      reject("cluster: " + std::to_string(t.cluster) +
+             " is not supported yet; supported: 1");
+    if (t.multicast != "none")
+      reject("multicast: \"" + t.multicast +
+             "\" is not supported yet (needs cluster 2); supported: \"none\"");
+    if (!wgmma && (t.blockM || t.blockN || t.stages || t.raster != "auto"))
+      reject("block_m/block_n/stages/raster: this contract selects the SIMT "
+             "family (1x32 scales, groups sharing 128-row blocks, "
+             "k_contiguous, accumulation or odd n), which has no tile to "
+             "tune; leave them out or use \"tuning\": \"auto\"");
+  }
+  if (!wgmma) {
+    if (error)
+      *error = why;
     return cfg;
+  }
   cfg.family = KernelFamily::Wgmma;
   cfg.threads = 384;
-  // Stages of A and B tiles, then a full and an empty mbarrier per stage.
-  cfg.sharedBytes =
-      cfg.stages * (cfg.stageBytesA() + cfg.stageBytesB()) + cfg.stages * 16;
+  const bool explicitN = !t.isAuto && t.blockN;
+  cfg.blockN = explicitN ? int(t.blockN) : heuristicBlockN(c);
+  if (!t.isAuto && t.blockM && t.blockM != 128)
+    reject("block_m: " + std::to_string(t.blockM) +
+           " is not supported; supported: 128 (two consumer warpgroups of "
+           "64 rows)");
+  if (explicitN) {
+    if (t.blockN % 16 != 0 || t.blockN > kMaxWgmmaBlockN)
+      reject("block_n: " + std::to_string(t.blockN) +
+             " is not supported; supported: multiples of 16 up to " +
+             std::to_string(kMaxWgmmaBlockN) +
+             " (accumulators and temporaries must fit in registers)");
+    else if (!blockNSpansTwoScaleBlocksAtMost(t.blockN))
+      reject("block_n: " + std::to_string(t.blockN) +
+             " lets a tile span three 128-wide B scale blocks; supported: "
+             "16..128, 144, 160, 192");
+  }
+  if (!why.empty())
+    cfg.blockN = heuristicBlockN(c);
+  // As many stages as fit, up to 8; an explicit count must fit.
+  cfg.stages = 8;
+  while (cfg.stages > 2 && cfg.wgmmaSharedBytes() > kMaxSharedBytesPerBlock)
+    --cfg.stages;
+  if (!t.isAuto && t.stages) {
+    KernelConfig asked = cfg;
+    asked.stages = int(t.stages);
+    if (t.stages < 2 || asked.wgmmaSharedBytes() > kMaxSharedBytesPerBlock)
+      reject("stages: " + std::to_string(t.stages) + " needs " +
+             std::to_string(asked.wgmmaSharedBytes()) +
+             " B of shared memory with block_n " + std::to_string(cfg.blockN) +
+             "; supported: 2.." + std::to_string(cfg.stages) + " (" +
+             std::to_string(kMaxSharedBytesPerBlock) + " B per CTA)");
+    else
+      cfg.stages = int(t.stages);
+  }
+  if (!t.isAuto) {
+    cfg.nFastest = t.raster != "m";
+    cfg.numSms = t.numSms;
+  }
+  cfg.sharedBytes = cfg.wgmmaSharedBytes();
+  if (error)
+    *error = why;
   return cfg;
 }
 
@@ -128,6 +252,8 @@ inline int64_t wgmmaTiles(const GemmContract &c, const KernelConfig &cfg,
 inline std::array<int64_t, 3> wgmmaGrid(const GemmContract &c,
                                         const KernelConfig &cfg, int64_t rows,
                                         int64_t groups, int64_t smCount) {
+  if (cfg.numSms > 0)
+    smCount = std::min(smCount, cfg.numSms);
   return {std::max<int64_t>(1, std::min(wgmmaTiles(c, cfg, rows, groups), smCount)),
           1, 1};
 }

@@ -9,6 +9,7 @@
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/SymbolTable.h"
 #include "qgemm/Contract.h"
+#include "qgemm/Tuning.h"
 
 #include "qgemm/Dialect/QGemmDialect.h.inc"
 #include "qgemm/Dialect/QGemmEnums.h.inc"

@@ -40,6 +40,8 @@ def QGemm_GroupedMatmulOp : QGemm_Op<"grouped_matmul", [Symbol]> {
   let extraClassDeclaration = [{
     /// The op's contract in the vocabulary of qgemm/Contract.h.
     ::qgemm::GemmContract getContract();
+    /// The `tuning` dictionary as qgemm/Tuning.h's struct (auto when absent).
+    ::qgemm::Tuning getTuningRequest();
   }];
 }
 
