@@ -98,7 +98,8 @@ unpack() {
 gpu_bench() {
   unpack
   mkdir -p "$out/bench"
-  "$dest/qgemm/bin/qgemmc" bench --suite "$dest/qgemm/moe_suite.json" --out "$out/bench" "$@"
+  timeout -k 5 "${QGEMM_GPU_TIMEOUT:-420}" "$dest/qgemm/bin/qgemmc" bench \
+    --suite "$dest/qgemm/moe_suite.json" --out "$out/bench" "$@"
 }
 
 # The packed qgemmc, run from the unpacked folder (specs/, sweeps/,
@@ -106,7 +107,8 @@ gpu_bench() {
 #   dev.sh gpu-qgemmc bench sweeps/tiles_n4096_k7168.json --groups 8 --m 4096
 gpu_qgemmc() {
   unpack
-  (cd "$dest/qgemm" && QGEMM_CACHE_DIR="$dest/cache" ./bin/qgemmc "$@")
+  (cd "$dest/qgemm" && QGEMM_CACHE_DIR="$dest/cache" \
+    timeout -k 5 "${QGEMM_GPU_TIMEOUT:-420}" ./bin/qgemmc "$@")
 }
 
 # One spec of each kernel family and grouping; a few cases each.
@@ -150,8 +152,12 @@ gpu() {
   "$dest/qgemm/bin/qgemmc" build "$dest"/qgemm/specs/*.json | tee "$out/build.txt"
   if [[ -x "$dest/qgemm/bin/qgemm-gpu-tests" ]]; then
     mkdir -p "$out/tests"
-    QGEMM_CACHE_DIR="$dest/cache" "$dest/qgemm/bin/qgemm-gpu-tests" \
-      --specs "$dest/qgemm/gpu-specs" --specs "$dest/qgemm/specs" --out "$out/tests" "$@"
+    # A hung kernel must end the run with a message, not eat the lease;
+    # line-buffered so the log shows how far it got.
+    QGEMM_CACHE_DIR="$dest/cache" timeout -k 5 "${QGEMM_GPU_TIMEOUT:-420}" \
+      stdbuf -oL -eL "$dest/qgemm/bin/qgemm-gpu-tests" \
+      --specs "$dest/qgemm/gpu-specs" --specs "$dest/qgemm/specs" --out "$out/tests" "$@" ||
+      { rc=$?; ((rc == 124 || rc == 137)) && echo "GPU tests timed out (hung kernel?)"; return $rc; }
   fi
 }
 

@@ -1,7 +1,7 @@
 //===- WgmmaGemm.cpp - Warp-specialized TMA + wgmma grouped GEMM ----------===//
 //
 // One CTA computes a 128 x blockN tile of D with three warpgroups:
-//  - warpgroup 0 (the producer, 48 registers) fills a ring of shared-memory
+//  - warpgroup 0 (the producer, 40 registers) fills a ring of shared-memory
 //    stages, one per 128-wide K block: after the stage's "empty" mbarrier,
 //    thread 0 issues the TMA loads of the A (128 x 128) and B (blockN x 128)
 //    tiles, and each of the 128 threads cp.asyncs one of the block's A
@@ -37,7 +37,7 @@ using mlir::qgemm::ScaleAddress;
 
 namespace {
 
-constexpr int kProducerRegisters = 48;
+constexpr int kProducerRegisters = 40;
 constexpr int kConsumerRegisters = 232;
 constexpr int kWarpgroupThreads = 128;
 
