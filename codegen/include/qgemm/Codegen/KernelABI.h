@@ -141,20 +141,19 @@ inline bool blockNSpansTwoScaleBlocksAtMost(int64_t blockN) {
 /// temporaries a thread within the 232-register budget.
 constexpr int kMaxWgmmaBlockN = 192;
 
-/// The heuristic block_n for `c` when the spec does not name one: the
-/// candidate whose n-blocks waste the fewest padded columns, the wider on a
-/// tie (fewer A re-reads per output).
+/// The heuristic block_n for `c` when the spec does not name one. Measured
+/// on the H100 (bench/results/*tile-sweep*): 192-wide tiles beat 128-wide
+/// ones by 0-10% on every MoE shape (fewer operand bytes through L2 per
+/// FLOP), so take 192 unless its last n-block pads more than 1/16 of n; else
+/// the candidate that pads least, the wider on a tie.
 inline int heuristicBlockN(const GemmContract &c) {
+  auto waste = [&](int64_t bn) { return (c.n + bn - 1) / bn * bn - c.n; };
+  if (waste(192) * 16 <= c.n)
+    return 192;
   int best = 128;
-  int64_t bestWaste = -1;
-  for (int bn : {192, 160, 144, 128}) {
-    const int64_t waste = (c.n + bn - 1) / bn * bn - c.n;
-    // Wider tiles only when they waste no more than 128-wide ones do.
-    if (bestWaste < 0 || waste < bestWaste) {
+  for (int bn : {160, 144, 128, 112, 96, 64})
+    if (waste(bn) < waste(best) || (waste(bn) == waste(best) && bn > best))
       best = bn;
-      bestWaste = waste;
-    }
-  }
   return best;
 }
 
