@@ -50,15 +50,32 @@ void HopperIR::cpAsyncArriveNoinc(Value bar) {
   NVVM::CpAsyncMBarrierArriveOp::create(b, bar, /*noinc=*/true);
 }
 
-void HopperIR::tmaLoad(Value dst, Value map, ValueRange coords, Value bar) {
+void HopperIR::tmaLoad(Value dst, Value map, ValueRange coords, Value bar,
+                       Value multicastMask) {
   // The instruction's destination is a shared::cluster address; the CTA's own
   // shared window addresses are valid ones.
   Value clusterDst = LLVM::AddrSpaceCastOp::create(
       b, LLVM::LLVMPointerType::get(b.getContext(), 7), dst);
   NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(
-      b, clusterDst, map, coords, bar, ValueRange{}, Value(), Value(),
+      b, clusterDst, map, coords, bar, ValueRange{}, multicastMask, Value(),
       NVVM::TMALoadMode::TILE, /*isCTAOnly=*/false, NVVM::CTAGroupKindAttr(),
       Value());
+}
+
+Value HopperIR::clusterCtaRank() {
+  return NVVM::BlockInClusterIdXOp::create(b, b.getI32Type());
+}
+
+void HopperIR::clusterSync() {
+  NVVM::ClusterArriveOp::create(b, UnitAttr());
+  NVVM::ClusterWaitOp::create(b, UnitAttr());
+}
+
+void HopperIR::mbarrierArriveRemote(Value bar, Value rank) {
+  Value remote = NVVM::MapaOp::create(
+      b, LLVM::LLVMPointerType::get(b.getContext(), 7), bar, rank);
+  NVVM::MBarrierArriveOp::create(b, Type(), remote, Value(),
+                                 NVVM::MemScopeKind::CLUSTER);
 }
 
 Value HopperIR::wgmmaDescriptor(Value sharedAddr32) {

@@ -53,7 +53,12 @@ public:
     Value tid = hw.threadIdX();
     Value wg = ir.divU(tid, ir.i32(kWarpgroupThreads));
 
+    rank = cfg.cluster > 1 ? hw.clusterCtaRank() : ir.i32(0);
     initBarriers(tid);
+    // Peers multicast into this CTA's stages and arrive on its barriers:
+    // every barrier of the cluster must be initialized first.
+    if (cfg.cluster > 1)
+      hw.clusterSync();
     rows = arg(kWgParamRows);
     countTiles();
     auto roles = scf::IfOp::create(b, eq(wg, 0), /*withElse=*/true);
@@ -64,11 +69,19 @@ public:
                                      NVVM::SetMaxRegisterAction::decrease);
       forEachTile([&](Value it) { return producerTile(it, tid); });
     }
-    b.setInsertionPointToStart(&roles.getElseRegion().front());
-    NVVM::SetMaxRegisterOp::create(b, kConsumerRegisters,
-                                   NVVM::SetMaxRegisterAction::increase);
-    Value consumerIdx = ir.sub(wg, ir.i32(1));
-    forEachTile([&](Value it) { return consumerTile(it, tid, consumerIdx); });
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(&roles.getElseRegion().front());
+      NVVM::SetMaxRegisterOp::create(b, kConsumerRegisters,
+                                     NVVM::SetMaxRegisterAction::increase);
+      Value consumerIdx = ir.sub(wg, ir.i32(1));
+      forEachTile([&](Value it) { return consumerTile(it, tid, consumerIdx); });
+    }
+    // A CTA must outlive its peer's last multicast into it and last remote
+    // arrive on its barriers.
+    b.setInsertionPointAfter(roles);
+    if (cfg.cluster > 1)
+      hw.clusterSync();
   }
 
 private:
@@ -110,8 +123,9 @@ private:
         // Thread 0's arrive with the TMA byte count, plus one cp.async
         // arrive of each producer thread.
         hw.mbarrierInit(fullBar(ir.i32(s)), 1 + kWarpgroupThreads);
-        // One elected thread of each consumer warpgroup releases a stage.
-        hw.mbarrierInit(emptyBar(ir.i32(s)), 2);
+        // One elected thread of each consumer warpgroup of each CTA of the
+        // cluster releases a stage (the peers' producers write into it).
+        hw.mbarrierInit(emptyBar(ir.i32(s)), 2 * cfg.cluster);
       }
       NVVM::FenceMbarrierInitOp::create(b);
     }
@@ -121,14 +135,17 @@ private:
   /// Tiles of the launch: (n-block, m-block[, group]) with the n-block
   /// fastest (see wgmmaGrid for why).
   void countTiles() {
-    nBlocks = ir.i32((c.n + cfg.blockN - 1) / cfg.blockN);
+    const int64_t nb = (c.n + cfg.blockN - 1) / cfg.blockN;
+    nBlocks = ir.i32(nb);
+    nUnits = ir.i32((nb + cfg.cluster - 1) / cfg.cluster);
     mBlocks = ir.ceilDiv(rows, cfg.blockM);
-    numTiles = ir.mul(mBlocks, nBlocks);
+    numTiles = ir.mul(mBlocks, nUnits);
     if (masked())
       numTiles = ir.mul(numTiles, arg(kWgParamNumGroups));
   }
 
-  /// Persistent loop: this CTA takes tiles blockIdx.x, + gridDim.x, ...
+  /// Persistent loop: this CTA (cluster) takes work units (wgmmaWorkUnits)
+  /// blockIdx.x, + gridDim.x, ... (per cluster: cluster index, + clusters).
   /// `body(it)` emits one tile given the running count of K blocks this CTA
   /// has consumed (it picks the stage and barrier phase, continuing across
   /// tiles so the producer can run ahead into the next tile) and returns the
@@ -136,6 +153,10 @@ private:
   void forEachTile(llvm::function_ref<Value(Value)> body) {
     Value first = NVVM::BlockIdXOp::create(b, ir.i32T());
     Value step = NVVM::GridDimXOp::create(b, ir.i32T());
+    if (cfg.cluster > 1) {
+      first = ir.divU(first, ir.i32(cfg.cluster));
+      step = ir.divU(step, ir.i32(cfg.cluster));
+    }
     auto loop = scf::ForOp::create(b, first, numTiles, step, ValueRange{ir.i32(0)});
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(loop.getBody());
@@ -148,8 +169,10 @@ private:
   void computeTile(Value tile) {
     Value rest;
     if (cfg.nFastest) {
-      nBlock = ir.remU(tile, nBlocks);
-      rest = ir.divU(tile, nBlocks);
+      // A cluster's CTAs take adjacent n-blocks; past the last n-block a
+      // CTA still loads its half of A for the peer and stores nothing.
+      nBlock = ir.add(ir.mul(ir.remU(tile, nUnits), ir.i32(cfg.cluster)), rank);
+      rest = ir.divU(tile, nUnits);
       mBlock = masked() ? ir.remU(rest, mBlocks) : rest;
     } else {
       mBlock = ir.remU(tile, mBlocks);
@@ -231,7 +254,18 @@ private:
       SmallVector<Value> aCoords = {k0, m0};
       if (masked())
         aCoords.push_back(group);
-      hw.tmaLoad(stageA(s), arg(kWgParamMapA), aCoords, fullBar(s));
+      if (cfg.cluster > 1) {
+        // This CTA's rows of the shared A tile, into every CTA's stage.
+        const int64_t rowsPerCta = cfg.blockM / cfg.cluster;
+        aCoords[1] = ir.add(m0, ir.mul(rank, ir.i32(rowsPerCta)));
+        Value dst = hw.smemAt(stageA(s),
+                              ir.mul(rank, ir.i32(rowsPerCta * cfg.blockK)));
+        Value mask = arith::ConstantIntOp::create(
+            b, b.getI16Type(), (1 << cfg.cluster) - 1);
+        hw.tmaLoad(dst, arg(kWgParamMapA), aCoords, fullBar(s), mask);
+      } else {
+        hw.tmaLoad(stageA(s), arg(kWgParamMapA), aCoords, fullBar(s));
+      }
       hw.tmaLoad(stageB(s), arg(kWgParamMapB), ValueRange{k0, n0, group},
                  fullBar(s));
     }
@@ -324,6 +358,10 @@ private:
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPointToStart(&release.getThenRegion().front());
       hw.mbarrierArrive(emptyBar(s));
+      // The peer's producer multicasts into this stage too.
+      for (int peer = 1; peer < cfg.cluster; ++peer)
+        hw.mbarrierArriveRemote(
+            emptyBar(s), ir.remU(ir.add(rank, ir.i32(peer)), ir.i32(cfg.cluster)));
     }
     // Fragment element i belongs to row (i % 4) / 2 of the thread's pair
     // and to the 8-column group i / 4; a 128 boundary inside the tile falls
@@ -465,7 +503,7 @@ private:
   SmallVector<Value> args;
   Value smem;
   Value mBlock, nBlock, group, rows, validRows, blockIsPadding;
-  Value nBlocks, mBlocks, numTiles;
+  Value nBlocks, nUnits, mBlocks, numTiles, rank;
 };
 
 } // namespace
@@ -499,6 +537,9 @@ void mlir::qgemm::lowerWgmmaGemm(GroupedMatmulOp op, const KernelConfig &cfg) {
   // A register cap at entry makes setmaxnreg take effect.
   fn->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
               IntegerAttr::get(i32T, 1));
+  if (cfg.cluster > 1)
+    fn->setAttr(NVVM::NVVMDialect::getClusterDimAttrName(),
+                DenseI32ArrayAttr::get(ctx, {cfg.cluster, 1, 1}));
   for (unsigned i : {unsigned(kWgParamMapA), unsigned(kWgParamMapB)}) {
     fn.setArgAttr(i, LLVM::LLVMDialect::getByValAttrName(),
                   TypeAttr::get(LLVM::LLVMArrayType::get(IntegerType::get(ctx, 8), 128)));

@@ -11,7 +11,7 @@ qgemm.grouped_matmul @straddle3 n = 7168, k = 2048,
 
 // -----
 
-// expected-error @+1 {{tuning.block_m/block_n/stages/raster: this contract selects the SIMT family}}
+// expected-error @+1 {{tuning.block_m/block_n/stages/raster/cluster: this contract selects the SIMT family}}
 qgemm.grouped_matmul @simt n = 4096, k = 7168,
     a = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, COMPACT>>,
     b = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, COMPACT>>,

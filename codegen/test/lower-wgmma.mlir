@@ -86,3 +86,25 @@ qgemm.grouped_matmul @wide n = 7168, k = 2048,
     b = #qgemm.operand<e4m3, #qgemm.scale<[128, 128], f32, COMPACT>>,
     d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 128, index = offsets>,
     padding = <zero> {tuning = {block_n = 192 : i64, raster = "m"}}
+
+// -----
+
+// A 2-CTA cluster: the pair takes adjacent n-blocks of one m-block; each CTA
+// loads 64 of the A tile's rows and multicasts them into both CTAs, so every
+// stage's empty barrier waits for the consumers of both.
+// CHECK-LABEL: llvm.func @pair(
+// CHECK-SAME: nvvm.cluster_dim = array<i32: 2, 1, 1>
+// CHECK: nvvm.read.ptx.sreg.cluster.ctaid.x
+// CHECK: nvvm.mbarrier.init %{{.*}}, %c4_i32
+// CHECK: nvvm.cluster.arrive
+// CHECK-NEXT: nvvm.cluster.wait
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg0, %{{.*}}, box[%{{.*}}, %{{.*}}] multicast_mask = %{{.*}}
+// CHECK: nvvm.mapa
+// CHECK: nvvm.mbarrier.arrive %{{.*}} {scope = #nvvm.mem_scope<cluster>} : !llvm.ptr<7>
+// CHECK: nvvm.cluster.arrive
+// CHECK-NEXT: nvvm.cluster.wait
+qgemm.grouped_matmul @pair n = 4096, k = 7168,
+    a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
+    b = #qgemm.operand<e4m3, #qgemm.scale<[128, 128], f32, COMPACT>>,
+    d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 128, index = offsets>,
+    padding = <zero> {tuning = {cluster = 2 : i64, multicast = "a"}}

@@ -113,6 +113,8 @@ std::unique_ptr<OpenResult> openOnce(const std::string &library) {
   if (!d.eventElapsedTime)
     resolve(lib, "cuEventElapsedTime", d.eventElapsedTime, missing);
   resolve(lib, "cuTensorMapEncodeTiled", d.tensorMapEncodeTiled, missing);
+  resolve(lib, "cuOccupancyMaxActiveClusters", d.occupancyMaxActiveClusters,
+          missing);
   if (!missing.empty()) {
     r->status = Status::user("CUDA driver " + library +
                              " is too old or not a "

@@ -138,6 +138,34 @@ Status smCount(const CudaDriver &d, int &out) {
                  "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)");
 }
 
+/// CTAs of the persistent kernel `fn` that can run at once: one per SM, or
+/// for clusters, whole clusters as the GPCs can place them (a GPC with an
+/// odd SM count leaves one SM out of 2-CTA clusters; a grid larger than
+/// what fits would run its last clusters as a second, nearly empty wave).
+Status residentCtas(const CudaDriver &d, CUfunction fn,
+                    const KernelConfig &cfg, int &out) {
+  if (Status st = smCount(d, out); !st.ok() || cfg.cluster == 1)
+    return st;
+  CUlaunchConfig lc = {};
+  lc.gridDimX = unsigned(out / cfg.cluster * cfg.cluster);
+  lc.gridDimY = lc.gridDimZ = 1;
+  lc.blockDimX = unsigned(cfg.threads);
+  lc.blockDimY = lc.blockDimZ = 1;
+  lc.sharedMemBytes = unsigned(cfg.sharedBytes);
+  int clusters = 0;
+  if (Status st = d.check(d.occupancyMaxActiveClusters(&clusters, fn, &lc),
+                          "cuOccupancyMaxActiveClusters");
+      !st.ok())
+    return st;
+  if (clusters < 1)
+    return Status::user("no " + std::to_string(cfg.cluster) +
+                        "-CTA cluster of this kernel fits on the device (" +
+                        std::to_string(cfg.sharedBytes) +
+                        " B shared memory per CTA); use \"cluster\": 1");
+  out = clusters * cfg.cluster;
+  return Status();
+}
+
 /// A TMA map of an FP8 operand: `dims` innermost first (K first), rows of
 /// K bytes, boxes whose inner extent is one 128-byte swizzle row.
 Status encodeFp8Map(const CudaDriver &d, CUtensorMap &map, DevicePtr base,
@@ -172,19 +200,21 @@ Status encodeFp8Map(const CudaDriver &d, CUtensorMap &map, DevicePtr base,
 Status launchWgmma(const CudaDriver &d, CUfunction fn, const std::string &name,
                    const GemmContract &c, const KernelConfig &cfg,
                    const GemmArgs &args, CUstream stream) {
-  int sms = 0;
-  if (Status st = smCount(d, sms); !st.ok())
+  int resident = 0;
+  if (Status st = residentCtas(d, fn, cfg, resident); !st.ok())
     return st;
   const std::array<int64_t, 3> grid =
-      wgmmaGrid(c, cfg, args.rows, args.numGroups, sms);
+      wgmmaGrid(c, cfg, args.rows, args.numGroups, resident);
   const uint64_t k = uint64_t(c.k), rowsA = uint64_t(args.rows);
   const uint64_t groups = uint64_t(args.numGroups);
+  // In a cluster each CTA loads its share of the A tile's rows.
+  const uint32_t aBoxRows = uint32_t(cfg.blockM / cfg.cluster);
   CUtensorMap mapA, mapB;
   Status st = c.grouping.kind == GroupingKind::MMasked
                   ? encodeFp8Map(d, mapA, args.a, {k, rowsA, groups},
-                                 {128, uint32_t(cfg.blockM), 1}, "A")
+                                 {128, aBoxRows, 1}, "A")
                   : encodeFp8Map(d, mapA, args.a, {k, rowsA},
-                                 {128, uint32_t(cfg.blockM)}, "A");
+                                 {128, aBoxRows}, "A");
   if (!st.ok())
     return st;
   if (!(st = encodeFp8Map(d, mapB, args.b, {k, uint64_t(c.n), groups},

@@ -60,6 +60,7 @@ struct CudaDriver {
   decltype(&::cuEventElapsedTime_v2) eventElapsedTime = nullptr;
   decltype(&::cuEventDestroy_v2) eventDestroy = nullptr;
   decltype(&::cuTensorMapEncodeTiled) tensorMapEncodeTiled = nullptr;
+  decltype(&::cuOccupancyMaxActiveClusters) occupancyMaxActiveClusters = nullptr;
 
   /// The library that was opened (the dlopen name, or an explicit path).
   std::string library;

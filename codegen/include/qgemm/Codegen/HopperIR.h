@@ -40,8 +40,19 @@ public:
   void cpAsyncArriveNoinc(Value bar);
 
   /// TMA tile load of `coords` (innermost first) through the tensor map at
-  /// generic pointer `map` into `dst`, completing on `bar`.
-  void tmaLoad(Value dst, Value map, ValueRange coords, Value bar);
+  /// generic pointer `map` into `dst`, completing on `bar`. With a
+  /// `multicastMask` (i16), the tile lands at the same offset, completing on
+  /// the same barrier, in every CTA of the cluster the mask names.
+  void tmaLoad(Value dst, Value map, ValueRange coords, Value bar,
+               Value multicastMask = Value());
+
+  /// %cluster_ctaid.x: this CTA's index in its (x-only) cluster.
+  Value clusterCtaRank();
+  /// barrier.cluster arrive + wait by every thread of every CTA of the
+  /// cluster (also orders the mbarrier inits before remote use).
+  void clusterSync();
+  /// Arrive on the mbarrier at `bar`'s offset in cluster CTA `rank`.
+  void mbarrierArriveRemote(Value bar, Value rank);
 
   /// Descriptor of a K-major FP8 tile with 128-byte swizzle whose rows are
   /// 128 bytes (128 K elements) and whose 8-row atoms are 1024 bytes apart.

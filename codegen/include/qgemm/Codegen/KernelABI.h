@@ -73,6 +73,10 @@ struct KernelConfig {
   int threads = kSimtBlockThreads;
   /// Tile order of the persistent walk: n-block fastest (else m-block).
   bool nFastest = true;
+  /// CTAs per cluster. With 2, the pair takes adjacent n-blocks of one
+  /// m-block and each CTA TMA-loads half of the shared A tile, multicast
+  /// into both (half the A bytes through L2).
+  int cluster = 1;
   /// Cap on the persistent grid; 0 means one CTA per SM of the device.
   int64_t numSms = 0;
   /// Dynamic shared memory bytes (0 for simt).
@@ -170,14 +174,20 @@ inline KernelConfig resolveKernelConfig(const GemmContract &c, const Tuning &t,
   };
   const bool wgmma = wgmmaApplies(c);
   if (!t.isAuto) {
-    if (t.cluster != 1)
-      reject("cluster: " + std::to_string(t.cluster) +
-             " is not supported yet; supported: 1");
-    if (t.multicast != "none")
+    if (t.cluster == 2 && t.multicast != "a")
       reject("multicast: \"" + t.multicast +
-             "\" is not supported yet (needs cluster 2); supported: \"none\"");
-    if (!wgmma && (t.blockM || t.blockN || t.stages || t.raster != "auto"))
-      reject("block_m/block_n/stages/raster: this contract selects the SIMT "
+             "\" with cluster 2 is not supported; supported: \"a\" (the "
+             "pair shares A across adjacent n-blocks)");
+    else if (t.cluster == 1 && t.multicast != "none")
+      reject("multicast: \"" + t.multicast +
+             "\" needs \"cluster\": 2");
+    else if (t.cluster == 2 && t.raster == "m")
+      reject("raster: \"m\" with cluster 2 is not supported; supported: "
+             "\"n\" (the pair walks adjacent n-blocks)");
+    if (!wgmma && (t.blockM || t.blockN || t.stages || t.raster != "auto" ||
+                   t.cluster != 1))
+      reject("block_m/block_n/stages/raster/cluster: this contract selects "
+             "the SIMT "
              "family (1x32 scales, groups sharing 128-row blocks, "
              "k_contiguous, accumulation or odd n), which has no tile to "
              "tune; leave them out or use \"tuning\": \"auto\"");
@@ -227,6 +237,7 @@ inline KernelConfig resolveKernelConfig(const GemmContract &c, const Tuning &t,
   if (!t.isAuto) {
     cfg.nFastest = t.raster != "m";
     cfg.numSms = t.numSms;
+    cfg.cluster = int(t.cluster);
   }
   cfg.sharedBytes = cfg.wgmmaSharedBytes();
   if (error)
@@ -234,27 +245,34 @@ inline KernelConfig resolveKernelConfig(const GemmContract &c, const Tuning &t,
   return cfg;
 }
 
-/// Output tiles of a wgmma launch: (n-block, m-block[, group]), n fastest,
-/// so the CTAs working at once share a few A row blocks and one group's B and
-/// both stay in L2 (m-fastest order re-reads all of A from DRAM per n-block).
-inline int64_t wgmmaTiles(const GemmContract &c, const KernelConfig &cfg,
-                          int64_t rows, int64_t groups) {
+/// Work units of a wgmma launch: output tiles (n-block, m-block[, group]),
+/// or with a cluster of 2, pairs of adjacent n-blocks of one m-block. The
+/// default walk is n fastest, so the CTAs working at once share a few A row
+/// blocks and one group's B and both stay in L2 (m-fastest order re-reads
+/// all of A from DRAM per n-block).
+inline int64_t wgmmaWorkUnits(const GemmContract &c, const KernelConfig &cfg,
+                              int64_t rows, int64_t groups) {
   const int64_t mBlocks = (rows + cfg.blockM - 1) / cfg.blockM;
   const int64_t nBlocks = (c.n + cfg.blockN - 1) / cfg.blockN;
-  return mBlocks * nBlocks *
+  const int64_t nUnits = (nBlocks + cfg.cluster - 1) / cfg.cluster;
+  return mBlocks * nUnits *
          (c.grouping.kind == GroupingKind::MMasked ? groups : 1);
 }
 
-/// Grid of the persistent wgmma kernels: at most one CTA per SM, each
-/// walking tiles blockIdx.x, + gridDim.x, ... so the producer prefetches the
-/// next tile while the consumers write this one.
+/// Grid of the persistent wgmma kernels: as many CTAs (whole clusters) as
+/// can be resident at once (`residentCtas`, from the occupancy query), at
+/// most one per work unit and at most tuning.num_sms, each walking units
+/// clusterIdx, + numClusters, ... so the producer prefetches the next tile
+/// while the consumers write this one.
 inline std::array<int64_t, 3> wgmmaGrid(const GemmContract &c,
                                         const KernelConfig &cfg, int64_t rows,
-                                        int64_t groups, int64_t smCount) {
+                                        int64_t groups, int64_t residentCtas) {
   if (cfg.numSms > 0)
-    smCount = std::min(smCount, cfg.numSms);
-  return {std::max<int64_t>(1, std::min(wgmmaTiles(c, cfg, rows, groups), smCount)),
-          1, 1};
+    residentCtas = std::min(residentCtas, cfg.numSms);
+  const int64_t clusters = std::max<int64_t>(
+      1, std::min(wgmmaWorkUnits(c, cfg, rows, groups),
+                  residentCtas / cfg.cluster));
+  return {clusters * cfg.cluster, 1, 1};
 }
 
 } // namespace qgemm
