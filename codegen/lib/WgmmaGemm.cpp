@@ -90,8 +90,14 @@ private:
     return ir.cmp(arith::CmpIPredicate::eq, x, ir.i32(v));
   }
   Value trueV() { return arith::ConstantIntOp::create(b, 1, 1); }
-  int64_t kBlocks() const { return (c.k + cfg.blockK - 1) / cfg.blockK; }
   bool masked() const { return c.grouping.kind == GroupingKind::MMasked; }
+  /// k_contiguous (weight gradient): output rows are A's n rows, output
+  /// columns B's k rows, and the contraction walks the group's tokens.
+  bool wgrad() const { return c.grouping.kind == GroupingKind::KContiguous; }
+  /// Groups are the outermost tile coordinate.
+  bool groupPerTile() const { return masked() || wgrad(); }
+  int64_t outRows() const { return wgrad() ? c.n : -1; }
+  int64_t outCols() const { return wgrad() ? c.k : c.n; }
 
   // Shared memory as KernelConfig lays it out.
   Value region(int64_t offset, int64_t stride, Value s) {
@@ -124,8 +130,10 @@ private:
         // arrive of each producer thread.
         hw.mbarrierInit(fullBar(ir.i32(s)), 1 + kWarpgroupThreads);
         // One elected thread of each consumer warpgroup of each CTA of the
-        // cluster releases a stage (the peers' producers write into it).
-        hw.mbarrierInit(emptyBar(ir.i32(s)), 2 * cfg.cluster);
+        // cluster releases a stage (the peers' producers write into it);
+        // for k_contiguous every consumer thread does (see mainloopStep).
+        hw.mbarrierInit(emptyBar(ir.i32(s)),
+                        wgrad() ? 2 * kWarpgroupThreads : 2 * cfg.cluster);
       }
       NVVM::FenceMbarrierInitOp::create(b);
     }
@@ -135,12 +143,13 @@ private:
   /// Tiles of the launch: (n-block, m-block[, group]) with the n-block
   /// fastest (see wgmmaGrid for why).
   void countTiles() {
-    const int64_t nb = (c.n + cfg.blockN - 1) / cfg.blockN;
+    const int64_t nb = (outCols() + cfg.blockN - 1) / cfg.blockN;
     nBlocks = ir.i32(nb);
     nUnits = ir.i32((nb + cfg.cluster - 1) / cfg.cluster);
-    mBlocks = ir.ceilDiv(rows, cfg.blockM);
+    mBlocks = wgrad() ? ir.i32((c.n + cfg.blockM - 1) / cfg.blockM)
+                      : ir.ceilDiv(rows, cfg.blockM);
     numTiles = ir.mul(mBlocks, nUnits);
-    if (masked())
+    if (groupPerTile())
       numTiles = ir.mul(numTiles, arg(kWgParamNumGroups));
   }
 
@@ -173,11 +182,11 @@ private:
       // CTA still loads its half of A for the peer and stores nothing.
       nBlock = ir.add(ir.mul(ir.remU(tile, nUnits), ir.i32(cfg.cluster)), rank);
       rest = ir.divU(tile, nUnits);
-      mBlock = masked() ? ir.remU(rest, mBlocks) : rest;
+      mBlock = groupPerTile() ? ir.remU(rest, mBlocks) : rest;
     } else {
       mBlock = ir.remU(tile, mBlocks);
       Value mn = ir.divU(tile, mBlocks);
-      nBlock = masked() ? ir.remU(mn, nBlocks) : mn;
+      nBlock = groupPerTile() ? ir.remU(mn, nBlocks) : mn;
       // The group index below divides `rest` by mBlocks.
       rest = ir.add(ir.mul(ir.divU(mn, nBlocks), mBlocks), mBlock);
     }
@@ -185,7 +194,18 @@ private:
     group = ir.i32(0);
     blockIsPadding = arith::ConstantIntOp::create(b, 0, 1);
     validRows = rows;
-    if (masked()) {
+    kBlockCount = ir.i32((c.k + cfg.blockK - 1) / cfg.blockK);
+    if (wgrad()) {
+      // The group's tokens [start, end), whole 128-token blocks (the
+      // launch checks every group size against the alignment).
+      group = ir.divU(rest, mBlocks);
+      Value end = ir.load(ir.i32T(), arg(kWgParamGroups), ir.toI64(group));
+      Value prevIdx = arith::MaxSIOp::create(b, ir.sub(group, ir.i32(1)), ir.i32(0));
+      Value prev = ir.load(ir.i32T(), arg(kWgParamGroups), ir.toI64(prevIdx));
+      tokenStart = ir.select(eq(group, 0), ir.i32(0), prev);
+      kBlockCount = ir.divU(ir.sub(end, tokenStart), ir.i32(cfg.blockK));
+      validRows = ir.i32(c.n);
+    } else if (masked()) {
       group = ir.divU(rest, mBlocks);
       validRows = ir.load(ir.i32T(), arg(kWgParamGroups), ir.toI64(group));
       blockIsPadding = ir.cmp(arith::CmpIPredicate::sge, row0, validRows);
@@ -212,7 +232,7 @@ private:
 
   /// `it` advanced past this tile's K blocks, unless the tile is padding.
   Value advance(Value it) {
-    return ir.select(blockIsPadding, it, ir.add(it, ir.i32(kBlocks())));
+    return ir.select(blockIsPadding, it, ir.add(it, kBlockCount));
   }
 
   Value stageOf(Value iter) { return ir.remU(iter, ir.i32(cfg.stages)); }
@@ -233,7 +253,7 @@ private:
 
   void producer(Value it, Value tid) {
     const int64_t bytes = cfg.stageBytesA() + cfg.stageBytesB();
-    auto loop = scf::ForOp::create(b, ir.i32(0), ir.i32(kBlocks()), ir.i32(1));
+    auto loop = scf::ForOp::create(b, ir.i32(0), kBlockCount, ir.i32(1));
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(loop.getBody());
     Value kb = loop.getInductionVar();
@@ -243,7 +263,10 @@ private:
     // A fresh barrier counts as having completed the phase before phase 0,
     // so the first pass over the ring does not wait.
     hw.mbarrierWait(emptyBar(s), arith::XOrIOp::create(b, phase, ir.i32(1)));
+    // k0: the block's first contraction index (a token for k_contiguous).
     Value k0 = ir.mul(kb, ir.i32(cfg.blockK));
+    if (wgrad())
+      k0 = ir.add(tokenStart, k0);
     Value m0 = ir.mul(mBlock, ir.i32(cfg.blockM));
     Value n0 = ir.mul(nBlock, ir.i32(cfg.blockN));
     {
@@ -266,19 +289,39 @@ private:
       } else {
         hw.tmaLoad(stageA(s), arg(kWgParamMapA), aCoords, fullBar(s));
       }
-      hw.tmaLoad(stageB(s), arg(kWgParamMapB), ValueRange{k0, n0, group},
-                 fullBar(s));
+      SmallVector<Value> bCoords = {k0, n0};
+      if (!wgrad())
+        bCoords.push_back(group);
+      hw.tmaLoad(stageB(s), arg(kWgParamMapB), bCoords, fullBar(s));
     }
     Value scales = stageScales(s);
     {
       // One A scale row a thread. Rows past the operand (tail of the last
       // block) are zero-filled, not read: their results are never stored.
       Value row = ir.add(m0, tid);
-      Value inRows = ir.cmp(arith::CmpIPredicate::slt, row, rows);
-      hw.cpAsync4(sharedF32(scales, tid), scaleAAddress(row, kb),
+      Value inRows = ir.cmp(arith::CmpIPredicate::slt, row,
+                            wgrad() ? ir.i32(c.n) : rows);
+      Value scaleBlock = wgrad() ? ir.divU(k0, ir.i32(cfg.blockK)) : kb;
+      hw.cpAsync4(sharedF32(scales, tid), scaleAAddress(row, scaleBlock),
                   ir.select(inRows, ir.i32(4), ir.i32(0)));
+      if (wgrad()) {
+        // Per-column B scales (B's 1x128 scales along tokens): blockN of
+        // them, one or two a thread, zero-filled past k.
+        for (int64_t j0 = 0; j0 < cfg.blockN; j0 += kWarpgroupThreads) {
+          Value j = ir.add(tid, ir.i32(j0));
+          Value col = ir.add(n0, j);
+          Value inCols = ir.cmp(arith::CmpIPredicate::slt, col, ir.i32(c.k));
+          auto ifMine = scf::IfOp::create(
+              b, ir.cmp(arith::CmpIPredicate::slt, j, ir.i32(cfg.blockN)), false);
+          OpBuilder::InsertionGuard g(b);
+          b.setInsertionPointToStart(&ifMine.getThenRegion().front());
+          hw.cpAsync4(sharedF32(scales, ir.add(ir.i32(cfg.blockM), j)),
+                      scaleBColumnAddress(col, scaleBlock),
+                      ir.select(inCols, ir.i32(4), ir.i32(0)));
+        }
+      }
     }
-    {
+    if (!wgrad()) {
       // Threads 0 and 1: the B scales of the tile's first and last column.
       auto ifLow = scf::IfOp::create(
           b, ir.cmp(arith::CmpIPredicate::ult, tid, ir.i32(2)), false);
@@ -294,8 +337,12 @@ private:
 
   /// Global address of the A scale of `row` for K block `kb`.
   Value scaleAAddress(Value row, Value kb) {
-    ScaleAddress s = emitScaleAddress(ir, c.a.scale, rows, ir.i64(c.k),
-                                      ir.toI64(row), ir.toI64(kb));
+    // k_contiguous: A is (n, T) with scales along the T tokens.
+    ScaleAddress s =
+        wgrad() ? emitScaleAddress(ir, c.a.scale, ir.i64(c.n), ir.toI64(rows),
+                                   ir.toI64(row), ir.toI64(kb))
+                : emitScaleAddress(ir, c.a.scale, rows, ir.i64(c.k),
+                                   ir.toI64(row), ir.toI64(kb));
     Value idx = s.offset;
     if (masked())
       idx = ir.add(ir.mul(ir.toI64(group), s.matrixSize), idx);
@@ -308,6 +355,14 @@ private:
                                       ir.toI64(nb128), ir.toI64(kb));
     Value idx = ir.add(ir.mul(ir.toI64(group), s.matrixSize), s.offset);
     return elementAddress(arg(kWgParamScaleB), idx);
+  }
+
+  /// k_contiguous: global address of the scale of B row (output column)
+  /// `col` for token block `tb`; B is (k, T).
+  Value scaleBColumnAddress(Value col, Value tb) {
+    ScaleAddress s = emitScaleAddress(ir, c.b.scale, ir.i64(c.k), ir.toI64(rows),
+                                      ir.toI64(col), ir.toI64(tb));
+    return elementAddress(arg(kWgParamScaleB), s.offset);
   }
 
   Value elementAddress(Value base, Value idx) {
@@ -335,8 +390,11 @@ private:
     };
     Value a0 = sharedLoad(rowInTile);
     Value a1 = sharedLoad(ir.add(rowInTile, ir.i32(8)));
-    Value b0 = sharedLoad(ir.i32(cfg.blockM));
-    Value b1 = tileMayStraddle() ? sharedLoad(ir.i32(cfg.blockM + 1)) : b0;
+    Value b0, b1;
+    if (!wgrad()) {
+      b0 = sharedLoad(ir.i32(cfg.blockM));
+      b1 = tileMayStraddle() ? sharedLoad(ir.i32(cfg.blockM + 1)) : b0;
+    }
 
     NVVM::WgmmaFenceAlignedOp::create(b);
     Value aAddr = ir.add(hw.sharedAddress(stageA(s)),
@@ -353,6 +411,14 @@ private:
     NVVM::WgmmaGroupSyncAlignedOp::create(b);
     NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
 
+    if (wgrad()) {
+      // The per-column B scales are read from the stage during the
+      // promotion, so every thread releases it after its own reads.
+      SmallVector<Value> next = promotePerColumn(
+          frag, acc, a0, a1, scalePtr, ir.remU(tidInWg, ir.i32(32)));
+      hw.mbarrierArrive(emptyBar(s));
+      return next;
+    }
     auto release = scf::IfOp::create(b, eq(tidInWg, 0), false);
     {
       OpBuilder::InsertionGuard g(b);
@@ -391,6 +457,30 @@ private:
     return next;
   }
 
+  /// k_contiguous promotion: every column has its own B scale. Fragment
+  /// element i sits in column (i / 4) * 8 + (lane % 4) * 2 + i % 2.
+  SmallVector<Value> promotePerColumn(Value frag, ValueRange acc, Value a0,
+                                      Value a1, Value scalePtr, Value lane) {
+    Value colInGroup = ir.mul(ir.remU(lane, ir.i32(4)), ir.i32(2));
+    auto pairT = VectorType::get({2}, ir.f32T());
+    SmallVector<Value> next;
+    Value pair;
+    for (int64_t i = 0; i < cfg.blockN / 2; ++i) {
+      if (i % 4 == 0) {
+        // Both rows of the thread share the group's two columns: one
+        // 8-byte shared load of their scales.
+        Value col = ir.add(colInGroup, ir.i32(cfg.blockM + i / 4 * 8));
+        pair = LLVM::LoadOp::create(b, pairT, sharedF32(scalePtr, col),
+                                    /*alignment=*/8);
+      }
+      Value bScale = LLVM::ExtractElementOp::create(b, pair, ir.i32(i % 2));
+      Value scale = arith::MulFOp::create(b, (i % 4) < 2 ? a0 : a1, bScale);
+      Value t = LLVM::ExtractValueOp::create(b, frag, ArrayRef<int64_t>{i});
+      next.push_back(LLVM::FMAOp::create(b, t, scale, acc[size_t(i)]));
+    }
+    return next;
+  }
+
   Value consumerTile(Value it, Value tid, Value consumerIdx) {
     const int64_t n = cfg.blockN;
     Value tidInWg = ir.remU(tid, ir.i32(kWarpgroupThreads));
@@ -409,7 +499,7 @@ private:
     {
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPointToStart(&ifWork.getThenRegion().front());
-      auto loop = scf::ForOp::create(b, ir.i32(0), ir.i32(kBlocks()), ir.i32(1),
+      auto loop = scf::ForOp::create(b, ir.i32(0), kBlockCount, ir.i32(1),
                                      zeros);
       {
         OpBuilder::InsertionGuard g2(b);
@@ -433,6 +523,9 @@ private:
     Value inOperand = ir.cmp(arith::CmpIPredicate::slt, row, rows);
     Value notPadBlock = arith::XOrIOp::create(b, blockIsPadding, trueV());
     Value valid, padding;
+    if (wgrad())
+      return {ir.cmp(arith::CmpIPredicate::slt, row, ir.i32(c.n)),
+              ir.cmp(arith::CmpIPredicate::slt, row, ir.i32(c.n))};
     if (masked()) {
       valid = ir.cmp(arith::CmpIPredicate::slt, row, validRows);
       padding = arith::AndIOp::create(
@@ -458,10 +551,12 @@ private:
       Value outRow = ir.toI64(row);
       if (masked())
         outRow = ir.add(ir.mul(ir.toI64(group), rowsD), outRow);
-      Value rowBase = ir.mul(outRow, ir.i64(c.n));
+      if (wgrad())
+        outRow = ir.add(ir.mul(ir.toI64(group), ir.i64(c.n)), outRow);
+      Value rowBase = ir.mul(outRow, ir.i64(outCols()));
       for (int64_t j = 0; j < n / 8; ++j) {
         Value col = ir.add(colBase, ir.i32(j * 8));
-        Value inCols = ir.cmp(arith::CmpIPredicate::slt, col, ir.i32(c.n));
+        Value inCols = ir.cmp(arith::CmpIPredicate::slt, col, ir.i32(outCols()));
         Value doStore = arith::AndIOp::create(b, write, inCols);
         auto ifStore = scf::IfOp::create(b, doStore, false);
         OpBuilder::InsertionGuard g(b);
@@ -478,6 +573,12 @@ private:
   /// Two adjacent output columns: one 32-bit store of packed bf16, or two
   /// f32 stores.
   void storePair(Value v0, Value v1, Value idx) {
+    if (c.accumulate) {
+      // D = C + A.B (f32, same shape as D).
+      v0 = arith::AddFOp::create(b, v0, ir.load(ir.f32T(), arg(kWgParamC), idx));
+      v1 = arith::AddFOp::create(
+          b, v1, ir.load(ir.f32T(), arg(kWgParamC), ir.add(idx, ir.i64(1))));
+    }
     if (c.d == ElemType::F32) {
       ir.store(v0, arg(kWgParamD), idx);
       ir.store(v1, arg(kWgParamD), ir.add(idx, ir.i64(1)));
@@ -503,6 +604,9 @@ private:
   SmallVector<Value> args;
   Value smem;
   Value mBlock, nBlock, group, rows, validRows, blockIsPadding;
+  /// K blocks of the current tile (tokens / 128 for k_contiguous) and, for
+  /// k_contiguous, the group's first token.
+  Value kBlockCount, tokenStart;
   Value nBlocks, nUnits, mBlocks, numTiles, rank;
 };
 

@@ -59,8 +59,9 @@ qgemm.grouped_matmul @ready n = 7168, k = 2048,
 
 // -----
 
-// k_contiguous: f32 output, accumulation into C, contraction over the group's
-// token range [offsets[g-1], offsets[g]).
+// k_contiguous with MXFP8 scales (SIMT; 1x128 scales take the wgmma family,
+// lower-wgmma.mlir): f32 output, accumulation into C, contraction over the
+// group's token range [offsets[g-1], offsets[g]).
 // CHECK-LABEL: llvm.func @wgrad(
 // CHECK-SAME: %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %[[D:.*]]: !llvm.ptr<1>, %[[C:.*]]: !llvm.ptr<1>, %[[G:.*]]: !llvm.ptr<1>
 // CHECK: nvvm.read.ptx.sreg.ctaid.z
@@ -73,9 +74,9 @@ qgemm.grouped_matmul @ready n = 7168, k = 2048,
 // CHECK-NOT: arith.truncf
 // CHECK: llvm.store %{{.*}}, %{{.*}} : f32, !llvm.ptr<1>
 qgemm.grouped_matmul @wgrad n = 4096, k = 7168,
-    a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
-    b = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
-    d = <f32>, grouping = #qgemm.grouping<k_contiguous, align = 128, index = offsets>,
+    a = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, COMPACT>>,
+    b = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, COMPACT>>,
+    d = <f32>, grouping = #qgemm.grouping<k_contiguous, align = 32, index = offsets>,
     padding = <zero> accumulate
 
 // -----

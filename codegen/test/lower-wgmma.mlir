@@ -108,3 +108,25 @@ qgemm.grouped_matmul @pair n = 4096, k = 7168,
     b = #qgemm.operand<e4m3, #qgemm.scale<[128, 128], f32, COMPACT>>,
     d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 128, index = offsets>,
     padding = <zero> {tuning = {cluster = 2 : i64, multicast = "a"}}
+
+// -----
+
+// k_contiguous (weight gradient) with 1x128 scales on both operands: A (n, T)
+// and B (k, T) through 2D maps at the group's tokens, per-column B scales
+// staged next to the A scales, every consumer thread releasing the stage
+// after reading them, and D = C + A.B in f32.
+// CHECK-LABEL: llvm.func @wgrad(
+// CHECK: nvvm.mbarrier.init %{{.*}}, %c256_i32
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg0, %{{.*}}, box[%{{.*}}, %{{.*}}] :
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg1, %{{.*}}, box[%{{.*}}, %{{.*}}] :
+// CHECK: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 192, k = 32>
+// CHECK: llvm.load %{{.*}} {alignment = 8 : i64} : !llvm.ptr<3> -> vector<2xf32>
+// CHECK: nvvm.mbarrier.arrive %{{.*}} : !llvm.ptr<3>
+// CHECK: llvm.getelementptr %arg5
+// CHECK: arith.addf
+// CHECK: llvm.store %{{.*}}, %{{.*}} : f32, !llvm.ptr<1>
+qgemm.grouped_matmul @wgrad n = 4096, k = 7168,
+    a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
+    b = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, GEMM_READY>>,
+    d = <f32>, grouping = #qgemm.grouping<k_contiguous, align = 128, index = offsets>,
+    padding = <zero> accumulate

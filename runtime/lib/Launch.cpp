@@ -210,18 +210,37 @@ Status launchWgmma(const CudaDriver &d, CUfunction fn, const std::string &name,
   // In a cluster each CTA loads its share of the A tile's rows.
   const uint32_t aBoxRows = uint32_t(cfg.blockM / cfg.cluster);
   CUtensorMap mapA, mapB;
-  Status st = c.grouping.kind == GroupingKind::MMasked
-                  ? encodeFp8Map(d, mapA, args.a, {k, rowsA, groups},
-                                 {128, aBoxRows, 1}, "A")
-                  : encodeFp8Map(d, mapA, args.a, {k, rowsA},
-                                 {128, aBoxRows}, "A");
+  Status st;
+  if (c.grouping.kind == GroupingKind::KContiguous) {
+    // A (n, T) and B (k, T), contiguous along the T tokens: the TMA row
+    // stride (T bytes) must be a multiple of 16.
+    if (args.rows % 16 != 0)
+      return Status::user(
+          name + ": k_contiguous with the wgmma kernel needs the token count "
+          "(rows = " + std::to_string(args.rows) +
+          ") to be a multiple of 16 (rows of A and B are TMA-loaded with a "
+          "row stride of that many bytes); pad the token dimension");
+    // No tokens at all: every group is empty and nothing is loaded, but
+    // the maps still need a non-zero extent.
+    const uint64_t tokens = std::max<uint64_t>(rowsA, 16);
+    st = encodeFp8Map(d, mapA, args.a, {tokens, uint64_t(c.n)},
+                      {128, aBoxRows}, "A");
+    if (st.ok())
+      st = encodeFp8Map(d, mapB, args.b, {tokens, k},
+                        {128, uint32_t(cfg.blockN)}, "B");
+  } else {
+    st = c.grouping.kind == GroupingKind::MMasked
+             ? encodeFp8Map(d, mapA, args.a, {k, rowsA, groups},
+                            {128, aBoxRows, 1}, "A")
+             : encodeFp8Map(d, mapA, args.a, {k, rowsA}, {128, aBoxRows}, "A");
+    if (st.ok())
+      st = encodeFp8Map(d, mapB, args.b, {k, uint64_t(c.n), groups},
+                        {128, uint32_t(cfg.blockN), 1}, "B");
+  }
   if (!st.ok())
     return st;
-  if (!(st = encodeFp8Map(d, mapB, args.b, {k, uint64_t(c.n), groups},
-                          {128, uint32_t(cfg.blockN), 1}, "B"))
-           .ok())
-    return st;
   CUdeviceptr sa = args.scaleA, sb = args.scaleB, dOut = args.d;
+  CUdeviceptr cIn = c.accumulate ? args.c : 0;
   CUdeviceptr groupsPtr = c.grouping.index != GroupIndex::None ? args.groups : 0;
   int32_t rows = static_cast<int32_t>(args.rows);
   int32_t numGroups = static_cast<int32_t>(args.numGroups);
@@ -231,6 +250,7 @@ Status launchWgmma(const CudaDriver &d, CUfunction fn, const std::string &name,
   params[kWgParamScaleA] = &sa;
   params[kWgParamScaleB] = &sb;
   params[kWgParamD] = &dOut;
+  params[kWgParamC] = &cIn;
   params[kWgParamGroups] = &groupsPtr;
   params[kWgParamRows] = &rows;
   params[kWgParamNumGroups] = &numGroups;

@@ -88,7 +88,11 @@ struct KernelConfig {
   // aligned for the 128B swizzle.
   int64_t stageBytesA() const { return int64_t(blockM) * blockK; }
   int64_t stageBytesB() const { return int64_t(blockN) * blockK; }
-  int64_t stageBytesScales() const { return int64_t(blockM) * 4 + 16; }
+  /// Per-column B scales (the weight gradient's 1x128 B scales): blockN.
+  bool scalePerColumnB = false;
+  int64_t stageBytesScales() const {
+    return int64_t(blockM) * 4 + (scalePerColumnB ? int64_t(blockN) * 4 : 16);
+  }
   int64_t offsetB() const { return stages * stageBytesA(); }
   int64_t offsetScales() const { return offsetB() + stages * stageBytesB(); }
   int64_t offsetBarriers() const {
@@ -100,11 +104,12 @@ struct KernelConfig {
 /// Parameters of the wgmma kernels, in order. The tensor maps are 128-byte
 /// CUtensorMap values passed by value (grid constants).
 enum WgmmaParam : unsigned {
-  kWgParamMapA = 0, ///< A: (K, M) or, m_masked, (K, M_max, G); box 128 x 128
-  kWgParamMapB,     ///< B: (K, N, G); box 128 x blockN x 1
+  kWgParamMapA = 0, ///< A: (K, M), m_masked (K, M_max, G), k_contiguous (T, n)
+  kWgParamMapB,     ///< B: (K, N, G), k_contiguous (T, k); box 128 x blockN
   kWgParamScaleA,
   kWgParamScaleB,
   kWgParamD,
+  kWgParamC, ///< f32 C when the contract accumulates (k_contiguous), else 0
   kWgParamGroups,
   kWgParamRows,
   kWgParamNumGroups,
@@ -112,8 +117,15 @@ enum WgmmaParam : unsigned {
 };
 
 /// Whether the wgmma family implements `c`: 1x128 A and 128x128 B f32
-/// scales, groups that never share a 128-row block, no accumulation, even n.
+/// scales, groups that never share a 128-row block, no accumulation, even n;
+/// or the weight gradient (k_contiguous) with 1x128 f32 scales on both
+/// operands (whole 128-token groups), even k.
 inline bool wgmmaApplies(const GemmContract &c) {
+  if (c.grouping.kind == GroupingKind::KContiguous)
+    return c.a.scale.blockRows == 1 && c.a.scale.blockCols == 128 &&
+           c.b.scale.blockRows == 1 && c.b.scale.blockCols == 128 &&
+           c.a.scale.dtype == ElemType::F32 && c.b.scale.dtype == ElemType::F32 &&
+           c.grouping.alignment % 128 == 0 && c.k % 2 == 0;
   const bool groupingOk =
       c.grouping.kind == GroupingKind::None ||
       c.grouping.kind == GroupingKind::MMasked ||
@@ -151,8 +163,10 @@ constexpr int kMaxWgmmaBlockN = 192;
 /// FLOP), so take 192 unless its last n-block pads more than 1/16 of n; else
 /// the candidate that pads least, the wider on a tie.
 inline int heuristicBlockN(const GemmContract &c) {
-  auto waste = [&](int64_t bn) { return (c.n + bn - 1) / bn * bn - c.n; };
-  if (waste(192) * 16 <= c.n)
+  // Output columns: n, or k for the weight gradient's (n, k) output.
+  const int64_t cols = c.grouping.kind == GroupingKind::KContiguous ? c.k : c.n;
+  auto waste = [&](int64_t bn) { return (cols + bn - 1) / bn * bn - cols; };
+  if (waste(192) * 16 <= cols)
     return 192;
   int best = 128;
   for (int bn : {160, 144, 128, 112, 96, 64})
@@ -181,6 +195,8 @@ inline KernelConfig resolveKernelConfig(const GemmContract &c, const Tuning &t,
     else if (t.cluster == 1 && t.multicast != "none")
       reject("multicast: \"" + t.multicast +
              "\" needs \"cluster\": 2");
+    else if (t.cluster == 2 && c.grouping.kind == GroupingKind::KContiguous)
+      reject("cluster: 2 is not supported for k_contiguous yet; supported: 1");
     else if (t.cluster == 2 && t.raster == "m")
       reject("raster: \"m\" with cluster 2 is not supported; supported: "
              "\"n\" (the pair walks adjacent n-blocks)");
@@ -199,6 +215,7 @@ inline KernelConfig resolveKernelConfig(const GemmContract &c, const Tuning &t,
   }
   cfg.family = KernelFamily::Wgmma;
   cfg.threads = 384;
+  cfg.scalePerColumnB = c.grouping.kind == GroupingKind::KContiguous;
   const bool explicitN = !t.isAuto && t.blockN;
   cfg.blockN = explicitN ? int(t.blockN) : heuristicBlockN(c);
   if (!t.isAuto && t.blockM && t.blockM != 128)
@@ -252,11 +269,13 @@ inline KernelConfig resolveKernelConfig(const GemmContract &c, const Tuning &t,
 /// all of A from DRAM per n-block).
 inline int64_t wgmmaWorkUnits(const GemmContract &c, const KernelConfig &cfg,
                               int64_t rows, int64_t groups) {
-  const int64_t mBlocks = (rows + cfg.blockM - 1) / cfg.blockM;
-  const int64_t nBlocks = (c.n + cfg.blockN - 1) / cfg.blockN;
+  // The weight gradient's tiles cover each group's (n, k) output.
+  const bool wgrad = c.grouping.kind == GroupingKind::KContiguous;
+  const int64_t mBlocks = ((wgrad ? c.n : rows) + cfg.blockM - 1) / cfg.blockM;
+  const int64_t nBlocks = ((wgrad ? c.k : c.n) + cfg.blockN - 1) / cfg.blockN;
   const int64_t nUnits = (nBlocks + cfg.cluster - 1) / cfg.cluster;
   return mBlocks * nUnits *
-         (c.grouping.kind == GroupingKind::MMasked ? groups : 1);
+         (c.grouping.kind == GroupingKind::MMasked || wgrad ? groups : 1);
 }
 
 /// Grid of the persistent wgmma kernels: as many CTAs (whole clusters) as
