@@ -111,13 +111,18 @@ gpu_qgemmc() {
     timeout -k 5 "${QGEMM_GPU_TIMEOUT:-420}" ./bin/qgemmc "$@")
 }
 
-# One spec of each kernel family and grouping; a few cases each.
+# One spec of each kernel family, grouping and tile variant (straddled B
+# scales, clusters); a few cases each.
 SANITIZE_FILTERS=(
   "t_mcontig_offsets__a.scale.layout=COMPACT__b.scale.layout=COMPACT__d.dtype=bf16__grouping.alignment=128"
   "t_mcontig_offsets__a.scale.layout=GEMM_READY__b.scale.layout=GEMM_READY__d.dtype=f32__grouping.alignment=16"
   "t_mcontig_rowgroup__a.scale.layout=GEMM_READY__d.padding_rows=untouched__grouping.alignment=32"
   "t_masked__a.scale.layout=COMPACT__b.scale.layout=GEMM_READY__d.dtype=bf16__d.padding_rows=zero"
   "t_wgrad_acc__a.scale.layout=GEMM_READY__b.scale.layout=COMPACT"
+  "t_wgrad__a.scale.layout=COMPACT__b.scale.layout=GEMM_READY__grouping.alignment=256"
+  "t_tuned__a.scale.layout=GEMM_READY__tuning.block_n=192__tuning.raster=n"
+  "t_cluster__a.scale.layout=COMPACT__tuning.block_n=192__tuning.num_sms=4"
+  "t_cluster_masked__d.padding_rows=untouched__tuning.block_n=144"
   "t_mxfp8__a.dtype=e4m3__a.scale.layout=GEMM_READY__b.scale.layout=COMPACT"
   "t_dense__a.dtype=e5m2__b.dtype=e4m3__d.dtype=bf16")
 

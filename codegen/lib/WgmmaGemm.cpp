@@ -570,18 +570,25 @@ private:
     }
   }
 
-  /// Two adjacent output columns: one 32-bit store of packed bf16, or two
-  /// f32 stores.
+  /// Two adjacent output columns: one 64-bit store of an f32 pair or one
+  /// 32-bit store of packed bf16 (D is 16-byte aligned, rows have an even
+  /// width and the pair starts at an even column).
   void storePair(Value v0, Value v1, Value idx) {
-    if (c.accumulate) {
-      // D = C + A.B (f32, same shape as D).
-      v0 = arith::AddFOp::create(b, v0, ir.load(ir.f32T(), arg(kWgParamC), idx));
-      v1 = arith::AddFOp::create(
-          b, v1, ir.load(ir.f32T(), arg(kWgParamC), ir.add(idx, ir.i64(1))));
-    }
     if (c.d == ElemType::F32) {
-      ir.store(v0, arg(kWgParamD), idx);
-      ir.store(v1, arg(kWgParamD), ir.add(idx, ir.i64(1)));
+      auto pairT = VectorType::get({2}, ir.f32T());
+      auto at = [&](unsigned param) {
+        return LLVM::GEPOp::create(b, ir.globalPtrT(), ir.f32T(), arg(param),
+                                   ValueRange{idx});
+      };
+      Value pair = LLVM::UndefOp::create(b, pairT);
+      pair = LLVM::InsertElementOp::create(b, pair, v0, ir.i32(0));
+      pair = LLVM::InsertElementOp::create(b, pair, v1, ir.i32(1));
+      if (c.accumulate) {
+        // D = C + A.B (f32, same shape as D).
+        Value cPair = LLVM::LoadOp::create(b, pairT, at(kWgParamC), /*alignment=*/8);
+        pair = arith::AddFOp::create(b, pair, cPair);
+      }
+      LLVM::StoreOp::create(b, pair, at(kWgParamD), /*alignment=*/8);
       return;
     }
     auto bits = [&](Value v) {
