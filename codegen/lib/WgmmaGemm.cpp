@@ -419,6 +419,10 @@ private:
       hw.mbarrierArrive(emptyBar(s));
       return next;
     }
+    // Every thread of the warpgroup has read its scales from the stage
+    // before one of them releases it (named barrier 1 or 2, one per
+    // consumer warpgroup; 0 is the CTA-wide one).
+    hw.namedBarrier(ir.add(consumerIdx, ir.i32(1)), kWarpgroupThreads);
     auto release = scf::IfOp::create(b, eq(tidInWg, 0), false);
     {
       OpBuilder::InsertionGuard g(b);

@@ -36,6 +36,8 @@
 // CHECK-COUNT-3: nvvm.wgmma.mma_async {{.*}} D[<f32>, <one>]
 // CHECK: nvvm.wgmma.commit.group.sync.aligned
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// The warpgroup's scale reads are ordered before the release.
+// CHECK: nvvm.barrier id = %{{.*}} number_of_threads = %c128_i32
 // CHECK: nvvm.mbarrier.arrive %{{.*}} : !llvm.ptr<3>
 // Promotion: every fragment element times its row's A scale and its
 // column's B scale.
