@@ -119,9 +119,4 @@ Value HopperIR::wgmma(Value acc, Value descA, Value descB, int64_t n,
       NVVM::MMALayout::col, NVVM::MMAIntOverflowAttr());
 }
 
-void HopperIR::namedBarrier(Value id, int64_t threads) {
-  NVVM::BarrierOp::create(b, TypeRange{}, id, ir.i32(threads),
-                          NVVM::BarrierReductionAttr(), Value());
-}
-
 Value HopperIR::threadIdX() { return NVVM::ThreadIdXOp::create(b, b.getI32Type()); }

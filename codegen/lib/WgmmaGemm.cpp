@@ -129,11 +129,11 @@ private:
         // Thread 0's arrive with the TMA byte count, plus one cp.async
         // arrive of each producer thread.
         hw.mbarrierInit(fullBar(ir.i32(s)), 1 + kWarpgroupThreads);
-        // One elected thread of each consumer warpgroup of each CTA of the
-        // cluster releases a stage (the peers' producers write into it);
-        // for k_contiguous every consumer thread does (see mainloopStep).
+        // Every consumer thread of this CTA releases a stage, plus one
+        // thread of each consumer warpgroup of each peer CTA (their
+        // producers multicast into it); see mainloopStep.
         hw.mbarrierInit(emptyBar(ir.i32(s)),
-                        wgrad() ? 2 * kWarpgroupThreads : 2 * cfg.cluster);
+                        2 * kWarpgroupThreads + 2 * (cfg.cluster - 1));
       }
       NVVM::FenceMbarrierInitOp::create(b);
     }
@@ -419,16 +419,18 @@ private:
       hw.mbarrierArrive(emptyBar(s));
       return next;
     }
-    // Every thread of the warpgroup has read its scales from the stage
-    // before one of them releases it (named barrier 1 or 2, one per
-    // consumer warpgroup; 0 is the CTA-wide one).
-    hw.namedBarrier(ir.add(consumerIdx, ir.i32(1)), kWarpgroupThreads);
-    auto release = scf::IfOp::create(b, eq(tidInWg, 0), false);
-    {
+    // Every consumer thread releases the stage after its own scale reads
+    // (the MMAs' reads are complete after the wait above). A single arrive
+    // after a warpgroup barrier orders the same, but compute-sanitizer's
+    // racecheck only accepts each reader's own arrive before the
+    // producer's next cp.async into the stage.
+    hw.mbarrierArrive(emptyBar(s));
+    if (cfg.cluster > 1) {
+      // The peers' producers multicast A into this stage too: one remote
+      // arrive per warpgroup on each peer's empty barrier.
+      auto release = scf::IfOp::create(b, eq(tidInWg, 0), false);
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPointToStart(&release.getThenRegion().front());
-      hw.mbarrierArrive(emptyBar(s));
-      // The peer's producer multicasts into this stage too.
       for (int peer = 1; peer < cfg.cluster; ++peer)
         hw.mbarrierArriveRemote(
             emptyBar(s), ir.remU(ir.add(rank, ir.i32(peer)), ir.i32(cfg.cluster)));

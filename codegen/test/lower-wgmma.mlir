@@ -10,7 +10,7 @@
 // n = 4096 takes the heuristic's 192-wide tile (its last n-block pads 3%),
 // leaving room for five stages: a full barrier (thread 0's arrival with the TMA bytes plus
 // one cp.async arrival per producer thread) and an empty barrier (one
-// arrival per consumer warpgroup) each.
+// arrival per consumer thread) each.
 // CHECK-COUNT-5: nvvm.mbarrier.init %{{.*}}, %c129_i32
 // CHECK-NOT: nvvm.mbarrier.init %{{.*}}, %c129_i32
 // CHECK: nvvm.fence.mbarrier.init
@@ -36,8 +36,8 @@
 // CHECK-COUNT-3: nvvm.wgmma.mma_async {{.*}} D[<f32>, <one>]
 // CHECK: nvvm.wgmma.commit.group.sync.aligned
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 0
-// The warpgroup's scale reads are ordered before the release.
-// CHECK: nvvm.barrier id = %{{.*}} number_of_threads = %c128_i32
+// Every consumer thread releases the stage after its own scale reads.
+// CHECK-NOT: nvvm.barrier id
 // CHECK: nvvm.mbarrier.arrive %{{.*}} : !llvm.ptr<3>
 // Promotion: every fragment element times its row's A scale and its
 // column's B scale.
@@ -97,7 +97,7 @@ qgemm.grouped_matmul @wide n = 7168, k = 2048,
 // CHECK-LABEL: llvm.func @pair(
 // CHECK-SAME: nvvm.cluster_dim = array<i32: 2, 1, 1>
 // CHECK: nvvm.read.ptx.sreg.cluster.ctaid.x
-// CHECK: nvvm.mbarrier.init %{{.*}}, %c4_i32
+// CHECK: nvvm.mbarrier.init %{{.*}}, %c258_i32
 // CHECK: nvvm.cluster.arrive
 // CHECK-NEXT: nvvm.cluster.wait
 // CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg0, %{{.*}}, box[%{{.*}}, %{{.*}}] multicast_mask = %{{.*}}

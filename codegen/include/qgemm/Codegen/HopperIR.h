@@ -66,9 +66,6 @@ public:
               ::qgemm::ElemType a, ::qgemm::ElemType bType, bool accumulate);
 
   Value threadIdX();
-  /// bar.sync `id` (i32, 1..15) over `threads` threads: orders their
-  /// earlier shared-memory accesses before what any of them does next.
-  void namedBarrier(Value id, int64_t threads);
 
 private:
   KernelIR &ir;
