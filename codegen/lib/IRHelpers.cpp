@@ -59,14 +59,14 @@ Value KernelIR::select(Value c, Value x, Value y) {
   return arith::SelectOp::create(b, c, x, y);
 }
 
+Value KernelIR::elementPtr(Type t, Value base, Value index) {
+  return LLVM::GEPOp::create(b, globalPtrT(), t, base, ValueRange{index});
+}
 Value KernelIR::load(Type t, Value base, Value index) {
-  Value p = LLVM::GEPOp::create(b, globalPtrT(), t, base, ValueRange{index});
-  return LLVM::LoadOp::create(b, t, p);
+  return LLVM::LoadOp::create(b, t, elementPtr(t, base, index));
 }
 void KernelIR::store(Value v, Value base, Value index) {
-  Value p = LLVM::GEPOp::create(b, globalPtrT(), v.getType(), base,
-                                ValueRange{index});
-  LLVM::StoreOp::create(b, v, p);
+  LLVM::StoreOp::create(b, v, elementPtr(v.getType(), base, index));
 }
 
 Value KernelIR::decodeFp8(Value byte, ::qgemm::ElemType type) {

@@ -346,7 +346,7 @@ private:
     Value idx = s.offset;
     if (masked())
       idx = ir.add(ir.mul(ir.toI64(group), s.matrixSize), idx);
-    return elementAddress(arg(kWgParamScaleA), idx);
+    return ir.elementPtr(ir.f32T(), arg(kWgParamScaleA), idx);
   }
 
   /// Global address of the B scale of 128-wide n-block `nb128`, K block `kb`.
@@ -354,7 +354,7 @@ private:
     ScaleAddress s = emitScaleAddress(ir, c.b.scale, ir.i64(c.n), ir.i64(c.k),
                                       ir.toI64(nb128), ir.toI64(kb));
     Value idx = ir.add(ir.mul(ir.toI64(group), s.matrixSize), s.offset);
-    return elementAddress(arg(kWgParamScaleB), idx);
+    return ir.elementPtr(ir.f32T(), arg(kWgParamScaleB), idx);
   }
 
   /// k_contiguous: global address of the scale of B row (output column)
@@ -362,12 +362,7 @@ private:
   Value scaleBColumnAddress(Value col, Value tb) {
     ScaleAddress s = emitScaleAddress(ir, c.b.scale, ir.i64(c.k), ir.toI64(rows),
                                       ir.toI64(col), ir.toI64(tb));
-    return elementAddress(arg(kWgParamScaleB), s.offset);
-  }
-
-  Value elementAddress(Value base, Value idx) {
-    return LLVM::GEPOp::create(b, ir.globalPtrT(), ir.f32T(), base,
-                               ValueRange{idx});
+    return ir.elementPtr(ir.f32T(), arg(kWgParamScaleB), s.offset);
   }
 
   /// Whether a tile can straddle a 128-wide B scale block.
@@ -583,8 +578,7 @@ private:
     if (c.d == ElemType::F32) {
       auto pairT = VectorType::get({2}, ir.f32T());
       auto at = [&](unsigned param) {
-        return LLVM::GEPOp::create(b, ir.globalPtrT(), ir.f32T(), arg(param),
-                                   ValueRange{idx});
+        return ir.elementPtr(ir.f32T(), arg(param), idx);
       };
       Value pair = LLVM::UndefOp::create(b, pairT);
       pair = LLVM::InsertElementOp::create(b, pair, v0, ir.i32(0));

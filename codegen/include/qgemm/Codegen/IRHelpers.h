@@ -41,6 +41,8 @@ public:
   Value cmp(arith::CmpIPredicate p, Value x, Value y);
   Value select(Value c, Value x, Value y);
 
+  /// Address of element `index` (i64) of type `t` at global pointer `base`.
+  Value elementPtr(Type t, Value base, Value index);
   /// Load element `index` (i64) of type `t` from global pointer `base`.
   Value load(Type t, Value base, Value index);
   void store(Value v, Value base, Value index);
