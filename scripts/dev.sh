@@ -95,10 +95,16 @@ unpack() {
   tar -C "$dest" -xJf "$ROOT/.pack/qgemm-gpu.tar.xz"
 }
 
+# Every GPU step runs under a time limit: a hung kernel must end the run
+# with a message, not eat the lease.
+with_timeout() {
+  timeout -k 5 "${QGEMM_GPU_TIMEOUT:-420}" "$@"
+}
+
 gpu_bench() {
   unpack
   mkdir -p "$out/bench"
-  timeout -k 5 "${QGEMM_GPU_TIMEOUT:-420}" "$dest/qgemm/bin/qgemmc" bench \
+  with_timeout "$dest/qgemm/bin/qgemmc" bench \
     --suite "$dest/qgemm/moe_suite.json" --out "$out/bench" "$@"
 }
 
@@ -108,7 +114,7 @@ gpu_bench() {
 gpu_qgemmc() {
   unpack
   (cd "$dest/qgemm" && QGEMM_CACHE_DIR="$dest/cache" \
-    timeout -k 5 "${QGEMM_GPU_TIMEOUT:-420}" ./bin/qgemmc "$@")
+    with_timeout ./bin/qgemmc "$@")
 }
 
 # One spec of each kernel family, grouping and tile variant (straddled B
@@ -157,9 +163,8 @@ gpu() {
   "$dest/qgemm/bin/qgemmc" build "$dest"/qgemm/specs/*.json | tee "$out/build.txt"
   if [[ -x "$dest/qgemm/bin/qgemm-gpu-tests" ]]; then
     mkdir -p "$out/tests"
-    # A hung kernel must end the run with a message, not eat the lease;
-    # line-buffered so the log shows how far it got.
-    QGEMM_CACHE_DIR="$dest/cache" timeout -k 5 "${QGEMM_GPU_TIMEOUT:-420}" \
+    # Line-buffered so the log shows how far a timed-out run got.
+    QGEMM_CACHE_DIR="$dest/cache" with_timeout \
       stdbuf -oL -eL "$dest/qgemm/bin/qgemm-gpu-tests" \
       --specs "$dest/qgemm/gpu-specs" --specs "$dest/qgemm/specs" --out "$out/tests" "$@" ||
       { rc=$?; ((rc == 124 || rc == 137)) && echo "GPU tests timed out (hung kernel?)"; return $rc; }
