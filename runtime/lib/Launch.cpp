@@ -74,60 +74,6 @@ Status checkTarget(const CudaDriver &d, const std::string &target) {
                       "; compile the spec with a matching \"target\"");
 }
 
-Status loadModule(const CudaDriver &d, const Kernel::State &k,
-                  Kernel::State::Module &m) {
-  if (Status st = checkTarget(d, k.spec.target); !st.ok())
-    return st;
-  // The JIT's error log says which PTX line it rejected and why.
-  char log[8192] = {0};
-  CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER,
-                         CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
-  void *values[] = {log, reinterpret_cast<void *>(uintptr_t(sizeof(log) - 1))};
-  Status st =
-      d.check(d.moduleLoadDataEx(&m.module, k.ptx.c_str(), 2, opts, values),
-              "cuModuleLoadDataEx(" + k.name + ")");
-  if (!st.ok()) {
-    if (log[0])
-      st.message += "\n" + std::string(log);
-    return st;
-  }
-  st = d.check(d.moduleGetFunction(&m.function, m.module, k.name.c_str()),
-               "cuModuleGetFunction(" + k.name + ")");
-  // The wgmma family's stage ring lives in dynamic shared memory beyond the
-  // default 48 KB: raise the function's limit once, here, not per launch.
-  if (st.ok() && k.spec.op == OpKind::GroupedGemm) {
-    const KernelConfig cfg = resolveKernelConfig(k.spec.gemm, k.spec.tuning);
-    if (cfg.sharedBytes > 0)
-      st = d.check(d.funcSetAttribute(
-                       m.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                       int(cfg.sharedBytes)),
-                   "cuFuncSetAttribute(" + k.name + ", dynamic shared memory)");
-  }
-  if (!st.ok())
-    d.moduleUnload(m.module);
-  return st;
-}
-
-/// The SIMT grid, checked against the launch limits of every CUDA device.
-/// (The wgmma grid is at most one CTA per SM: always in range.)
-Status launchGrid(const GemmContract &c, const GemmArgs &args,
-                  std::array<int64_t, 3> &grid) {
-  grid = simtGemmGrid(c, args.rows, args.numGroups);
-  const int64_t limits[3] = {std::numeric_limits<int32_t>::max(), 65535, 65535};
-  const char *axis[3] = {"x", "y", "z"};
-  for (int i = 0; i < 3; ++i)
-    if (grid[i] < 1 || grid[i] > limits[i])
-      return Status::user(
-          "launch grid (" + std::to_string(grid[0]) + ", " +
-          std::to_string(grid[1]) + ", " + std::to_string(grid[2]) +
-          ") is out of range: " + axis[i] + " must be in 1.." +
-          std::to_string(limits[i]) +
-          (i == 1 ? " (column blocks of " + std::to_string(kSimtBlockThreads) +
-                        " output columns)"
-                  : ""));
-  return Status();
-}
-
 /// SMs of the current context's device: the persistent grid's size.
 Status smCount(const CudaDriver &d, int &out) {
   CUdevice dev = 0;
@@ -166,6 +112,63 @@ Status residentCtas(const CudaDriver &d, CUfunction fn,
   return Status();
 }
 
+Status loadModule(const CudaDriver &d, const Kernel::State &k,
+                  Kernel::State::Module &m) {
+  if (Status st = checkTarget(d, k.spec.target); !st.ok())
+    return st;
+  // The JIT's error log says which PTX line it rejected and why.
+  char log[8192] = {0};
+  CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER,
+                         CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void *values[] = {log, reinterpret_cast<void *>(uintptr_t(sizeof(log) - 1))};
+  Status st =
+      d.check(d.moduleLoadDataEx(&m.module, k.ptx.c_str(), 2, opts, values),
+              "cuModuleLoadDataEx(" + k.name + ")");
+  if (!st.ok()) {
+    if (log[0])
+      st.message += "\n" + std::string(log);
+    return st;
+  }
+  st = d.check(d.moduleGetFunction(&m.function, m.module, k.name.c_str()),
+               "cuModuleGetFunction(" + k.name + ")");
+  // The wgmma family's stage ring lives in dynamic shared memory beyond the
+  // default 48 KB: raise the function's limit once, here, not per launch.
+  if (st.ok() && k.spec.op == OpKind::GroupedGemm) {
+    const KernelConfig cfg = resolveKernelConfig(k.spec.gemm, k.spec.tuning);
+    if (cfg.sharedBytes > 0)
+      st = d.check(d.funcSetAttribute(
+                       m.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                       int(cfg.sharedBytes)),
+                   "cuFuncSetAttribute(" + k.name + ", dynamic shared memory)");
+    // The persistent grid's cap, once per module rather than per launch.
+    if (st.ok() && cfg.family == KernelFamily::Wgmma)
+      st = residentCtas(d, m.function, cfg, m.residentCtas);
+  }
+  if (!st.ok())
+    d.moduleUnload(m.module);
+  return st;
+}
+
+/// The SIMT grid, checked against the launch limits of every CUDA device.
+/// (The wgmma grid is at most one CTA per SM: always in range.)
+Status launchGrid(const GemmContract &c, const GemmArgs &args,
+                  std::array<int64_t, 3> &grid) {
+  grid = simtGemmGrid(c, args.rows, args.numGroups);
+  const int64_t limits[3] = {std::numeric_limits<int32_t>::max(), 65535, 65535};
+  const char *axis[3] = {"x", "y", "z"};
+  for (int i = 0; i < 3; ++i)
+    if (grid[i] < 1 || grid[i] > limits[i])
+      return Status::user(
+          "launch grid (" + std::to_string(grid[0]) + ", " +
+          std::to_string(grid[1]) + ", " + std::to_string(grid[2]) +
+          ") is out of range: " + axis[i] + " must be in 1.." +
+          std::to_string(limits[i]) +
+          (i == 1 ? " (column blocks of " + std::to_string(kSimtBlockThreads) +
+                        " output columns)"
+                  : ""));
+  return Status();
+}
+
 /// A TMA map of an FP8 operand: `dims` innermost first (K first), rows of
 /// K bytes, boxes whose inner extent is one 128-byte swizzle row.
 Status encodeFp8Map(const CudaDriver &d, CUtensorMap &map, DevicePtr base,
@@ -197,14 +200,12 @@ Status encodeFp8Map(const CudaDriver &d, CUtensorMap &map, DevicePtr base,
 
 /// Launch the wgmma family: tensor maps of A and B by value, dynamic
 /// shared memory for the stage ring, one persistent CTA per SM at most.
-Status launchWgmma(const CudaDriver &d, CUfunction fn, const std::string &name,
-                   const GemmContract &c, const KernelConfig &cfg,
-                   const GemmArgs &args, CUstream stream) {
-  int resident = 0;
-  if (Status st = residentCtas(d, fn, cfg, resident); !st.ok())
-    return st;
+Status launchWgmma(const CudaDriver &d, const Kernel::State::Module &m,
+                   const std::string &name, const GemmContract &c,
+                   const KernelConfig &cfg, const GemmArgs &args,
+                   CUstream stream) {
   const std::array<int64_t, 3> grid =
-      wgmmaGrid(c, cfg, args.rows, args.numGroups, resident);
+      wgmmaGrid(c, cfg, args.rows, args.numGroups, m.residentCtas);
   const uint64_t k = uint64_t(c.k), rowsA = uint64_t(args.rows);
   const uint64_t groups = uint64_t(args.numGroups);
   // In a cluster each CTA loads its share of the A tile's rows.
@@ -254,7 +255,7 @@ Status launchWgmma(const CudaDriver &d, CUfunction fn, const std::string &name,
   params[kWgParamGroups] = &groupsPtr;
   params[kWgParamRows] = &rows;
   params[kWgParamNumGroups] = &numGroups;
-  return d.check(d.launchKernel(fn, unsigned(grid[0]), unsigned(grid[1]),
+  return d.check(d.launchKernel(m.function, unsigned(grid[0]), unsigned(grid[1]),
                                 unsigned(grid[2]), unsigned(cfg.threads), 1, 1,
                                 unsigned(cfg.sharedBytes), stream, params,
                                 nullptr),
@@ -263,7 +264,8 @@ Status launchWgmma(const CudaDriver &d, CUfunction fn, const std::string &name,
 
 } // namespace
 
-Status Runtime::Impl::functionFor(Kernel::State &k, CUfunction &out) {
+Status Runtime::Impl::functionFor(Kernel::State &k,
+                                  Kernel::State::Module &out) {
   const CudaDriver *d = nullptr;
   if (Status st = openDriver(d); !st.ok())
     return st;
@@ -273,7 +275,7 @@ Status Runtime::Impl::functionFor(Kernel::State &k, CUfunction &out) {
   std::lock_guard<std::mutex> lock(k.mutex);
   for (const Kernel::State::Module &m : k.modules) {
     if (m.context == ctx) {
-      out = m.function;
+      out = m;
       return Status();
     }
   }
@@ -283,15 +285,15 @@ Status Runtime::Impl::functionFor(Kernel::State &k, CUfunction &out) {
     return st;
   k.driver = d;
   k.modules.push_back(m);
-  out = m.function;
+  out = m;
   return Status();
 }
 
 Status Runtime::load(const Kernel &kernel) {
   if (!kernel.valid())
     return Status::user("load: the kernel handle is empty");
-  CUfunction fn = nullptr;
-  return impl->functionFor(*kernel.state, fn);
+  Kernel::State::Module m;
+  return impl->functionFor(*kernel.state, m);
 }
 
 Status Runtime::launch(const Kernel &kernel, const GemmArgs &args,
@@ -314,11 +316,11 @@ Status Runtime::launch(const Kernel &kernel, const GemmArgs &args,
     if (Status st = launchGrid(c, args, grid); !st.ok())
       return st;
 
-  CUfunction fn = nullptr;
-  if (Status st = impl->functionFor(*kernel.state, fn); !st.ok())
+  Kernel::State::Module m;
+  if (Status st = impl->functionFor(*kernel.state, m); !st.ok())
     return st;
   if (cfg.family == KernelFamily::Wgmma)
-    return launchWgmma(*impl->driver.load(std::memory_order_acquire), fn,
+    return launchWgmma(*impl->driver.load(std::memory_order_acquire), m,
                        kernel.name(), c, cfg, args,
                        static_cast<CUstream>(stream));
   // KernelABI.h: pointers, then rows and numGroups as i32 (both < 2^31 by
@@ -340,7 +342,7 @@ Status Runtime::launch(const Kernel &kernel, const GemmArgs &args,
   params[kParamNumGroups] = &numGroups;
 
   const CudaDriver *d = impl->driver.load(std::memory_order_acquire);
-  return d->check(d->launchKernel(fn, unsigned(grid[0]), unsigned(grid[1]),
+  return d->check(d->launchKernel(m.function, unsigned(grid[0]), unsigned(grid[1]),
                                   unsigned(grid[2]), kSimtBlockThreads, 1, 1,
                                   /*sharedMemBytes=*/0,
                                   static_cast<CUstream>(stream), params,

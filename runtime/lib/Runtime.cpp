@@ -197,8 +197,8 @@ KernelResult Runtime::getKernel(const Spec &spec) {
   const CudaDriver *driver = nullptr;
   if (impl->options.loadEagerly && impl->openDriver(driver).ok()) {
     auto loadStart = std::chrono::steady_clock::now();
-    CUfunction fn = nullptr;
-    r.status = impl->functionFor(*state, fn);
+    Kernel::State::Module m;
+    r.status = impl->functionFor(*state, m);
     r.stats.loadMillis = millisSince(loadStart);
   }
   r.stats.millis = millisSince(start);

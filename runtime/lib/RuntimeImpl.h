@@ -32,6 +32,9 @@ struct Kernel::State {
     CUcontext context = nullptr;
     CUmodule module = nullptr;
     CUfunction function = nullptr;
+    /// wgmma family: CTAs of this kernel that can run at once on the
+    /// context's device (the persistent grid's cap), queried at load.
+    int residentCtas = 0;
   };
   std::mutex mutex; ///< Guards modules and driver.
   std::vector<Module> modules;
@@ -60,7 +63,7 @@ struct Runtime::Impl {
   Status openDriver(const CudaDriver *&out);
   /// The function of `kernel` in the calling thread's context, loading the
   /// module there first if needed (Launch.cpp).
-  Status functionFor(Kernel::State &kernel, CUfunction &out);
+  Status functionFor(Kernel::State &kernel, Kernel::State::Module &out);
 };
 
 } // namespace qgemm
