@@ -469,7 +469,11 @@ int qgemmc::runBench(const std::vector<std::string> &args) {
     std::vector<qgemm::BenchRow> measured =
         runner.run(j.specs, j.shape, j.label, j.section);
     worst = std::max(worst, worstOf(measured));
-    for (const qgemm::BenchRow &r : measured) {
+    for (qgemm::BenchRow &r : measured) {
+      // Specs of a sweep share one job (and its data); without --label each
+      // row is named by its own spec, not the job's first one.
+      if (j.section == "spec" && a.label.empty())
+        r.label = r.specName;
       rows.push_back(rowJson(j, r));
       if (!a.json) {
         printRow(j, r);
