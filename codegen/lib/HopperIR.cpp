@@ -119,4 +119,41 @@ Value HopperIR::wgmma(Value acc, Value descA, Value descB, int64_t n,
       NVVM::MMALayout::col, NVVM::MMAIntOverflowAttr());
 }
 
+Value HopperIR::threadIdXInPlace() {
+  // A side-effecting asm cannot be hoisted: everything derived from it is
+  // computed where it is used, not kept live from the kernel's entry.
+  return LLVM::InlineAsmOp::create(b, b.getI32Type(), ValueRange{},
+                                   "mov.u32 $0, %tid.x;", "=r",
+                                   /*has_side_effects=*/true,
+                                   /*is_align_stack=*/false,
+                                   LLVM::tailcallkind::TailCallKind::None,
+                                   LLVM::AsmDialectAttr(), ArrayAttr())
+      .getResult(0);
+}
+
+Value HopperIR::wgmmaWait(int pending, Value frag) {
+  // wgmma.wait_group with the fragment's registers as tied operands of the
+  // same inline asm: the wait then defines the values, so no read of the
+  // fragment can be scheduled before it (the NVVM wait op has no operands
+  // and orders only memory).
+  auto structT = cast<LLVM::LLVMStructType>(frag.getType());
+  const size_t count = structT.getBody().size();
+  SmallVector<Value> regs;
+  std::string constraints;
+  for (size_t i = 0; i < count; ++i) {
+    regs.push_back(LLVM::ExtractValueOp::create(b, frag, ArrayRef<int64_t>{int64_t(i)}));
+    constraints += (i ? ",=f" : "=f");
+  }
+  for (size_t i = 0; i < count; ++i)
+    constraints += "," + std::to_string(i);
+  std::string text =
+      "wgmma.wait_group.sync.aligned " + std::to_string(pending) + ";";
+  return LLVM::InlineAsmOp::create(b, structT, regs, text, constraints,
+                                   /*has_side_effects=*/true,
+                                   /*is_align_stack=*/false,
+                                   LLVM::tailcallkind::TailCallKind::None,
+                                   LLVM::AsmDialectAttr(), ArrayAttr())
+      .getResult(0);
+}
+
 Value HopperIR::threadIdX() { return NVVM::ThreadIdXOp::create(b, b.getI32Type()); }

@@ -18,7 +18,11 @@
 // their layout; loaded from global memory by the consumers themselves, one
 // K block ahead, GEMM_READY A scales (a new cache line every K block) cost
 // 10-30% on the H100.
-// The epilogue writes D from registers with row masking per grouping.
+// The epilogue masks rows per grouping. bf16 D goes through a shared
+// buffer per consumer warpgroup and leaves as 16-byte row chunks (coalesced
+// whole sectors; writing the fragments' 4-byte pairs straight to global
+// memory cost 10-25% on the MoE shapes); f32 D leaves from registers as
+// 8-byte pairs, which already fill whole sectors.
 //
 //===----------------------------------------------------------------------===//
 #include "qgemm/Codegen/HopperIR.h"
@@ -370,116 +374,136 @@ private:
     return 128 % cfg.blockN != 0 && cfg.blockN % 128 != 0;
   }
 
-  /// One K block of a consumer warpgroup: wait, read the block's scales from
-  /// the stage, four k32 wgmma steps into a fresh fragment, release the
-  /// stage, promote into `acc`.
-  SmallVector<Value> mainloopStep(Value iter, ValueRange acc, Value consumerIdx,
-                                  Value tidInWg, Value rowInTile) {
-    const int64_t n = cfg.blockN;
-    Value s = stageOf(iter);
-    Value phase = phaseOf(iter);
-    hw.mbarrierWait(fullBar(s), phase);
+  /// Scale factors of one K block for the thread's two rows: forward, the
+  /// products scale_a * scale_b with the tile's first (lo) and, when it
+  /// straddles a 128 boundary, second (hi) B scale; k_contiguous, the A
+  /// scales alone (B's scales are per column, read during the promotion).
+  struct BlockScales {
+    Value row0, row1, row0Hi, row1Hi;
+  };
+
+  BlockScales readScales(Value s, Value rowInTile) {
     Value scalePtr = stageScales(s);
     auto sharedLoad = [&](Value i) {
       return LLVM::LoadOp::create(b, ir.f32T(), sharedF32(scalePtr, i));
     };
     Value a0 = sharedLoad(rowInTile);
     Value a1 = sharedLoad(ir.add(rowInTile, ir.i32(8)));
-    Value b0, b1;
-    if (!wgrad()) {
-      b0 = sharedLoad(ir.i32(cfg.blockM));
-      b1 = tileMayStraddle() ? sharedLoad(ir.i32(cfg.blockM + 1)) : b0;
+    if (wgrad())
+      return {a0, a1, a0, a1};
+    Value b0 = sharedLoad(ir.i32(cfg.blockM));
+    BlockScales sc;
+    sc.row0 = arith::MulFOp::create(b, a0, b0);
+    sc.row1 = arith::MulFOp::create(b, a1, b0);
+    sc.row0Hi = sc.row0;
+    sc.row1Hi = sc.row1;
+    if (tileMayStraddle()) {
+      Value b1 = sharedLoad(ir.i32(cfg.blockM + 1));
+      sc.row0Hi = arith::MulFOp::create(b, a0, b1);
+      sc.row1Hi = arith::MulFOp::create(b, a1, b1);
     }
+    return sc;
+  }
 
+  /// Issues, as one wgmma group, the four k32 steps of columns
+  /// [col0, col0 + width) of stage `s` into a fresh fragment.
+  Value issueMma(Value s, Value consumerIdx, int64_t col0, int64_t width) {
     NVVM::WgmmaFenceAlignedOp::create(b);
     Value aAddr = ir.add(hw.sharedAddress(stageA(s)),
                          ir.mul(consumerIdx, ir.i32(64 * cfg.blockK)));
-    Value bAddr = hw.sharedAddress(stageB(s));
+    // B is K-major, 128 bytes a row: column col0 starts col0 rows in (a
+    // whole number of 8-row swizzle atoms, col0 being a multiple of 8).
+    Value bAddr = ir.add(hw.sharedAddress(stageB(s)), ir.i32(col0 * cfg.blockK));
     // The first step overwrites (scale-d = 0): its input registers are
     // don't-care, so no zeros need materializing.
-    Value frag = LLVM::UndefOp::create(b, hw.accumulatorT(n));
+    Value frag = LLVM::UndefOp::create(b, hw.accumulatorT(width));
     for (int k = 0; k < cfg.blockK / 32; ++k) {
       Value da = hw.wgmmaDescriptor(ir.add(aAddr, ir.i32(32 * k)));
       Value db = hw.wgmmaDescriptor(ir.add(bAddr, ir.i32(32 * k)));
-      frag = hw.wgmma(frag, da, db, n, c.a.dtype, c.b.dtype, /*accumulate=*/k > 0);
+      frag = hw.wgmma(frag, da, db, width, c.a.dtype, c.b.dtype,
+                      /*accumulate=*/k > 0);
     }
     NVVM::WgmmaGroupSyncAlignedOp::create(b);
-    NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
-
-    if (wgrad()) {
-      // The per-column B scales are read from the stage during the
-      // promotion, so every thread releases it after its own reads.
-      SmallVector<Value> next = promotePerColumn(
-          frag, acc, a0, a1, scalePtr, ir.remU(tidInWg, ir.i32(32)));
-      hw.mbarrierArrive(emptyBar(s));
-      return next;
-    }
-    // Every consumer thread releases the stage after its own scale reads
-    // (the MMAs' reads are complete after the wait above). A single arrive
-    // after a warpgroup barrier orders the same, but compute-sanitizer's
-    // racecheck only accepts each reader's own arrive before the
-    // producer's next cp.async into the stage.
-    hw.mbarrierArrive(emptyBar(s));
-    if (cfg.cluster > 1) {
-      // The peers' producers multicast A into this stage too: one remote
-      // arrive per warpgroup on each peer's empty barrier.
-      auto release = scf::IfOp::create(b, eq(tidInWg, 0), false);
-      OpBuilder::InsertionGuard g(b);
-      b.setInsertionPointToStart(&release.getThenRegion().front());
-      for (int peer = 1; peer < cfg.cluster; ++peer)
-        hw.mbarrierArriveRemote(
-            emptyBar(s), ir.remU(ir.add(rank, ir.i32(peer)), ir.i32(cfg.cluster)));
-    }
-    // Fragment element i belongs to row (i % 4) / 2 of the thread's pair
-    // and to the 8-column group i / 4; a 128 boundary inside the tile falls
-    // between groups (tiles start at multiples of 16 columns).
-    Value s00 = arith::MulFOp::create(b, a0, b0);
-    Value s10 = arith::MulFOp::create(b, a1, b0);
-    Value s01 = s00, s11 = s10, boundary;
-    if (tileMayStraddle()) {
-      s01 = arith::MulFOp::create(b, a0, b1);
-      s11 = arith::MulFOp::create(b, a1, b1);
-      Value n0 = ir.mul(nBlock, ir.i32(cfg.blockN));
-      boundary = ir.sub(ir.i32(128), ir.remU(n0, ir.i32(128)));
-    }
-    SmallVector<Value> next;
-    Value scaleRow0 = s00, scaleRow1 = s10;
-    for (int64_t i = 0; i < n / 2; ++i) {
-      if (i % 4 == 0 && tileMayStraddle()) {
-        Value first = ir.cmp(arith::CmpIPredicate::slt, ir.i32(i / 4 * 8),
-                             boundary);
-        scaleRow0 = ir.select(first, s00, s01);
-        scaleRow1 = ir.select(first, s10, s11);
-      }
-      Value t = LLVM::ExtractValueOp::create(b, frag, ArrayRef<int64_t>{i});
-      Value scale = (i % 4) < 2 ? scaleRow0 : scaleRow1;
-      next.push_back(LLVM::FMAOp::create(b, t, scale, acc[size_t(i)]));
-    }
-    return next;
+    return frag;
   }
 
-  /// k_contiguous promotion: every column has its own B scale. Fragment
-  /// element i sits in column (i / 4) * 8 + (lane % 4) * 2 + i % 2.
-  SmallVector<Value> promotePerColumn(Value frag, ValueRange acc, Value a0,
-                                      Value a1, Value scalePtr, Value lane) {
+  /// Stage `s` is free again for this CTA's producer and, in a cluster,
+  /// for the peers' producers that multicast into it.
+  void release(Value s, Value tidInWg) {
+    // Every consumer thread arrives after its own reads: a single arrive
+    // after a warpgroup barrier orders the same, but compute-sanitizer's
+    // racecheck only accepts each reader's own arrive before the producer's
+    // next cp.async into the stage.
+    hw.mbarrierArrive(emptyBar(s));
+    if (cfg.cluster == 1)
+      return;
+    auto ifFirst = scf::IfOp::create(b, eq(tidInWg, 0), false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&ifFirst.getThenRegion().front());
+    for (int peer = 1; peer < cfg.cluster; ++peer)
+      hw.mbarrierArriveRemote(
+          emptyBar(s), ir.remU(ir.add(rank, ir.i32(peer)), ir.i32(cfg.cluster)));
+  }
+
+  /// acc[col0/2 + i] += frag[i] * scale for the `width` columns from col0.
+  /// Fragment element i belongs to row (i % 4) / 2 of the thread's pair and
+  /// to column (i / 4) * 8 + (lane % 4) * 2 + i % 2 of the fragment; a
+  /// 128 boundary inside the tile falls between 8-column groups (tiles
+  /// start at multiples of 16 columns).
+  void promote(Value frag, int64_t col0, int64_t width, const BlockScales &sc,
+               Value s, Value lane, MutableArrayRef<Value> acc) {
+    Value scalePtr = stageScales(s);
     Value colInGroup = ir.mul(ir.remU(lane, ir.i32(4)), ir.i32(2));
     auto pairT = VectorType::get({2}, ir.f32T());
-    SmallVector<Value> next;
-    Value pair;
-    for (int64_t i = 0; i < cfg.blockN / 2; ++i) {
-      if (i % 4 == 0) {
-        // Both rows of the thread share the group's two columns: one
-        // 8-byte shared load of their scales.
-        Value col = ir.add(colInGroup, ir.i32(cfg.blockM + i / 4 * 8));
+    Value scaleRow0 = sc.row0, scaleRow1 = sc.row1, pair;
+    for (int64_t i = 0; i < width / 2; ++i) {
+      const int64_t groupCol = col0 + i / 4 * 8;
+      if (i % 4 == 0 && wgrad()) {
+        // k_contiguous: both rows share the group's two column scales, one
+        // 8-byte shared load.
+        Value col = ir.add(colInGroup, ir.i32(cfg.blockM + groupCol));
         pair = LLVM::LoadOp::create(b, pairT, sharedF32(scalePtr, col),
                                     /*alignment=*/8);
+      } else if (i % 4 == 0 && tileMayStraddle()) {
+        Value first =
+            ir.cmp(arith::CmpIPredicate::slt, ir.i32(groupCol), boundary);
+        scaleRow0 = ir.select(first, sc.row0, sc.row0Hi);
+        scaleRow1 = ir.select(first, sc.row1, sc.row1Hi);
       }
-      Value bScale = LLVM::ExtractElementOp::create(b, pair, ir.i32(i % 2));
-      Value scale = arith::MulFOp::create(b, (i % 4) < 2 ? a0 : a1, bScale);
+      Value scale = (i % 4) < 2 ? scaleRow0 : scaleRow1;
+      if (wgrad())
+        scale = arith::MulFOp::create(
+            b, scale, LLVM::ExtractElementOp::create(b, pair, ir.i32(i % 2)));
       Value t = LLVM::ExtractValueOp::create(b, frag, ArrayRef<int64_t>{i});
-      next.push_back(LLVM::FMAOp::create(b, t, scale, acc[size_t(i)]));
+      Value &a = acc[size_t(col0 / 2 + i)];
+      a = LLVM::FMAOp::create(b, t, scale, a);
     }
-    return next;
+  }
+
+  /// The tile's K blocks: per block, the whole tile width as one wgmma
+  /// group, wait, promote. (Splitting the tile into two half-width groups so
+  /// that one half's promotion overlaps the other half's MMAs measured 3-6%
+  /// slower on the H100: see docs/PERF_NOTES.md.)
+  SmallVector<Value> mainloop(Value it, Value consumerIdx, Value tidInWg,
+                                    Value rowInTile, Value lane) {
+    const int64_t n = cfg.blockN;
+    SmallVector<Value> zeros(size_t(n / 2), ir.f32(0.0));
+    auto loop = scf::ForOp::create(b, ir.i32(0), kBlockCount, ir.i32(1), zeros);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value s = stageOf(ir.add(it, loop.getInductionVar()));
+    hw.mbarrierWait(fullBar(s), phaseOf(ir.add(it, loop.getInductionVar())));
+    BlockScales sc = readScales(s, rowInTile);
+    Value frag = hw.wgmmaWait(0, issueMma(s, consumerIdx, 0, n));
+    SmallVector<Value> acc(loop.getRegionIterArgs());
+    // Forward, the scales are in registers: release before promoting.
+    if (!wgrad())
+      release(s, tidInWg);
+    promote(frag, 0, n, sc, s, lane, acc);
+    if (wgrad())
+      release(s, tidInWg);
+    scf::YieldOp::create(b, acc);
+    return loop.getResults();
   }
 
   Value consumerTile(Value it, Value tid, Value consumerIdx) {
@@ -492,6 +516,11 @@ private:
                              ir.divU(lane, ir.i32(4)));
     Value row0 = ir.add(ir.mul(mBlock, ir.i32(cfg.blockM)), rowInTile);
     Value row1 = ir.add(row0, ir.i32(8));
+    if (tileMayStraddle()) {
+      // Columns of the tile before the next 128-wide B scale block.
+      Value n0 = ir.mul(nBlock, ir.i32(cfg.blockN));
+      boundary = ir.sub(ir.i32(128), ir.remU(n0, ir.i32(128)));
+    }
 
     SmallVector<Value> zeros(size_t(n / 2), ir.f32(0.0));
     SmallVector<Type> accTypes(size_t(n / 2), ir.f32T());
@@ -500,21 +529,15 @@ private:
     {
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPointToStart(&ifWork.getThenRegion().front());
-      auto loop = scf::ForOp::create(b, ir.i32(0), kBlockCount, ir.i32(1),
-                                     zeros);
-      {
-        OpBuilder::InsertionGuard g2(b);
-        b.setInsertionPointToStart(loop.getBody());
-        Value kb = loop.getInductionVar();
-        scf::YieldOp::create(
-            b, mainloopStep(ir.add(it, kb), loop.getRegionIterArgs(),
-                            consumerIdx, tidInWg, rowInTile));
-      }
-      scf::YieldOp::create(b, loop.getResults());
+      scf::YieldOp::create(
+          b, mainloop(it, consumerIdx, tidInWg, rowInTile, lane));
       b.setInsertionPointToStart(&ifWork.getElseRegion().front());
       scf::YieldOp::create(b, zeros);
     }
-    epilogue(ifWork.getResults(), lane, row0, row1);
+    if (cfg.stagedEpilogue)
+      stagedEpilogue(ifWork.getResults());
+    else
+      epilogue(ifWork.getResults(), lane, row0, row1);
     return advance(it);
   }
 
@@ -541,20 +564,93 @@ private:
     return {valid, write};
   }
 
+  /// Row of D (i64) that holds tile row `row` of the current group.
+  Value outRowOf(Value row) {
+    Value outRow = ir.toI64(row);
+    if (masked())
+      outRow = ir.add(ir.mul(ir.toI64(group), ir.toI64(rows)), outRow);
+    if (wgrad())
+      outRow = ir.add(ir.mul(ir.toI64(group), ir.i64(c.n)), outRow);
+    return outRow;
+  }
+
+  /// bf16 D through the warpgroup's shared buffer (KernelConfig::
+  /// stagedEpilogue): fragments in as packed pairs, out as 16-byte row
+  /// chunks, so a warp's store covers whole 32-byte sectors of few rows
+  /// instead of half-sectors of eight rows.
+  void stagedEpilogue(ValueRange acc) {
+    const int64_t n = cfg.blockN, pitch = cfg.epilogueRowBytes();
+    // Thread coordinates from a fresh read: hoisted out of the tile loop,
+    // the 2 x n/16 chunk positions below would be live across the mainloop
+    // and spill.
+    Value tid = hw.threadIdXInPlace();
+    Value tidInWg = ir.remU(tid, ir.i32(kWarpgroupThreads));
+    Value consumerIdx = ir.sub(ir.divU(tid, ir.i32(kWarpgroupThreads)), ir.i32(1));
+    Value lane = ir.remU(tidInWg, ir.i32(32));
+    // Row of the thread's first fragment row within the warpgroup's 64.
+    Value localRow0 = ir.add(ir.mul(ir.divU(tidInWg, ir.i32(32)), ir.i32(16)),
+                             ir.divU(lane, ir.i32(4)));
+    const int64_t chunksPerRow = n / 8;
+    Value buf = region(cfg.offsetEpilogue(), 64 * pitch, consumerIdx);
+    // Named barrier of this warpgroup's 128 threads (id 0 is __syncthreads).
+    auto warpgroupBarrier = [&] {
+      NVVM::BarrierOp::create(b, TypeRange{}, ir.add(consumerIdx, ir.i32(1)),
+                              ir.i32(kWarpgroupThreads),
+                              NVVM::BarrierReductionAttr(), Value());
+    };
+    // The previous tile's chunks have all been read out of the buffer.
+    warpgroupBarrier();
+    Value colInGroup = ir.mul(ir.remU(lane, ir.i32(4)), ir.i32(2));
+    for (int h = 0; h < 2; ++h) {
+      // One pointer a row; the 8-column groups are constant offsets from it.
+      Value rowPtr = hw.smemAt(
+          buf, ir.add(ir.mul(ir.add(localRow0, ir.i32(8 * h)), ir.i32(pitch)),
+                      ir.mul(colInGroup, ir.i32(2))));
+      for (int64_t j = 0; j < n / 8; ++j)
+        LLVM::StoreOp::create(b, packBf16(acc[size_t(j * 4 + h * 2)],
+                                          acc[size_t(j * 4 + h * 2 + 1)]),
+                              hw.smemAt(rowPtr, ir.i32(j * 16)),
+                              /*alignment=*/4);
+    }
+    warpgroupBarrier();
+    auto chunkT = VectorType::get({4}, ir.i32T());
+    Value rowBase = ir.add(ir.mul(mBlock, ir.i32(cfg.blockM)),
+                           ir.mul(consumerIdx, ir.i32(64)));
+    for (int64_t p = 0; p < 64 * chunksPerRow / kWarpgroupThreads; ++p) {
+      Value chunk = ir.add(tidInWg, ir.i32(p * kWarpgroupThreads));
+      Value r = ir.divU(chunk, ir.i32(chunksPerRow));
+      Value ch = ir.remU(chunk, ir.i32(chunksPerRow));
+      Value row = ir.add(rowBase, r);
+      Value col = ir.add(ir.mul(nBlock, ir.i32(n)), ir.mul(ch, ir.i32(8)));
+      auto [valid, write] = rowFlags(row);
+      Value inCols = ir.cmp(arith::CmpIPredicate::slt, col, ir.i32(outCols()));
+      auto ifStore =
+          scf::IfOp::create(b, arith::AndIOp::create(b, write, inCols), false);
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(&ifStore.getThenRegion().front());
+      Value v = LLVM::LoadOp::create(
+          b, chunkT,
+          hw.smemAt(buf, ir.add(ir.mul(r, ir.i32(pitch)), ir.mul(ch, ir.i32(16)))),
+          /*alignment=*/16);
+      // Padding rows the spec zeroes.
+      v = ir.select(valid, v, LLVM::ZeroOp::create(b, chunkT));
+      Value idx = ir.add(ir.mul(outRowOf(row), ir.i64(outCols())), ir.toI64(col));
+      // idx counts bf16 elements; 8 of them make the 16-byte chunk.
+      LLVM::StoreOp::create(b, v,
+                            ir.elementPtr(chunkT, arg(kWgParamD),
+                                          ir.divU(idx, ir.i64(8))),
+                            /*alignment=*/16);
+    }
+  }
+
   void epilogue(ValueRange acc, Value lane, Value row0, Value row1) {
     const int64_t n = cfg.blockN;
     Value colBase = ir.add(ir.mul(nBlock, ir.i32(cfg.blockN)),
                            ir.mul(ir.remU(lane, ir.i32(4)), ir.i32(2)));
-    Value rowsD = masked() ? ir.toI64(rows) : Value();
     for (int h = 0; h < 2; ++h) {
       Value row = h == 0 ? row0 : row1;
       auto [valid, write] = rowFlags(row);
-      Value outRow = ir.toI64(row);
-      if (masked())
-        outRow = ir.add(ir.mul(ir.toI64(group), rowsD), outRow);
-      if (wgrad())
-        outRow = ir.add(ir.mul(ir.toI64(group), ir.i64(c.n)), outRow);
-      Value rowBase = ir.mul(outRow, ir.i64(outCols()));
+      Value rowBase = ir.mul(outRowOf(row), ir.i64(outCols()));
       for (int64_t j = 0; j < n / 8; ++j) {
         Value col = ir.add(colBase, ir.i32(j * 8));
         Value inCols = ir.cmp(arith::CmpIPredicate::slt, col, ir.i32(outCols()));
@@ -569,6 +665,17 @@ private:
         storePair(v0, v1, idx);
       }
     }
+  }
+
+  /// v0 and v1 rounded to bf16, v0 in the low half (the lower column).
+  Value packBf16(Value v0, Value v1) {
+    auto bits = [&](Value v) {
+      Value h = arith::BitcastOp::create(
+          b, ir.i16T(), arith::TruncFOp::create(b, ir.bf16T(), v));
+      return arith::ExtUIOp::create(b, ir.i32T(), h);
+    };
+    return arith::OrIOp::create(
+        b, bits(v0), arith::ShLIOp::create(b, bits(v1), ir.i32(16)));
   }
 
   /// Two adjacent output columns: one 64-bit store of an f32 pair or one
@@ -591,13 +698,7 @@ private:
       LLVM::StoreOp::create(b, pair, at(kWgParamD), /*alignment=*/8);
       return;
     }
-    auto bits = [&](Value v) {
-      Value h = arith::BitcastOp::create(
-          b, ir.i16T(), arith::TruncFOp::create(b, ir.bf16T(), v));
-      return arith::ExtUIOp::create(b, ir.i32T(), h);
-    };
-    Value packed = arith::OrIOp::create(
-        b, bits(v0), arith::ShLIOp::create(b, bits(v1), ir.i32(16)));
+    Value packed = packBf16(v0, v1);
     // idx counts bf16 elements; the pair starts at an even column of an
     // even-width row, so it is 4-byte aligned.
     ir.store(packed, arg(kWgParamD), ir.divU(idx, ir.i64(2)));
@@ -614,6 +715,9 @@ private:
   /// K blocks of the current tile (tokens / 128 for k_contiguous) and, for
   /// k_contiguous, the group's first token.
   Value kBlockCount, tokenStart;
+  /// Straddling tiles: the tile's columns before the next 128-wide B
+  /// scale block.
+  Value boundary;
   Value nBlocks, nUnits, mBlocks, numTiles, rank;
 };
 

@@ -8,10 +8,11 @@
 // CHECK-SAME: %[[MAPB:[a-z0-9]+]]: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<128 x i8>, nvvm.grid_constant}
 // CHECK-SAME: nvvm.kernel, nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32
 // n = 4096 takes the heuristic's 192-wide tile (its last n-block pads 3%),
-// leaving room for five stages: a full barrier (thread 0's arrival with the TMA bytes plus
-// one cp.async arrival per producer thread) and an empty barrier (one
-// arrival per consumer thread) each.
-// CHECK-COUNT-5: nvvm.mbarrier.init %{{.*}}, %c129_i32
+// leaving room for four stages next to the bf16 epilogue buffer: a full
+// barrier (thread 0's arrival with the TMA bytes plus one cp.async arrival
+// per producer thread) and an empty barrier (one arrival per consumer
+// thread) each.
+// CHECK-COUNT-4: nvvm.mbarrier.init %{{.*}}, %c129_i32
 // CHECK-NOT: nvvm.mbarrier.init %{{.*}}, %c129_i32
 // CHECK: nvvm.fence.mbarrier.init
 // CHECK: nvvm.barrier0
@@ -35,13 +36,22 @@
 // CHECK: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 192, k = 32>, D[<f32>, <zero>], A[<e4m3>, <one>, <row>], B[<e4m3>, <one>, <col>]
 // CHECK-COUNT-3: nvvm.wgmma.mma_async {{.*}} D[<f32>, <one>]
 // CHECK: nvvm.wgmma.commit.group.sync.aligned
-// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// The wait defines the fragment (tied asm operands), so no promotion
+// instruction can be scheduled above it.
+// CHECK: llvm.inline_asm has_side_effects "wgmma.wait_group.sync.aligned 0;"
 // Every consumer thread releases the stage after its own scale reads.
 // CHECK-NOT: nvvm.barrier id
 // CHECK: nvvm.mbarrier.arrive %{{.*}} : !llvm.ptr<3>
 // Promotion: every fragment element times its row's A scale and its
 // column's B scale.
-// CHECK-COUNT-96: llvm.extractvalue
+// CHECK-COUNT-96: llvm.intr.fma
+// bf16 D goes through the warpgroup's shared buffer: a named barrier of its
+// 128 threads, packed pairs in, another barrier, 16-byte chunks out.
+// CHECK: nvvm.barrier id = %{{.*}} number_of_threads = %c128_i32
+// CHECK-COUNT-48: llvm.store %{{.*}} {alignment = 4 : i64} : i32, !llvm.ptr<3>
+// CHECK: nvvm.barrier id = %{{.*}} number_of_threads = %c128_i32
+// CHECK: llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<3> -> vector<4xi32>
+// CHECK: llvm.store %{{.*}} {alignment = 16 : i64} : vector<4xi32>, !llvm.ptr<1>
 qgemm.grouped_matmul @up n = 4096, k = 7168,
     a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
     b = #qgemm.operand<e4m3, #qgemm.scale<[128, 128], f32, COMPACT>>,

@@ -125,6 +125,7 @@ Status runPtxas(const std::string &ptx, const std::string &arch,
   out.stackBytes = lastInt(out.log, R"((\d+) bytes stack frame)");
   out.spillStoreBytes = lastInt(out.log, R"((\d+) bytes spill stores)");
   out.spillLoadBytes = lastInt(out.log, R"((\d+) bytes spill loads)");
+  out.wgmmaSerialized = out.log.find("C7514") != std::string::npos;
   return Status();
 }
 

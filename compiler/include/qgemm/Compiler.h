@@ -52,6 +52,10 @@ struct PtxasReport {
   int stackBytes = 0;
   int spillStoreBytes = 0;
   int spillLoadBytes = 0;
+  /// ptxas serialized the wgmma pipeline (its performance advisory C7514:
+  /// a non-wgmma instruction touches an in-flight accumulator), which
+  /// costs the overlap of the MMAs.
+  bool wgmmaSerialized = false;
   std::string log; ///< ptxas' own output.
 };
 

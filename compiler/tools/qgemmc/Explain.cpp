@@ -35,7 +35,10 @@ std::string configOf(const qgemm::Spec &s) {
            (cfg.nFastest ? "n" : "m") + "-block-fastest raster, " +
            (cfg.numSms ? "at most " + std::to_string(cfg.numSms) + " CTAs, "
                        : std::string()) +
-           promote;
+           promote + ", " +
+           (cfg.stagedEpilogue
+                ? "bf16 epilogue through shared memory (16-byte stores)"
+                : "epilogue stores from registers");
   else
     text = "kernel family: simt (one thread per output element, " +
            std::to_string(qgemm::kSimtBlockThreads) +

@@ -187,6 +187,11 @@ int runBuild(const std::vector<std::string> &args) {
       std::printf("%-58s regs %3d  smem %6lld B  stack %4d B  spills %d/%d B  (%.0f ms)\n",
                   o.kernelName.c_str(), r.registers, (long long)smem,
                   r.stackBytes, r.spillStoreBytes, r.spillLoadBytes, o.millis);
+      if (r.wgmmaSerialized)
+        std::fprintf(stderr,
+                     "warning: %s: ptxas serialized its wgmma pipeline (C7514); "
+                     "the kernel runs, but without MMA overlap\n",
+                     o.kernelName.c_str());
     }
   }
   std::printf("%d kernel(s) built%s\n", kernels,

@@ -65,6 +65,13 @@ public:
   Value wgmma(Value acc, Value descA, Value descB, int64_t n,
               ::qgemm::ElemType a, ::qgemm::ElemType bType, bool accumulate);
 
+  /// Waits until at most `pending` wgmma groups are in flight and returns
+  /// `frag` (an accumulator struct) as defined by that wait.
+  Value wgmmaWait(int pending, Value frag);
+  /// threadIdx.x read where it is emitted: loop-invariant code motion
+  /// cannot hoist it (nor what is computed from it) out of the tile loop,
+  /// where it would stay live across the register-bound mainloop.
+  Value threadIdXInPlace();
   Value threadIdX();
 
 private:

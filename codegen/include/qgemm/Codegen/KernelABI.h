@@ -98,7 +98,22 @@ struct KernelConfig {
   int64_t offsetBarriers() const {
     return offsetScales() + stages * stageBytesScales();
   }
-  int64_t wgmmaSharedBytes() const { return offsetBarriers() + stages * 16; }
+  /// bf16 D leaves through shared memory: each consumer warpgroup writes its
+  /// 64 x blockN rows into a buffer whose rows are padded by 16 bytes (the
+  /// fragment writes of a warp then hit 32 distinct banks), and stores them
+  /// back as 16-byte row chunks, coalesced. Needs rows of whole chunks.
+  bool stagedEpilogue = false;
+  int64_t epilogueRowBytes() const { return int64_t(blockN) * 2 + 16; }
+  int64_t offsetEpilogue() const {
+    return (offsetBarriers() + stages * 16 + 127) / 128 * 128;
+  }
+  int64_t epilogueBytes() const {
+    return stagedEpilogue ? int64_t(blockM) * epilogueRowBytes() : 0;
+  }
+  int64_t wgmmaSharedBytes() const {
+    return stagedEpilogue ? offsetEpilogue() + epilogueBytes()
+                          : offsetBarriers() + stages * 16;
+  }
 };
 
 /// Parameters of the wgmma kernels, in order. The tensor maps are 128-byte
@@ -216,6 +231,8 @@ inline KernelConfig resolveKernelConfig(const GemmContract &c, const Tuning &t,
   cfg.family = KernelFamily::Wgmma;
   cfg.threads = 384;
   cfg.scalePerColumnB = c.grouping.kind == GroupingKind::KContiguous;
+  cfg.stagedEpilogue = c.d == ElemType::BF16 && c.n % 8 == 0 &&
+                       c.grouping.kind != GroupingKind::KContiguous;
   const bool explicitN = !t.isAuto && t.blockN;
   cfg.blockN = explicitN ? int(t.blockN) : heuristicBlockN(c);
   if (!t.isAuto && t.blockM && t.blockM != 128)
