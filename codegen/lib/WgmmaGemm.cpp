@@ -155,6 +155,60 @@ private:
     numTiles = ir.mul(mBlocks, nUnits);
     if (groupPerTile())
       numTiles = ir.mul(numTiles, arg(kWgParamNumGroups));
+    if (validBlocksOnly()) {
+      // Only the blocks that hold rows: sum over groups of
+      // ceil(masked_m / blockM) (DeepGEMM's decode layout has M_max 4096 for
+      // 192 valid rows: walking every block made 94% of the tiles no-ops
+      // and spread the real ones unevenly over the CTAs).
+      auto loop = scf::ForOp::create(b, ir.i32(0), arg(kWgParamNumGroups),
+                                     ir.i32(1), ValueRange{ir.i32(0)});
+      {
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPointToStart(loop.getBody());
+        scf::YieldOp::create(
+            b, ir.add(loop.getRegionIterArgs()[0],
+                      groupBlocks(loop.getInductionVar())));
+      }
+      validBlocks = loop.getResult(0);
+      numTiles = ir.mul(validBlocks, nUnits);
+    }
+  }
+
+  /// m_masked whose padding rows stay untouched: tiles cover only the
+  /// blocks with rows (with "zero" padding the other blocks are real work:
+  /// they write the zeros).
+  bool validBlocksOnly() const {
+    return masked() && c.paddingRows == PaddingRows::Untouched;
+  }
+
+  /// m_masked: row blocks of group `g` that hold rows.
+  Value groupBlocks(Value g) {
+    Value m = ir.load(ir.i32T(), arg(kWgParamGroups), ir.toI64(g));
+    m = ir.minS(arith::MaxSIOp::create(b, m, ir.i32(0)), rows);
+    return ir.ceilDiv(m, cfg.blockM);
+  }
+
+  /// validBlocksOnly: group and block index within it of the `index`-th
+  /// block with rows, counting groups in order.
+  std::pair<Value, Value> locateValidBlock(Value index) {
+    auto loop = scf::ForOp::create(
+        b, ir.i32(0), arg(kWgParamNumGroups), ir.i32(1),
+        ValueRange{ir.i32(0), ir.i32(0), ir.i32(0)});
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value first = loop.getRegionIterArgs()[0];
+    Value blocks = groupBlocks(loop.getInductionVar());
+    Value next = ir.add(first, blocks);
+    Value here = arith::AndIOp::create(
+        b, ir.cmp(arith::CmpIPredicate::sge, index, first),
+        ir.cmp(arith::CmpIPredicate::slt, index, next));
+    scf::YieldOp::create(
+        b, ValueRange{next,
+                      ir.select(here, loop.getInductionVar(),
+                                loop.getRegionIterArgs()[1]),
+                      ir.select(here, ir.sub(index, first),
+                                loop.getRegionIterArgs()[2])});
+    return {loop.getResult(1), loop.getResult(2)};
   }
 
   /// Persistent loop: this CTA (cluster) takes work units (wgmmaWorkUnits)
@@ -180,6 +234,21 @@ private:
   /// Block coordinates of `tile`, its group, whether the whole block is
   /// padding, and the number of valid rows (m_masked).
   void computeTile(Value tile) {
+    if (validBlocksOnly()) {
+      Value blockIndex;
+      if (cfg.nFastest) {
+        nBlock = ir.add(ir.mul(ir.remU(tile, nUnits), ir.i32(cfg.cluster)), rank);
+        blockIndex = ir.divU(tile, nUnits);
+      } else {
+        blockIndex = ir.remU(tile, validBlocks);
+        nBlock = ir.divU(tile, validBlocks);
+      }
+      std::tie(group, mBlock) = locateValidBlock(blockIndex);
+      validRows = ir.load(ir.i32T(), arg(kWgParamGroups), ir.toI64(group));
+      blockIsPadding = arith::ConstantIntOp::create(b, 0, 1);
+      kBlockCount = ir.i32((c.k + cfg.blockK - 1) / cfg.blockK);
+      return;
+    }
     Value rest;
     if (cfg.nFastest) {
       // A cluster's CTAs take adjacent n-blocks; past the last n-block a
@@ -719,6 +788,8 @@ private:
   /// scale block.
   Value boundary;
   Value nBlocks, nUnits, mBlocks, numTiles, rank;
+  /// validBlocksOnly: the launch's blocks with rows, over all groups.
+  Value validBlocks;
 };
 
 } // namespace
