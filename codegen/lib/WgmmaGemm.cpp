@@ -561,50 +561,18 @@ private:
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(loop.getBody());
     Value s = stageOf(ir.add(it, loop.getInductionVar()));
-    // Even a warpgroup with no rows waits for each stage before releasing
-    // it: an early arrive would count towards the stage's previous use.
     hw.mbarrierWait(fullBar(s), phaseOf(ir.add(it, loop.getInductionVar())));
-    SmallVector<Value> acc(loop.getRegionIterArgs());
-    if (!masked()) {
-      mainloopStep(s, consumerIdx, tidInWg, rowInTile, lane, acc);
-      scf::YieldOp::create(b, acc);
-      return loop.getResults();
-    }
-    // m_masked: a warpgroup whose 64 rows all lie past the group's rows
-    // (the last block of a group of 192 rows) leaves the tensor cores to
-    // the other one.
-    Value firstRow = ir.add(ir.mul(mBlock, ir.i32(cfg.blockM)),
-                            ir.mul(consumerIdx, ir.i32(64)));
-    SmallVector<Type> accTypes(size_t(n / 2), ir.f32T());
-    auto ifRows = scf::IfOp::create(
-        b, accTypes, ir.cmp(arith::CmpIPredicate::slt, firstRow, validRows),
-        true);
-    {
-      OpBuilder::InsertionGuard g2(b);
-      b.setInsertionPointToStart(&ifRows.getThenRegion().front());
-      SmallVector<Value> work(acc);
-      mainloopStep(s, consumerIdx, tidInWg, rowInTile, lane, work);
-      scf::YieldOp::create(b, work);
-      b.setInsertionPointToStart(&ifRows.getElseRegion().front());
-      release(s, tidInWg);
-      scf::YieldOp::create(b, acc);
-    }
-    scf::YieldOp::create(b, ifRows.getResults());
-    return loop.getResults();
-  }
-
-  /// One K block of a consumer warpgroup: its MMAs, the release of stage
-  /// `s` and the promotion into `acc`.
-  void mainloopStep(Value s, Value consumerIdx, Value tidInWg, Value rowInTile,
-                    Value lane, MutableArrayRef<Value> acc) {
     BlockScales sc = readScales(s, rowInTile);
-    Value frag = hw.wgmmaWait(0, issueMma(s, consumerIdx, 0, cfg.blockN));
+    Value frag = hw.wgmmaWait(0, issueMma(s, consumerIdx, 0, n));
+    SmallVector<Value> acc(loop.getRegionIterArgs());
     // Forward, the scales are in registers: release before promoting.
     if (!wgrad())
       release(s, tidInWg);
-    promote(frag, 0, cfg.blockN, sc, s, lane, acc);
+    promote(frag, 0, n, sc, s, lane, acc);
     if (wgrad())
       release(s, tidInWg);
+    scf::YieldOp::create(b, acc);
+    return loop.getResults();
   }
 
   Value consumerTile(Value it, Value tid, Value consumerIdx) {
