@@ -60,8 +60,15 @@ qgemm.grouped_matmul @up n = 4096, k = 7168,
 
 // -----
 
-// m_masked reads A through a 3D map (K, M_max, G).
+// m_masked reads A through a 3D map (K, M_max, G). With untouched padding
+// rows the tiles cover only the row blocks that hold rows: the kernel counts
+// them over the groups (ceil of masked_m clamped to [0, M_max], over 128),
+// and each tile finds its group and block with a scan over the groups.
 // CHECK-LABEL: llvm.func @masked(
+// CHECK: scf.for %{{.*}} = %c0_i32 to %arg8 step %c1_i32 iter_args(%{{.*}} = %c0_i32) -> (i32)
+// CHECK: arith.maxsi
+// CHECK: arith.minsi
+// CHECK: scf.for %{{.*}} = %c0_i32 to %arg8 step %c1_i32 iter_args({{.*}}) -> (i32, i32, i32)
 // CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg0, %{{.*}}, box[%{{.*}}, %{{.*}}, %{{.*}}]
 // CHECK: nvvm.wgmma.mma_async {{.*}} A[<e5m2>, <one>, <row>], B[<e4m3>, <one>, <col>]
 qgemm.grouped_matmul @masked n = 7168, k = 2048,
@@ -69,6 +76,19 @@ qgemm.grouped_matmul @masked n = 7168, k = 2048,
     b = #qgemm.operand<e4m3, #qgemm.scale<[128, 128], f32, GEMM_READY>>,
     d = <f32>, grouping = #qgemm.grouping<m_masked, align = 1, index = masked_m>,
     padding = <untouched>
+
+// -----
+
+// With zeroed padding rows every block up to M_max is work (it writes the
+// zeros): no scan over the groups.
+// CHECK-LABEL: llvm.func @masked_zero(
+// CHECK-NOT: -> (i32, i32, i32)
+// CHECK: llvm.return
+qgemm.grouped_matmul @masked_zero n = 7168, k = 2048,
+    a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, GEMM_READY>>,
+    b = #qgemm.operand<e4m3, #qgemm.scale<[128, 128], f32, GEMM_READY>>,
+    d = <bf16>, grouping = #qgemm.grouping<m_masked, align = 1, index = masked_m>,
+    padding = <zero>
 
 // -----
 
