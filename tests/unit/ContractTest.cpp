@@ -7,6 +7,8 @@
 
 #include "qgemm/Contract.h"
 
+#include "Recipes.h"
+
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -25,29 +27,9 @@ ScaleRecipe scale(int64_t rows, int64_t cols, ElemType dtype = ElemType::F32) {
   return s;
 }
 
-/// DeepSeek-V3's MoE up projection: a valid m_contiguous contract.
-GemmContract validGemm() {
-  GemmContract c;
-  c.grouping = {GroupingKind::MContiguous, 128, GroupIndex::Offsets};
-  c.n = 4096;
-  c.k = 7168;
-  c.a.scale = scale(1, 128);
-  c.b.scale = scale(128, 128);
-  return c;
-}
-
-/// A valid weight-gradient contract.
-GemmContract validWgrad() {
-  GemmContract c;
-  c.grouping = {GroupingKind::KContiguous, 128, GroupIndex::Offsets};
-  c.n = 4096;
-  c.k = 7168;
-  c.a.scale = scale(1, 128);
-  c.b.scale = scale(1, 128);
-  c.d = ElemType::F32;
-  c.accumulate = true;
-  return c;
-}
+/// Valid contracts that each test breaks once.
+constexpr auto validGemm = testing::dsv3UpContract;
+constexpr auto validWgrad = testing::wgradContract;
 
 QuantizeContract validQuantize() {
   QuantizeContract q;

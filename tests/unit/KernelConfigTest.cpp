@@ -8,41 +8,22 @@
 
 #include "qgemm/Codegen/KernelABI.h"
 
+#include "Recipes.h"
+
 #include <catch2/catch.hpp>
 
 using namespace qgemm;
 
 namespace {
 
-ScaleRecipe scale(int64_t rows, int64_t cols) {
-  ScaleRecipe s;
-  s.blockRows = rows;
-  s.blockCols = cols;
-  s.dtype = ElemType::F32;
-  return s;
-}
-
 GemmContract forward(ElemType d = ElemType::BF16, int64_t n = 4096) {
-  GemmContract c;
-  c.grouping = {GroupingKind::MContiguous, 128, GroupIndex::Offsets};
-  c.n = n;
-  c.k = 7168;
-  c.a.scale = scale(1, 128);
-  c.b.scale = scale(128, 128);
+  GemmContract c = testing::dsv3UpContract();
   c.d = d;
+  c.n = n;
   return c;
 }
 
-GemmContract wgrad() {
-  GemmContract c;
-  c.grouping = {GroupingKind::KContiguous, 128, GroupIndex::Offsets};
-  c.n = 4096;
-  c.k = 7168;
-  c.a.scale = scale(1, 128);
-  c.b.scale = scale(1, 128);
-  c.d = ElemType::F32;
-  return c;
-}
+GemmContract wgrad() { return testing::wgradContract(); }
 
 Tuning explicitStages(int64_t stages) {
   Tuning t;

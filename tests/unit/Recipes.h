@@ -1,4 +1,4 @@
-//===- Recipes.h - Scale recipes for the layout and reference tests -*- C++ -*-===//
+//===- Recipes.h - Scale recipes and contracts shared by the unit tests -*- C++ -*-===//
 #ifndef QGEMM_TESTS_UNIT_RECIPES_H
 #define QGEMM_TESTS_UNIT_RECIPES_H
 
@@ -15,6 +15,29 @@ inline ScaleRecipe recipe(int64_t br, int64_t bc, ScaleLayout layout,
   r.layout = layout;
   r.dtype = dtype;
   return r;
+}
+
+/// DeepSeek-V3's MoE up projection: a valid m_contiguous contract with
+/// 1x128 A and 128x128 B f32 scales.
+inline GemmContract dsv3UpContract() {
+  GemmContract c;
+  c.grouping = {GroupingKind::MContiguous, 128, GroupIndex::Offsets};
+  c.n = 4096;
+  c.k = 7168;
+  c.a.scale = recipe(1, 128, ScaleLayout::Compact);
+  c.b.scale = recipe(128, 128, ScaleLayout::Compact);
+  return c;
+}
+
+/// A valid weight-gradient contract: 1x128 scales along the tokens on both
+/// operands, f32 D = C + A.B.
+inline GemmContract wgradContract() {
+  GemmContract c = dsv3UpContract();
+  c.grouping = {GroupingKind::KContiguous, 128, GroupIndex::Offsets};
+  c.b.scale = recipe(1, 128, ScaleLayout::Compact);
+  c.d = ElemType::F32;
+  c.accumulate = true;
+  return c;
 }
 
 } // namespace qgemm::testing
