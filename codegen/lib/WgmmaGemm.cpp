@@ -250,7 +250,25 @@ private:
       return;
     }
     Value rest;
-    if (cfg.nFastest) {
+    if (cfg.rasterBand > 0 && !groupPerTile()) {
+      // Bands of rasterBand n-units, each walked over every m-block with the
+      // n-unit fastest: the CTAs working at once share a band's B (which
+      // stays in L2 for the whole band) and a few A row blocks.
+      const int64_t band = cfg.rasterBand;
+      Value perBand = ir.mul(ir.i32(band), mBlocks);
+      Value fullBands = ir.divU(nUnits, ir.i32(band));
+      Value inFull = ir.cmp(arith::CmpIPredicate::ult, tile,
+                            ir.mul(fullBands, perBand));
+      Value bandIdx = ir.select(inFull, ir.divU(tile, perBand), fullBands);
+      Value r = ir.sub(tile, ir.mul(bandIdx, perBand));
+      // The last band holds the remaining n-units.
+      Value width = ir.select(inFull, ir.i32(band),
+                              ir.sub(nUnits, ir.mul(fullBands, ir.i32(band))));
+      Value unit = ir.add(ir.mul(bandIdx, ir.i32(band)), ir.remU(r, width));
+      nBlock = ir.add(ir.mul(unit, ir.i32(cfg.cluster)), rank);
+      rest = ir.divU(r, width);
+      mBlock = rest;
+    } else if (cfg.nFastest) {
       // A cluster's CTAs take adjacent n-blocks; past the last n-block a
       // CTA still loads its half of A for the peer and stores nothing.
       nBlock = ir.add(ir.mul(ir.remU(tile, nUnits), ir.i32(cfg.cluster)), rank);

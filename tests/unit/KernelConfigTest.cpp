@@ -86,3 +86,12 @@ TEST_CASE("the weight gradient keeps 4 stages unless asked", "[config]") {
   CHECK(error.find("stages: 6") != std::string::npos);
   CHECK(error.find("supported: 2..5") != std::string::npos);
 }
+
+TEST_CASE("m_contiguous walks n-blocks in bands of 4", "[config]") {
+  CHECK(resolveKernelConfig(forward(), Tuning()).rasterBand == 4);
+  Tuning mFirst;
+  mFirst.isAuto = false;
+  mFirst.raster = "m";
+  CHECK(resolveKernelConfig(forward(), mFirst).rasterBand == 0);
+  CHECK(resolveKernelConfig(wgrad(), Tuning()).rasterBand == 0);
+}

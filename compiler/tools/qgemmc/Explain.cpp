@@ -32,7 +32,11 @@ std::string configOf(const qgemm::Spec &s) {
            "x" + std::to_string(cfg.blockK) + ", " +
            std::to_string(cfg.stages) + " stages, " +
            std::to_string(cfg.sharedBytes) + " B dynamic shared memory, " +
-           (cfg.nFastest ? "n" : "m") + "-block-fastest raster, " +
+           (cfg.nFastest ? "n" : "m") + "-block-fastest raster" +
+           (cfg.rasterBand ? " in bands of " + std::to_string(cfg.rasterBand) +
+                                 " n-blocks"
+                           : std::string()) +
+           ", " +
            (cfg.numSms ? "at most " + std::to_string(cfg.numSms) + " CTAs, "
                        : std::string()) +
            promote + ", " +

@@ -77,6 +77,9 @@ struct KernelConfig {
   /// m-block and each CTA TMA-loads half of the shared A tile, multicast
   /// into both (half the A bytes through L2).
   int cluster = 1;
+  /// m_contiguous: walk the tiles in bands of this many n-units (0: no
+  /// bands, the whole n range per m-block).
+  int rasterBand = 0;
   /// Cap on the persistent grid; 0 means one CTA per SM of the device.
   int64_t numSms = 0;
   /// Dynamic shared memory bytes (0 for simt).
@@ -280,6 +283,12 @@ inline KernelConfig resolveKernelConfig(const GemmContract &c, const Tuning &t,
     cfg.numSms = t.numSms;
     cfg.cluster = int(t.cluster);
   }
+  // m_contiguous walks n-block fastest within bands of 4 n-units: a wave of
+  // 132 CTAs then covers ~33 m-blocks x 4 n-blocks, whose B band stays in
+  // L2 (H100, bench/results/raw/*raster-band*: +5-7% on the K = 7168
+  // shapes, neutral elsewhere; bands of 8 and 16 gain less).
+  if (cfg.nFastest && c.grouping.kind == GroupingKind::MContiguous)
+    cfg.rasterBand = 4;
   cfg.sharedBytes = cfg.wgmmaSharedBytes();
   if (error)
     *error = why;
