@@ -94,14 +94,6 @@ Type HopperIR::accumulatorT(int64_t n) {
   return LLVM::LLVMStructType::getLiteral(b.getContext(), fields);
 }
 
-Value HopperIR::zeroAccumulator(int64_t n) {
-  Value acc = LLVM::UndefOp::create(b, accumulatorT(n));
-  Value zero = ir.f32(0.0);
-  for (int64_t i = 0; i < n / 2; ++i)
-    acc = LLVM::InsertValueOp::create(b, acc, zero, ArrayRef<int64_t>{i});
-  return acc;
-}
-
 static NVVM::WGMMATypes wgmmaType(::qgemm::ElemType t) {
   return t == ::qgemm::ElemType::E5M2 ? NVVM::WGMMATypes::e5m2
                                       : NVVM::WGMMATypes::e4m3;

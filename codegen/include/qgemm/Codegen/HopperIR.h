@@ -60,7 +60,6 @@ public:
 
   /// The f32 accumulator struct of an m64nNk32 wgmma: n/2 floats a thread.
   Type accumulatorT(int64_t n);
-  Value zeroAccumulator(int64_t n);
   /// D (+)= A.B over one k32 slice; `accumulate` false overwrites D.
   Value wgmma(Value acc, Value descA, Value descB, int64_t n,
               ::qgemm::ElemType a, ::qgemm::ElemType bType, bool accumulate);
