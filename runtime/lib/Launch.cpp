@@ -134,7 +134,7 @@ Status loadModule(const CudaDriver &d, const Kernel::State &k,
   // The wgmma family's stage ring lives in dynamic shared memory beyond the
   // default 48 KB: raise the function's limit once, here, not per launch.
   if (st.ok() && k.spec.op == OpKind::GroupedGemm) {
-    const KernelConfig cfg = resolveKernelConfig(k.spec.gemm, k.spec.tuning);
+    const KernelConfig &cfg = k.config;
     if (cfg.sharedBytes > 0)
       st = d.check(d.funcSetAttribute(
                        m.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -310,7 +310,7 @@ Status Runtime::launch(const Kernel &kernel, const GemmArgs &args,
   // No rows: nothing to compute. k_contiguous still owes D (zeros or C).
   if (args.rows == 0 && c.grouping.kind != GroupingKind::KContiguous)
     return Status();
-  const KernelConfig cfg = resolveKernelConfig(c, spec.tuning);
+  const KernelConfig &cfg = kernel.state->config;
   std::array<int64_t, 3> grid;
   if (cfg.family == KernelFamily::Simt)
     if (Status st = launchGrid(c, args, grid); !st.ok())

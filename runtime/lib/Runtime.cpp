@@ -160,6 +160,8 @@ KernelResult Runtime::getKernel(const Spec &spec) {
   auto state = std::make_shared<Kernel::State>();
   state->spec = spec;
   state->key = key;
+  if (spec.op == OpKind::GroupedGemm)
+    state->config = resolveKernelConfig(spec.gemm, spec.tuning);
   CacheEntry entry;
   KernelCache::Lookup found = KernelCache::Lookup::Miss;
   if (impl->disk)

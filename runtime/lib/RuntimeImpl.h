@@ -7,6 +7,7 @@
 #ifndef QGEMM_RUNTIME_RUNTIMEIMPL_H
 #define QGEMM_RUNTIME_RUNTIMEIMPL_H
 
+#include "qgemm/Codegen/KernelABI.h"
 #include "qgemm/CudaDriver.h"
 #include "qgemm/KernelCache.h"
 #include "qgemm/Runtime.h"
@@ -25,6 +26,9 @@ struct Kernel::State {
   std::string key;
   std::string name;
   std::string ptx;
+  /// grouped_gemm: the kernel family, tile and launch shape its PTX was
+  /// built for, resolved once when the kernel is created.
+  KernelConfig config;
 
   /// One loaded module per context the kernel was used in: a CUmodule
   /// belongs to the context that loaded it.
