@@ -100,7 +100,6 @@ private:
   bool wgrad() const { return c.grouping.kind == GroupingKind::KContiguous; }
   /// Groups are the outermost tile coordinate.
   bool groupPerTile() const { return masked() || wgrad(); }
-  int64_t outRows() const { return wgrad() ? c.n : -1; }
   int64_t outCols() const { return wgrad() ? c.k : c.n; }
 
   // Shared memory as KernelConfig lays it out.
@@ -492,23 +491,21 @@ private:
     return sc;
   }
 
-  /// Issues, as one wgmma group, the four k32 steps of columns
-  /// [col0, col0 + width) of stage `s` into a fresh fragment.
-  Value issueMma(Value s, Value consumerIdx, int64_t col0, int64_t width) {
+  /// Issues, as one wgmma group, the four k32 steps of stage `s` over the
+  /// whole tile width into a fresh fragment.
+  Value issueMma(Value s, Value consumerIdx) {
+    const int64_t n = cfg.blockN;
     NVVM::WgmmaFenceAlignedOp::create(b);
     Value aAddr = ir.add(hw.sharedAddress(stageA(s)),
                          ir.mul(consumerIdx, ir.i32(64 * cfg.blockK)));
-    // B is K-major, 128 bytes a row: column col0 starts col0 rows in (a
-    // whole number of 8-row swizzle atoms, col0 being a multiple of 8).
-    Value bAddr = ir.add(hw.sharedAddress(stageB(s)), ir.i32(col0 * cfg.blockK));
+    Value bAddr = hw.sharedAddress(stageB(s));
     // The first step overwrites (scale-d = 0): its input registers are
     // don't-care, so no zeros need materializing.
-    Value frag = LLVM::UndefOp::create(b, hw.accumulatorT(width));
+    Value frag = LLVM::UndefOp::create(b, hw.accumulatorT(n));
     for (int k = 0; k < cfg.blockK / 32; ++k) {
       Value da = hw.wgmmaDescriptor(ir.add(aAddr, ir.i32(32 * k)));
       Value db = hw.wgmmaDescriptor(ir.add(bAddr, ir.i32(32 * k)));
-      frag = hw.wgmma(frag, da, db, width, c.a.dtype, c.b.dtype,
-                      /*accumulate=*/k > 0);
+      frag = hw.wgmma(frag, da, db, n, c.a.dtype, c.b.dtype, /*accumulate=*/k > 0);
     }
     NVVM::WgmmaGroupSyncAlignedOp::create(b);
     return frag;
@@ -532,19 +529,19 @@ private:
           emptyBar(s), ir.remU(ir.add(rank, ir.i32(peer)), ir.i32(cfg.cluster)));
   }
 
-  /// acc[col0/2 + i] += frag[i] * scale for the `width` columns from col0.
-  /// Fragment element i belongs to row (i % 4) / 2 of the thread's pair and
-  /// to column (i / 4) * 8 + (lane % 4) * 2 + i % 2 of the fragment; a
-  /// 128 boundary inside the tile falls between 8-column groups (tiles
-  /// start at multiples of 16 columns).
-  void promote(Value frag, int64_t col0, int64_t width, const BlockScales &sc,
-               Value s, Value lane, MutableArrayRef<Value> acc) {
+  /// acc[i] += frag[i] * scale. Fragment element i belongs to row
+  /// (i % 4) / 2 of the thread's pair and to column
+  /// (i / 4) * 8 + (lane % 4) * 2 + i % 2 of the tile; a 128 boundary inside
+  /// the tile falls between 8-column groups (tiles start at multiples of 16
+  /// columns).
+  void promote(Value frag, const BlockScales &sc, Value s, Value lane,
+               MutableArrayRef<Value> acc) {
     Value scalePtr = stageScales(s);
     Value colInGroup = ir.mul(ir.remU(lane, ir.i32(4)), ir.i32(2));
     auto pairT = VectorType::get({2}, ir.f32T());
     Value scaleRow0 = sc.row0, scaleRow1 = sc.row1, pair;
-    for (int64_t i = 0; i < width / 2; ++i) {
-      const int64_t groupCol = col0 + i / 4 * 8;
+    for (int64_t i = 0; i < cfg.blockN / 2; ++i) {
+      const int64_t groupCol = i / 4 * 8;
       if (i % 4 == 0 && wgrad()) {
         // k_contiguous: both rows share the group's two column scales, one
         // 8-byte shared load.
@@ -562,7 +559,7 @@ private:
         scale = arith::MulFOp::create(
             b, scale, LLVM::ExtractElementOp::create(b, pair, ir.i32(i % 2)));
       Value t = LLVM::ExtractValueOp::create(b, frag, ArrayRef<int64_t>{i});
-      Value &a = acc[size_t(col0 / 2 + i)];
+      Value &a = acc[size_t(i)];
       a = LLVM::FMAOp::create(b, t, scale, a);
     }
   }
@@ -572,7 +569,7 @@ private:
   /// that one half's promotion overlaps the other half's MMAs measured 3-6%
   /// slower on the H100: see docs/PERF_NOTES.md.)
   SmallVector<Value> mainloop(Value it, Value consumerIdx, Value tidInWg,
-                                    Value rowInTile, Value lane) {
+                              Value rowInTile, Value lane) {
     const int64_t n = cfg.blockN;
     SmallVector<Value> zeros(size_t(n / 2), ir.f32(0.0));
     auto loop = scf::ForOp::create(b, ir.i32(0), kBlockCount, ir.i32(1), zeros);
@@ -581,12 +578,12 @@ private:
     Value s = stageOf(ir.add(it, loop.getInductionVar()));
     hw.mbarrierWait(fullBar(s), phaseOf(ir.add(it, loop.getInductionVar())));
     BlockScales sc = readScales(s, rowInTile);
-    Value frag = hw.wgmmaWait(0, issueMma(s, consumerIdx, 0, n));
+    Value frag = hw.wgmmaWait(0, issueMma(s, consumerIdx));
     SmallVector<Value> acc(loop.getRegionIterArgs());
     // Forward, the scales are in registers: release before promoting.
     if (!wgrad())
       release(s, tidInWg);
-    promote(frag, 0, n, sc, s, lane, acc);
+    promote(frag, sc, s, lane, acc);
     if (wgrad())
       release(s, tidInWg);
     scf::YieldOp::create(b, acc);
