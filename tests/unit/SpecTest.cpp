@@ -9,6 +9,8 @@
 
 #include "qgemm/Spec.h"
 
+#include "TestSupport.h"
+
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -18,6 +20,7 @@
 #include <set>
 
 using namespace qgemm;
+using qgemm::testing::parseOne;
 using json = nlohmann::json;
 
 namespace {
@@ -69,15 +72,6 @@ void checkError(const std::string &text, const std::string &path,
   CHECK(r.error().file == "x.json");
   CHECK(r.error().path == path);
   CHECK_THAT(r.error().message, Catch::Contains(message));
-}
-
-Spec parseOne(const std::string &text) {
-  SpecResult<std::vector<Spec>> r = parseSpecText(text, "good.json");
-  INFO("spec: " << text);
-  if (!r.ok())
-    FAIL(r.error().str());
-  REQUIRE(r.value().size() == 1);
-  return r.value()[0];
 }
 
 std::string repeat(const std::string &s, size_t n) {
