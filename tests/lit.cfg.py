@@ -11,6 +11,7 @@ config.test_source_root = config.qgemm_src_root
 config.test_exec_root = os.path.join(config.qgemm_obj_root, "lit")
 # Only the test folders hold tests; skip sources, specs and build trees.
 config.excludes = ["include", "lib", "tools", "tests", "specs", "runtime",
+                   "testing", "bench", "docs",
                    "scripts", "cmake", "Inputs", "lit.cfg.py"] + \
     [d for d in os.listdir(config.qgemm_src_root) if d.startswith("build") or d.startswith(".")]
 

@@ -78,14 +78,25 @@ void HopperIR::mbarrierArriveRemote(Value bar, Value rank) {
                                  NVVM::MemScopeKind::CLUSTER);
 }
 
-Value HopperIR::wgmmaDescriptor(Value sharedAddr32) {
+/// The descriptor's layout-type code (bits 62-63) of a swizzle width.
+static int64_t swizzleCode(int64_t swizzleBytes) {
+  switch (swizzleBytes) {
+  case 128: return 1;
+  case 64: return 2;
+  case 32: return 3;
+  default: return 0; // interleaved, no swizzle
+  }
+}
+
+Value HopperIR::wgmmaDescriptor(Value sharedAddr32, int64_t atomBytes,
+                                int64_t swizzleBytes) {
   // bits 0-13: address >> 4; 16-29: leading byte offset >> 4 (unused by
   // swizzled K-major layouts, 1 by convention); 32-45: stride byte offset
-  // >> 4 = 1024 B between 8-row atoms; 62-63: 1 = 128-byte swizzle.
+  // >> 4 (between 8-row atoms); 62-63: the swizzle mode.
   Value addr = ir.toI64(arith::AndIOp::create(
       b, arith::ShRUIOp::create(b, sharedAddr32, ir.i32(4)), ir.i32(0x3FFF)));
-  int64_t fixed = (int64_t(1) << 16) | (int64_t(1024 >> 4) << 32) |
-                  (int64_t(1) << 62);
+  int64_t fixed = (int64_t(1) << 16) | (int64_t(atomBytes >> 4) << 32) |
+                  int64_t(uint64_t(swizzleCode(swizzleBytes)) << 62);
   return arith::OrIOp::create(b, addr, ir.i64(fixed));
 }
 

@@ -1,8 +1,8 @@
 //===- LowerToNVVM.cpp - The qgemm-lower-to-nvvm pass ---------------------===//
 //
-// Picks the kernel family of each qgemm op from its contract
-// and tuning (resolveKernelConfig, shared with the runtime) and replaces the op by the
-// family's llvm.func kernel.
+// Replaces each qgemm op by its kernel family's llvm.func kernel, built
+// with the configuration qgemm-resolve-config stored on the op. It chooses
+// nothing itself.
 //
 //===----------------------------------------------------------------------===//
 #include "qgemm/Codegen/Kernels.h"
@@ -28,15 +28,14 @@ struct LowerToNVVMPass
     });
     for (Operation *op : kernels) {
       if (auto mm = dyn_cast<GroupedMatmulOp>(op)) {
-        std::string why;
-        ::qgemm::KernelConfig cfg = ::qgemm::resolveKernelConfig(
-            mm.getContract(), mm.getTuningRequest(), &why);
-        if (!why.empty()) {
-          op->emitOpError("tuning.") << why;
+        std::optional<::qgemm::KernelConfig> cfg = mm.getKernelConfig();
+        if (!cfg) {
+          op->emitOpError("has no kernel configuration; run "
+                          "-qgemm-resolve-config first");
           return signalPassFailure();
         }
-        if (cfg.family == ::qgemm::KernelFamily::Wgmma)
-          lowerWgmmaGemm(mm, cfg);
+        if (cfg->family == ::qgemm::KernelFamily::Wgmma)
+          lowerWgmmaGemm(mm, *cfg);
         else
           lowerSimtGemm(mm);
         op->erase();

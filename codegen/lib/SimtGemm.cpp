@@ -6,7 +6,7 @@
 // scales and added to the running f32 accumulator ("promotion"), which is the
 // arithmetic the fast wgmma kernels perform too.
 //
-// Grid and parameters: qgemm/Codegen/KernelABI.h.
+// Grid and parameters: qgemm/Kernels/KernelABI.h.
 //
 //===----------------------------------------------------------------------===//
 #include "qgemm/Codegen/IRHelpers.h"

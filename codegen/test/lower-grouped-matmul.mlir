@@ -1,4 +1,4 @@
-// RUN: qgemm-opt %s -split-input-file -qgemm-lower-to-nvvm -canonicalize | FileCheck %s
+// RUN: qgemm-opt %s -split-input-file -qgemm-resolve-config -qgemm-lower-to-nvvm -canonicalize | FileCheck %s
 
 // The SIMT family: groups that share 128-row blocks (alignment 16 here).
 // m_contiguous with offsets, COMPACT A scales: scale (row, kb) at row * Kb + kb.

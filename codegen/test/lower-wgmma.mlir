@@ -1,4 +1,4 @@
-// RUN: qgemm-opt %s -split-input-file -qgemm-lower-to-nvvm -canonicalize | FileCheck %s
+// RUN: qgemm-opt %s -split-input-file -qgemm-resolve-config -qgemm-lower-to-nvvm -canonicalize | FileCheck %s
 
 // Groups aligned to 128 rows, 1x128 x 128x128 scales: the wgmma family.
 // CHECK: llvm.mlir.global external @qgemm_dynamic_smem() {addr_space = 3 : i32, alignment = 1024 : i64} : !llvm.array<0 x i8>
@@ -117,7 +117,7 @@ qgemm.grouped_matmul @wide n = 7168, k = 2048,
     a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
     b = #qgemm.operand<e4m3, #qgemm.scale<[128, 128], f32, COMPACT>>,
     d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 128, index = offsets>,
-    padding = <zero> {tuning = {block_n = 192 : i64, raster = "m"}}
+    padding = <zero> {tuning = #qgemm.tuning<block_m = 0, block_n = 192, stages = 0, cluster = 1, multicast = "none", num_sms = 0, raster = "m">}
 
 // -----
 
@@ -139,7 +139,7 @@ qgemm.grouped_matmul @pair n = 4096, k = 7168,
     a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
     b = #qgemm.operand<e4m3, #qgemm.scale<[128, 128], f32, COMPACT>>,
     d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 128, index = offsets>,
-    padding = <zero> {tuning = {cluster = 2 : i64, multicast = "a"}}
+    padding = <zero> {tuning = #qgemm.tuning<block_m = 0, block_n = 0, stages = 0, cluster = 2, multicast = "a", num_sms = 0, raster = "auto">}
 
 // -----
 

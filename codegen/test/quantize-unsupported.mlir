@@ -1,4 +1,4 @@
-// RUN: qgemm-opt %s -qgemm-lower-to-nvvm -verify-diagnostics
+// RUN: qgemm-opt %s -qgemm-resolve-config -qgemm-lower-to-nvvm -verify-diagnostics
 
 // expected-error @+1 {{has no GPU lowering yet}}
 qgemm.quantize @act <bf16> -> <e4m3> recipe = <deepseek>

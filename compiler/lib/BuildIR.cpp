@@ -17,10 +17,8 @@
 namespace q = mlir::qgemm;
 using mlir::Builder;
 using mlir::DialectRegistry;
-using mlir::DictionaryAttr;
 using mlir::MLIRContext;
 using mlir::ModuleOp;
-using mlir::NamedAttribute;
 using mlir::OpBuilder;
 using mlir::OwningOpRef;
 
@@ -35,33 +33,13 @@ void registerQGemmDialects(DialectRegistry &registry) {
   mlir::registerNVVMDialectTranslation(registry);
 }
 
-// Contract enums to dialect enums through their shared spelling.
-static q::ElemType toAttr(ElemType t) {
-  return *q::symbolizeElemType(std::string(toString(t)));
-}
-
 static q::ScaleRecipeAttr toAttr(MLIRContext *ctx, const ScaleRecipe &r) {
-  return q::ScaleRecipeAttr::get(
-      ctx, r.blockRows, r.blockCols, toAttr(r.dtype),
-      *q::symbolizeScaleLayout(std::string(toString(r.layout))));
+  return q::ScaleRecipeAttr::get(ctx, r.blockRows, r.blockCols, r.dtype,
+                                 r.layout);
 }
 
 static q::OperandAttr toAttr(MLIRContext *ctx, const OperandContract &o) {
-  return q::OperandAttr::get(ctx, toAttr(o.dtype), toAttr(ctx, o.scale));
-}
-
-static DictionaryAttr tuningAttr(Builder &b, const Tuning &t) {
-  if (t.isAuto)
-    return nullptr;
-  llvm::SmallVector<NamedAttribute> kv = {
-      b.getNamedAttr("block_m", b.getI64IntegerAttr(t.blockM)),
-      b.getNamedAttr("block_n", b.getI64IntegerAttr(t.blockN)),
-      b.getNamedAttr("cluster", b.getI64IntegerAttr(t.cluster)),
-      b.getNamedAttr("multicast", b.getStringAttr(t.multicast)),
-      b.getNamedAttr("num_sms", b.getI64IntegerAttr(t.numSms)),
-      b.getNamedAttr("raster", b.getStringAttr(t.raster)),
-      b.getNamedAttr("stages", b.getI64IntegerAttr(t.stages))};
-  return b.getDictionaryAttr(kv);
+  return q::OperandAttr::get(ctx, o.dtype, toAttr(ctx, o.scale));
 }
 
 OwningOpRef<ModuleOp> buildModule(MLIRContext &ctx, const Spec &spec,
@@ -73,25 +51,24 @@ OwningOpRef<ModuleOp> buildModule(MLIRContext &ctx, const Spec &spec,
   b.setInsertionPointToEnd(module->getBody());
   if (spec.op == OpKind::GroupedGemm) {
     const GemmContract &c = spec.gemm;
-    auto grouping = q::GroupingAttr::get(
-        &ctx, *q::symbolizeGroupingKind(std::string(toString(c.grouping.kind))),
-        c.grouping.alignment,
-        *q::symbolizeGroupIndex(std::string(toString(c.grouping.index))));
-    auto op = q::GroupedMatmulOp::create(
+    auto grouping = q::GroupingAttr::get(&ctx, c.grouping.kind,
+                                         c.grouping.alignment, c.grouping.index);
+    // No config yet: qgemm-resolve-config adds it.
+    q::GroupedMatmulOp::create(
         b, loc, b.getStringAttr(kernelName), b.getI64IntegerAttr(c.n),
         b.getI64IntegerAttr(c.k), toAttr(&ctx, c.a), toAttr(&ctx, c.b),
-        q::ElemTypeAttr::get(&ctx, toAttr(c.d)), grouping,
-        q::PaddingRowsAttr::get(
-            &ctx, *q::symbolizePaddingRows(std::string(toString(c.paddingRows)))),
-        c.accumulate ? b.getUnitAttr() : nullptr, tuningAttr(b, spec.tuning));
-    (void)op;
+        q::ElemTypeAttr::get(&ctx, c.d), grouping,
+        q::PaddingRowsAttr::get(&ctx, c.paddingRows),
+        c.accumulate ? b.getUnitAttr() : nullptr,
+        spec.tuning.isAuto ? q::TuningAttr()
+                           : q::TuningAttr::get(&ctx, spec.tuning),
+        q::KernelConfigAttr());
   } else {
     const QuantizeContract &c = spec.quantize;
     q::QuantizeOp::create(
-        b, loc, b.getStringAttr(kernelName), q::ElemTypeAttr::get(&ctx, toAttr(c.input)),
-        q::ElemTypeAttr::get(&ctx, toAttr(c.output)),
-        q::QuantRecipeAttr::get(
-            &ctx, *q::symbolizeQuantRecipe(std::string(toString(c.recipe)))),
+        b, loc, b.getStringAttr(kernelName), q::ElemTypeAttr::get(&ctx, c.input),
+        q::ElemTypeAttr::get(&ctx, c.output),
+        q::QuantRecipeAttr::get(&ctx, c.recipe),
         c.rowwise ? toAttr(&ctx, *c.rowwise) : nullptr,
         c.columnwise ? toAttr(&ctx, *c.columnwise) : nullptr,
         c.pow2 ? b.getUnitAttr() : nullptr, b.getF64FloatAttr(c.eps),

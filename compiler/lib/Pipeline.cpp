@@ -9,6 +9,7 @@
 #include "qgemm/BuildIR.h"
 #include "qgemm/Codegen/Passes.h"
 #include "qgemm/Compiler.h"
+#include "qgemm/Dialect/QGemmDialect.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/IR/Diagnostics.h"
@@ -141,13 +142,23 @@ Status compileSpec(const Spec &spec, Emit upTo,
   DiagnosticCollector diags(ctx);
 
   out = CompileOutput();
-  if (Status st = checkTuning(spec); !st.ok())
-    return st;
   out.kernelName = kernelNameFor(spec);
   OwningOpRef<ModuleOp> module = ::qgemm::buildModule(ctx, spec, out.kernelName);
   if (failed(verify(*module)))
     return Status::user(spec.name + ": the spec's kernel does not verify:\n" +
                         diags.take());
+  // The configuration is chosen here, once; everything after reads it. A
+  // parsed spec's tuning was checked by the parser already; a Spec built by
+  // hand is refused here with the same message.
+  {
+    PassManager resolve(&ctx);
+    resolve.addPass(mlir::qgemm::createQGemmResolveConfig());
+    if (failed(resolve.run(*module)))
+      return Status::user(spec.name + ": " + diags.take());
+    module->walk([&](mlir::qgemm::GroupedMatmulOp op) {
+      out.config = op.getKernelConfig();
+    });
+  }
   out.mlir = printToString(*module);
   auto finish = [&] {
     out.millis = std::chrono::duration<double, std::milli>(

@@ -14,24 +14,18 @@ using namespace qgemm::spec_detail;
 
 namespace {
 
-constexpr std::array kGroupingKinds{
-    GroupingKind::None, GroupingKind::MContiguous, GroupingKind::MMasked,
-    GroupingKind::KContiguous};
-constexpr std::array kGroupIndices{GroupIndex::None, GroupIndex::Offsets,
-                                   GroupIndex::RowGroup, GroupIndex::MaskedM};
-constexpr std::array kPaddingRows{PaddingRows::Zero, PaddingRows::Untouched};
 
 GroupingContract readGrouping(const ObjectReader &top) {
   ObjectReader r = top.child("grouping", kGroupingSchema);
   GroupingContract g;
-  g.kind = r.enumeration("kind", kGroupingKinds, GroupingKind::None);
+  g.kind = r.enumeration("kind", GroupingKind::None);
   bool contiguous = g.kind == GroupingKind::MContiguous ||
                     g.kind == GroupingKind::KContiguous;
   g.alignment = r.integer("alignment", 1, kMaxAlignment, contiguous ? 128 : 1);
   GroupIndex index = contiguous                        ? GroupIndex::Offsets
                      : g.kind == GroupingKind::MMasked ? GroupIndex::MaskedM
                                                        : GroupIndex::None;
-  g.index = r.enumeration("index", kGroupIndices, index);
+  g.index = r.enumeration("index", index);
   return g;
 }
 
@@ -39,7 +33,7 @@ OperandContract readOperand(const ObjectReader &top, const char *name,
                             Block dfltBlock) {
   ObjectReader r = top.child(name, kOperandSchema);
   OperandContract op;
-  op.dtype = r.enumeration("dtype", kElemTypes, ElemType::E4M3);
+  op.dtype = r.enumeration("dtype", ElemType::E4M3);
   op.scale = readScale(r.child("scale", kScaleSchema), dfltBlock);
   return op;
 }
@@ -60,14 +54,13 @@ GemmContract spec_detail::readGemm(const ObjectReader &top) {
   c.b = readOperand(top, "b", kContiguous ? Block{1, 128} : Block{128, 128});
 
   ObjectReader d = top.child("d", kOutputSchema);
-  c.d = d.enumeration("dtype", kElemTypes,
-                      kContiguous ? ElemType::F32 : ElemType::BF16);
+  c.d = d.enumeration("dtype", kContiguous ? ElemType::F32 : ElemType::BF16);
   c.paddingRows =
-      d.enumeration("padding_rows", kPaddingRows, PaddingRows::Zero);
+      d.enumeration("padding_rows", PaddingRows::Zero);
 
   if (top.get("c")) {
     ObjectReader acc = top.child("c", kAccumulatorSchema);
-    ElemType t = acc.enumeration("dtype", kElemTypes, ElemType::F32);
+    ElemType t = acc.enumeration("dtype", ElemType::F32);
     if (t != ElemType::F32)
       fail(acc.at("dtype"), str(toString(t)) +
                                 " is not allowed as the type of C; allowed: "

@@ -157,10 +157,6 @@ const ObjectSchema &topSchema(OpKind op);
 inline constexpr std::string_view kOpNames[] = {"grouped_gemm", "quantize",
                                                 "permute", "unpermute"};
 
-inline constexpr std::array kElemTypes{ElemType::E4M3, ElemType::E5M2,
-                                       ElemType::BF16, ElemType::F32,
-                                       ElemType::UE8M0};
-
 /// Integers only: a float (even 128.0), a boolean or a string is a type
 /// error, since accepting them would give one kernel two spellings.
 int64_t readInt(const json &v, const std::string &path, int64_t lo, int64_t hi);
@@ -172,15 +168,13 @@ const std::string &readString(const json &v, const std::string &path);
 size_t readChoice(const json &v, const std::string &path,
                   const std::vector<std::string_view> &choices);
 
-/// Enums take their spellings from Contract.h's toString, the same ones the
-/// dialect's assembly uses.
-template <typename E, size_t N>
-E readEnum(const json &v, const std::string &path,
-           const std::array<E, N> &all) {
+/// Enums take their values and spellings from Contract.h's EnumSpellings,
+/// the table the dialect's assembly reads too.
+template <typename E> E readEnum(const json &v, const std::string &path) {
   std::vector<std::string_view> names;
-  for (E e : all)
-    names.push_back(toString(e));
-  return all[readChoice(v, path, names)];
+  for (const auto &entry : EnumSpellings<E>::spellings)
+    names.push_back(entry.second);
+  return EnumSpellings<E>::spellings[readChoice(v, path, names)].first;
 }
 
 /// Reads the keys of one JSON object; rejects unknown keys on construction.
@@ -210,10 +204,9 @@ public:
                      const std::vector<std::string_view> &choices,
                      std::string_view dflt) const;
 
-  template <typename E, size_t N>
-  E enumeration(const char *key, const std::array<E, N> &all, E dflt) const {
+  template <typename E> E enumeration(const char *key, E dflt) const {
     const json *v = get(key);
-    return v ? readEnum(*v, at(key), all) : dflt;
+    return v ? readEnum<E>(*v, at(key)) : dflt;
   }
 
 private:

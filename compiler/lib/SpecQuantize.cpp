@@ -15,8 +15,6 @@ using namespace qgemm::spec_detail;
 
 namespace {
 
-constexpr std::array kQuantRecipes{QuantRecipe::DeepSeek, QuantRecipe::TE,
-                                   QuantRecipe::MxFloor, QuantRecipe::MxRceil};
 
 /// An output is produced only when its key is present (even as `{}`).
 std::optional<ScaleRecipe> readQuantOutput(const ObjectReader &top,
@@ -30,9 +28,9 @@ std::optional<ScaleRecipe> readQuantOutput(const ObjectReader &top,
 
 QuantizeContract spec_detail::readQuantize(const ObjectReader &top) {
   QuantizeContract q;
-  q.input = top.enumeration("input", kElemTypes, ElemType::BF16);
-  q.output = top.enumeration("output", kElemTypes, ElemType::E4M3);
-  q.recipe = readEnum(top.require("recipe"), top.at("recipe"), kQuantRecipes);
+  q.input = top.enumeration("input", ElemType::BF16);
+  q.output = top.enumeration("output", ElemType::E4M3);
+  q.recipe = readEnum<QuantRecipe>(top.require("recipe"), top.at("recipe"));
   // TE rounds its quantize factor down to a power of two by default.
   q.pow2 = top.boolean("pow2", q.recipe == QuantRecipe::TE);
   // -0.0 and 0 are the same floor; keep one spelling in the canonical form.

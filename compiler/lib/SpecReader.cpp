@@ -20,8 +20,6 @@ namespace {
 /// User strings echoed in messages are cut to this many bytes.
 constexpr size_t kMaxQuotedBytes = 64;
 
-constexpr std::array kScaleLayouts{ScaleLayout::Compact,
-                                   ScaleLayout::GemmReady};
 
 } // namespace
 
@@ -259,10 +257,9 @@ ScaleRecipe spec_detail::readScale(const ObjectReader &r, Block dflt) {
     b = readBlock(*v, r.at("block"));
   s.blockRows = b.rows;
   s.blockCols = b.cols;
-  s.layout = r.enumeration("layout", kScaleLayouts, ScaleLayout::Compact);
+  s.layout = r.enumeration("layout", ScaleLayout::Compact);
   // The same test checkGemm/checkQuantize apply, so the default dtype is
   // always the one they accept.
-  s.dtype = r.enumeration("dtype", kElemTypes,
-                          isMxBlock(s) ? ElemType::UE8M0 : ElemType::F32);
+  s.dtype = r.enumeration("dtype", isMxBlock(s) ? ElemType::UE8M0 : ElemType::F32);
   return s;
 }

@@ -8,6 +8,8 @@
 
 #include "SpecInternal.h"
 
+#include "qgemm/Kernels/ResolveConfig.h"
+
 #include <iterator>
 
 using namespace qgemm;
@@ -104,5 +106,10 @@ Spec spec_detail::readSpec(const json &doc) {
   else
     spec.quantize = readQuantize(top);
   spec.tuning = readTuning(top);
+  // Tuning is checked here, with the rest of the spec, so a refusal names
+  // the file and the JSON path (or the sweep entry) of the value.
+  if (spec.op == OpKind::GroupedGemm)
+    if (auto v = checkTuning(spec.gemm, spec.tuning))
+      fail(v->field, v->message + " (or \"tuning\": \"auto\")");
   return spec;
 }

@@ -16,7 +16,6 @@ using namespace mlir;
 using namespace mlir::qgemm;
 
 #include "qgemm/Dialect/QGemmDialect.cpp.inc"
-#include "qgemm/Dialect/QGemmEnums.cpp.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "qgemm/Dialect/QGemmAttrs.cpp.inc"
@@ -36,80 +35,116 @@ void QGemmDialect::initialize() {
 }
 
 //===----------------------------------------------------------------------===//
-// Attribute -> contract. The dialect and the contract share their spellings,
-// so the mapping goes through them: one vocabulary, no parallel tables.
+// Attributes <-> the plain C++ vocabulary types. The enums are the same C++
+// types on both sides (Contract.h), so only structure is translated.
 //===----------------------------------------------------------------------===//
 
 namespace mlir::qgemm {
-
-::qgemm::ElemType toContract(ElemType v) {
-  return *::qgemm::parseElemType(stringifyElemType(v).str());
-}
 
 ::qgemm::ScaleRecipe toContract(ScaleRecipeAttr a) {
   ::qgemm::ScaleRecipe r;
   r.blockRows = a.getBlockRows();
   r.blockCols = a.getBlockCols();
-  r.dtype = toContract(a.getDtype());
-  r.layout = *::qgemm::parseScaleLayout(stringifyScaleLayout(a.getLayout()).str());
+  r.dtype = a.getDtype();
+  r.layout = a.getLayout();
   return r;
 }
 
 ::qgemm::OperandContract toContract(OperandAttr a) {
-  return {toContract(a.getDtype()), toContract(a.getScale())};
-}
-
-::qgemm::GroupingContract toContract(GroupingAttr a) {
-  ::qgemm::GroupingContract g;
-  g.kind = *::qgemm::parseGroupingKind(stringifyGroupingKind(a.getKind()).str());
-  g.alignment = a.getAlignment();
-  g.index = *::qgemm::parseGroupIndex(stringifyGroupIndex(a.getIndex()).str());
-  return g;
+  return {a.getDtype(), toContract(a.getScale())};
 }
 
 ::qgemm::GemmContract GroupedMatmulOp::getContract() {
   ::qgemm::GemmContract c;
-  c.grouping = toContract(getGrouping());
+  c.grouping.kind = getGrouping().getKind();
+  c.grouping.alignment = getGrouping().getAlignment();
+  c.grouping.index = getGrouping().getIndex();
   c.n = getN();
   c.k = getK();
   c.a = toContract(getA());
   c.b = toContract(getB());
-  c.d = toContract(getD());
-  c.paddingRows = *::qgemm::parsePaddingRows(
-      stringifyPaddingRows(getPaddingRows()).str());
+  c.d = getD().getValue();
+  c.paddingRows = getPaddingRows().getValue();
   c.accumulate = getAccumulate();
   return c;
 }
 
-::qgemm::Tuning GroupedMatmulOp::getTuningRequest() {
+::qgemm::Tuning TuningAttr::getValue() const {
   ::qgemm::Tuning t;
-  DictionaryAttr d = getTuningAttr();
-  if (!d)
-    return t;
   t.isAuto = false;
-  auto integer = [&](StringRef key, int64_t &out) {
-    if (auto v = d.getAs<IntegerAttr>(key))
-      out = v.getInt();
-  };
-  auto text = [&](StringRef key, std::string &out) {
-    if (auto v = d.getAs<StringAttr>(key))
-      out = v.str();
-  };
-  integer("block_m", t.blockM);
-  integer("block_n", t.blockN);
-  integer("stages", t.stages);
-  integer("cluster", t.cluster);
-  integer("num_sms", t.numSms);
-  text("multicast", t.multicast);
-  text("raster", t.raster);
+  t.blockM = getBlockM();
+  t.blockN = getBlockN();
+  t.stages = getStages();
+  t.cluster = getCluster();
+  t.multicast = getMulticast().str();
+  t.numSms = getNumSms();
+  t.raster = getRaster().str();
   return t;
+}
+
+TuningAttr TuningAttr::get(MLIRContext *ctx, const ::qgemm::Tuning &t) {
+  return get(ctx, t.blockM, t.blockN, t.stages, t.cluster, t.multicast,
+             t.numSms, t.raster);
+}
+
+::qgemm::Tuning GroupedMatmulOp::getTuningRequest() {
+  TuningAttr t = getTuningAttr();
+  return t ? t.getValue() : ::qgemm::Tuning();
+}
+
+::qgemm::KernelConfig KernelConfigAttr::getValue() const {
+  ::qgemm::KernelConfig c;
+  c.family = getFamily();
+  c.blockM = int(getBlockM());
+  c.blockN = int(getBlockN());
+  c.blockK = int(getBlockK());
+  c.stages = int(getStages());
+  c.threads = int(getThreads());
+  c.nFastest = getRaster() == "n";
+  c.rasterBand = int(getBand());
+  c.cluster = int(getCluster());
+  c.numSms = getNumSms();
+  c.scalePerColumnB = getScalesB() == "column";
+  c.stagedEpilogue = getEpilogue() == "staged";
+  c.sharedBytes = getSmem();
+  return c;
+}
+
+KernelConfigAttr KernelConfigAttr::get(MLIRContext *ctx,
+                                       const ::qgemm::KernelConfig &c) {
+  return get(ctx, c.family, c.blockM, c.blockN, c.blockK, c.stages, c.threads,
+             c.nFastest ? "n" : "m", c.rasterBand, c.cluster, c.numSms,
+             c.scalePerColumnB ? "column" : "tile",
+             c.stagedEpilogue ? "staged" : "registers", c.sharedBytes);
+}
+
+LogicalResult
+KernelConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                         ::qgemm::KernelFamily, int64_t, int64_t, int64_t,
+                         int64_t, int64_t, StringRef raster, int64_t, int64_t,
+                         int64_t, StringRef scalesB, StringRef epilogue,
+                         int64_t) {
+  if (raster != "n" && raster != "m")
+    return emitError() << "raster must be n or m, got " << raster;
+  if (scalesB != "tile" && scalesB != "column")
+    return emitError() << "scales_b must be tile or column, got " << scalesB;
+  if (epilogue != "staged" && epilogue != "registers")
+    return emitError() << "epilogue must be staged or registers, got "
+                       << epilogue;
+  return success();
+}
+
+std::optional<::qgemm::KernelConfig> GroupedMatmulOp::getKernelConfig() {
+  if (KernelConfigAttr c = getConfigAttr())
+    return c.getValue();
+  return std::nullopt;
 }
 
 ::qgemm::QuantizeContract QuantizeOp::getContract() {
   ::qgemm::QuantizeContract c;
-  c.input = toContract(getInput());
-  c.output = toContract(getOutput());
-  c.recipe = *::qgemm::parseQuantRecipe(stringifyQuantRecipe(getRecipe()).str());
+  c.input = getInput().getValue();
+  c.output = getOutput().getValue();
+  c.recipe = getRecipe().getValue();
   c.pow2 = getPow2();
   c.eps = getEps().convertToDouble();
   if (auto r = getRowwiseAttr())

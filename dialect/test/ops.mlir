@@ -36,12 +36,12 @@ qgemm.grouped_matmul @masked n = 4096, k = 7168,
 // CHECK-SAME: d = <f32>
 // CHECK-SAME: grouping = #qgemm.grouping<k_contiguous, align = 128, index = offsets>
 // CHECK-SAME: padding = <zero> accumulate
-// CHECK-SAME: tuning = {block_n = 128 : i64}
+// CHECK-SAME: tuning = #qgemm.tuning<block_m = 0, block_n = 128, stages = 0, cluster = 1, multicast = "none", num_sms = 0, raster = "auto">
 qgemm.grouped_matmul @wgrad n = 4096, k = 7168,
     a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
     b = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, GEMM_READY>>,
     d = <f32>, grouping = #qgemm.grouping<k_contiguous, align = 128, index = offsets>,
-    padding = <zero> accumulate {tuning = {block_n = 128 : i64}}
+    padding = <zero> accumulate {tuning = #qgemm.tuning<block_m = 0, block_n = 128, stages = 0, cluster = 1, multicast = "none", num_sms = 0, raster = "auto">}
 
 // CHECK-LABEL: qgemm.grouped_matmul @mxfp8
 // CHECK-SAME: #qgemm.scale<[1, 32], ue8m0, GEMM_READY>

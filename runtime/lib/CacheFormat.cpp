@@ -16,7 +16,7 @@ namespace {
 
 constexpr char kMagic[8] = {'Q', 'G', 'E', 'M', 'M', 'K', '0', '1'};
 constexpr size_t kHeaderSize = 32;
-constexpr int kNumFields = 4;
+constexpr int kNumFields = 5;
 
 void putLE(std::string &s, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i)
@@ -44,7 +44,8 @@ uint64_t cache::checksum(const char *data, size_t n) {
 std::string cache::encode(const std::string &key, const CacheEntry &entry) {
   std::string payload;
   for (const std::string *f :
-       {&entry.kernelName, &entry.ptx, &entry.identity, &entry.metadata}) {
+       {&entry.kernelName, &entry.ptx, &entry.identity, &entry.metadata,
+        &entry.config}) {
     putLE(payload, f->size(), 8);
     payload += *f;
   }
@@ -83,7 +84,7 @@ std::string cache::decode(const std::string &bytes, const std::string &key,
   if (checksum(payload, payloadLen) != sum)
     return "payload checksum mismatch";
   std::string *fields[kNumFields] = {&out.kernelName, &out.ptx, &out.identity,
-                                     &out.metadata};
+                                     &out.metadata, &out.config};
   uint64_t pos = 0;
   for (std::string *f : fields) {
     if (payloadLen - pos < 8)

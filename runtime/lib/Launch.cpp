@@ -7,7 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "RuntimeImpl.h"
 
-#include "qgemm/Codegen/KernelABI.h"
+#include "qgemm/Kernels/KernelABI.h"
+#include "qgemm/Kernels/WgmmaLayout.h"
 
 #include <array>
 #include <cctype>
@@ -169,8 +170,19 @@ Status launchGrid(const GemmContract &c, const GemmArgs &args,
   return Status();
 }
 
+/// The driver's swizzle mode for WgmmaLayout's swizzle width.
+constexpr CUtensorMapSwizzle tmaSwizzle() {
+  switch (WgmmaLayout::kSwizzleBytes) {
+  case 32: return CU_TENSOR_MAP_SWIZZLE_32B;
+  case 64: return CU_TENSOR_MAP_SWIZZLE_64B;
+  case 128: return CU_TENSOR_MAP_SWIZZLE_128B;
+  default: return CU_TENSOR_MAP_SWIZZLE_NONE;
+  }
+}
+
 /// A TMA map of an FP8 operand: `dims` innermost first (K first), rows of
-/// K bytes, boxes whose inner extent is one 128-byte swizzle row.
+/// K bytes, boxes (WgmmaLayout::boxA/boxB, plus one group for grouped
+/// operands) whose inner extent is one swizzle row.
 Status encodeFp8Map(const CudaDriver &d, CUtensorMap &map, DevicePtr base,
                     std::initializer_list<uint64_t> dims,
                     std::initializer_list<uint32_t> box, const char *what) {
@@ -192,7 +204,7 @@ Status encodeFp8Map(const CudaDriver &d, CUtensorMap &map, DevicePtr base,
                              reinterpret_cast<void *>(uintptr_t(base)), size,
                              stride, boxDim, elemStride,
                              CU_TENSOR_MAP_INTERLEAVE_NONE,
-                             CU_TENSOR_MAP_SWIZZLE_128B,
+                             tmaSwizzle(),
                              CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
       std::string("cuTensorMapEncodeTiled(") + what + ")");
@@ -209,7 +221,9 @@ Status launchWgmma(const CudaDriver &d, const Kernel::State::Module &m,
   const uint64_t k = uint64_t(c.k), rowsA = uint64_t(args.rows);
   const uint64_t groups = uint64_t(args.numGroups);
   // In a cluster each CTA loads its share of the A tile's rows.
-  const uint32_t aBoxRows = uint32_t(cfg.blockM / cfg.cluster);
+  const WgmmaLayout layout(cfg);
+  const auto [aInner, aRows] = layout.boxA();
+  const auto [bInner, bRows] = layout.boxB();
   CUtensorMap mapA, mapB;
   Status st;
   if (c.grouping.kind == GroupingKind::KContiguous) {
@@ -225,18 +239,17 @@ Status launchWgmma(const CudaDriver &d, const Kernel::State::Module &m,
     // the maps still need a non-zero extent.
     const uint64_t tokens = std::max<uint64_t>(rowsA, 16);
     st = encodeFp8Map(d, mapA, args.a, {tokens, uint64_t(c.n)},
-                      {128, aBoxRows}, "A");
+                      {aInner, aRows}, "A");
     if (st.ok())
-      st = encodeFp8Map(d, mapB, args.b, {tokens, k},
-                        {128, uint32_t(cfg.blockN)}, "B");
+      st = encodeFp8Map(d, mapB, args.b, {tokens, k}, {bInner, bRows}, "B");
   } else {
     st = c.grouping.kind == GroupingKind::MMasked
              ? encodeFp8Map(d, mapA, args.a, {k, rowsA, groups},
-                            {128, aBoxRows, 1}, "A")
-             : encodeFp8Map(d, mapA, args.a, {k, rowsA}, {128, aBoxRows}, "A");
+                            {aInner, aRows, 1}, "A")
+             : encodeFp8Map(d, mapA, args.a, {k, rowsA}, {aInner, aRows}, "A");
     if (st.ok())
       st = encodeFp8Map(d, mapB, args.b, {k, uint64_t(c.n), groups},
-                        {128, uint32_t(cfg.blockN), 1}, "B");
+                        {bInner, bRows, 1}, "B");
   }
   if (!st.ok())
     return st;

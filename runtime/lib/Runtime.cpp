@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "RuntimeImpl.h"
 
+#include "qgemm/Kernels/ConfigRules.h"
+
 #include <chrono>
 
 using namespace qgemm;
@@ -160,12 +162,22 @@ KernelResult Runtime::getKernel(const Spec &spec) {
   auto state = std::make_shared<Kernel::State>();
   state->spec = spec;
   state->key = key;
-  if (spec.op == OpKind::GroupedGemm)
-    state->config = resolveKernelConfig(spec.gemm, spec.tuning);
   CacheEntry entry;
   KernelCache::Lookup found = KernelCache::Lookup::Miss;
   if (impl->disk)
     found = impl->disk->load(key, identity, entry, &r.stats.cacheNote);
+  // The stored configuration is the one the PTX was built with; one that
+  // does not decode or does not fit its family is a damaged entry.
+  if (found == KernelCache::Lookup::Hit && spec.op == OpKind::GroupedGemm) {
+    std::string why;
+    std::optional<KernelConfig> cfg = decodeConfig(entry.config, &why);
+    if (cfg && (why = checkConfigConsistent(*cfg)).empty()) {
+      state->config = *cfg;
+    } else {
+      found = KernelCache::Lookup::Rejected;
+      r.stats.cacheNote = why;
+    }
+  }
   if (found == KernelCache::Lookup::Hit) {
     r.stats.source = KernelSource::DiskHit;
     state->name = std::move(entry.kernelName);
@@ -181,9 +193,12 @@ KernelResult Runtime::getKernel(const Spec &spec) {
     r.stats.compileMillis = out.millis;
     if (found == KernelCache::Lookup::Rejected)
       r.stats.cacheNote = "rejected " + r.stats.cacheNote + "; rebuilt";
+    if (out.config)
+      state->config = *out.config;
     if (impl->disk) {
       CacheEntry fresh{out.kernelName, out.ptx, identity,
-                       metadataJson(spec, out)};
+                       metadataJson(spec, out),
+                       out.config ? encodeConfig(*out.config) : ""};
       if (Status st = impl->disk->store(key, fresh); !st.ok())
         r.stats.cacheNote += (r.stats.cacheNote.empty() ? "" : "; ") +
                              std::string("not cached: ") + st.message;

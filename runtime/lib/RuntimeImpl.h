@@ -7,7 +7,7 @@
 #ifndef QGEMM_RUNTIME_RUNTIMEIMPL_H
 #define QGEMM_RUNTIME_RUNTIMEIMPL_H
 
-#include "qgemm/Codegen/KernelABI.h"
+#include "qgemm/Kernels/KernelABI.h"
 #include "qgemm/CudaDriver.h"
 #include "qgemm/KernelCache.h"
 #include "qgemm/Runtime.h"
@@ -27,7 +27,8 @@ struct Kernel::State {
   std::string name;
   std::string ptx;
   /// grouped_gemm: the kernel family, tile and launch shape its PTX was
-  /// built for, resolved once when the kernel is created.
+  /// built for: the compiler's resolved configuration, or the one stored
+  /// with the PTX in the disk cache. Never derived here.
   KernelConfig config;
 
   /// One loaded module per context the kernel was used in: a CUmodule

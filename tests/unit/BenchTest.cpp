@@ -154,7 +154,14 @@ TEST_CASE("bench: the published suite reads completely", "[bench][suite]") {
   CHECK(fprop == 8);
   CHECK(masked == 3);
   CHECK(wgrad == 3);
-  CHECK(s.skippedSections == std::vector<std::string>{"quantize"});
+  // Sections qgemmc bench does not run yet (the 2026-11-23 additions: GEMMs
+  // at alignment 16/32 and MXFP8 wait for the fast path of every contract,
+  // the data-path ones for their kernels). Follows the file.
+  CHECK(s.skippedSections ==
+        std::vector<std::string>{"k_contiguous_wgrad_align16",
+                                 "m_contiguous_fprop_align16",
+                                 "m_contiguous_fprop_mxfp8", "permute",
+                                 "quantize", "swiglu_quantize", "unpermute"});
   const SuiteEntry &first = s.entries.front();
   CHECK(first.label == "dsv3 up EP64");
   CHECK(first.groups == 4);
@@ -180,7 +187,14 @@ TEST_CASE("bench: suite rows, sections and errors", "[bench][suite]") {
   CHECK(s.entries[3].maxM == 4096);
   CHECK(s.entries[4].section == "k_contiguous_wgrad");
   CHECK(s.entries[4].m == 8192);
-  CHECK(s.skippedSections == std::vector<std::string>{"quantize"});
+  // Sections qgemmc bench does not run yet (the 2026-11-23 additions: GEMMs
+  // at alignment 16/32 and MXFP8 wait for the fast path of every contract,
+  // the data-path ones for their kernels). Follows the file.
+  CHECK(s.skippedSections ==
+        std::vector<std::string>{"k_contiguous_wgrad_align16",
+                                 "m_contiguous_fprop_align16",
+                                 "m_contiguous_fprop_mxfp8", "permute",
+                                 "quantize", "swiglu_quantize", "unpermute"});
 
   CHECK(suiteError("{").find("suite.json: not valid JSON") == 0);
   CHECK(suiteError("[]").find("top level must be an object") !=

@@ -6,7 +6,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "qgemm/Codegen/KernelABI.h"
+#include "qgemm/Kernels/ConfigRules.h"
+#include "qgemm/Kernels/KernelABI.h"
+#include "qgemm/Kernels/ResolveConfig.h"
+#include "qgemm/Kernels/WgmmaLayout.h"
 
 #include "Recipes.h"
 
@@ -41,9 +44,10 @@ TEST_CASE("bf16 output is staged through shared memory", "[config]") {
   CHECK(cfg.stagedEpilogue);
   // The 128-row buffer costs the 192-wide tile its fifth stage.
   CHECK(cfg.stages == 4);
-  CHECK(cfg.offsetEpilogue() % 128 == 0);
-  CHECK(cfg.offsetEpilogue() >= cfg.offsetBarriers() + 16 * cfg.stages);
-  CHECK(cfg.sharedBytes == cfg.offsetEpilogue() + 128 * (192 * 2 + 16));
+  WgmmaLayout l(cfg);
+  CHECK(l.offsetEpilogue() % 128 == 0);
+  CHECK(l.offsetEpilogue() >= l.offsetFullBarriers() + 16 * cfg.stages);
+  CHECK(cfg.sharedBytes == l.offsetEpilogue() + 128 * (192 * 2 + 16));
   CHECK(cfg.sharedBytes <= kMaxSharedBytesPerBlock);
 }
 
@@ -55,7 +59,7 @@ TEST_CASE("f32 output and rows of partial chunks store from registers",
                   .stagedEpilogue);
   KernelConfig f32 = resolveKernelConfig(forward(ElemType::F32), Tuning());
   CHECK(f32.stages == 5);
-  CHECK(f32.epilogueBytes() == 0);
+  CHECK(WgmmaLayout(f32).epilogueBytes() == 0);
 }
 
 TEST_CASE("every explicit tile width fits with the staged epilogue", "[config]") {
@@ -63,10 +67,10 @@ TEST_CASE("every explicit tile width fits with the staged epilogue", "[config]")
     Tuning t;
     t.isAuto = false;
     t.blockN = bn;
-    std::string error;
+    std::optional<Violation> error;
     KernelConfig cfg = resolveKernelConfig(forward(), t, &error);
     INFO("block_n " << bn);
-    CHECK(error.empty());
+    CHECK_FALSE(error);
     CHECK(cfg.blockN == bn);
     CHECK(cfg.stages >= 2);
     CHECK(cfg.sharedBytes <= kMaxSharedBytesPerBlock);
@@ -79,12 +83,14 @@ TEST_CASE("the weight gradient keeps 4 stages unless asked", "[config]") {
   CHECK_FALSE(cfg.stagedEpilogue);
   CHECK(cfg.stages == 4);
   // Five fit and may be asked for; six do not, and the error says what does.
-  std::string error;
+  std::optional<Violation> error;
   CHECK(resolveKernelConfig(wgrad(), explicitStages(5), &error).stages == 5);
-  CHECK(error.empty());
+  CHECK_FALSE(error);
   resolveKernelConfig(wgrad(), explicitStages(6), &error);
-  CHECK(error.find("stages: 6") != std::string::npos);
-  CHECK(error.find("supported: 2..5") != std::string::npos);
+  REQUIRE(error);
+  CHECK(error->field == "tuning.stages");
+  CHECK(error->message.find("6 needs") == 0);
+  CHECK(error->message.find("supported: 2..5") != std::string::npos);
 }
 
 TEST_CASE("m_contiguous walks n-blocks in bands of 4", "[config]") {
@@ -94,4 +100,133 @@ TEST_CASE("m_contiguous walks n-blocks in bands of 4", "[config]") {
   mFirst.raster = "m";
   CHECK(resolveKernelConfig(forward(), mFirst).rasterBand == 0);
   CHECK(resolveKernelConfig(wgrad(), Tuning()).rasterBand == 0);
+}
+
+TEST_CASE("the layout places every region once, aligned, in order",
+          "[config][layout]") {
+  for (const GemmContract &c : {forward(), forward(ElemType::F32), wgrad()}) {
+    for (int64_t bn : {64, 128, 144, 192}) {
+      Tuning t;
+      t.isAuto = false;
+      t.blockN = bn;
+      KernelConfig cfg = resolveKernelConfig(c, t);
+      WgmmaLayout l(cfg);
+      INFO("block_n " << bn << " stages " << cfg.stages);
+      // Swizzled tiles start on atom boundaries.
+      CHECK(l.offsetB() % WgmmaLayout::kAtomBytes == 0);
+      CHECK(l.stageBytesA() % WgmmaLayout::kAtomBytes == 0);
+      CHECK(l.stageBytesB() % WgmmaLayout::kAtomBytes == 0);
+      CHECK(l.offsetScales() == l.offsetB() + cfg.stages * l.stageBytesB());
+      CHECK(l.offsetFullBarriers() % 8 == 0);
+      CHECK(l.offsetEmptyBarriers() ==
+            l.offsetFullBarriers() + 8 * cfg.stages);
+      CHECK(l.totalBytes() == cfg.sharedBytes);
+      CHECK(l.totalBytes() <= kMaxSharedBytesPerBlock);
+      // The TMA boxes fill exactly one stage's tiles.
+      CHECK(int64_t(l.boxA()[0]) * l.boxA()[1] * cfg.cluster ==
+            l.stageBytesA());
+      CHECK(int64_t(l.boxB()[0]) * l.boxB()[1] == l.stageBytesB());
+      CHECK(l.boxA()[0] == WgmmaLayout::kSwizzleBytes);
+      CHECK(checkConfigConsistent(cfg).empty());
+    }
+  }
+}
+
+TEST_CASE("a configuration survives its text form, and damage is refused",
+          "[config]") {
+  Tuning clustered;
+  clustered.isAuto = false;
+  clustered.cluster = 2;
+  clustered.multicast = "a";
+  for (const KernelConfig &cfg :
+       {resolveKernelConfig(forward(), Tuning()),
+        resolveKernelConfig(wgrad(), Tuning()),
+        resolveKernelConfig(forward(), clustered), KernelConfig()}) {
+    std::string text = encodeConfig(cfg);
+    INFO(text);
+    std::optional<KernelConfig> back = decodeConfig(text);
+    REQUIRE(back);
+    CHECK(*back == cfg);
+  }
+  std::string good = encodeConfig(resolveKernelConfig(forward(), Tuning()));
+  std::string why;
+  CHECK_FALSE(decodeConfig("", &why));
+  CHECK_FALSE(decodeConfig(good.substr(0, good.size() - 3) + "x", &why));
+  CHECK_FALSE(decodeConfig(good + " extra=1", &why));
+  CHECK(why.find("unknown") != std::string::npos);
+  // Parses, but a shared-memory size its layout does not imply is refused.
+  std::string smem = good.substr(0, good.rfind('=') + 1) + "1024";
+  std::optional<KernelConfig> wrong = decodeConfig(smem);
+  REQUIRE(wrong);
+  CHECK(checkConfigConsistent(*wrong).find("does not match") !=
+        std::string::npos);
+}
+
+TEST_CASE("every refusal that suggests a fix suggests one that is accepted",
+          "[config][tuning]") {
+  // multicast without a cluster: the message names the cluster (and, with
+  // raster m, the raster) to set; setting them is accepted.
+  for (const char *raster : {"auto", "n", "m"}) {
+    Tuning t;
+    t.isAuto = false;
+    t.multicast = "a";
+    t.raster = raster;
+    std::optional<Violation> v = checkTuning(forward(), t);
+    REQUIRE(v);
+    CHECK(v->field == "tuning.multicast");
+    INFO(v->message);
+    CHECK(v->message.find("\"cluster\": 2") != std::string::npos);
+    t.cluster = 2;
+    if (v->message.find("\"raster\": \"n\"") != std::string::npos)
+      t.raster = "n";
+    CHECK_FALSE(checkTuning(forward(), t));
+  }
+  // multicast "b" is never accepted, so it is never suggested.
+  Tuning b;
+  b.isAuto = false;
+  b.multicast = "b";
+  std::optional<Violation> v = checkTuning(forward(), b);
+  REQUIRE(v);
+  CHECK(v->message.find("needs") == std::string::npos);
+  CHECK(v->message.find("supported: \"none\", or \"a\" with \"cluster\": 2") !=
+        std::string::npos);
+  // The weight gradient has no clusters: no cluster is suggested there.
+  v = checkTuning(wgrad(), b);
+  REQUIRE(v);
+  CHECK(v->message.find("cluster\": 2") == std::string::npos);
+  // A width that is a multiple of 16 but spans three scale blocks is not
+  // among the supported ones the message lists.
+  Tuning t176;
+  t176.isAuto = false;
+  t176.blockN = 208;
+  v = checkTuning(forward(), t176);
+  REQUIRE(v);
+  CHECK(v->message.find("up to 128, 144, 160, 192") != std::string::npos);
+  for (int64_t bn : {144, 160, 192}) {
+    t176.blockN = bn;
+    CHECK_FALSE(checkTuning(forward(), t176));
+  }
+  // The stage range a refusal names is accepted at both ends.
+  v = checkTuning(forward(), explicitStages(9));
+  REQUIRE(v);
+  CHECK(v->message.find("supported: 2..4") != std::string::npos);
+  CHECK_FALSE(checkTuning(forward(), explicitStages(2)));
+  CHECK_FALSE(checkTuning(forward(), explicitStages(4)));
+}
+
+TEST_CASE("knobs on a SIMT-only contract are refused, num_sms included",
+          "[config][tuning]") {
+  GemmContract mx = forward();
+  mx.a.scale = {1, 32, ElemType::UE8M0, ScaleLayout::Compact};
+  mx.b.scale = {1, 32, ElemType::UE8M0, ScaleLayout::Compact};
+  REQUIRE_FALSE(wgmmaImplements(mx));
+  Tuning t;
+  t.isAuto = false;
+  t.numSms = 4;
+  std::optional<Violation> v = checkTuning(mx, t);
+  REQUIRE(v);
+  CHECK(v->field == "tuning.num_sms");
+  CHECK(v->message.find("SIMT") != std::string::npos);
+  t.numSms = 0;
+  CHECK_FALSE(checkTuning(mx, t));
 }

@@ -8,8 +8,10 @@
 #define QGEMM_COMPILER_H
 
 #include "qgemm/Export.h"
+#include "qgemm/KernelConfig.h"
 #include "qgemm/Spec.h"
 
+#include <optional>
 #include <string>
 
 namespace qgemm {
@@ -28,7 +30,11 @@ enum class Emit { MLIR, LLVM, PTX };
 
 struct CompileOutput {
   std::string kernelName; ///< PTX entry point (identifier-safe, unique).
-  std::string mlir;       ///< qgemm dialect IR built from the spec.
+  /// grouped_gemm: the configuration the kernel is built with, resolved
+  /// once by qgemm-resolve-config; launches use exactly this (the runtime
+  /// stores it in the kernel cache with the PTX).
+  std::optional<KernelConfig> config;
+  std::string mlir;       ///< qgemm dialect IR, configuration resolved.
   std::string llvmIR;     ///< Optimized LLVM IR (Emit::LLVM and later).
   std::string ptx;        ///< PTX for the spec's target (Emit::PTX).
   double millis = 0;      ///< Wall time of the whole compilation.
@@ -37,10 +43,6 @@ struct CompileOutput {
 /// The PTX entry point name of a spec: `qgemm_<name>_<hash8>` with every
 /// character outside [A-Za-z0-9_] replaced by `_`.
 QGEMM_API std::string kernelNameFor(const Spec &spec);
-
-/// Whether the kernels can honour `spec`'s explicit tuning (UserError naming
-/// the field otherwise). compileSpec checks this first.
-QGEMM_API Status checkTuning(const Spec &spec);
 
 /// Compile one canonical spec as far as `upTo`.
 QGEMM_API Status compileSpec(const Spec &spec, Emit upTo, CompileOutput &out);

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace qgemm {
@@ -32,20 +33,86 @@ enum class PaddingRows { Zero, Untouched };
 /// Quantizer scale recipes (LAYOUTS.md, "Scale computation recipes").
 enum class QuantRecipe { DeepSeek, TE, MxFloor, MxRceil };
 
-QGEMM_API std::string_view toString(ElemType v);
-QGEMM_API std::string_view toString(ScaleLayout v);
-QGEMM_API std::string_view toString(GroupingKind v);
-QGEMM_API std::string_view toString(GroupIndex v);
-QGEMM_API std::string_view toString(PaddingRows v);
-QGEMM_API std::string_view toString(QuantRecipe v);
+/// The one definition of each enum's values and spellings: the JSON spec
+/// reader, the dialect's attribute parser and printer (QGemmDialect.td
+/// declares these C++ enums as attribute parameters, not enums of its own)
+/// and every message read this table. `spellings` lists every value.
+template <typename E> struct EnumSpellings;
 
-/// Parse the spelling used by both the JSON spec and the dialect's assembly.
-QGEMM_API std::optional<ElemType> parseElemType(std::string_view s);
-QGEMM_API std::optional<ScaleLayout> parseScaleLayout(std::string_view s);
-QGEMM_API std::optional<GroupingKind> parseGroupingKind(std::string_view s);
-QGEMM_API std::optional<GroupIndex> parseGroupIndex(std::string_view s);
-QGEMM_API std::optional<PaddingRows> parsePaddingRows(std::string_view s);
-QGEMM_API std::optional<QuantRecipe> parseQuantRecipe(std::string_view s);
+#define QGEMM_ENUM_SPELLINGS(E, WHAT, ...)                                     \
+  template <> struct EnumSpellings<E> {                                        \
+    static constexpr const char *what = WHAT;                                  \
+    static constexpr std::pair<E, std::string_view> spellings[] = __VA_ARGS__; \
+  };
+QGEMM_ENUM_SPELLINGS(ElemType, "element type",
+                     {{ElemType::E4M3, "e4m3"},
+                      {ElemType::E5M2, "e5m2"},
+                      {ElemType::BF16, "bf16"},
+                      {ElemType::F32, "f32"},
+                      {ElemType::UE8M0, "ue8m0"}})
+QGEMM_ENUM_SPELLINGS(ScaleLayout, "scale layout",
+                     {{ScaleLayout::Compact, "COMPACT"},
+                      {ScaleLayout::GemmReady, "GEMM_READY"}})
+QGEMM_ENUM_SPELLINGS(GroupingKind, "grouping kind",
+                     {{GroupingKind::None, "none"},
+                      {GroupingKind::MContiguous, "m_contiguous"},
+                      {GroupingKind::MMasked, "m_masked"},
+                      {GroupingKind::KContiguous, "k_contiguous"}})
+QGEMM_ENUM_SPELLINGS(GroupIndex, "group index",
+                     {{GroupIndex::None, "none"},
+                      {GroupIndex::Offsets, "offsets"},
+                      {GroupIndex::RowGroup, "row_group"},
+                      {GroupIndex::MaskedM, "masked_m"}})
+QGEMM_ENUM_SPELLINGS(PaddingRows, "padding rows policy",
+                     {{PaddingRows::Zero, "zero"},
+                      {PaddingRows::Untouched, "untouched"}})
+QGEMM_ENUM_SPELLINGS(QuantRecipe, "quantizer recipe",
+                     {{QuantRecipe::DeepSeek, "deepseek"},
+                      {QuantRecipe::TE, "te"},
+                      {QuantRecipe::MxFloor, "mx_floor"},
+                      {QuantRecipe::MxRceil, "mx_rceil"}})
+#undef QGEMM_ENUM_SPELLINGS
+
+/// The spelling of `v` ("<invalid>" for a value cast from a stray integer).
+template <typename E> constexpr std::string_view spellingOf(E v) {
+  for (const auto &[value, name] : EnumSpellings<E>::spellings)
+    if (value == v)
+      return name;
+  return "<invalid>";
+}
+/// The value spelled `s`, if any.
+template <typename E> constexpr std::optional<E> parseEnum(std::string_view s) {
+  for (const auto &[value, name] : EnumSpellings<E>::spellings)
+    if (name == s)
+      return value;
+  return std::nullopt;
+}
+
+inline std::string_view toString(ElemType v) { return spellingOf(v); }
+inline std::string_view toString(ScaleLayout v) { return spellingOf(v); }
+inline std::string_view toString(GroupingKind v) { return spellingOf(v); }
+inline std::string_view toString(GroupIndex v) { return spellingOf(v); }
+inline std::string_view toString(PaddingRows v) { return spellingOf(v); }
+inline std::string_view toString(QuantRecipe v) { return spellingOf(v); }
+
+inline std::optional<ElemType> parseElemType(std::string_view s) {
+  return parseEnum<ElemType>(s);
+}
+inline std::optional<ScaleLayout> parseScaleLayout(std::string_view s) {
+  return parseEnum<ScaleLayout>(s);
+}
+inline std::optional<GroupingKind> parseGroupingKind(std::string_view s) {
+  return parseEnum<GroupingKind>(s);
+}
+inline std::optional<GroupIndex> parseGroupIndex(std::string_view s) {
+  return parseEnum<GroupIndex>(s);
+}
+inline std::optional<PaddingRows> parsePaddingRows(std::string_view s) {
+  return parseEnum<PaddingRows>(s);
+}
+inline std::optional<QuantRecipe> parseQuantRecipe(std::string_view s) {
+  return parseEnum<QuantRecipe>(s);
+}
 
 /// One scale per `blockRows x blockCols` tile of an operand.
 struct ScaleRecipe {

@@ -13,8 +13,10 @@
 //   16  u64      payload length P
 //   24  u64      FNV-1a 64 of the payload
 //   32  char[L]  key
-//   32+L         payload: four (u64 length, bytes) fields:
-//                kernel name, PTX, identity, metadata JSON
+//   32+L         payload: five (u64 length, bytes) fields:
+//                kernel name, PTX, identity, metadata JSON, kernel
+//                configuration (encodeConfig text; empty for ops without
+//                one)
 //
 //===----------------------------------------------------------------------===//
 #ifndef QGEMM_KERNELCACHE_H
@@ -32,7 +34,8 @@ namespace qgemm {
 
 /// Bump when the entry layout or the meaning of a cached kernel changes
 /// (e.g. the kernel ABI); old entries then stop matching.
-constexpr uint32_t kCacheFormatVersion = 1;
+/// 2: entries carry the kernel configuration the PTX was built with.
+constexpr uint32_t kCacheFormatVersion = 2;
 
 /// What a cache entry holds.
 struct CacheEntry {
@@ -42,6 +45,9 @@ struct CacheEntry {
   /// collision or a foreign file under the right name is a miss.
   std::string identity;
   std::string metadata; ///< JSON, for people inspecting the directory.
+  /// The configuration the kernel is launched with (encodeConfig), stored
+  /// so the runtime never derives it again.
+  std::string config;
 };
 
 /// Everything that decides a compiled kernel: the cache format version,

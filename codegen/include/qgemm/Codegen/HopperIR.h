@@ -54,9 +54,10 @@ public:
   /// Arrive on the mbarrier at `bar`'s offset in cluster CTA `rank`.
   void mbarrierArriveRemote(Value bar, Value rank);
 
-  /// Descriptor of a K-major FP8 tile with 128-byte swizzle whose rows are
-  /// 128 bytes (128 K elements) and whose 8-row atoms are 1024 bytes apart.
-  Value wgmmaDescriptor(Value sharedAddr32);
+  /// Descriptor of a K-major tile whose rows of `swizzleBytes` are swizzled
+  /// in 8-row atoms `atomBytes` apart (WgmmaLayout says which).
+  Value wgmmaDescriptor(Value sharedAddr32, int64_t atomBytes,
+                        int64_t swizzleBytes);
 
   /// The f32 accumulator struct of an m64nNk32 wgmma: n/2 floats a thread.
   Type accumulatorT(int64_t n);

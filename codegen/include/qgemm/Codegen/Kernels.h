@@ -2,7 +2,7 @@
 #ifndef QGEMM_CODEGEN_KERNELS_H
 #define QGEMM_CODEGEN_KERNELS_H
 
-#include "qgemm/Codegen/KernelABI.h"
+#include "qgemm/Kernels/KernelABI.h"
 #include "qgemm/Dialect/QGemmDialect.h"
 
 namespace mlir::qgemm {

@@ -6,13 +6,61 @@
 #include "mlir/IR/Attributes.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Dialect.h"
+#include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/SymbolTable.h"
 #include "qgemm/Contract.h"
+#include "qgemm/KernelConfig.h"
 #include "qgemm/Tuning.h"
 
+#include "llvm/Support/raw_ostream.h"
+
+//===----------------------------------------------------------------------===//
+// The contract's enums as attribute parameters: parsed and printed through
+// their one spelling table (Contract.h, EnumSpellings).
+//===----------------------------------------------------------------------===//
+
+namespace qgemm {
+template <typename E>
+mlir::FailureOr<E> parseEnumKeyword(mlir::AsmParser &parser) {
+  llvm::SMLoc loc = parser.getCurrentLocation();
+  llvm::StringRef word;
+  if (failed(parser.parseKeyword(&word)))
+    return mlir::failure();
+  if (auto v = parseEnum<E>(std::string_view(word.data(), word.size())))
+    return *v;
+  std::string allowed;
+  for (const auto &entry : EnumSpellings<E>::spellings)
+    allowed += (allowed.empty() ? "" : ", ") + std::string(entry.second);
+  return parser.emitError(loc) << "unknown " << EnumSpellings<E>::what << " '"
+                               << word << "'; expected one of " << allowed;
+}
+} // namespace qgemm
+
+#define QGEMM_ENUM_PARAMETER(E)                                                \
+  namespace mlir {                                                             \
+  template <> struct FieldParser<::qgemm::E, ::qgemm::E> {                     \
+    static FailureOr<::qgemm::E> parse(AsmParser &parser) {                    \
+      return ::qgemm::parseEnumKeyword<::qgemm::E>(parser);                    \
+    }                                                                          \
+  };                                                                           \
+  }                                                                            \
+  namespace qgemm {                                                            \
+  inline llvm::raw_ostream &operator<<(llvm::raw_ostream &os, E v) {           \
+    std::string_view s = spellingOf(v);                                        \
+    return os << llvm::StringRef(s.data(), s.size());                          \
+  }                                                                            \
+  }
+QGEMM_ENUM_PARAMETER(ElemType)
+QGEMM_ENUM_PARAMETER(ScaleLayout)
+QGEMM_ENUM_PARAMETER(GroupingKind)
+QGEMM_ENUM_PARAMETER(GroupIndex)
+QGEMM_ENUM_PARAMETER(PaddingRows)
+QGEMM_ENUM_PARAMETER(QuantRecipe)
+QGEMM_ENUM_PARAMETER(KernelFamily)
+#undef QGEMM_ENUM_PARAMETER
+
 #include "qgemm/Dialect/QGemmDialect.h.inc"
-#include "qgemm/Dialect/QGemmEnums.h.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "qgemm/Dialect/QGemmAttrs.h.inc"

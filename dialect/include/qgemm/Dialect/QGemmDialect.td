@@ -26,67 +26,29 @@ def QGemm_Dialect : Dialect {
 }
 
 //===----------------------------------------------------------------------===//
-// Enums. Spellings match the JSON spec and qgemm/Contract.h.
-//===----------------------------------------------------------------------===//
-
-def QGemm_ElemType : I32EnumAttr<"ElemType", "element type", [
-    I32EnumAttrCase<"E4M3", 0, "e4m3">, I32EnumAttrCase<"E5M2", 1, "e5m2">,
-    I32EnumAttrCase<"BF16", 2, "bf16">, I32EnumAttrCase<"F32", 3, "f32">,
-    I32EnumAttrCase<"UE8M0", 4, "ue8m0">]> {
-  let genSpecializedAttr = 0;
-  let cppNamespace = "::mlir::qgemm";
-}
-def QGemm_ScaleLayout : I32EnumAttr<"ScaleLayout", "scale layout", [
-    I32EnumAttrCase<"Compact", 0, "COMPACT">,
-    I32EnumAttrCase<"GemmReady", 1, "GEMM_READY">]> {
-  let genSpecializedAttr = 0;
-  let cppNamespace = "::mlir::qgemm";
-}
-def QGemm_GroupingKind : I32EnumAttr<"GroupingKind", "grouping kind", [
-    I32EnumAttrCase<"None", 0, "none">,
-    I32EnumAttrCase<"MContiguous", 1, "m_contiguous">,
-    I32EnumAttrCase<"MMasked", 2, "m_masked">,
-    I32EnumAttrCase<"KContiguous", 3, "k_contiguous">]> {
-  let genSpecializedAttr = 0;
-  let cppNamespace = "::mlir::qgemm";
-}
-def QGemm_GroupIndex : I32EnumAttr<"GroupIndex", "group index form", [
-    I32EnumAttrCase<"None", 0, "none">, I32EnumAttrCase<"Offsets", 1, "offsets">,
-    I32EnumAttrCase<"RowGroup", 2, "row_group">,
-    I32EnumAttrCase<"MaskedM", 3, "masked_m">]> {
-  let genSpecializedAttr = 0;
-  let cppNamespace = "::mlir::qgemm";
-}
-def QGemm_PaddingRows : I32EnumAttr<"PaddingRows", "padding rows policy", [
-    I32EnumAttrCase<"Zero", 0, "zero">,
-    I32EnumAttrCase<"Untouched", 1, "untouched">]> {
-  let genSpecializedAttr = 0;
-  let cppNamespace = "::mlir::qgemm";
-}
-def QGemm_QuantRecipe : I32EnumAttr<"QuantRecipe", "quantizer recipe", [
-    I32EnumAttrCase<"DeepSeek", 0, "deepseek">, I32EnumAttrCase<"TE", 1, "te">,
-    I32EnumAttrCase<"MxFloor", 2, "mx_floor">,
-    I32EnumAttrCase<"MxRceil", 3, "mx_rceil">]> {
-  let genSpecializedAttr = 0;
-  let cppNamespace = "::mlir::qgemm";
-}
-
-// Enum attributes print bare inside ops (`e4m3`, not `#qgemm.elem<e4m3>`).
-class QGemm_EnumAttr<EnumAttrInfo info, string mnemonic>
-    : EnumAttr<QGemm_Dialect, info, mnemonic> {
-  let assemblyFormat = "`<` $value `>`";
-}
-def QGemm_ElemTypeAttr : QGemm_EnumAttr<QGemm_ElemType, "elem">;
-def QGemm_PaddingRowsAttr : QGemm_EnumAttr<QGemm_PaddingRows, "padding">;
-def QGemm_QuantRecipeAttr : QGemm_EnumAttr<QGemm_QuantRecipe, "recipe">;
-
-//===----------------------------------------------------------------------===//
 // Attributes.
 //===----------------------------------------------------------------------===//
 
 class QGemm_Attr<string name, string mnemonic_> : AttrDef<QGemm_Dialect, name> {
   let mnemonic = mnemonic_;
 }
+
+// The contract's enums are qgemm/Contract.h's C++ enums, defined once there
+// with their spellings (EnumSpellings); the dialect declares no enums of its
+// own. Such a parameter parses and prints through that table
+// (QGemmDialect.h).
+class QGemm_EnumParameter<string cppEnum>
+    : AttrParameter<"::qgemm::" # cppEnum, "qgemm::" # cppEnum>;
+
+// An enum on its own prints bare inside ops (`d = <bf16>`).
+class QGemm_EnumAttr<string name, string mnemonic_>
+    : QGemm_Attr<name, mnemonic_> {
+  let parameters = (ins QGemm_EnumParameter<name>:$value);
+  let assemblyFormat = "`<` $value `>`";
+}
+def QGemm_ElemTypeAttr : QGemm_EnumAttr<"ElemType", "elem">;
+def QGemm_PaddingRowsAttr : QGemm_EnumAttr<"PaddingRows", "padding">;
+def QGemm_QuantRecipeAttr : QGemm_EnumAttr<"QuantRecipe", "recipe">;
 
 def QGemm_ScaleRecipeAttr : QGemm_Attr<"ScaleRecipe", "scale"> {
   let summary = "one scale per block of an operand, its type and layout";
@@ -95,15 +57,15 @@ def QGemm_ScaleRecipeAttr : QGemm_Attr<"ScaleRecipe", "scale"> {
     per 1 x 128 block, stored in the COMPACT layout of LAYOUTS.md.
   }];
   let parameters = (ins "int64_t":$blockRows, "int64_t":$blockCols,
-                        EnumParameter<QGemm_ElemType>:$dtype,
-                        EnumParameter<QGemm_ScaleLayout>:$layout);
+                        QGemm_EnumParameter<"ElemType">:$dtype,
+                        QGemm_EnumParameter<"ScaleLayout">:$layout);
   let assemblyFormat =
       "`<` `[` $blockRows `,` $blockCols `]` `,` $dtype `,` $layout `>`";
 }
 
 def QGemm_OperandAttr : QGemm_Attr<"Operand", "operand"> {
   let summary = "an FP8 operand and its scale recipe";
-  let parameters = (ins EnumParameter<QGemm_ElemType>:$dtype,
+  let parameters = (ins QGemm_EnumParameter<"ElemType">:$dtype,
                         "ScaleRecipeAttr":$scale);
   let assemblyFormat = "`<` $dtype `,` qualified($scale) `>`";
 }
@@ -115,11 +77,67 @@ def QGemm_GroupingAttr : QGemm_Attr<"Grouping", "grouping"> {
     rows stored one after another, each padded to 128 rows, described at run
     time by cumulative end rows.
   }];
-  let parameters = (ins EnumParameter<QGemm_GroupingKind>:$kind,
+  let parameters = (ins QGemm_EnumParameter<"GroupingKind">:$kind,
                         "int64_t":$alignment,
-                        EnumParameter<QGemm_GroupIndex>:$index);
+                        QGemm_EnumParameter<"GroupIndex">:$index);
   let assemblyFormat =
       "`<` $kind `,` `align` `=` $alignment `,` `index` `=` $index `>`";
+}
+
+def QGemm_TuningAttr : QGemm_Attr<"Tuning", "tuning"> {
+  let summary = "what a spec asks of a kernel's build and launch";
+  let description = [{
+    The spec's explicit `tuning` object (qgemm/Tuning.h); absent means
+    "auto". 0 and "auto" leave one field to the heuristic.
+    `#qgemm.tuning<block_m = 0, block_n = 192, stages = 4, cluster = 1,
+    multicast = "none", num_sms = 0, raster = "n">`
+  }];
+  let parameters = (ins "int64_t":$blockM, "int64_t":$blockN,
+                        "int64_t":$stages, "int64_t":$cluster,
+                        StringRefParameter<>:$multicast, "int64_t":$numSms,
+                        StringRefParameter<>:$raster);
+  let assemblyFormat = [{
+    `<` `block_m` `=` $blockM `,` `block_n` `=` $blockN `,`
+    `stages` `=` $stages `,` `cluster` `=` $cluster `,`
+    `multicast` `=` $multicast `,` `num_sms` `=` $numSms `,`
+    `raster` `=` $raster `>`
+  }];
+  let extraClassDeclaration = [{
+    ::qgemm::Tuning getValue() const;
+    static TuningAttr get(::mlir::MLIRContext *ctx, const ::qgemm::Tuning &t);
+  }];
+}
+
+def QGemm_KernelConfigAttr : QGemm_Attr<"KernelConfig", "config"> {
+  let summary = "the configuration a kernel is built and launched with";
+  let description = [{
+    Resolved once, from the contract and the tuning request, by
+    `qgemm-resolve-config` (qgemm/Kernels/ResolveConfig.h); the lowering
+    only reads it. Mirrors qgemm::KernelConfig field for field.
+    `#qgemm.config<wgmma, tile = [128, 192, 128], stages = 4, threads = 384,
+    raster = n, band = 4, cluster = 1, num_sms = 0, scales_b = tile,
+    epilogue = staged, smem = 217216>`
+  }];
+  let parameters = (ins QGemm_EnumParameter<"KernelFamily">:$family,
+                        "int64_t":$blockM, "int64_t":$blockN, "int64_t":$blockK,
+                        "int64_t":$stages, "int64_t":$threads,
+                        StringRefParameter<>:$raster, "int64_t":$band,
+                        "int64_t":$cluster, "int64_t":$numSms,
+                        StringRefParameter<>:$scalesB,
+                        StringRefParameter<>:$epilogue, "int64_t":$smem);
+  let assemblyFormat = [{
+    `<` $family `,` `tile` `=` `[` $blockM `,` $blockN `,` $blockK `]` `,`
+    `stages` `=` $stages `,` `threads` `=` $threads `,`
+    `raster` `=` $raster `,` `band` `=` $band `,` `cluster` `=` $cluster `,`
+    `num_sms` `=` $numSms `,` `scales_b` `=` $scalesB `,`
+    `epilogue` `=` $epilogue `,` `smem` `=` $smem `>`
+  }];
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    ::qgemm::KernelConfig getValue() const;
+    static KernelConfigAttr get(::mlir::MLIRContext *ctx,
+                                const ::qgemm::KernelConfig &cfg);
+  }];
 }
 
 #endif // QGEMM_DIALECT_TD

@@ -30,7 +30,8 @@ def QGemm_GroupedMatmulOp : QGemm_Op<"grouped_matmul", [Symbol]> {
                        QGemm_ElemTypeAttr:$d, QGemm_GroupingAttr:$grouping,
                        QGemm_PaddingRowsAttr:$padding_rows,
                        UnitAttr:$accumulate,
-                       OptionalAttr<DictionaryAttr>:$tuning);
+                       OptionalAttr<QGemm_TuningAttr>:$tuning,
+                       OptionalAttr<QGemm_KernelConfigAttr>:$config);
   let assemblyFormat = [{
     $sym_name `n` `=` $n `,` `k` `=` $k `,` `a` `=` qualified($a) `,`
     `b` `=` qualified($b) `,` `d` `=` $d `,` `grouping` `=` qualified($grouping)
@@ -40,8 +41,10 @@ def QGemm_GroupedMatmulOp : QGemm_Op<"grouped_matmul", [Symbol]> {
   let extraClassDeclaration = [{
     /// The op's contract in the vocabulary of qgemm/Contract.h.
     ::qgemm::GemmContract getContract();
-    /// The `tuning` dictionary as qgemm/Tuning.h's struct (auto when absent).
+    /// The tuning request (auto when absent).
     ::qgemm::Tuning getTuningRequest();
+    /// The resolved configuration; absent until qgemm-resolve-config ran.
+    std::optional<::qgemm::KernelConfig> getKernelConfig();
   }];
 }
 

@@ -29,7 +29,6 @@
 
 #include "qgemm/Compiler.h"
 #include "qgemm/Contract.h"
-#include "qgemm/Export.h"
 #include "qgemm/GemmArgs.h"
 
 #include <cstdint>
@@ -45,9 +44,9 @@ struct CudaDriver; // CudaDriver.h
 /// when set and non-empty, else libnvrtc.so.13, libnvrtc.so.12, libnvrtc.so,
 /// then the same names under /usr/local/cuda/lib64 (often not on the
 /// loader's path).
-QGEMM_API std::vector<std::string> nvrtcCandidates();
+std::vector<std::string> nvrtcCandidates();
 
-class QGEMM_API GpuReference {
+class GpuReference {
 public:
   GpuReference();
   ~GpuReference();

@@ -17,7 +17,6 @@
 #define QGEMM_SCALELAYOUT_H
 
 #include "qgemm/Contract.h"
-#include "qgemm/Export.h"
 
 #include <cstdint>
 
@@ -38,10 +37,10 @@ struct ScaleGrid {
 /// and [1,32] in either layout, with F32 or UE8M0 scales. The layout of the
 /// entries depends only on the block and layout; the dtype only says how
 /// wide an element is.
-QGEMM_API bool isSupportedScaleRecipe(const ScaleRecipe &recipe);
+bool isSupportedScaleRecipe(const ScaleRecipe &recipe);
 
 /// (cd(R, blockRows), cd(C, blockCols)).
-QGEMM_API ScaleGrid scaleGrid(int64_t rows, int64_t cols,
+ScaleGrid scaleGrid(int64_t rows, int64_t cols,
                               const ScaleRecipe &recipe);
 
 /// Elements to allocate for one operand's scales, padding included:
@@ -54,7 +53,7 @@ QGEMM_API ScaleGrid scaleGrid(int64_t rows, int64_t cols,
 ///   [1,32]    COMPACT     R * Cb       (unpadded; see scaleOffset)
 ///   [1,32]    GEMM_READY  r128(R) * r4(Cb)
 /// Grouped operands stack one such allocation per group.
-QGEMM_API int64_t scaleAllocSize(int64_t rows, int64_t cols,
+int64_t scaleAllocSize(int64_t rows, int64_t cols,
                                  const ScaleRecipe &recipe);
 
 /// Element offset of scale (i, j) of the grid, 0 <= i < grid.rows,
@@ -76,16 +75,16 @@ QGEMM_API int64_t scaleAllocSize(int64_t rows, int64_t cols,
 /// [1,32] COMPACT is the unpadded row-major (R, Cb) form; producers that pad
 /// it to (r128(R), r4(Cb)) hand over a different row stride and must be
 /// described as such by the caller.
-QGEMM_API int64_t scaleOffset(int64_t rows, int64_t cols,
+int64_t scaleOffset(int64_t rows, int64_t cols,
                               const ScaleRecipe &recipe, int64_t i, int64_t j);
 
 /// Whether the FP8 data of the operand is stored transposed, (C, R)
 /// row-major: only [128,1] GEMM_READY.
-QGEMM_API bool isDataTransposed(const ScaleRecipe &recipe);
+bool isDataTransposed(const ScaleRecipe &recipe);
 
 /// Element offset of data (r, c) of the logical (R, C) matrix: r*C + c, or
 /// c*R + r when isDataTransposed.
-QGEMM_API int64_t dataOffset(int64_t rows, int64_t cols,
+int64_t dataOffset(int64_t rows, int64_t cols,
                              const ScaleRecipe &recipe, int64_t r, int64_t c);
 
 } // namespace qgemm

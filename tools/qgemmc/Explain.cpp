@@ -7,7 +7,6 @@
 //===----------------------------------------------------------------------===//
 #include "Driver.h"
 
-#include "qgemm/Codegen/KernelABI.h"
 
 #include <nlohmann/json.hpp>
 
@@ -17,10 +16,13 @@ using namespace qgemmc;
 
 namespace {
 
-std::string configOf(const qgemm::Spec &s) {
+/// The configuration the compiler resolved (CompileOutput::config), in words.
+std::string configOf(const qgemm::Spec &s, const qgemm::CompileOutput &o) {
   if (s.op != qgemm::OpKind::GroupedGemm)
     return "quantize: no GPU lowering yet";
-  const qgemm::KernelConfig cfg = qgemm::resolveKernelConfig(s.gemm, s.tuning);
+  if (!o.config)
+    return "not resolved (compilation failed)";
+  const qgemm::KernelConfig &cfg = *o.config;
   const std::string promote =
       "promotion every " +
       std::to_string(qgemm::contractionBlock(s.gemm.a.scale)) + " K";
@@ -47,8 +49,9 @@ std::string configOf(const qgemm::Spec &s) {
     text = "kernel family: simt (one thread per output element, " +
            std::to_string(qgemm::kSimtBlockThreads) +
            " threads per block), " + promote;
-  if (!s.tuning.isAuto)
-    text += "; explicit tuning (checked against this configuration)";
+  text += s.tuning.isAuto
+              ? "; chosen by the heuristic"
+              : "; explicit tuning, the rest chosen by the heuristic";
   return text;
 }
 
@@ -60,15 +63,15 @@ int qgemmc::runExplain(const std::string &path) {
     return kUserError;
   int worst = kOk;
   for (const qgemm::Spec &s : specs) {
+    qgemm::CompileOutput o;
+    qgemm::Status st = qgemm::compileSpec(s, qgemm::Emit::PTX, o);
     std::cout << "spec:      " << s.name << "\n"
               << "kernel:    " << qgemm::kernelNameFor(s) << "\n"
               << "identity:  " << s.hash << "  (" << qgemm::versionString()
               << ", " << s.target << ")\n"
-              << "config:    " << configOf(s) << "\n"
+              << "config:    " << configOf(s, o) << "\n"
               << "canonical: "
               << nlohmann::json::parse(s.canonicalJson).dump(2) << "\n";
-    qgemm::CompileOutput o;
-    qgemm::Status st = qgemm::compileSpec(s, qgemm::Emit::PTX, o);
     if (!st.ok()) {
       std::cout << "ptxas:     not run, compilation failed\n";
       worst = std::max(worst, report(st));

@@ -16,7 +16,6 @@
 #define QGEMM_QUANTIZE_H
 
 #include "qgemm/Contract.h"
-#include "qgemm/Export.h"
 
 #include <cstdint>
 #include <optional>
@@ -33,17 +32,17 @@ struct QuantizeParams {
   float eps = 0.0f;  ///< te only.
 };
 
-QGEMM_API QuantizeParams quantizeParams(const QuantizeContract &c);
+QuantizeParams quantizeParams(const QuantizeContract &c);
 
 /// `deepseek`: the stored scale max(amax, 1e-4f) / max, one f32 division
 /// (max is 448 for e4m3, 57344 for e5m2). A NaN amax stays NaN.
-QGEMM_API float deepseekScale(float amax, ElemType fp8);
+float deepseekScale(float amax, ElemType fp8);
 
 /// `te` (TransformerEngine's compute_scale_from_amax): the quantize factor
 /// q = max / amax after flooring amax at eps; 1 when amax is 0, inf or NaN;
 /// FLT_MAX when the quotient overflows; with pow2, q's mantissa is dropped
 /// (rounded down to a power of two). The stored scale is 1.0f / q.
-QGEMM_API float teQuantizeFactor(float amax, ElemType fp8, bool pow2,
+float teQuantizeFactor(float amax, ElemType fp8, bool pow2,
                                  float eps);
 
 /// What one block's amax turns into under a recipe.
@@ -61,9 +60,9 @@ struct BlockQuant {
   bool divide = false;
 };
 
-QGEMM_API BlockQuant blockQuant(float amax, const QuantizeParams &p);
+BlockQuant blockQuant(float amax, const QuantizeParams &p);
 /// One element through a block's BlockQuant.
-QGEMM_API uint8_t quantizeElement(float x, const BlockQuant &b, ElemType fp8);
+uint8_t quantizeElement(float x, const BlockQuant &b, ElemType fp8);
 
 /// Quantize the row-major (R, C) f32 matrix `x` with one scale per block of
 /// `recipe` ([1,128], [128,128], [1,32] row-wise; [128,1] column-wise).
@@ -75,7 +74,7 @@ QGEMM_API uint8_t quantizeElement(float x, const BlockQuant &b, ElemType fp8);
 /// Returns false, writing nothing, when the recipe is not in LAYOUTS.md or
 /// does not fit the params: mx recipes need UE8M0 scales, deepseek and te
 /// need F32; fp8 must be E4M3 or E5M2.
-QGEMM_API bool quantizeInto(const float *x, int64_t rows, int64_t cols,
+bool quantizeInto(const float *x, int64_t rows, int64_t cols,
                             const ScaleRecipe &recipe, const QuantizeParams &p,
                             uint8_t *data, void *scales);
 
@@ -95,7 +94,7 @@ struct QuantizedTensor {
 
 /// Allocating form of quantizeInto; padding scale entries hold `padScale`
 /// (F32) or `padCode` (UE8M0). Nothing when quantizeInto would fail.
-QGEMM_API std::optional<QuantizedTensor>
+std::optional<QuantizedTensor>
 quantize(const float *x, int64_t rows, int64_t cols, const ScaleRecipe &recipe,
          const QuantizeParams &p, float padScale = 0.0f, uint8_t padCode = 0);
 

@@ -35,7 +35,6 @@
 #define QGEMM_REFERENCE_H
 
 #include "qgemm/Contract.h"
-#include "qgemm/Export.h"
 
 #include <cstdint>
 #include <string>
@@ -75,27 +74,27 @@ struct ReferenceResult {
   bool ok() const { return error.empty(); }
 };
 
-QGEMM_API ReferenceResult referenceGemm(const GemmContract &contract,
+ReferenceResult referenceGemm(const GemmContract &contract,
                                         const GemmOperands &ops);
 
 /// ||out - ref||_2 / ||ref||_2 over the rows that are not padding; 0 when
 /// both are zero, inf when only ref is, NaN when out has a NaN.
-QGEMM_API double relativeError(const ReferenceResult &ref, const double *out);
-QGEMM_API double relativeError(const ReferenceResult &ref, const float *out);
-QGEMM_API double relativeErrorBF16(const ReferenceResult &ref,
+double relativeError(const ReferenceResult &ref, const double *out);
+double relativeError(const ReferenceResult &ref, const float *out);
+double relativeErrorBF16(const ReferenceResult &ref,
                                    const uint16_t *out);
 
 /// |out - ref| in units of the bf16 spacing at ref: 2^(floor(log2|ref|) - 7)
 /// for normal magnitudes, 2^-133 below 2^-126. A correctly rounded bf16 of
 /// ref scores <= 0.5 (at a power of two, up to 1 below it). NaN or inf in
 /// out scores inf.
-QGEMM_API double bf16UlpError(double out, double ref);
+double bf16UlpError(double out, double ref);
 /// Largest bf16UlpError over the rows that are not padding.
-QGEMM_API double maxBF16UlpError(const ReferenceResult &ref,
+double maxBF16UlpError(const ReferenceResult &ref,
                                  const uint16_t *out);
 /// Distance between two bf16 codes counted in representable values
 /// (+0 and -0 are the same point); NaN codes are infinitely far (INT64_MAX).
-QGEMM_API int64_t bf16UlpDistance(uint16_t a, uint16_t b);
+int64_t bf16UlpDistance(uint16_t a, uint16_t b);
 
 } // namespace qgemm
 

@@ -25,7 +25,6 @@
 
 #include "qgemm/Compiler.h"
 #include "qgemm/Contract.h"
-#include "qgemm/Export.h"
 #include "qgemm/GemmArgs.h"
 #include "qgemm/ScaleLayout.h"
 #include "qgemm/Spec.h"
@@ -61,31 +60,31 @@ struct BenchShape {
 /// negative rows, group sizes multiples of the alignment for offsets and
 /// k_contiguous (and of the contraction block for k_contiguous), M_max >=
 /// every group for m_masked, totals within kMaxDim. A UserError says which.
-QGEMM_API Status checkBenchShape(const GemmContract &c,
+Status checkBenchShape(const GemmContract &c,
                                  const BenchShape &shape);
 
 /// Floating-point operations: 2*sum(m_g)*N*K (k_contiguous: 2*N*K*sum(T_g)).
-QGEMM_API double benchFlops(const GemmContract &c, const BenchShape &shape);
+double benchFlops(const GemmContract &c, const BenchShape &shape);
 
 /// The fewest bytes a kernel must move: A and its scales read for the valid
 /// rows, B and its scales read for each group that has rows (k_contiguous:
 /// A (N, T), B (K, T) and their token scales once), C read when
 /// accumulating, and D written once (valid rows; k_contiguous: all G*N*K).
-QGEMM_API double benchBytes(const GemmContract &c, const BenchShape &shape);
+double benchBytes(const GemmContract &c, const BenchShape &shape);
 
 /// Whether specs with these contracts read the same operand data: they may
 /// differ only in scale layouts and in what happens to padding rows, so one
 /// BenchData serves both (BenchRunner::run measures them together).
-QGEMM_API bool sameBenchData(const GemmContract &x, const GemmContract &y);
+bool sameBenchData(const GemmContract &x, const GemmContract &y);
 
 /// `groups` groups of round-up(m, alignment) rows.
-QGEMM_API std::vector<int64_t> balancedGroupRows(int64_t groups, int64_t m,
+std::vector<int64_t> balancedGroupRows(int64_t groups, int64_t m,
                                                  int64_t alignment);
 
 /// The suite's imbalance: group g gets ceil(u_g * m) rows rounded up to
 /// `alignment`, u_g uniform in [1 - x, 1 + x] from a SplitMix64 stream of
 /// `seed` (portable: no std distribution, same sizes on every platform).
-QGEMM_API std::vector<int64_t> imbalancedGroupRows(int64_t groups, int64_t m,
+std::vector<int64_t> imbalancedGroupRows(int64_t groups, int64_t m,
                                                    double imbalance,
                                                    int64_t alignment,
                                                    uint64_t seed = kBenchSeed);
@@ -112,15 +111,15 @@ struct Suite {
 };
 
 /// The GEMM sections a suite may hold, in the order they are run.
-QGEMM_API const std::vector<std::string> &suiteGemmSections();
+const std::vector<std::string> &suiteGemmSections();
 
 /// Read a suite. Rows must have label, G, m, N, K (positive integers),
 /// optionally imbalance (0..1) and, in m_masked_decode, max_m (>= m; default
 /// m); unknown keys are errors. Other top-level keys are ignored. Errors name
 /// `file` and the row: "suite.json: m_masked_decode[1]: missing \"N\"".
-QGEMM_API Status parseSuiteText(const std::string &text,
+Status parseSuiteText(const std::string &text,
                                 const std::string &file, Suite &out);
-QGEMM_API Status parseSuiteFile(const std::string &path, Suite &out);
+Status parseSuiteFile(const std::string &path, Suite &out);
 
 /// The spec a suite row runs, as JSON text for parseSpecText:
 ///   m_contiguous_fprop  m_contiguous, alignment 128, offsets; A 1x128 in
@@ -131,11 +130,11 @@ QGEMM_API Status parseSuiteFile(const std::string &path, Suite &out);
 ///                       tokens, both in `layout`; f32 out
 /// The name depends on the section, N, K and layout only, so rows with the
 /// same GEMM share one kernel. Empty for an unknown section.
-QGEMM_API std::string suiteSpecText(const SuiteEntry &e, ScaleLayout layout);
+std::string suiteSpecText(const SuiteEntry &e, ScaleLayout layout);
 
 /// The shape of a suite row: balanced or imbalanced groups (alignment 128
 /// for the contiguous sections, 1 for m_masked), M_max for m_masked.
-QGEMM_API BenchShape suiteShape(const SuiteEntry &e);
+BenchShape suiteShape(const SuiteEntry &e);
 
 //===----------------------------------------------------------------------===//
 // Benchmark data
@@ -145,7 +144,7 @@ QGEMM_API BenchShape suiteShape(const SuiteEntry &e);
 /// data, and the scale grid of each matrix (scaleGrid(rows, cols) entries,
 /// row-major: exactly the COMPACT layout of the row-wise recipes). The
 /// spec's layouts are made from the grid by scalesIn.
-struct QGEMM_API BenchOperand {
+struct BenchOperand {
   int64_t count = 1;
   int64_t rows = 0, cols = 0;
   ScaleRecipe recipe; ///< Block and dtype; the layout is chosen in scalesIn.
@@ -171,7 +170,7 @@ struct RowRange {
 };
 
 /// Quantized operands of a contract and shape (LAYOUTS.md, "Grouping").
-struct QGEMM_API BenchData {
+struct BenchData {
   GemmContract contract;
   BenchShape shape;                ///< maxRows resolved for m_masked.
   int64_t rows = 0;                ///< GemmArgs::rows: M_total, M_max or T.
@@ -195,7 +194,7 @@ struct QGEMM_API BenchData {
 /// (m_masked rows past masked_m, row_group padding) hold zero data and zero
 /// scales. Deterministic for a seed whatever the thread count. `shape` must
 /// pass checkBenchShape.
-QGEMM_API BenchData buildBenchData(const GemmContract &c,
+BenchData buildBenchData(const GemmContract &c,
                                    const BenchShape &shape,
                                    uint64_t seed = kBenchSeed,
                                    unsigned threads = 0);
@@ -252,12 +251,12 @@ struct AnchorPlan {
 /// The calls and GEMM_READY scales of the anchor for `data`. Needs e4m3 or
 /// e5m2 data with f32 1x128 scales on A and 128x128 (m-groupings) or 1x128
 /// (k_contiguous) on B, and a bf16 or f32 output.
-QGEMM_API AnchorPlan planAnchor(const BenchData &data);
+AnchorPlan planAnchor(const BenchData &data);
 
 /// Libraries tried for cuBLASLt: $QGEMM_LIBCUBLASLT alone when set, else
 /// libcublasLt.so.13, .so.12, .so on the loader path, then under
 /// $CUDA_HOME/lib64 and /usr/local/cuda/lib64, then pip's nvidia wheels.
-QGEMM_API std::vector<std::string> cublasLtCandidates();
+std::vector<std::string> cublasLtCandidates();
 
 //===----------------------------------------------------------------------===//
 // Timing
@@ -279,14 +278,14 @@ struct Timing {
 };
 
 /// The median (mean of the middle two for an even count); NaN when empty.
-QGEMM_API double medianOf(std::vector<double> values);
+double medianOf(std::vector<double> values);
 
 /// Warm up with `opts.warmup` calls of `launch`, then for each of
 /// `opts.runs` runs: memset `flushBytes` of `flush` (evicting L2), record a
 /// start event, call `launch`, record an end event, all on `stream`; one
 /// synchronization at the end. `launch` must enqueue its work on `stream`.
 /// An error of `launch` or of the driver stops the measurement.
-QGEMM_API Status timeLaunches(const CudaDriver &d, void *stream,
+Status timeLaunches(const CudaDriver &d, void *stream,
                               DevicePtr flush, size_t flushBytes,
                               const TimingOptions &opts,
                               const std::function<Status()> &launch,
@@ -342,7 +341,7 @@ struct BenchRow {
   double cublasSpotRel = std::numeric_limits<double>::quiet_NaN();
 };
 
-class QGEMM_API BenchRunner {
+class BenchRunner {
 public:
   BenchRunner(Runtime &rt, BenchOptions options);
   ~BenchRunner();

@@ -11,8 +11,6 @@
 //===----------------------------------------------------------------------===//
 #include "Driver.h"
 
-#include "qgemm/Codegen/KernelABI.h"
-
 #include <cstring>
 #include <exception>
 #include <fstream>
@@ -181,9 +179,7 @@ int runBuild(const std::vector<std::string> &args) {
       ++kernels;
       // ptxas sees static shared memory only; the wgmma family's stage ring
       // is dynamic and sized by its configuration.
-      int64_t smem = r.sharedBytes;
-      if (s.op == qgemm::OpKind::GroupedGemm)
-        smem += qgemm::resolveKernelConfig(s.gemm, s.tuning).sharedBytes;
+      int64_t smem = r.sharedBytes + (o.config ? o.config->sharedBytes : 0);
       std::printf("%-58s regs %3d  smem %6lld B  stack %4d B  spills %d/%d B  (%.0f ms)\n",
                   o.kernelName.c_str(), r.registers, (long long)smem,
                   r.stackBytes, r.spillStoreBytes, r.spillLoadBytes, o.millis);

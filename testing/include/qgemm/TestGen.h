@@ -12,7 +12,6 @@
 #ifndef QGEMM_TESTGEN_H
 #define QGEMM_TESTGEN_H
 
-#include "qgemm/Export.h"
 #include "qgemm/Reference.h"
 #include "qgemm/Spec.h"
 
@@ -24,7 +23,7 @@
 namespace qgemm {
 
 enum class ValueDist { Normal, Outliers, Identical, Tiny, ZeroBlock };
-QGEMM_API std::string_view toString(ValueDist d);
+std::string_view toString(ValueDist d);
 
 /// One generated case of a grouped GEMM spec.
 struct TestCase {
@@ -46,11 +45,11 @@ struct CaseOptions {
 };
 
 /// The cases of `spec` (a grouped_gemm). Deterministic for a given seed.
-QGEMM_API std::vector<TestCase> generateCases(const Spec &spec,
+std::vector<TestCase> generateCases(const Spec &spec,
                                               const CaseOptions &opts = {});
 
 /// Quantized host operands of one case, in the layouts the spec declares.
-struct QGEMM_API HostProblem {
+struct HostProblem {
   GemmContract contract;
   int64_t rows = 0;   ///< as GemmOperands::m
   int64_t groups = 1;
@@ -70,12 +69,12 @@ struct QGEMM_API HostProblem {
 };
 
 /// Materialize `tc` for `spec`. Deterministic.
-QGEMM_API HostProblem buildProblem(const Spec &spec, const TestCase &tc);
+HostProblem buildProblem(const Spec &spec, const TestCase &tc);
 
 /// Tolerance on ||out - ref|| / ||ref|| for the spec's output type: bf16
 /// rounding (2^-9 relative per element) dominates bf16 outputs; f32 outputs
 /// carry only f32 summation error.
-QGEMM_API double relErrTolerance(const GemmContract &c);
+double relErrTolerance(const GemmContract &c);
 
 } // namespace qgemm
 

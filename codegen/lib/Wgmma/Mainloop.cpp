@@ -1,0 +1,155 @@
+//===- Mainloop.cpp - MMA issue and promotion of the wgmma kernel ---------===//
+//
+// Per K block each consumer warpgroup reads its scales from the stage, runs
+// the block's k32 wgmma steps from zero into a temporary f32 fragment,
+// releases the stage and promotes:
+//   acc += tmp * scale_a[row, kb] * scale_b[col / 128, kb],
+// picking the second B scale for columns past a 128 boundary when the tile
+// straddles one (block_n 144, 160, 192). Scales staged by the producer cost
+// the consumers one shared load each, whatever their layout; loaded from
+// global memory by the consumers themselves, one K block ahead, GEMM_READY
+// A scales (a new cache line every K block) cost 10-30% on the H100.
+//
+//===----------------------------------------------------------------------===//
+#include "WgmmaKernel.h"
+
+using namespace mlir;
+using namespace mlir::qgemm::wgmma;
+
+Mainloop::BlockScales Mainloop::readScales(Value s, Value rowInTile) {
+  KernelIR &ir = k.ir;
+  Value scalePtr = k.stageScales(s);
+  auto sharedLoad = [&](Value i) {
+    return LLVM::LoadOp::create(k.b, ir.f32T(), k.sharedF32(scalePtr, i));
+  };
+  Value a0 = sharedLoad(rowInTile);
+  Value a1 = sharedLoad(ir.add(rowInTile, ir.i32(8)));
+  if (k.wgrad())
+    return {a0, a1, a0, a1};
+  Value b0 = sharedLoad(ir.i32(k.layout.scaleSlotB()));
+  BlockScales sc;
+  sc.row0 = arith::MulFOp::create(k.b, a0, b0);
+  sc.row1 = arith::MulFOp::create(k.b, a1, b0);
+  sc.row0Hi = sc.row0;
+  sc.row1Hi = sc.row1;
+  if (k.tileMayStraddle()) {
+    Value b1 = sharedLoad(ir.i32(k.layout.scaleSlotB() + 1));
+    sc.row0Hi = arith::MulFOp::create(k.b, a0, b1);
+    sc.row1Hi = arith::MulFOp::create(k.b, a1, b1);
+  }
+  return sc;
+}
+
+/// Issues, as one wgmma group, the k32 steps of stage `s` over the whole
+/// tile width into a fresh fragment.
+Value Mainloop::issueMma(Value s, Value consumerIdx) {
+  KernelIR &ir = k.ir;
+  HopperIR &hw = k.hw;
+  const int64_t n = k.cfg.blockN;
+  NVVM::WgmmaFenceAlignedOp::create(k.b);
+  Value aAddr = ir.add(hw.sharedAddress(k.stageA(s)),
+                       ir.mul(consumerIdx, ir.i32(k.layout.consumerOffsetA(1))));
+  Value bAddr = hw.sharedAddress(k.stageB(s));
+  // The first step overwrites (scale-d = 0): its input registers are
+  // don't-care, so no zeros need materializing.
+  Value frag = LLVM::UndefOp::create(k.b, hw.accumulatorT(n));
+  for (int step = 0; step < k.cfg.blockK / WgmmaLayout::kMmaK; ++step) {
+    const int64_t offset = WgmmaLayout::kMmaK * step;
+    Value da = hw.wgmmaDescriptor(ir.add(aAddr, ir.i32(offset)),
+                                  WgmmaLayout::kAtomBytes,
+                                  WgmmaLayout::kSwizzleBytes);
+    Value db = hw.wgmmaDescriptor(ir.add(bAddr, ir.i32(offset)),
+                                  WgmmaLayout::kAtomBytes,
+                                  WgmmaLayout::kSwizzleBytes);
+    frag = hw.wgmma(frag, da, db, n, k.c.a.dtype, k.c.b.dtype,
+                    /*accumulate=*/step > 0);
+  }
+  NVVM::WgmmaGroupSyncAlignedOp::create(k.b);
+  return frag;
+}
+
+/// Stage `s` is free again for this CTA's producer and, in a cluster, for
+/// the peers' producers that multicast into it.
+void Mainloop::release(Value s, Value tidInWg) {
+  KernelIR &ir = k.ir;
+  // Every consumer thread arrives after its own reads: a single arrive
+  // after a warpgroup barrier orders the same, but compute-sanitizer's
+  // racecheck only accepts each reader's own arrive before the producer's
+  // next cp.async into the stage.
+  k.hw.mbarrierArrive(k.emptyBar(s));
+  if (k.cfg.cluster == 1)
+    return;
+  auto ifFirst = scf::IfOp::create(k.b, k.eq(tidInWg, 0), false);
+  OpBuilder::InsertionGuard g(k.b);
+  k.b.setInsertionPointToStart(&ifFirst.getThenRegion().front());
+  for (int peer = 1; peer < k.cfg.cluster; ++peer)
+    k.hw.mbarrierArriveRemote(
+        k.emptyBar(s),
+        ir.remU(ir.add(k.tile.rank, ir.i32(peer)), ir.i32(k.cfg.cluster)));
+}
+
+/// acc[i] += frag[i] * scale. Fragment element i belongs to row (i % 4) / 2
+/// of the thread's pair and to column (i / 4) * 8 + (lane % 4) * 2 + i % 2
+/// of the tile; a 128 boundary inside the tile falls between 8-column
+/// groups (tiles start at multiples of 16 columns).
+void Mainloop::promote(Value frag, const BlockScales &sc, Value s, Value lane,
+                       MutableArrayRef<Value> acc) {
+  KernelIR &ir = k.ir;
+  ImplicitLocOpBuilder &b = k.b;
+  Value scalePtr = k.stageScales(s);
+  Value colInGroup = ir.mul(ir.remU(lane, ir.i32(4)), ir.i32(2));
+  auto pairT = VectorType::get({2}, ir.f32T());
+  Value scaleRow0 = sc.row0, scaleRow1 = sc.row1, pair;
+  for (int64_t i = 0; i < k.cfg.blockN / 2; ++i) {
+    const int64_t groupCol = i / 4 * 8;
+    if (i % 4 == 0 && k.wgrad()) {
+      // k_contiguous: both rows share the group's two column scales, one
+      // 8-byte shared load.
+      Value col =
+          ir.add(colInGroup, ir.i32(k.layout.scaleSlotB() + groupCol));
+      pair = LLVM::LoadOp::create(b, pairT, k.sharedF32(scalePtr, col),
+                                  /*alignment=*/8);
+    } else if (i % 4 == 0 && k.tileMayStraddle()) {
+      Value first =
+          ir.cmp(arith::CmpIPredicate::slt, ir.i32(groupCol), k.tile.boundary);
+      scaleRow0 = ir.select(first, sc.row0, sc.row0Hi);
+      scaleRow1 = ir.select(first, sc.row1, sc.row1Hi);
+    }
+    Value scale = (i % 4) < 2 ? scaleRow0 : scaleRow1;
+    if (k.wgrad())
+      scale = arith::MulFOp::create(
+          b, scale, LLVM::ExtractElementOp::create(b, pair, ir.i32(i % 2)));
+    Value t = LLVM::ExtractValueOp::create(b, frag, ArrayRef<int64_t>{i});
+    Value &a = acc[size_t(i)];
+    a = LLVM::FMAOp::create(b, t, scale, a);
+  }
+}
+
+/// The tile's K blocks: per block, the whole tile width as one wgmma group,
+/// wait, promote. (Splitting the tile into two half-width groups so that
+/// one half's promotion overlaps the other half's MMAs measured 3-6% slower
+/// on the H100: see docs/PERF_NOTES.md.)
+SmallVector<Value> Mainloop::run(Value it, Value consumerIdx, Value tidInWg,
+                                 Value rowInTile, Value lane) {
+  KernelIR &ir = k.ir;
+  const int64_t n = k.cfg.blockN;
+  SmallVector<Value> zeros(size_t(n / 2), ir.f32(0.0));
+  auto loop =
+      scf::ForOp::create(k.b, ir.i32(0), k.tile.kBlockCount, ir.i32(1), zeros);
+  OpBuilder::InsertionGuard g(k.b);
+  k.b.setInsertionPointToStart(loop.getBody());
+  Value s = k.stageOf(ir.add(it, loop.getInductionVar()));
+  k.hw.mbarrierWait(k.fullBar(s),
+                    k.phaseOf(ir.add(it, loop.getInductionVar())));
+  BlockScales sc = readScales(s, rowInTile);
+  Value frag = k.hw.wgmmaWait(0, issueMma(s, consumerIdx));
+  SmallVector<Value> acc(loop.getRegionIterArgs());
+  // Forward, the scales are in registers: release before promoting.
+  if (!k.wgrad())
+    release(s, tidInWg);
+  promote(frag, sc, s, lane, acc);
+  if (k.wgrad())
+    release(s, tidInWg);
+  scf::YieldOp::create(k.b, acc);
+  return loop.getResults();
+}

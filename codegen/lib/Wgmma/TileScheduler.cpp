@@ -1,0 +1,206 @@
+//===- TileScheduler.cpp - The persistent tile walk of the wgmma kernel ---===//
+//
+// A CTA (or a cluster) takes work units blockIdx.x, + gridDim.x, ... in an
+// order chosen for L2 reuse: n-block fastest (m_contiguous: within bands of
+// rasterBand n-units over every m-block), or m-block fastest. m_masked with
+// untouched padding walks only the row blocks that hold rows; groups are
+// located from the device-side group description, never from the host.
+//
+//===----------------------------------------------------------------------===//
+#include "WgmmaKernel.h"
+
+using namespace mlir;
+using namespace mlir::qgemm::wgmma;
+using ::qgemm::PaddingRows;
+
+void TileScheduler::countTiles() {
+  KernelIR &ir = k.ir;
+  TileState &t = k.tile;
+  const KernelConfig &cfg = k.cfg;
+  const int64_t nb = (k.outCols() + cfg.blockN - 1) / cfg.blockN;
+  t.nBlocks = ir.i32(nb);
+  t.nUnits = ir.i32((nb + cfg.cluster - 1) / cfg.cluster);
+  t.mBlocks = k.wgrad() ? ir.i32((k.c.n + cfg.blockM - 1) / cfg.blockM)
+                        : ir.ceilDiv(t.rows, cfg.blockM);
+  t.numTiles = ir.mul(t.mBlocks, t.nUnits);
+  if (k.groupPerTile())
+    t.numTiles = ir.mul(t.numTiles, k.arg(kWgParamNumGroups));
+  if (validBlocksOnly()) {
+    // Only the blocks that hold rows: sum over groups of
+    // ceil(masked_m / blockM) (DeepGEMM's decode layout has M_max 4096 for
+    // 192 valid rows: walking every block made 94% of the tiles no-ops
+    // and spread the real ones unevenly over the CTAs).
+    auto loop = scf::ForOp::create(k.b, ir.i32(0), k.arg(kWgParamNumGroups),
+                                   ir.i32(1), ValueRange{ir.i32(0)});
+    {
+      OpBuilder::InsertionGuard g(k.b);
+      k.b.setInsertionPointToStart(loop.getBody());
+      scf::YieldOp::create(
+          k.b, ir.add(loop.getRegionIterArgs()[0],
+                      groupBlocks(loop.getInductionVar())));
+    }
+    t.validBlocks = loop.getResult(0);
+    t.numTiles = ir.mul(t.validBlocks, t.nUnits);
+  }
+}
+
+/// m_masked whose padding rows stay untouched: tiles cover only the blocks
+/// with rows (with "zero" padding the other blocks are real work: they
+/// write the zeros).
+bool TileScheduler::validBlocksOnly() const {
+  return k.masked() && k.c.paddingRows == PaddingRows::Untouched;
+}
+
+/// m_masked: row blocks of group `g` that hold rows.
+Value TileScheduler::groupBlocks(Value g) {
+  KernelIR &ir = k.ir;
+  Value m = ir.load(ir.i32T(), k.arg(kWgParamGroups), ir.toI64(g));
+  m = ir.minS(arith::MaxSIOp::create(k.b, m, ir.i32(0)), k.tile.rows);
+  return ir.ceilDiv(m, k.cfg.blockM);
+}
+
+/// validBlocksOnly: group and block index within it of the `index`-th
+/// block with rows, counting groups in order.
+std::pair<Value, Value> TileScheduler::locateValidBlock(Value index) {
+  KernelIR &ir = k.ir;
+  auto loop = scf::ForOp::create(
+      k.b, ir.i32(0), k.arg(kWgParamNumGroups), ir.i32(1),
+      ValueRange{ir.i32(0), ir.i32(0), ir.i32(0)});
+  OpBuilder::InsertionGuard g(k.b);
+  k.b.setInsertionPointToStart(loop.getBody());
+  Value first = loop.getRegionIterArgs()[0];
+  Value blocks = groupBlocks(loop.getInductionVar());
+  Value next = ir.add(first, blocks);
+  Value here = arith::AndIOp::create(
+      k.b, ir.cmp(arith::CmpIPredicate::sge, index, first),
+      ir.cmp(arith::CmpIPredicate::slt, index, next));
+  scf::YieldOp::create(
+      k.b, ValueRange{next,
+                      ir.select(here, loop.getInductionVar(),
+                                loop.getRegionIterArgs()[1]),
+                      ir.select(here, ir.sub(index, first),
+                                loop.getRegionIterArgs()[2])});
+  return {loop.getResult(1), loop.getResult(2)};
+}
+
+/// This CTA (cluster) takes work units blockIdx.x, + gridDim.x, ... (per
+/// cluster: cluster index, + clusters). The running K block count picks
+/// the stage and barrier phase, continuing across tiles so the producer
+/// can run ahead into the next tile.
+void TileScheduler::forEachTile(llvm::function_ref<Value(Value)> body) {
+  KernelIR &ir = k.ir;
+  Value first = NVVM::BlockIdXOp::create(k.b, ir.i32T());
+  Value step = NVVM::GridDimXOp::create(k.b, ir.i32T());
+  if (k.cfg.cluster > 1) {
+    first = ir.divU(first, ir.i32(k.cfg.cluster));
+    step = ir.divU(step, ir.i32(k.cfg.cluster));
+  }
+  auto loop = scf::ForOp::create(k.b, first, k.tile.numTiles, step,
+                                 ValueRange{ir.i32(0)});
+  OpBuilder::InsertionGuard g(k.b);
+  k.b.setInsertionPointToStart(loop.getBody());
+  computeTile(loop.getInductionVar());
+  scf::YieldOp::create(k.b, body(loop.getRegionIterArgs()[0]));
+}
+
+/// Block coordinates of `tile`, its group, whether the whole block is
+/// padding, and the number of valid rows (m_masked).
+void TileScheduler::computeTile(Value tile) {
+  KernelIR &ir = k.ir;
+  TileState &t = k.tile;
+  const KernelConfig &cfg = k.cfg;
+  if (validBlocksOnly()) {
+    Value blockIndex;
+    if (cfg.nFastest) {
+      t.nBlock = ir.add(ir.mul(ir.remU(tile, t.nUnits), ir.i32(cfg.cluster)),
+                        t.rank);
+      blockIndex = ir.divU(tile, t.nUnits);
+    } else {
+      blockIndex = ir.remU(tile, t.validBlocks);
+      t.nBlock = ir.divU(tile, t.validBlocks);
+    }
+    std::tie(t.group, t.mBlock) = locateValidBlock(blockIndex);
+    t.validRows = ir.load(ir.i32T(), k.arg(kWgParamGroups), ir.toI64(t.group));
+    t.blockIsPadding = arith::ConstantIntOp::create(k.b, 0, 1);
+    t.kBlockCount = ir.i32((k.c.k + cfg.blockK - 1) / cfg.blockK);
+    return;
+  }
+  Value rest;
+  if (cfg.rasterBand > 0 && !k.groupPerTile()) {
+    // Bands of rasterBand n-units, each walked over every m-block with the
+    // n-unit fastest: the CTAs working at once share a band's B (which
+    // stays in L2 for the whole band) and a few A row blocks.
+    const int64_t band = cfg.rasterBand;
+    Value perBand = ir.mul(ir.i32(band), t.mBlocks);
+    Value fullBands = ir.divU(t.nUnits, ir.i32(band));
+    Value inFull = ir.cmp(arith::CmpIPredicate::ult, tile,
+                          ir.mul(fullBands, perBand));
+    Value bandIdx = ir.select(inFull, ir.divU(tile, perBand), fullBands);
+    Value r = ir.sub(tile, ir.mul(bandIdx, perBand));
+    // The last band holds the remaining n-units.
+    Value width = ir.select(inFull, ir.i32(band),
+                            ir.sub(t.nUnits, ir.mul(fullBands, ir.i32(band))));
+    Value unit = ir.add(ir.mul(bandIdx, ir.i32(band)), ir.remU(r, width));
+    t.nBlock = ir.add(ir.mul(unit, ir.i32(cfg.cluster)), t.rank);
+    rest = ir.divU(r, width);
+    t.mBlock = rest;
+  } else if (cfg.nFastest) {
+    // A cluster's CTAs take adjacent n-blocks; past the last n-block a
+    // CTA still loads its half of A for the peer and stores nothing.
+    t.nBlock = ir.add(ir.mul(ir.remU(tile, t.nUnits), ir.i32(cfg.cluster)),
+                      t.rank);
+    rest = ir.divU(tile, t.nUnits);
+    t.mBlock = k.groupPerTile() ? ir.remU(rest, t.mBlocks) : rest;
+  } else {
+    t.mBlock = ir.remU(tile, t.mBlocks);
+    Value mn = ir.divU(tile, t.mBlocks);
+    t.nBlock = k.groupPerTile() ? ir.remU(mn, t.nBlocks) : mn;
+    // The group index below divides `rest` by mBlocks.
+    rest = ir.add(ir.mul(ir.divU(mn, t.nBlocks), t.mBlocks), t.mBlock);
+  }
+  Value row0 = ir.mul(t.mBlock, ir.i32(cfg.blockM));
+  t.group = ir.i32(0);
+  t.blockIsPadding = arith::ConstantIntOp::create(k.b, 0, 1);
+  t.validRows = t.rows;
+  t.kBlockCount = ir.i32((k.c.k + cfg.blockK - 1) / cfg.blockK);
+  Value groups = k.arg(kWgParamGroups);
+  if (k.wgrad()) {
+    // The group's tokens [start, end), whole 128-token blocks (the launch
+    // checks every group size against the alignment).
+    t.group = ir.divU(rest, t.mBlocks);
+    Value end = ir.load(ir.i32T(), groups, ir.toI64(t.group));
+    Value prevIdx =
+        arith::MaxSIOp::create(k.b, ir.sub(t.group, ir.i32(1)), ir.i32(0));
+    Value prev = ir.load(ir.i32T(), groups, ir.toI64(prevIdx));
+    t.tokenStart = ir.select(k.eq(t.group, 0), ir.i32(0), prev);
+    t.kBlockCount = ir.divU(ir.sub(end, t.tokenStart), ir.i32(cfg.blockK));
+    t.validRows = ir.i32(k.c.n);
+  } else if (k.masked()) {
+    t.group = ir.divU(rest, t.mBlocks);
+    t.validRows = ir.load(ir.i32T(), groups, ir.toI64(t.group));
+    t.blockIsPadding = ir.cmp(arith::CmpIPredicate::sge, row0, t.validRows);
+  } else if (k.c.grouping.kind == GroupingKind::MContiguous) {
+    // Alignment is a multiple of 128: the block lies in one group, found by
+    // counting the group ends at or before its first row.
+    Value numGroups = k.arg(kWgParamNumGroups);
+    auto loop = scf::ForOp::create(k.b, ir.i32(0), numGroups, ir.i32(1),
+                                   ValueRange{ir.i32(0)});
+    {
+      OpBuilder::InsertionGuard g(k.b);
+      k.b.setInsertionPointToStart(loop.getBody());
+      Value end = ir.load(ir.i32T(), groups, ir.toI64(loop.getInductionVar()));
+      Value past = ir.cmp(arith::CmpIPredicate::sle, end, row0);
+      scf::YieldOp::create(
+          k.b, ir.add(loop.getRegionIterArgs()[0],
+                      arith::ExtUIOp::create(k.b, ir.i32T(), past)));
+    }
+    t.group = loop.getResult(0);
+    t.blockIsPadding = ir.cmp(arith::CmpIPredicate::sge, t.group, numGroups);
+  }
+}
+
+Value TileScheduler::advance(Value it) {
+  KernelIR &ir = k.ir;
+  return ir.select(k.tile.blockIsPadding, it,
+                   ir.add(it, k.tile.kBlockCount));
+}

@@ -1,0 +1,198 @@
+//===- WgmmaKernel.h - State shared by the wgmma kernel's roles -*- C++ -*-===//
+//
+// The warp-specialized TMA + wgmma grouped GEMM is built by four roles, one
+// file each, composed by WgmmaKernel.cpp:
+//   TileScheduler.cpp  which tile a CTA takes next (persistent walk, groups)
+//   Producer.cpp       TMA loads of the A and B tiles, cp.async of scales
+//   Mainloop.cpp       wgmma issue per K block, stage release, promotion
+//   Epilogue.cpp       masked stores of D (bf16 staged through shared memory,
+//                      f32 from registers)
+// They share this state: what the kernel is (contract, configuration,
+// layout, parameters) and where the current tile is (set by the scheduler,
+// read by the others). Private to codegen.
+//
+//===----------------------------------------------------------------------===//
+#ifndef QGEMM_CODEGEN_WGMMA_WGMMAKERNEL_H
+#define QGEMM_CODEGEN_WGMMA_WGMMAKERNEL_H
+
+#include "qgemm/Codegen/HopperIR.h"
+#include "qgemm/Kernels/KernelABI.h"
+#include "qgemm/Kernels/WgmmaLayout.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+namespace mlir::qgemm::wgmma {
+
+// The contract vocabulary, the kernel parameters (KernelABI.h) and the
+// layout, unqualified in the role files.
+using namespace ::qgemm;
+
+constexpr int kProducerRegisters = 40;
+constexpr int kConsumerRegisters = 232;
+constexpr int kWarpgroupThreads = 128;
+
+/// Where the current tile is. The scheduler sets these per tile; the
+/// producer, mainloop and epilogue read them.
+struct TileState {
+  Value mBlock, nBlock, group, rows, validRows, blockIsPadding;
+  /// K blocks of the current tile (tokens / 128 for k_contiguous) and, for
+  /// k_contiguous, the group's first token.
+  Value kBlockCount, tokenStart;
+  /// Straddling tiles: the tile's columns before the next 128-wide B
+  /// scale block (set by the consumer per tile).
+  Value boundary;
+  Value nBlocks, nUnits, mBlocks, numTiles, rank;
+  /// validBlocksOnly: the launch's blocks with rows, over all groups.
+  Value validBlocks;
+};
+
+class WgmmaKernel {
+public:
+  WgmmaKernel(ImplicitLocOpBuilder &b, const GemmContract &c,
+              const KernelConfig &cfg, Block::BlockArgListType args, Value smem)
+      : b(b), ir(b), hw(ir), c(c), cfg(cfg), layout(cfg),
+        args(args.begin(), args.end()), smem(smem) {}
+
+  ImplicitLocOpBuilder &b;
+  KernelIR ir;
+  HopperIR hw;
+  const GemmContract &c;
+  KernelConfig cfg;
+  WgmmaLayout layout;
+  SmallVector<Value> args;
+  Value smem;
+  TileState tile;
+
+  Value arg(unsigned i) { return args[i]; }
+  Value eq(Value x, int64_t v) {
+    return ir.cmp(arith::CmpIPredicate::eq, x, ir.i32(v));
+  }
+  Value trueV() { return arith::ConstantIntOp::create(b, 1, 1); }
+  bool masked() const { return c.grouping.kind == GroupingKind::MMasked; }
+  /// k_contiguous (weight gradient): output rows are A's n rows, output
+  /// columns B's k rows, and the contraction walks the group's tokens.
+  bool wgrad() const { return c.grouping.kind == GroupingKind::KContiguous; }
+  /// Groups are the outermost tile coordinate.
+  bool groupPerTile() const { return masked() || wgrad(); }
+  int64_t outCols() const { return wgrad() ? c.k : c.n; }
+
+  // Shared memory, as the layout places it.
+  Value region(int64_t offset, int64_t stride, Value s) {
+    return hw.smemAt(smem, ir.add(ir.i32(offset), ir.mul(s, ir.i32(stride))));
+  }
+  Value stageA(Value s) {
+    return region(layout.offsetA(), layout.stageBytesA(), s);
+  }
+  Value stageB(Value s) {
+    return region(layout.offsetB(), layout.stageBytesB(), s);
+  }
+  /// f32 [blockM] A scales, then the B scales of the tile's first and last
+  /// column (or blockN per-column ones).
+  Value stageScales(Value s) {
+    return region(layout.offsetScales(), layout.stageBytesScales(), s);
+  }
+  Value fullBar(Value s) {
+    return region(layout.offsetFullBarriers(), WgmmaLayout::kBarrierBytes, s);
+  }
+  Value emptyBar(Value s) {
+    return region(layout.offsetEmptyBarriers(), WgmmaLayout::kBarrierBytes, s);
+  }
+  /// Element `i` (i32) of the f32 array at shared pointer `base`.
+  Value sharedF32(Value base, Value i) {
+    return LLVM::GEPOp::create(b, hw.sharedPtrT(), ir.f32T(), base,
+                               ValueRange{i});
+  }
+  /// Stage and barrier phase of the CTA's `iter`-th K block.
+  Value stageOf(Value iter) { return ir.remU(iter, ir.i32(cfg.stages)); }
+  Value phaseOf(Value iter) {
+    return arith::AndIOp::create(b, ir.divU(iter, ir.i32(cfg.stages)),
+                                 ir.i32(1));
+  }
+  /// Whether a tile can straddle a 128-wide B scale block.
+  bool tileMayStraddle() const {
+    return 128 % cfg.blockN != 0 && cfg.blockN % 128 != 0;
+  }
+};
+
+/// Which tile a CTA takes next: the persistent walk over work units
+/// (KernelABI.h wgmmaWorkUnits), the tile's coordinates and group.
+class TileScheduler {
+public:
+  explicit TileScheduler(WgmmaKernel &k) : k(k) {}
+  /// Counts the launch's tiles (before the roles split).
+  void countTiles();
+  /// Persistent loop: `body(it)` emits one tile given the running count of
+  /// K blocks this CTA has consumed and returns the count after the tile.
+  void forEachTile(llvm::function_ref<Value(Value)> body);
+  /// `it` advanced past this tile's K blocks, unless the tile is padding.
+  Value advance(Value it);
+
+private:
+  bool validBlocksOnly() const;
+  Value groupBlocks(Value g);
+  std::pair<Value, Value> locateValidBlock(Value index);
+  void computeTile(Value tile);
+  WgmmaKernel &k;
+};
+
+/// Warpgroup 0: fills the stage ring, one K block a stage.
+class Producer {
+public:
+  explicit Producer(WgmmaKernel &k) : k(k) {}
+  /// The tile's loads; returns the K block count after it.
+  Value tile(TileScheduler &sched, Value it, Value tid);
+
+private:
+  void loads(Value it, Value tid);
+  Value scaleAAddress(Value row, Value kb);
+  Value scaleBAddress(Value nb128, Value kb);
+  Value scaleBColumnAddress(Value col, Value tb);
+  WgmmaKernel &k;
+};
+
+/// Warpgroups 1 and 2: per K block, wgmma over the stage, release it,
+/// promote into the f32 accumulators.
+class Mainloop {
+public:
+  explicit Mainloop(WgmmaKernel &k) : k(k) {}
+  /// The tile's accumulators (blockN / 2 f32 values a thread).
+  SmallVector<Value> run(Value it, Value consumerIdx, Value tidInWg,
+                         Value rowInTile, Value lane);
+
+private:
+  /// Scale factors of one K block for the thread's two rows: forward, the
+  /// products scale_a * scale_b with the tile's first (lo) and, when it
+  /// straddles a 128 boundary, second (hi) B scale; k_contiguous, the A
+  /// scales alone (B's scales are per column, read during the promotion).
+  struct BlockScales {
+    Value row0, row1, row0Hi, row1Hi;
+  };
+  BlockScales readScales(Value s, Value rowInTile);
+  Value issueMma(Value s, Value consumerIdx);
+  void release(Value s, Value tidInWg);
+  void promote(Value frag, const BlockScales &sc, Value s, Value lane,
+               MutableArrayRef<Value> acc);
+  WgmmaKernel &k;
+};
+
+/// The consumers' stores of D, rows masked per grouping.
+class Epilogue {
+public:
+  explicit Epilogue(WgmmaKernel &k) : k(k) {}
+  /// bf16 D through the warpgroup's shared buffer, out as 16-byte chunks.
+  void staged(ValueRange acc);
+  /// D stored from registers, a column pair at a time.
+  void direct(ValueRange acc, Value lane, Value row0, Value row1);
+
+private:
+  std::pair<Value, Value> rowFlags(Value row);
+  Value outRowOf(Value row);
+  Value packBf16(Value v0, Value v1);
+  void storePair(Value v0, Value v1, Value idx);
+  WgmmaKernel &k;
+};
+
+} // namespace mlir::qgemm::wgmma
+
+#endif // QGEMM_CODEGEN_WGMMA_WGMMAKERNEL_H

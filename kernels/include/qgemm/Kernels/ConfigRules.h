@@ -1,0 +1,61 @@
+//===- ConfigRules.h - What the kernel families can build --------*- C++ -*-===//
+//
+// The rules that refuse a configuration: which contracts a family
+// implements, and which explicit tuning values it can honour. Each refusal
+// is a Violation whose field is the tuning key (`tuning.stages`) and whose
+// message says what is supported; every suggestion in a message is itself
+// accepted. The choices made where a spec leaves them open are in
+// Heuristics.h.
+//
+//===----------------------------------------------------------------------===//
+#ifndef QGEMM_KERNELS_CONFIGRULES_H
+#define QGEMM_KERNELS_CONFIGRULES_H
+
+#include "qgemm/Contract.h"
+#include "qgemm/KernelConfig.h"
+#include "qgemm/Tuning.h"
+
+#include <optional>
+#include <string>
+
+namespace qgemm {
+
+/// Whether the wgmma family implements `c`: 1x128 A and 128x128 B f32
+/// scales, groups that never share a 128-row block, no accumulation, even n;
+/// or the weight gradient (k_contiguous) with 1x128 f32 scales on both
+/// operands (whole 128-token groups), even k.
+QGEMM_API bool wgmmaImplements(const GemmContract &c);
+
+/// Widest tile the consumers can hold: blockN/2 accumulators plus blockN/2
+/// temporaries a thread within the 232-register budget.
+constexpr int kMaxWgmmaBlockN = 192;
+
+/// Whether a blockN-wide tile never spans more than two 128-wide B scale
+/// blocks: its start sits at most 128 - gcd(blockN, 128) into a block.
+bool blockNSpansTwoScaleBlocksAtMost(int64_t blockN);
+
+/// The most stages (2..8) whose layout fits in one CTA's shared memory
+/// with `cfg`'s tile; 2 even when those do not fit.
+int maxWgmmaStages(KernelConfig cfg);
+
+/// Requests no family can honour for `c`, checked before any choice is
+/// made: tile knobs on a contract only the SIMT family implements, and
+/// cluster / multicast combinations.
+std::optional<Violation> checkFamilyRequest(const GemmContract &c,
+                                            const Tuning &t);
+/// An explicit block_m / block_n the wgmma family cannot build.
+std::optional<Violation> checkTileRequest(const Tuning &t);
+/// An explicit stage count that does not fit with `cfg`'s tile (whose
+/// stages are the most that fit).
+std::optional<Violation> checkStagesRequest(const Tuning &t,
+                                            const KernelConfig &cfg);
+
+/// Whether `cfg` is one its family can be built and launched with: the
+/// thread count of the family, a cluster that divides the tile, and the
+/// shared-memory size its layout implies. Empty when it is; else why not.
+/// The runtime checks every configuration it reads back from the cache.
+QGEMM_API std::string checkConfigConsistent(const KernelConfig &cfg);
+
+} // namespace qgemm
+
+#endif // QGEMM_KERNELS_CONFIGRULES_H

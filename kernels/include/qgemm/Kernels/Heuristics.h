@@ -1,0 +1,34 @@
+//===- Heuristics.h - The configuration choices of the heuristic -*- C++ -*-===//
+//
+// What qgemm picks when a spec leaves a choice to it ("tuning": "auto", or a
+// field left out). Every choice here cites the measurement it rests on;
+// the rules that refuse a request are apart, in ConfigRules.h.
+//
+//===----------------------------------------------------------------------===//
+#ifndef QGEMM_KERNELS_HEURISTICS_H
+#define QGEMM_KERNELS_HEURISTICS_H
+
+#include "qgemm/Contract.h"
+#include "qgemm/KernelConfig.h"
+
+namespace qgemm {
+
+/// The family a contract is built with: wgmma wherever it implements the
+/// contract, else the SIMT reference kernel.
+KernelFamily heuristicFamily(const GemmContract &c);
+
+/// The tile width when the spec does not name one.
+int heuristicBlockN(const GemmContract &c);
+
+/// The stage count when the spec does not name one, for `cfg`'s tile.
+int heuristicStages(const GemmContract &c, const KernelConfig &cfg);
+
+/// Whether bf16 output goes through the shared-memory epilogue.
+bool heuristicStagedEpilogue(const GemmContract &c);
+
+/// Width, in n-units, of the bands an n-fastest walk takes (0: no bands).
+int heuristicRasterBand(const GemmContract &c, bool nFastest);
+
+} // namespace qgemm
+
+#endif // QGEMM_KERNELS_HEURISTICS_H

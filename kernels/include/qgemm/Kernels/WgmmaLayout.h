@@ -1,0 +1,121 @@
+//===- WgmmaLayout.h - Shared memory and TMA layout of the wgmma family -*- C++ -*-===//
+//
+// One value describes where everything of a wgmma CTA lives: the swizzle of
+// its operand tiles, the TMA boxes that fill them, the stage ring, the scale
+// slots, the mbarriers and the epilogue buffer. Codegen reads it for
+// addresses and wgmma descriptors, the runtime for tensor-map boxes and the
+// swizzle mode, the configuration for the shared-memory size. No layout
+// constant is written anywhere else.
+//
+// Dynamic shared memory, in order:
+//   A tiles of every stage  (blockM rows x blockK bytes, 128B-swizzled)
+//   B tiles of every stage  (blockN rows x blockK bytes, 128B-swizzled)
+//   scales of every stage   (blockM f32 A scales, then two f32 B scales, or
+//                            blockN per-column B scales for k_contiguous)
+//   full mbarriers, then empty mbarriers (8 bytes each, one per stage)
+//   epilogue buffer          (bf16, one 64-row buffer per consumer
+//                            warpgroup, 128-byte aligned; staged only)
+//
+//===----------------------------------------------------------------------===//
+#ifndef QGEMM_KERNELS_WGMMALAYOUT_H
+#define QGEMM_KERNELS_WGMMALAYOUT_H
+
+#include "qgemm/KernelConfig.h"
+
+#include <array>
+#include <cstdint>
+
+namespace qgemm {
+
+struct WgmmaLayout {
+  /// Operand tiles are K-major rows of swizzleBytes (one TMA box row, one
+  /// FP8 K block: blockK must equal it) swizzled in atoms of atomRows rows.
+  static constexpr int64_t kSwizzleBytes = 128;
+  static constexpr int64_t kAtomRows = 8;
+  /// Bytes between consecutive 8-row atoms: the wgmma descriptor's stride
+  /// and the alignment the swizzle needs of every tile (and of the base).
+  static constexpr int64_t kAtomBytes = kSwizzleBytes * kAtomRows;
+  /// Rows of the tile each consumer warpgroup owns (wgmma m64).
+  static constexpr int64_t kConsumerRows = 64;
+  /// K elements of one wgmma step on FP8 operands (m64nNk32): bytes along a
+  /// swizzled row between consecutive steps.
+  static constexpr int64_t kMmaK = 32;
+  static constexpr int64_t kBarrierBytes = 8;
+  /// Epilogue rows are padded by 16 bytes so a warp's fragment writes hit
+  /// 32 distinct banks; the buffer starts on a 128-byte boundary.
+  static constexpr int64_t kEpiloguePadBytes = 16;
+  static constexpr int64_t kEpilogueAlign = 128;
+
+  explicit WgmmaLayout(const KernelConfig &cfg) : cfg(cfg) {}
+
+  int stages() const { return cfg.stages; }
+
+  // Operand tiles of one stage.
+  int64_t stageBytesA() const { return int64_t(cfg.blockM) * cfg.blockK; }
+  int64_t stageBytesB() const { return int64_t(cfg.blockN) * cfg.blockK; }
+  /// Bytes the TMA loads land in one stage (the full barrier's tx count).
+  int64_t stageTxBytes() const { return stageBytesA() + stageBytesB(); }
+  int64_t offsetA() const { return 0; }
+  int64_t offsetB() const { return cfg.stages * stageBytesA(); }
+  /// A rows each CTA of a cluster loads (and multicasts to the others).
+  int64_t aRowsPerCta() const { return cfg.blockM / cfg.cluster; }
+  /// Byte offset, within a stage's A tile, of consumer warpgroup `i`'s rows.
+  int64_t consumerOffsetA(int64_t i) const {
+    return i * kConsumerRows * cfg.blockK;
+  }
+
+  // Scale slots of one stage, in f32 elements.
+  int64_t scaleSlotA() const { return 0; }
+  int64_t scaleSlotB() const { return cfg.blockM; }
+  int64_t stageBytesScales() const {
+    return int64_t(cfg.blockM) * 4 +
+           (cfg.scalePerColumnB ? int64_t(cfg.blockN) * 4 : 16);
+  }
+  int64_t offsetScales() const { return offsetB() + cfg.stages * stageBytesB(); }
+
+  // mbarriers: stages full ones, then stages empty ones.
+  int64_t offsetFullBarriers() const {
+    return offsetScales() + cfg.stages * stageBytesScales();
+  }
+  int64_t offsetEmptyBarriers() const {
+    return offsetFullBarriers() + kBarrierBytes * cfg.stages;
+  }
+  int64_t barriersEnd() const {
+    return offsetFullBarriers() + 2 * kBarrierBytes * cfg.stages;
+  }
+
+  // The staged bf16 epilogue.
+  int64_t epilogueRowBytes() const {
+    return int64_t(cfg.blockN) * 2 + kEpiloguePadBytes;
+  }
+  /// Bytes between the buffers of consecutive consumer warpgroups.
+  int64_t epilogueBufferBytes() const { return kConsumerRows * epilogueRowBytes(); }
+  int64_t offsetEpilogue() const {
+    return (barriersEnd() + kEpilogueAlign - 1) / kEpilogueAlign * kEpilogueAlign;
+  }
+  int64_t epilogueBytes() const {
+    return cfg.stagedEpilogue ? int64_t(cfg.blockM) * epilogueRowBytes() : 0;
+  }
+
+  /// Dynamic shared memory of one CTA.
+  int64_t totalBytes() const {
+    return cfg.stagedEpilogue ? offsetEpilogue() + epilogueBytes()
+                              : barriersEnd();
+  }
+
+  // TMA boxes, innermost (K, or tokens for k_contiguous) first; 3-D maps
+  // (grouped operands) take one group per box.
+  std::array<uint32_t, 2> boxA() const {
+    return {uint32_t(cfg.blockK), uint32_t(aRowsPerCta())};
+  }
+  std::array<uint32_t, 2> boxB() const {
+    return {uint32_t(cfg.blockK), uint32_t(cfg.blockN)};
+  }
+
+private:
+  KernelConfig cfg;
+};
+
+} // namespace qgemm
+
+#endif // QGEMM_KERNELS_WGMMALAYOUT_H

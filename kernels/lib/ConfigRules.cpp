@@ -1,0 +1,177 @@
+//===- ConfigRules.cpp - What the kernel families can build ---------------===//
+#include "qgemm/Kernels/ConfigRules.h"
+#include "qgemm/Kernels/KernelABI.h"
+#include "qgemm/Kernels/WgmmaLayout.h"
+
+#include <string>
+
+namespace qgemm {
+
+bool wgmmaImplements(const GemmContract &c) {
+  if (c.grouping.kind == GroupingKind::KContiguous)
+    return c.a.scale.blockRows == 1 && c.a.scale.blockCols == 128 &&
+           c.b.scale.blockRows == 1 && c.b.scale.blockCols == 128 &&
+           c.a.scale.dtype == ElemType::F32 && c.b.scale.dtype == ElemType::F32 &&
+           c.grouping.alignment % 128 == 0 && c.k % 2 == 0;
+  const bool groupingOk =
+      c.grouping.kind == GroupingKind::None ||
+      c.grouping.kind == GroupingKind::MMasked ||
+      (c.grouping.kind == GroupingKind::MContiguous &&
+       c.grouping.index == GroupIndex::Offsets &&
+       c.grouping.alignment % 128 == 0);
+  return groupingOk && c.a.scale.blockRows == 1 && c.a.scale.blockCols == 128 &&
+         c.b.scale.blockRows == 128 && c.b.scale.blockCols == 128 &&
+         !c.accumulate && c.n % 2 == 0 && c.k % 16 == 0;
+}
+
+bool blockNSpansTwoScaleBlocksAtMost(int64_t blockN) {
+  int64_t g = 128;
+  for (int64_t a = blockN % 128; a != 0;) {
+    int64_t t = g % a;
+    g = a;
+    a = t;
+  }
+  return blockN <= 128 + g;
+}
+
+int maxWgmmaStages(KernelConfig cfg) {
+  cfg.stages = 8;
+  while (cfg.stages > 2 &&
+         WgmmaLayout(cfg).totalBytes() > kMaxSharedBytesPerBlock)
+    --cfg.stages;
+  return cfg.stages;
+}
+
+namespace {
+
+Violation refuse(const char *key, std::string message) {
+  return {std::string("tuning.") + key, std::move(message)};
+}
+
+std::string quoted(const std::string &s) { return "\"" + s + "\""; }
+
+} // namespace
+
+std::optional<Violation> checkFamilyRequest(const GemmContract &c,
+                                            const Tuning &t) {
+  if (t.isAuto)
+    return std::nullopt;
+  if (!wgmmaImplements(c)) {
+    // Name the first knob the request sets, so a sweep error points at it.
+    const char *knob = t.blockM           ? "block_m"
+                       : t.blockN         ? "block_n"
+                       : t.stages         ? "stages"
+                       : t.raster != "auto" ? "raster"
+                       : t.cluster != 1   ? "cluster"
+                       : t.multicast != "none" ? "multicast"
+                       : t.numSms         ? "num_sms"
+                                          : nullptr;
+    if (knob)
+      return refuse(knob,
+                    "this contract selects the SIMT family (1x32 scales, "
+                    "groups sharing 128-row blocks, k_contiguous, "
+                    "accumulation or odd n), which has no tile, stages, "
+                    "raster, cluster or grid to tune; leave "
+                    "block_m/block_n/stages/raster/cluster/multicast/num_sms "
+                    "out or use \"tuning\": \"auto\"");
+    return std::nullopt;
+  }
+  const bool wgrad = c.grouping.kind == GroupingKind::KContiguous;
+  if (t.cluster == 2 && wgrad)
+    return refuse("cluster",
+                  "2 is not supported for k_contiguous yet; supported: 1");
+  if (t.cluster == 2 && t.multicast != "a")
+    return refuse("multicast",
+                  quoted(t.multicast) +
+                      " with cluster 2 is not supported; supported: \"a\" "
+                      "(the pair shares A across adjacent n-blocks)");
+  if (t.cluster == 1 && t.multicast != "none") {
+    // The suggestion must be a request that is accepted.
+    if (wgrad)
+      return refuse("multicast", quoted(t.multicast) +
+                                     " is not supported for k_contiguous "
+                                     "(no clusters there yet); supported: "
+                                     "\"none\"");
+    const std::string withCluster =
+        t.raster == "m" ? "\"cluster\": 2 and \"raster\": \"n\""
+                        : "\"cluster\": 2";
+    if (t.multicast == "a")
+      return refuse("multicast", "\"a\" needs " + withCluster);
+    return refuse("multicast", quoted(t.multicast) +
+                                   " is not supported; supported: \"none\", "
+                                   "or \"a\" with " +
+                                   withCluster);
+  }
+  if (t.cluster == 2 && t.raster == "m")
+    return refuse("raster", "\"m\" with cluster 2 is not supported; "
+                            "supported: \"n\" (the pair walks adjacent "
+                            "n-blocks)");
+  return std::nullopt;
+}
+
+std::optional<Violation> checkTileRequest(const Tuning &t) {
+  if (t.isAuto)
+    return std::nullopt;
+  if (t.blockM && t.blockM != 128)
+    return refuse("block_m", std::to_string(t.blockM) +
+                                 " is not supported; supported: 128 (two "
+                                 "consumer warpgroups of 64 rows)");
+  if (!t.blockN)
+    return std::nullopt;
+  if (t.blockN % 16 != 0 || t.blockN > kMaxWgmmaBlockN)
+    return refuse("block_n",
+                  std::to_string(t.blockN) +
+                      " is not supported; supported: multiples of 16 up to "
+                      "128, 144, 160, " +
+                      std::to_string(kMaxWgmmaBlockN) +
+                      " (accumulators and temporaries must fit in registers)");
+  if (!blockNSpansTwoScaleBlocksAtMost(t.blockN))
+    return refuse("block_n", std::to_string(t.blockN) +
+                                 " lets a tile span three 128-wide B scale "
+                                 "blocks; supported: 16..128, 144, 160, 192");
+  return std::nullopt;
+}
+
+std::string checkConfigConsistent(const KernelConfig &cfg) {
+  if (cfg.family == KernelFamily::Simt)
+    return cfg.threads == kSimtBlockThreads && cfg.sharedBytes == 0
+               ? ""
+               : "a simt kernel runs " + std::to_string(kSimtBlockThreads) +
+                     " threads without dynamic shared memory";
+  if (cfg.threads != kWgmmaThreads)
+    return "a wgmma kernel runs " + std::to_string(kWgmmaThreads) + " threads";
+  if (cfg.cluster < 1 || cfg.cluster > 2 || cfg.blockM % cfg.cluster != 0)
+    return "cluster " + std::to_string(cfg.cluster) + " does not split the tile";
+  if (cfg.blockK != WgmmaLayout::kSwizzleBytes || cfg.blockM != 128 ||
+      cfg.blockN < 16 || cfg.blockN > kMaxWgmmaBlockN || cfg.blockN % 16 != 0)
+    return "tile " + std::to_string(cfg.blockM) + "x" +
+           std::to_string(cfg.blockN) + "x" + std::to_string(cfg.blockK) +
+           " is not one the wgmma family builds";
+  if (cfg.stages < 2)
+    return "fewer than 2 stages";
+  const int64_t bytes = WgmmaLayout(cfg).totalBytes();
+  if (cfg.sharedBytes != bytes || bytes > kMaxSharedBytesPerBlock)
+    return "shared memory " + std::to_string(cfg.sharedBytes) +
+           " B does not match the layout's " + std::to_string(bytes) + " B";
+  return "";
+}
+
+std::optional<Violation> checkStagesRequest(const Tuning &t,
+                                            const KernelConfig &cfg) {
+  if (t.isAuto || !t.stages)
+    return std::nullopt;
+  KernelConfig asked = cfg;
+  asked.stages = int(t.stages);
+  const int64_t bytes = WgmmaLayout(asked).totalBytes();
+  if (t.stages >= 2 && bytes <= kMaxSharedBytesPerBlock)
+    return std::nullopt;
+  return refuse("stages", std::to_string(t.stages) + " needs " +
+                              std::to_string(bytes) +
+                              " B of shared memory with block_n " +
+                              std::to_string(cfg.blockN) + "; supported: 2.." +
+                              std::to_string(cfg.stages) + " (" +
+                              std::to_string(kMaxSharedBytesPerBlock) +
+                              " B per CTA)");
+}
+
+} // namespace qgemm

@@ -1,0 +1,61 @@
+//===- Heuristics.cpp - The configuration choices of the heuristic --------===//
+#include "qgemm/Kernels/Heuristics.h"
+#include "qgemm/Kernels/ConfigRules.h"
+#include "qgemm/Kernels/WgmmaLayout.h"
+
+#include <algorithm>
+
+namespace qgemm {
+
+KernelFamily heuristicFamily(const GemmContract &c) {
+  return wgmmaImplements(c) ? KernelFamily::Wgmma : KernelFamily::Simt;
+}
+
+// Measured on the H100 (bench/results/*tile-sweep*): 192-wide tiles beat
+// 128-wide ones by 0-10% on every MoE shape (fewer operand bytes through L2
+// per FLOP), so take 192 unless its last n-block pads more than 1/16 of n;
+// else the candidate that pads least, the wider on a tie.
+int heuristicBlockN(const GemmContract &c) {
+  // Output columns: n, or k for the weight gradient's (n, k) output.
+  const int64_t cols = c.grouping.kind == GroupingKind::KContiguous ? c.k : c.n;
+  auto waste = [&](int64_t bn) { return (cols + bn - 1) / bn * bn - cols; };
+  if (waste(192) * 16 <= cols)
+    return 192;
+  int best = 128;
+  for (int bn : {160, 144, 128, 112, 96, 64})
+    if (waste(bn) < waste(best) || (waste(bn) == waste(best) && bn > best))
+      best = bn;
+  return best;
+}
+
+int heuristicStages(const GemmContract &c, const KernelConfig &cfg) {
+  // As many stages as fit, up to 8.
+  int stages = maxWgmmaStages(cfg);
+  // The weight gradient reads blockN + blockM scales a K block, one L1 line
+  // each with COMPACT scales (a line holds 32 K blocks of a row): at most 4
+  // stages leave the L1 the room to keep them (H100,
+  // bench/results/raw/*wgrad-stage-sweep*: COMPACT 7-11% faster with 4
+  // stages than with 5, GEMM_READY unchanged within noise).
+  if (c.grouping.kind == GroupingKind::KContiguous)
+    stages = std::min(stages, 4);
+  return stages;
+}
+
+// bf16 D through shared memory and out as 16-byte row chunks: +10-27% on
+// m_contiguous (H100, bench/results/raw/*epilogue-staged*). Needs rows of
+// whole 16-byte chunks; f32 D (the weight gradient) already fills whole
+// sectors from registers.
+bool heuristicStagedEpilogue(const GemmContract &c) {
+  return c.d == ElemType::BF16 && c.n % 8 == 0 &&
+         c.grouping.kind != GroupingKind::KContiguous;
+}
+
+// m_contiguous walks n-block fastest within bands of 4 n-units: a wave of
+// 132 CTAs then covers ~33 m-blocks x 4 n-blocks, whose B band stays in L2
+// (H100, bench/results/raw/*raster-band*: +5-7% on the K = 7168 shapes,
+// neutral elsewhere; bands of 8 and 16 gain less).
+int heuristicRasterBand(const GemmContract &c, bool nFastest) {
+  return nFastest && c.grouping.kind == GroupingKind::MContiguous ? 4 : 0;
+}
+
+} // namespace qgemm

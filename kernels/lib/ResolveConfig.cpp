@@ -1,0 +1,50 @@
+//===- ResolveConfig.cpp - Contract + tuning request -> KernelConfig ------===//
+#include "qgemm/Kernels/ResolveConfig.h"
+#include "qgemm/Kernels/ConfigRules.h"
+#include "qgemm/Kernels/Heuristics.h"
+#include "qgemm/Kernels/WgmmaLayout.h"
+
+namespace qgemm {
+
+KernelConfig resolveKernelConfig(const GemmContract &c, const Tuning &t,
+                                 std::optional<Violation> *error) {
+  KernelConfig cfg;
+  std::optional<Violation> why = checkFamilyRequest(c, t);
+  auto finish = [&](KernelConfig out) {
+    if (error)
+      *error = why;
+    return out;
+  };
+  cfg.family = heuristicFamily(c);
+  if (cfg.family == KernelFamily::Simt)
+    return finish(cfg);
+
+  cfg.threads = kWgmmaThreads;
+  cfg.scalePerColumnB = c.grouping.kind == GroupingKind::KContiguous;
+  cfg.stagedEpilogue = heuristicStagedEpilogue(c);
+  if (!why)
+    why = checkTileRequest(t);
+  const bool explicitN = !t.isAuto && t.blockN;
+  cfg.blockN = explicitN && !why ? int(t.blockN) : heuristicBlockN(c);
+  cfg.stages = maxWgmmaStages(cfg);
+  if (!why)
+    why = checkStagesRequest(t, cfg);
+  cfg.stages = !t.isAuto && t.stages && !why ? int(t.stages)
+                                             : heuristicStages(c, cfg);
+  if (!t.isAuto) {
+    cfg.nFastest = t.raster != "m";
+    cfg.numSms = t.numSms;
+    cfg.cluster = int(t.cluster);
+  }
+  cfg.rasterBand = heuristicRasterBand(c, cfg.nFastest);
+  cfg.sharedBytes = WgmmaLayout(cfg).totalBytes();
+  return finish(cfg);
+}
+
+std::optional<Violation> checkTuning(const GemmContract &c, const Tuning &t) {
+  std::optional<Violation> why;
+  resolveKernelConfig(c, t, &why);
+  return why;
+}
+
+} // namespace qgemm
