@@ -58,6 +58,9 @@ const std::string &Kernel::ptx() const {
 const std::string &Kernel::cacheKey() const {
   return (state ? *state : emptyState()).key;
 }
+const KernelConfig &Kernel::config() const {
+  return (state ? *state : emptyState()).config;
+}
 bool Kernel::isLoaded() const {
   if (!state)
     return false;

@@ -187,6 +187,12 @@ TEST_CASE("cold compile, then memory hit, then disk hit", "[cache]") {
   CHECK(disk.stats.compileMillis == 0);
   CHECK(disk->ptx() == ptx);
   CHECK(disk->name() == kernelNameFor(spec));
+  // The configuration comes back with the PTX, not derived again.
+  CompileOutput compiled;
+  REQUIRE(compileSpec(spec, Emit::MLIR, compiled).ok());
+  REQUIRE(compiled.config);
+  CHECK(disk->config() == *compiled.config);
+  CHECK(disk->config().family == KernelFamily::Wgmma);
   CHECK(fresh.cacheStats().hits == 1);
   CHECK(fresh.getKernel(spec).stats.source == KernelSource::MemoryHit);
   fresh.clearMemoryCache();
@@ -229,7 +235,7 @@ TEST_CASE("damaged or foreign entries are rebuilt and replaced", "[cache]") {
        "bad magic"},
       {"future format version",
        [](std::string &b, const std::string &) { b[8] = 99; },
-       "format version 99, expected 1"},
+       "format version 99, expected 2"},
       {"another key's entry under this name",
        [&](std::string &b, const std::string &dir) {
          Runtime rt(noDriverOptions(dir));
@@ -277,6 +283,41 @@ TEST_CASE("damaged or foreign entries are rebuilt and replaced", "[cache]") {
     CHECK(rebuilt.ptx == goodPtx);
     Runtime again(noDriverOptions(dir.path));
     CHECK(again.getKernel(spec).stats.source == KernelSource::DiskHit);
+  }
+}
+
+TEST_CASE("an entry whose stored configuration is damaged is rebuilt",
+          "[cache]") {
+  Spec spec = gemmSpec("config");
+  const std::string key = cacheKeyFor(spec), identity = kernelIdentity(spec);
+  for (const char *damage : {"", "family=wgmma", "smem=1024"}) {
+    TempDir dir;
+    KernelConfig good;
+    {
+      Runtime rt(noDriverOptions(dir.path));
+      KernelResult first = rt.getKernel(spec);
+      REQUIRE(first.ok());
+      good = first->config();
+    }
+    // Rewrite the entry through the cache itself, so its checksum is valid
+    // and only the configuration is wrong.
+    KernelCache cache(dir.path);
+    CacheEntry e;
+    REQUIRE(cache.load(key, identity, e) == KernelCache::Lookup::Hit);
+    std::string text = encodeConfig(good);
+    if (std::string(damage) == "smem=1024")
+      text = text.substr(0, text.rfind("smem=")) + damage;
+    else
+      text = damage;
+    e.config = text;
+    REQUIRE(cache.store(key, e).ok());
+    Runtime rt(noDriverOptions(dir.path));
+    KernelResult again = rt.getKernel(spec);
+    INFO("stored configuration: \"" << text << "\"");
+    REQUIRE(again.ok());
+    CHECK(again.stats.source == KernelSource::Compiled);
+    CHECK_THAT(again.stats.cacheNote, Catch::Contains("rebuilt"));
+    CHECK(again->config() == good);
   }
 }
 

@@ -527,19 +527,19 @@ TEST_CASE("stable hash is FNV-1a 64", "[spec]") {
 
 TEST_CASE("explicit tuning", "[spec]") {
   Spec s = parseOne(patched(kGemmBase, R"({"tuning": {"block_m": 128,
-      "block_n": 112, "stages": 4, "cluster": 2, "multicast": "b",
+      "block_n": 112, "stages": 4, "cluster": 2, "multicast": "a",
       "raster": "n", "num_sms": 132}})"));
   CHECK_FALSE(s.tuning.isAuto);
   CHECK(s.tuning.blockM == 128);
   CHECK(s.tuning.blockN == 112);
   CHECK(s.tuning.stages == 4);
   CHECK(s.tuning.cluster == 2);
-  CHECK(s.tuning.multicast == "b");
+  CHECK(s.tuning.multicast == "a");
   CHECK(s.tuning.raster == "n");
   CHECK(s.tuning.numSms == 132);
   CHECK_THAT(s.canonicalJson,
              Catch::Contains(R"("tuning":{"block_m":128,"block_n":112,)"
-                             R"("cluster":2,"multicast":"b","num_sms":132,)"
+                             R"("cluster":2,"multicast":"a","num_sms":132,)"
                              R"("raster":"n","stages":4})"));
 
   // Knobs left out stay "compiler picks" and out of the canonical form.
@@ -550,6 +550,36 @@ TEST_CASE("explicit tuning", "[spec]") {
   CHECK_THAT(partial.canonicalJson,
              Catch::Contains(R"("tuning":{"cluster":1,"multicast":"none",)"
                              R"("num_sms":0,"raster":"auto"})"));
+}
+
+TEST_CASE("tuning is refused with the spec, at its file and JSON path",
+          "[spec][tuning]") {
+  auto direct = parseSpecText(
+      patched(kGemmBase, R"({"tuning": {"block_n": 192, "stages": 6}})"),
+      "dir/t.json");
+  REQUIRE_FALSE(direct.ok());
+  CHECK(direct.error().file == "dir/t.json");
+  CHECK(direct.error().path == "tuning.stages");
+  CHECK_THAT(direct.error().message, Catch::StartsWith("6 needs"));
+  // From a sweep: the entry and the index of the value.
+  auto swept = parseSpecText(
+      patched(kGemmBase, R"({"tuning": {"block_n": 192},
+                             "sweep": {"tuning.stages": [3, 4, 7]}})"),
+      "s.json");
+  REQUIRE_FALSE(swept.ok());
+  CHECK(swept.error().path == R"(sweep["tuning.stages"][2])");
+  CHECK_THAT(swept.error().message,
+             Catch::Contains("(in sweep point t__tuning.stages=7)"));
+  // num_sms on a contract only the SIMT family implements is refused, not
+  // ignored (it would split the cache identity of identical PTX).
+  auto simt = parseSpecText(
+      patched(kGemmBase, R"({"a": {"scale": {"block": [1, 32]}},
+                             "b": {"scale": {"block": [1, 32]}},
+                             "grouping": {"alignment": 32},
+                             "tuning": {"num_sms": 8}})"),
+      "m.json");
+  REQUIRE_FALSE(simt.ok());
+  CHECK(simt.error().path == "tuning.num_sms");
 }
 
 TEST_CASE("quantize specs", "[spec]") {
@@ -658,13 +688,13 @@ TEST_CASE("sweep values of every kind", "[spec]") {
 
   auto ok =
       parseSpecText(patched(kGemmBase, R"({"sweep": {"d.dtype": ["bf16", "f32"],
-                                       "tuning.cluster": [1, 2]}})"),
+                                       "tuning.raster": ["m", "n"]}})"),
                     "x.json");
   REQUIRE(ok.ok());
   REQUIRE(ok.value().size() == 4);
-  CHECK(ok.value()[3].name == "t__d.dtype=f32__tuning.cluster=2");
+  CHECK(ok.value()[3].name == "t__d.dtype=f32__tuning.raster=n");
   CHECK(ok.value()[3].gemm.d == ElemType::F32);
-  CHECK(ok.value()[3].tuning.cluster == 2);
+  CHECK(ok.value()[3].tuning.raster == "n");
   CHECK_FALSE(ok.value()[3].tuning.isAuto);
 
   auto quant =

@@ -20,6 +20,7 @@
 #include "qgemm/Compiler.h"
 #include "qgemm/Export.h"
 #include "qgemm/GemmArgs.h"
+#include "qgemm/KernelConfig.h"
 #include "qgemm/KernelCache.h"
 #include "qgemm/Spec.h"
 
@@ -45,6 +46,10 @@ public:
   const std::string &name() const; ///< PTX entry point
   const std::string &ptx() const;
   const std::string &cacheKey() const;
+  /// grouped_gemm: the configuration the kernel was built with and is
+  /// launched with (from the compiler, or stored with the PTX in the disk
+  /// cache); a default KernelConfig for other ops.
+  const KernelConfig &config() const;
   /// Whether a module of this kernel is loaded in any context.
   bool isLoaded() const;
 
