@@ -1,7 +1,7 @@
 //===- ScaleIndex.cpp - Scale layout formulas of LAYOUTS.md as IR ---------===//
 //
 // One function per formula table row; the CPU reference implements the same
-// table independently (runtime/lib/ScaleLayout.cpp) so tests compare two
+// table independently (testing/lib/ScaleLayout.cpp) so tests compare two
 // implementations, not one with itself.
 //
 //===----------------------------------------------------------------------===//
