@@ -14,7 +14,6 @@ using namespace qgemm::spec_detail;
 
 namespace {
 
-
 GroupingContract readGrouping(const ObjectReader &top) {
   ObjectReader r = top.child("grouping", kGroupingSchema);
   GroupingContract g;

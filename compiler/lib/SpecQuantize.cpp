@@ -15,7 +15,6 @@ using namespace qgemm::spec_detail;
 
 namespace {
 
-
 /// An output is produced only when its key is present (even as `{}`).
 std::optional<ScaleRecipe> readQuantOutput(const ObjectReader &top,
                                            const char *name, Block dflt) {

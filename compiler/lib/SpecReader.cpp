@@ -20,7 +20,6 @@ namespace {
 /// User strings echoed in messages are cut to this many bytes.
 constexpr size_t kMaxQuotedBytes = 64;
 
-
 } // namespace
 
 //===----------------------------------------------------------------------===//
