@@ -28,6 +28,15 @@ bool isValidName(const std::string &name) {
   return true;
 }
 
+/// Whether every knob of `t` says "the compiler picks".
+bool picksEverything(const Tuning &t) {
+  Tuning dflt;
+  return t.blockM == dflt.blockM && t.blockN == dflt.blockN &&
+         t.stages == dflt.stages && t.cluster == dflt.cluster &&
+         t.numSms == dflt.numSms && t.multicast == dflt.multicast &&
+         t.raster == dflt.raster;
+}
+
 Tuning readTuning(const ObjectReader &top) {
   Tuning t;
   const json *v = top.get("tuning");
@@ -53,6 +62,11 @@ Tuning readTuning(const ObjectReader &top) {
   t.numSms = r.integer("num_sms", 0, 1024, 0);
   t.multicast = r.choice("multicast", {"none", "a", "b"}, "none");
   t.raster = r.choice("raster", {"auto", "m", "n"}, "auto");
+  // An object that leaves every knob to the compiler ({}, or defaults
+  // spelled out) builds the heuristic's kernel, so it is "auto": one
+  // identity, not a second cache entry and kernel name for the same PTX.
+  if (picksEverything(t))
+    return Tuning();
   return t;
 }
 
