@@ -25,14 +25,37 @@ using namespace qgemm;
 
 namespace {
 
-/// A file bigger than this is not ours (PTX of one kernel is kilobytes).
-constexpr off_t kMaxEntryBytes = off_t(256) << 20;
+/// An entry is a 32-byte header, a 16-byte key and four length-prefixed
+/// fields, of which only the PTX is ever big (hundreds of KiB for the
+/// largest kernels). Anything bigger than this is damage or not ours, and is
+/// rejected from fstat alone: reading it first would let a huge or sparse
+/// file cost every process that asks for the kernel that much memory.
+constexpr off_t kMaxEntryBytes = off_t(64) << 20;
+constexpr const char *kMaxEntryText = "64 MiB";
 constexpr const char *kEntrySuffix = ".qgk";
 /// Temporary files are `<key>.qgk.tmp.XXXXXX`: never mistaken for entries.
 constexpr const char *kTempMarker = ".qgk.tmp.";
 
 std::string errnoText(const std::string &what, const std::string &path) {
   return what + " " + path + ": " + std::strerror(errno);
+}
+
+/// "a FIFO", "a directory", ... for messages about files that are not
+/// regular files.
+std::string fileTypeText(mode_t mode) {
+  if (S_ISDIR(mode))
+    return "a directory";
+  if (S_ISFIFO(mode))
+    return "a FIFO";
+  if (S_ISSOCK(mode))
+    return "a socket";
+  if (S_ISLNK(mode))
+    return "a symbolic link";
+  if (S_ISCHR(mode))
+    return "a character device";
+  if (S_ISBLK(mode))
+    return "a block device";
+  return "not a regular file";
 }
 
 /// mkdir -p with mode 0755 (subject to the umask, like mkdir(1)).
@@ -71,19 +94,36 @@ bool writeAll(int fd, const std::string &bytes) {
 /// Read a whole regular file; false with `why` set when it cannot be.
 bool readFile(const std::string &path, std::string &out, std::string &why,
               bool &exists) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO (or a device) must not wait for a writer, or
+  // every thread asking for this kernel hangs; it changes nothing for the
+  // regular files read below. O_NOFOLLOW: a link could point anywhere.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
   // ENOTDIR: the cache directory's path runs through a file; no entry.
   exists = fd >= 0 || (errno != ENOENT && errno != ENOTDIR);
   if (fd < 0) {
-    why = errnoText("cannot open", path);
+    int err = errno;
+    struct stat st;
+    // ELOOP (a symbolic link) and ENXIO (a socket) say little; name the type.
+    if (lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+      why = "not a regular file (" + fileTypeText(st.st_mode) + ")";
+    } else {
+      errno = err;
+      why = errnoText("cannot open", path);
+    }
     return false;
   }
   struct stat st;
-  bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-            st.st_size <= kMaxEntryBytes;
-  if (!ok) {
-    why = "not a regular file of at most 256 MiB";
-  } else {
+  bool ok = false;
+  if (fstat(fd, &st) != 0)
+    why = errnoText("cannot stat", path);
+  else if (!S_ISREG(st.st_mode))
+    why = "not a regular file (" + fileTypeText(st.st_mode) + ")";
+  else if (st.st_size > kMaxEntryBytes)
+    why = std::to_string(st.st_size) + " bytes, more than any entry can be (" +
+          kMaxEntryText + " at most); not read";
+  else
+    ok = true;
+  if (ok) {
     out.resize(static_cast<size_t>(st.st_size));
     size_t done = 0;
     while (ok && done < out.size()) {
@@ -184,6 +224,12 @@ Status KernelCache::store(const std::string &key, const CacheEntry &entry) {
   };
   if (Status st = makeDirectories(dir); !st.ok())
     return fail(st);
+  std::string bytes = cache::encode(key, entry);
+  // load() would reject it: writing it would only cost a rebuild each time.
+  if (bytes.size() > size_t(kMaxEntryBytes))
+    return fail(Status::user("the entry of " + std::to_string(bytes.size()) +
+                             " bytes is larger than an entry may be (" +
+                             kMaxEntryText + ")"));
   std::string target = entryPath(key);
   std::vector<char> tmp(target.begin(), target.end());
   const char *suffix = ".tmp.XXXXXX";
@@ -194,8 +240,7 @@ Status KernelCache::store(const std::string &key, const CacheEntry &entry) {
   std::string tmpPath = tmp.data();
   // mkstemp makes 0600 files; entries are meant to be shared like the
   // directory (0755) is.
-  bool ok = fchmod(fd, 0644) == 0 && writeAll(fd, cache::encode(key, entry)) &&
-            fsync(fd) == 0;
+  bool ok = fchmod(fd, 0644) == 0 && writeAll(fd, bytes) && fsync(fd) == 0;
   std::string err = ok ? "" : errnoText("cannot write", tmpPath);
   if (::close(fd) != 0 && ok) {
     ok = false;

@@ -17,7 +17,9 @@
 #include <catch2/catch.hpp>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <ftw.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -31,6 +33,7 @@
 #include <ctime>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <iterator>
 #include <set>
 #include <string>
@@ -82,6 +85,19 @@ bool holdsValidEntry(const std::string &dir, const Spec &spec) {
   return cache.load(cacheKeyFor(spec), kernelIdentity(spec), e) ==
              KernelCache::Lookup::Hit &&
          e.kernelName == kernelNameFor(spec) && !e.ptx.empty();
+}
+
+/// Runs `f` on another thread. Still running after `seconds` fails the test;
+/// `unblock` then lets it finish, so a regression fails instead of hanging.
+template <typename F>
+auto finishesWithin(int seconds, F f, const std::function<void()> &unblock) {
+  auto pending = std::async(std::launch::async, f);
+  if (pending.wait_for(std::chrono::seconds(seconds)) !=
+      std::future_status::ready) {
+    FAIL_CHECK("still running after " << seconds << " s");
+    unblock();
+  }
+  return pending.get();
 }
 
 struct EnvVar {
@@ -324,6 +340,82 @@ TEST_CASE("a cache directory that cannot be written costs only the cache",
   CHECK(rt.cacheStats().writeFailures == 1);
   CHECK(rt.getKernel(gemmSpec("unwritable")).stats.source ==
         KernelSource::MemoryHit);
+}
+
+TEST_CASE("a FIFO at an entry's path is rejected without blocking",
+          "[cache]") {
+  TempDir dir;
+  Spec spec = gemmSpec("fifo");
+  std::string key = cacheKeyFor(spec);
+  KernelCache cache(dir.path);
+  std::string path = cache.entryPath(key);
+  REQUIRE(mkfifo(path.c_str(), 0600) == 0);
+  // A blocked open(O_RDONLY) of a FIFO returns once a writer comes and goes.
+  auto unblock = [&] {
+    int w = ::open(path.c_str(), O_WRONLY | O_NONBLOCK);
+    if (w >= 0)
+      ::close(w);
+  };
+
+  CacheEntry out;
+  std::string why;
+  KernelCache::Lookup found = finishesWithin(
+      20, [&] { return cache.load(key, kernelIdentity(spec), out, &why); },
+      unblock);
+  CHECK(found == KernelCache::Lookup::Rejected);
+  CHECK(why == path + ": not a regular file (a FIFO)");
+
+  Runtime rt(noDriverOptions(dir.path));
+  KernelResult k =
+      finishesWithin(20, [&] { return rt.getKernel(spec); }, unblock);
+  REQUIRE(k.ok());
+  CHECK(k.stats.source == KernelSource::Compiled);
+  CHECK(k.stats.cacheNote ==
+        "rejected " + path + ": not a regular file (a FIFO); rebuilt");
+  // The rebuilt entry replaced the FIFO.
+  struct stat st;
+  REQUIRE(lstat(path.c_str(), &st) == 0);
+  CHECK(S_ISREG(st.st_mode));
+  Runtime again(noDriverOptions(dir.path));
+  CHECK(again.getKernel(spec).stats.source == KernelSource::DiskHit);
+}
+
+TEST_CASE("an entry larger than any entry can be is rejected unread",
+          "[cache]") {
+  TempDir dir;
+  Spec spec = gemmSpec("sparse");
+  std::string key = cacheKeyFor(spec);
+  KernelCache cache(dir.path);
+  std::string path = cache.entryPath(key);
+  // 200 MiB that take no disk space: only reading them would cost memory.
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  REQUIRE(fd >= 0);
+  REQUIRE(ftruncate(fd, off_t(200) << 20) == 0);
+  ::close(fd);
+
+  struct rusage before, after;
+  getrusage(RUSAGE_SELF, &before);
+  auto start = std::chrono::steady_clock::now();
+  CacheEntry out;
+  std::string why;
+  CHECK(cache.load(key, kernelIdentity(spec), out, &why) ==
+        KernelCache::Lookup::Rejected);
+  double seconds = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - start)
+                       .count();
+  getrusage(RUSAGE_SELF, &after);
+  CHECK(seconds < 1.0);
+  CHECK(why == path + ": 209715200 bytes, more than any entry can be "
+                      "(64 MiB at most); not read");
+  // ru_maxrss is the peak in KiB; reading the file would raise it 200 MiB.
+  CHECK(after.ru_maxrss - before.ru_maxrss < 64 * 1024);
+
+  Runtime rt(noDriverOptions(dir.path));
+  KernelResult k = rt.getKernel(spec);
+  REQUIRE(k.ok());
+  CHECK(k.stats.source == KernelSource::Compiled);
+  CHECK_THAT(k.stats.cacheNote, Catch::Contains("209715200 bytes"));
+  CHECK(holdsValidEntry(dir.path, spec)); // replaced
 }
 
 TEST_CASE("diskCache off keeps kernels in memory only", "[cache]") {

@@ -77,7 +77,9 @@ public:
   /// Read and verify the entry of `key`. Rejected entries are left in place
   /// for the caller's store() to replace: deleting them here could delete a
   /// good entry another process just published under the same name.
-  /// `why` (optional) says why an entry was rejected.
+  /// Never blocks on what sits at the entry's path (a FIFO, a device) and
+  /// never reads a file larger than an entry can be. `why` (optional) says
+  /// why an entry was rejected.
   Lookup load(const std::string &key, const std::string &identity,
               CacheEntry &out, std::string *why = nullptr);
 
