@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -35,6 +36,9 @@ constexpr const char *kMaxEntryText = "64 MiB";
 constexpr const char *kEntrySuffix = ".qgk";
 /// Temporary files are `<key>.qgk.tmp.XXXXXX`: never mistaken for entries.
 constexpr const char *kTempMarker = ".qgk.tmp.";
+/// A non-empty directory found at an entry's path is moved aside to
+/// `<key>.qgk.stale.XXXXXX`, never deleted (it may hold someone's files).
+constexpr const char *kStaleSuffix = ".stale.XXXXXX";
 
 std::string errnoText(const std::string &what, const std::string &path) {
   return what + " " + path + ": " + std::strerror(errno);
@@ -143,6 +147,37 @@ bool readFile(const std::string &path, std::string &out, std::string &why,
   return ok;
 }
 
+/// Clears the way for an entry whose path holds a directory (rename cannot
+/// replace a directory with a file, so the kernel would never be cached
+/// again): an empty one is removed, a non-empty one renamed aside to a
+/// unique `.stale` name. `note` says what was moved where. Succeeds, too,
+/// when another process cleared it first.
+Status clearDirectoryAt(const std::string &target, std::string &note) {
+  struct stat st;
+  if (lstat(target.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return Status(); // Gone already, or not a directory: retry the rename.
+  if (rmdir(target.c_str()) == 0 || errno == ENOENT)
+    return Status();
+  if (errno != ENOTEMPTY && errno != EEXIST)
+    return Status::user(errnoText("cannot remove the directory at", target));
+  // mkdtemp makes a unique empty directory; rename() replaces an empty
+  // directory atomically, so nothing can be lost between the two.
+  std::vector<char> stale(target.begin(), target.end());
+  stale.insert(stale.end(), kStaleSuffix,
+               kStaleSuffix + std::strlen(kStaleSuffix) + 1);
+  if (!mkdtemp(stale.data()))
+    return Status::user(errnoText("cannot create a directory next to", target));
+  if (std::rename(target.c_str(), stale.data()) != 0) {
+    Status st = Status::user("cannot move the directory " + target +
+                             " aside to " + stale.data() + ": " +
+                             std::strerror(errno));
+    rmdir(stale.data());
+    return st;
+  }
+  note = "moved the directory at " + target + " aside to " + stale.data();
+  return Status();
+}
+
 std::string tuningText(const Tuning &t) {
   if (t.isAuto)
     return "auto";
@@ -217,7 +252,8 @@ KernelCache::Lookup KernelCache::load(const std::string &key,
   return Lookup::Rejected;
 }
 
-Status KernelCache::store(const std::string &key, const CacheEntry &entry) {
+Status KernelCache::store(const std::string &key, const CacheEntry &entry,
+                          std::string *note) {
   auto fail = [&](Status st) {
     ++writeFailures;
     return st;
@@ -246,9 +282,27 @@ Status KernelCache::store(const std::string &key, const CacheEntry &entry) {
     ok = false;
     err = errnoText("cannot write", tmpPath);
   }
-  if (ok && std::rename(tmpPath.c_str(), target.c_str()) != 0) {
-    ok = false;
-    err = errnoText("cannot rename " + tmpPath + " to", target);
+  // rename() replaces any file (a FIFO, a link, a damaged entry) but not a
+  // directory; clear a directory out of the way and try again. A few tries:
+  // another process may put its entry (a file: fine) or, in theory, another
+  // directory there in between.
+  for (int attempt = 0; ok; ++attempt) {
+    if (std::rename(tmpPath.c_str(), target.c_str()) == 0)
+      break;
+    int renameErrno = errno;
+    std::string moved;
+    Status cleared = Status::user(""); // Not a directory: a plain failure.
+    if (renameErrno == EISDIR && attempt < 3)
+      cleared = clearDirectoryAt(target, moved);
+    if (!moved.empty() && note)
+      *note += (note->empty() ? "" : "; ") + moved;
+    if (!cleared.ok()) {
+      ok = false;
+      errno = renameErrno;
+      err = cleared.message.empty()
+                ? errnoText("cannot rename " + tmpPath + " to", target)
+                : cleared.message;
+    }
   }
   if (!ok) {
     ::unlink(tmpPath.c_str());

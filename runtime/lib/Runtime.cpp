@@ -184,7 +184,11 @@ KernelResult Runtime::getKernel(const Spec &spec) {
     if (impl->disk) {
       CacheEntry fresh{out.kernelName, out.ptx, identity,
                        metadataJson(spec, out)};
-      if (Status st = impl->disk->store(key, fresh); !st.ok())
+      std::string moved;
+      Status st = impl->disk->store(key, fresh, &moved);
+      if (!moved.empty())
+        r.stats.cacheNote += (r.stats.cacheNote.empty() ? "" : "; ") + moved;
+      if (!st.ok())
         r.stats.cacheNote += (r.stats.cacheNote.empty() ? "" : "; ") +
                              std::string("not cached: ") + st.message;
     }

@@ -380,6 +380,51 @@ TEST_CASE("a FIFO at an entry's path is rejected without blocking",
   CHECK(again.getKernel(spec).stats.source == KernelSource::DiskHit);
 }
 
+TEST_CASE("a directory at an entry's path is cleared away by the store",
+          "[cache]") {
+  Spec spec = gemmSpec("dir_entry");
+  std::string key = cacheKeyFor(spec);
+  for (bool empty : {true, false}) {
+    INFO((empty ? "an empty directory" : "a directory with a file in it"));
+    TempDir dir;
+    std::string path = dir.path + "/" + key + ".qgk";
+    REQUIRE(mkdir(path.c_str(), 0700) == 0);
+    if (!empty)
+      writeBytes(path + "/notes.txt", "someone's file");
+
+    Runtime rt(noDriverOptions(dir.path));
+    KernelResult k = rt.getKernel(spec);
+    REQUIRE(k.ok());
+    CHECK(k.stats.source == KernelSource::Compiled);
+    CHECK_THAT(k.stats.cacheNote,
+               Catch::StartsWith("rejected " + path +
+                                 ": not a regular file (a directory); "
+                                 "rebuilt"));
+    CHECK(rt.cacheStats().writes == 1);
+    CHECK(rt.cacheStats().writeFailures == 0);
+    CHECK(holdsValidEntry(dir.path, spec));
+    // The second getKernel (a fresh process, in effect) is a disk hit.
+    Runtime again(noDriverOptions(dir.path));
+    CHECK(again.getKernel(spec).stats.source == KernelSource::DiskHit);
+
+    std::vector<std::string> names = listDir(dir.path);
+    if (empty) {
+      CHECK(names == std::vector<std::string>{key + ".qgk"});
+      CHECK_THAT(k.stats.cacheNote, !Catch::Contains("moved"));
+    } else {
+      // Moved aside, never deleted: the file in it is intact.
+      REQUIRE(names.size() == 2);
+      CHECK(names[0] == key + ".qgk");
+      CHECK_THAT(names[1], Catch::StartsWith(key + ".qgk.stale."));
+      CHECK_THAT(k.stats.cacheNote,
+                 Catch::EndsWith("; moved the directory at " + path +
+                                 " aside to " + dir.path + "/" + names[1]));
+      CHECK(readBytes(dir.path + "/" + names[1] + "/notes.txt") ==
+            "someone's file");
+    }
+  }
+}
+
 TEST_CASE("an entry larger than any entry can be is rejected unread",
           "[cache]") {
   TempDir dir;

@@ -85,7 +85,10 @@ public:
 
   /// Publish `entry` under `key`: write a unique temporary file in the
   /// directory, fsync it, rename it over `<key>.qgk`, fsync the directory.
-  Status store(const std::string &key, const CacheEntry &entry);
+  /// A directory at `<key>.qgk` is removed when empty, else renamed aside to
+  /// `<key>.qgk.stale.XXXXXX`, and `note` (optional) says so.
+  Status store(const std::string &key, const CacheEntry &entry,
+               std::string *note = nullptr);
 
   /// Remove temporary files older than `maxAgeSeconds` that crashed writers
   /// left behind (live writers finish within seconds). Returns how many.
