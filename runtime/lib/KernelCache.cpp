@@ -62,7 +62,48 @@ std::string fileTypeText(mode_t mode) {
   return "not a regular file";
 }
 
-/// mkdir -p with mode 0755 (subject to the umask, like mkdir(1)).
+/// Whether `dir` may hold kernels this process will run. Whoever can write
+/// the directory can plant PTX that every process of this user loads, so,
+/// like ssh with ~/.ssh, a directory that group or others can write, or that
+/// another user owns, is refused (and left alone: changing its mode behind
+/// the user's back could break whoever shares it on purpose). Root-owned
+/// directories are trusted, as root can replace any file anyway. `missing`
+/// (when given) is set instead of failing when the directory does not exist.
+Status checkDirectoryTrusted(const std::string &dir, bool *missing = nullptr) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0) {
+    // ENOTDIR: the path runs through a file; nothing is cached there.
+    if (missing && (errno == ENOENT || errno == ENOTDIR)) {
+      *missing = true;
+      return Status();
+    }
+    return Status::user(errnoText("cannot use kernel cache directory", dir));
+  }
+  if (!S_ISDIR(st.st_mode))
+    return Status::user("kernel cache path " + dir + " is not a directory");
+  uid_t me = geteuid();
+  if (st.st_uid != me && st.st_uid != 0)
+    return Status::user("cache directory " + dir + " is owned by uid " +
+                        std::to_string(st.st_uid) + ", not by this user (uid " +
+                        std::to_string(me) + "); not using it");
+  if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+    const char *who = (st.st_mode & S_IWGRP) && (st.st_mode & S_IWOTH)
+                          ? "group and others"
+                      : (st.st_mode & S_IWGRP) ? "group"
+                                               : "others";
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o",
+                  static_cast<unsigned>(st.st_mode & 07777));
+    return Status::user("cache directory " + dir + " is writable by " + who +
+                        " (mode " + mode + "); not using it: chmod 700 " + dir);
+  }
+  return Status();
+}
+
+/// mkdir -p with mode 0700: the directories the cache creates (its own and
+/// any missing parents, e.g. ~/.cache) are private, as XDG asks of cache
+/// directories. Existing ones are left as they are and judged by
+/// checkDirectoryTrusted.
 Status makeDirectories(const std::string &path) {
   if (path.empty())
     return Status::user("no kernel cache directory");
@@ -71,15 +112,12 @@ Status makeDirectories(const std::string &path) {
   while (pos != std::string::npos) {
     pos = path.find('/', pos + 1);
     partial = path.substr(0, pos);
-    if (partial.empty() || mkdir(partial.c_str(), 0755) == 0 || errno == EEXIST)
+    if (partial.empty() || mkdir(partial.c_str(), 0700) == 0 || errno == EEXIST)
       continue;
     return Status::user(
         errnoText("cannot create kernel cache directory", partial));
   }
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    return Status::user("kernel cache path " + path + " is not a directory");
-  return Status();
+  return checkDirectoryTrusted(path);
 }
 
 bool writeAll(int fd, const std::string &bytes) {
@@ -229,6 +267,14 @@ std::string KernelCache::entryPath(const std::string &key) const {
 KernelCache::Lookup KernelCache::load(const std::string &key,
                                       const std::string &identity,
                                       CacheEntry &out, std::string *why) {
+  out = CacheEntry();
+  // Nothing is read from a directory others could have written into; the
+  // caller's store() reports why, so this is a plain miss.
+  bool missing = false;
+  if (!checkDirectoryTrusted(dir, &missing).ok() || missing) {
+    ++misses;
+    return Lookup::Miss;
+  }
   std::string bytes, reason;
   bool exists = false;
   if (!readFile(entryPath(key), bytes, reason, exists)) {
@@ -274,8 +320,9 @@ Status KernelCache::store(const std::string &key, const CacheEntry &entry,
   if (fd < 0)
     return fail(Status::user(errnoText("cannot create a file in", dir)));
   std::string tmpPath = tmp.data();
-  // mkstemp makes 0600 files; entries are meant to be shared like the
-  // directory (0755) is.
+  // mkstemp makes 0600 files; entries are readable by whoever may list the
+  // directory (private unless its owner opened it for reading), never
+  // writable by others.
   bool ok = fchmod(fd, 0644) == 0 && writeAll(fd, bytes) && fsync(fd) == 0;
   std::string err = ok ? "" : errnoText("cannot write", tmpPath);
   if (::close(fd) != 0 && ok) {
@@ -319,6 +366,9 @@ Status KernelCache::store(const std::string &key, const CacheEntry &entry,
 }
 
 int KernelCache::removeStaleTemporaries(int64_t maxAgeSeconds) {
+  // Not even unlinks in a directory others can write (store() says why).
+  if (!checkDirectoryTrusted(dir).ok())
+    return 0;
   DIR *d = opendir(dir.c_str());
   if (!d)
     return 0;

@@ -463,6 +463,86 @@ TEST_CASE("an entry larger than any entry can be is rejected unread",
   CHECK(holdsValidEntry(dir.path, spec)); // replaced
 }
 
+TEST_CASE("the cache creates its directories private", "[cache]") {
+  TempDir dir;
+  KernelCache cache(dir.path + "/parent/child/qgemm");
+  REQUIRE(cache.store("k1", CacheEntry{"qgemm_k", "ptx", "id", "{}"}).ok());
+  for (const char *sub : {"/parent", "/parent/child", "/parent/child/qgemm"}) {
+    INFO(sub);
+    struct stat st;
+    REQUIRE(stat((dir.path + sub).c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 0700);
+  }
+}
+
+TEST_CASE("a cache directory others can write or own is not used",
+          "[cache]") {
+  TempDir dir;
+  Spec spec = gemmSpec("shared_dir");
+  std::string cacheDir = dir.path + "/cache";
+  std::string entry = cacheDir + "/" + cacheKeyFor(spec) + ".qgk";
+  REQUIRE(mkdir(cacheDir.c_str(), 0700) == 0);
+  // A stale temporary that the Runtime would otherwise sweep.
+  std::string stale = cacheDir + "/0123456789abcdef.qgk.tmp.AbCdEf";
+  writeBytes(stale, "half");
+  struct timeval old[2] = {{std::time(nullptr) - 7200, 0},
+                           {std::time(nullptr) - 7200, 0}};
+  REQUIRE(utimes(stale.c_str(), old) == 0);
+
+  struct Case {
+    mode_t mode;
+    const char *who;
+  };
+  for (Case c : {Case{0777, "group and others (mode 0777)"},
+                 Case{0770, "group (mode 0770)"},
+                 Case{01757, "others (mode 1757)"}}) {
+    INFO(c.who);
+    REQUIRE(chmod(cacheDir.c_str(), c.mode) == 0);
+    Runtime rt(noDriverOptions(cacheDir));
+    KernelResult k = rt.getKernel(spec);
+    REQUIRE(k.ok());
+    CHECK(k.stats.source == KernelSource::Compiled);
+    CHECK(k.stats.cacheNote == "not cached: cache directory " + cacheDir +
+                                   " is writable by " + c.who +
+                                   "; not using it: chmod 700 " + cacheDir);
+    CHECK(rt.cacheStats().writeFailures == 1);
+    // Nothing written, nothing swept.
+    CHECK(listDir(cacheDir) ==
+          std::vector<std::string>{"0123456789abcdef.qgk.tmp.AbCdEf"});
+  }
+
+  // An entry published while the directory was private is not trusted once
+  // others can write the directory: it could be anyone's by now.
+  REQUIRE(chmod(cacheDir.c_str(), 0700) == 0);
+  {
+    Runtime rt(noDriverOptions(cacheDir));
+    REQUIRE(rt.getKernel(spec).stats.cacheNote.empty());
+  }
+  REQUIRE(holdsValidEntry(cacheDir, spec));
+  REQUIRE(chmod(cacheDir.c_str(), 0777) == 0);
+  {
+    Runtime rt(noDriverOptions(cacheDir));
+    CHECK(rt.getKernel(spec).stats.source == KernelSource::Compiled);
+    CHECK(rt.cacheStats().hits == 0);
+  }
+
+  // Owned by another user (only root can make one here).
+  REQUIRE(chmod(cacheDir.c_str(), 0700) == 0);
+  if (geteuid() == 0) {
+    REQUIRE(chown(cacheDir.c_str(), 12345, 12345) == 0);
+    Runtime rt(noDriverOptions(cacheDir));
+    KernelResult k = rt.getKernel(spec);
+    REQUIRE(k.ok());
+    CHECK(k.stats.source == KernelSource::Compiled);
+    CHECK(k.stats.cacheNote ==
+          "not cached: cache directory " + cacheDir +
+              " is owned by uid 12345, not by this user (uid 0); not using "
+              "it");
+  } else {
+    WARN("not root: the directory owned by another user is not tested");
+  }
+}
+
 TEST_CASE("diskCache off keeps kernels in memory only", "[cache]") {
   TempDir dir;
   RuntimeOptions o = noDriverOptions(dir.path);
