@@ -128,7 +128,8 @@ std::string kernelNameFor(const Spec &spec) {
   constexpr size_t kMaxNamePartChars = 200;
   std::string part;
   for (char ch : spec.name)
-    part += (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_') ? ch : '_';
+    part +=
+        (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_') ? ch : '_';
   if (part.size() > kMaxNamePartChars)
     part.resize(kMaxNamePartChars);
   return "qgemm_" + part + "_" + spec.hash.substr(0, 8);

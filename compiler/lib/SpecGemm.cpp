@@ -71,10 +71,10 @@ GemmContract spec_detail::readGemm(const ObjectReader &top) {
   bool hasPaddingRows = c.grouping.kind == GroupingKind::MContiguous ||
                         c.grouping.kind == GroupingKind::MMasked;
   if (!hasPaddingRows && c.paddingRows != PaddingRows::Zero)
-    fail(d.at("padding_rows"),
-         quote(toString(c.paddingRows)) + " has no effect with grouping " +
-             quote(toString(c.grouping.kind)) +
-             " (no padding rows); leave it out");
+    fail(d.at("padding_rows"), quote(toString(c.paddingRows)) +
+                                   " has no effect with grouping " +
+                                   quote(toString(c.grouping.kind)) +
+                                   " (no padding rows); leave it out");
 
   if (top.get("c")) {
     ObjectReader acc = top.child("c", kAccumulatorSchema);

@@ -74,8 +74,8 @@ Tuning readTuning(const ObjectReader &top) {
 
 ObjectReader spec_detail::readHeader(const json &doc, Spec &spec) {
   if (!doc.is_object())
-    fail("", "the top level must be a JSON object (a spec), not " +
-                 typeName(doc));
+    fail("",
+         "the top level must be a JSON object (a spec), not " + typeName(doc));
   auto find = [&](const char *key) -> const json * {
     auto it = doc.find(key);
     return it == doc.end() ? nullptr : &*it;

@@ -206,9 +206,9 @@ Status clearDirectoryAt(const std::string &target, std::string &note) {
   if (!mkdtemp(stale.data()))
     return Status::user(errnoText("cannot create a directory next to", target));
   if (std::rename(target.c_str(), stale.data()) != 0) {
-    Status st = Status::user("cannot move the directory " + target +
-                             " aside to " + stale.data() + ": " +
-                             std::strerror(errno));
+    Status st =
+        Status::user("cannot move the directory " + target + " aside to " +
+                     stale.data() + ": " + std::strerror(errno));
     rmdir(stale.data());
     return st;
   }

@@ -342,8 +342,7 @@ TEST_CASE("a cache directory that cannot be written costs only the cache",
         KernelSource::MemoryHit);
 }
 
-TEST_CASE("a FIFO at an entry's path is rejected without blocking",
-          "[cache]") {
+TEST_CASE("a FIFO at an entry's path is rejected without blocking", "[cache]") {
   TempDir dir;
   Spec spec = gemmSpec("fifo");
   std::string key = cacheKeyFor(spec);
@@ -366,8 +365,8 @@ TEST_CASE("a FIFO at an entry's path is rejected without blocking",
   CHECK(why == path + ": not a regular file (a FIFO)");
 
   Runtime rt(noDriverOptions(dir.path));
-  KernelResult k =
-      finishesWithin(20, [&] { return rt.getKernel(spec); }, unblock);
+  KernelResult k = finishesWithin(
+      20, [&] { return rt.getKernel(spec); }, unblock);
   REQUIRE(k.ok());
   CHECK(k.stats.source == KernelSource::Compiled);
   CHECK(k.stats.cacheNote ==
@@ -445,9 +444,9 @@ TEST_CASE("an entry larger than any entry can be is rejected unread",
   std::string why;
   CHECK(cache.load(key, kernelIdentity(spec), out, &why) ==
         KernelCache::Lookup::Rejected);
-  double seconds = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - start)
-                       .count();
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   getrusage(RUSAGE_SELF, &after);
   CHECK(seconds < 1.0);
   CHECK(why == path + ": 209715200 bytes, more than any entry can be "
@@ -475,8 +474,7 @@ TEST_CASE("the cache creates its directories private", "[cache]") {
   }
 }
 
-TEST_CASE("a cache directory others can write or own is not used",
-          "[cache]") {
+TEST_CASE("a cache directory others can write or own is not used", "[cache]") {
   TempDir dir;
   Spec spec = gemmSpec("shared_dir");
   std::string cacheDir = dir.path + "/cache";
@@ -493,9 +491,9 @@ TEST_CASE("a cache directory others can write or own is not used",
     mode_t mode;
     const char *who;
   };
-  for (Case c : {Case{0777, "group and others (mode 0777)"},
-                 Case{0770, "group (mode 0770)"},
-                 Case{01757, "others (mode 1757)"}}) {
+  for (Case c :
+       {Case{0777, "group and others (mode 0777)"},
+        Case{0770, "group (mode 0770)"}, Case{01757, "others (mode 1757)"}}) {
     INFO(c.who);
     REQUIRE(chmod(cacheDir.c_str(), c.mode) == 0);
     Runtime rt(noDriverOptions(cacheDir));

@@ -568,8 +568,7 @@ TEST_CASE("explicit tuning", "[spec]") {
                              R"("num_sms":0,"raster":"m"})"));
 }
 
-TEST_CASE("settings that change nothing do not change the identity",
-          "[spec]") {
+TEST_CASE("settings that change nothing do not change the identity", "[spec]") {
   // An object that leaves every knob to the compiler builds the heuristic's
   // kernel: it is "auto", with one canonical form, hash and kernel name.
   Spec autoTuned = parseOne(kGemmBase);
@@ -596,16 +595,18 @@ TEST_CASE("settings that change nothing do not change the identity",
     std::string grouping =
         std::string(R"({"grouping": {"kind": ")") + kind + R"("}})";
     Spec plain = parseOne(patched(kGemmBase, grouping));
-    Spec spelled = parseOne(patched(
-        patched(kGemmBase, grouping).c_str(), R"({"d": {"padding_rows": "zero"}})"));
+    Spec spelled = parseOne(patched(patched(kGemmBase, grouping).c_str(),
+                                    R"({"d": {"padding_rows": "zero"}})"));
     CHECK(spelled.canonicalJson == plain.canonicalJson);
     CHECK(parseOne(plain.canonicalJson).hash == plain.hash);
   }
   // Where there are padding rows the choice is the user's.
   Spec zero = parseOne(patched(
-      kGemmBase, R"({"grouping": {"kind": "m_masked"}, "d": {"padding_rows": "zero"}})"));
+      kGemmBase,
+      R"({"grouping": {"kind": "m_masked"}, "d": {"padding_rows": "zero"}})"));
   Spec untouched = parseOne(patched(
-      kGemmBase, R"({"grouping": {"kind": "m_masked"}, "d": {"padding_rows": "untouched"}})"));
+      kGemmBase,
+      R"({"grouping": {"kind": "m_masked"}, "d": {"padding_rows": "untouched"}})"));
   CHECK(untouched.gemm.paddingRows == PaddingRows::Untouched);
   CHECK(untouched.hash != zero.hash);
 }
