@@ -122,10 +122,18 @@ void optimize(llvm::Module &m, llvm::TargetMachine &tm) {
 namespace qgemm {
 
 std::string kernelNameFor(const Spec &spec) {
-  std::string n = "qgemm_";
+  // Names become file names (`<kernel>.ptx`, at most 255 bytes on common
+  // file systems) and sweeps append `__path=value` per axis to the spec's
+  // name, so a long name part is cut; the hash suffix covers the whole
+  // identity, so the names stay unique. Shorter names are unchanged.
+  constexpr size_t kMaxNamePartChars = 200;
+  std::string part;
   for (char ch : spec.name)
-    n += (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_') ? ch : '_';
-  return n + "_" + spec.hash.substr(0, 8);
+    part +=
+        (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_') ? ch : '_';
+  if (part.size() > kMaxNamePartChars)
+    part.resize(kMaxNamePartChars);
+  return "qgemm_" + part + "_" + spec.hash.substr(0, 8);
 }
 
 std::string versionString() {

@@ -56,6 +56,17 @@ GemmContract spec_detail::readGemm(const ObjectReader &top) {
   c.d = d.enumeration("dtype", kContiguous ? ElemType::F32 : ElemType::BF16);
   c.paddingRows =
       d.enumeration("padding_rows", PaddingRows::Zero);
+  // Only m_contiguous and m_masked outputs have padding rows (LAYOUTS.md,
+  // "Grouping"). Elsewhere another value would be ignored yet split the
+  // kernel's identity, so it is refused; the default "zero" is what the
+  // canonical form says, and stays accepted so that form reads back.
+  bool hasPaddingRows = c.grouping.kind == GroupingKind::MContiguous ||
+                        c.grouping.kind == GroupingKind::MMasked;
+  if (!hasPaddingRows && c.paddingRows != PaddingRows::Zero)
+    fail(d.at("padding_rows"), quote(toString(c.paddingRows)) +
+                                   " has no effect with grouping " +
+                                   quote(toString(c.grouping.kind)) +
+                                   " (no padding rows); leave it out");
 
   if (top.get("c")) {
     ObjectReader acc = top.child("c", kAccumulatorSchema);

@@ -87,6 +87,13 @@ public:
     switch (event) {
     case json::parse_event_t::object_start:
     case json::parse_event_t::array_start:
+      // Said before anything inside is looked at: otherwise the first
+      // problem inside (a duplicate key of its first object, say) would be
+      // reported instead of the real one. Other non-objects are scalars,
+      // which readHeader reports with the same words.
+      if (frames.empty() && event == json::parse_event_t::array_start)
+        fail("", "the top level must be a JSON object (a spec), not an "
+                 "array");
       if (depth >= kMaxDepth)
         fail(currentPath(),
              "nesting deeper than " + std::to_string(kMaxDepth) + " levels");

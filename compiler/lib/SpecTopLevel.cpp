@@ -30,6 +30,15 @@ bool isValidName(const std::string &name) {
   return true;
 }
 
+/// Whether every knob of `t` says "the compiler picks".
+bool picksEverything(const Tuning &t) {
+  Tuning dflt;
+  return t.blockM == dflt.blockM && t.blockN == dflt.blockN &&
+         t.stages == dflt.stages && t.cluster == dflt.cluster &&
+         t.numSms == dflt.numSms && t.multicast == dflt.multicast &&
+         t.raster == dflt.raster;
+}
+
 Tuning readTuning(const ObjectReader &top) {
   Tuning t;
   const json *v = top.get("tuning");
@@ -55,6 +64,11 @@ Tuning readTuning(const ObjectReader &top) {
   t.numSms = r.integer("num_sms", 0, 1024, 0);
   t.multicast = r.choice("multicast", {"none", "a", "b"}, "none");
   t.raster = r.choice("raster", {"auto", "m", "n"}, "auto");
+  // An object that leaves every knob to the compiler ({}, or defaults
+  // spelled out) builds the heuristic's kernel, so it is "auto": one
+  // identity, not a second cache entry and kernel name for the same PTX.
+  if (picksEverything(t))
+    return Tuning();
   return t;
 }
 
@@ -62,7 +76,8 @@ Tuning readTuning(const ObjectReader &top) {
 
 ObjectReader spec_detail::readHeader(const json &doc, Spec &spec) {
   if (!doc.is_object())
-    fail("", "the top level must be a JSON object, got " + typeName(doc));
+    fail("",
+         "the top level must be a JSON object (a spec), not " + typeName(doc));
   auto find = [&](const char *key) -> const json * {
     auto it = doc.find(key);
     return it == doc.end() ? nullptr : &*it;

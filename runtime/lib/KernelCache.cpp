@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -25,17 +26,84 @@ using namespace qgemm;
 
 namespace {
 
-/// A file bigger than this is not ours (PTX of one kernel is kilobytes).
-constexpr off_t kMaxEntryBytes = off_t(256) << 20;
+/// An entry is a 32-byte header, a 16-byte key and four length-prefixed
+/// fields, of which only the PTX is ever big (hundreds of KiB for the
+/// largest kernels). Anything bigger than this is damage or not ours, and is
+/// rejected from fstat alone: reading it first would let a huge or sparse
+/// file cost every process that asks for the kernel that much memory.
+constexpr off_t kMaxEntryBytes = off_t(64) << 20;
+constexpr const char *kMaxEntryText = "64 MiB";
 constexpr const char *kEntrySuffix = ".qgk";
 /// Temporary files are `<key>.qgk.tmp.XXXXXX`: never mistaken for entries.
 constexpr const char *kTempMarker = ".qgk.tmp.";
+/// A non-empty directory found at an entry's path is moved aside to
+/// `<key>.qgk.stale.XXXXXX`, never deleted (it may hold someone's files).
+constexpr const char *kStaleSuffix = ".stale.XXXXXX";
 
 std::string errnoText(const std::string &what, const std::string &path) {
   return what + " " + path + ": " + std::strerror(errno);
 }
 
-/// mkdir -p with mode 0755 (subject to the umask, like mkdir(1)).
+/// "a FIFO", "a directory", ... for messages about files that are not
+/// regular files.
+std::string fileTypeText(mode_t mode) {
+  if (S_ISDIR(mode))
+    return "a directory";
+  if (S_ISFIFO(mode))
+    return "a FIFO";
+  if (S_ISSOCK(mode))
+    return "a socket";
+  if (S_ISLNK(mode))
+    return "a symbolic link";
+  if (S_ISCHR(mode))
+    return "a character device";
+  if (S_ISBLK(mode))
+    return "a block device";
+  return "not a regular file";
+}
+
+/// Whether `dir` may hold kernels this process will run. Whoever can write
+/// the directory can plant PTX that every process of this user loads, so,
+/// like ssh with ~/.ssh, a directory that group or others can write, or that
+/// another user owns, is refused (and left alone: changing its mode behind
+/// the user's back could break whoever shares it on purpose). Root-owned
+/// directories are trusted, as root can replace any file anyway. `missing`
+/// (when given) is set instead of failing when the directory does not exist.
+Status checkDirectoryTrusted(const std::string &dir, bool *missing = nullptr) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0) {
+    // ENOTDIR: the path runs through a file; nothing is cached there.
+    if (missing && (errno == ENOENT || errno == ENOTDIR)) {
+      *missing = true;
+      return Status();
+    }
+    return Status::user(errnoText("cannot use kernel cache directory", dir));
+  }
+  if (!S_ISDIR(st.st_mode))
+    return Status::user("kernel cache path " + dir + " is not a directory");
+  uid_t me = geteuid();
+  if (st.st_uid != me && st.st_uid != 0)
+    return Status::user("cache directory " + dir + " is owned by uid " +
+                        std::to_string(st.st_uid) + ", not by this user (uid " +
+                        std::to_string(me) + "); not using it");
+  if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+    const char *who = (st.st_mode & S_IWGRP) && (st.st_mode & S_IWOTH)
+                          ? "group and others"
+                      : (st.st_mode & S_IWGRP) ? "group"
+                                               : "others";
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o",
+                  static_cast<unsigned>(st.st_mode & 07777));
+    return Status::user("cache directory " + dir + " is writable by " + who +
+                        " (mode " + mode + "); not using it: chmod 700 " + dir);
+  }
+  return Status();
+}
+
+/// mkdir -p with mode 0700: the directories the cache creates (its own and
+/// any missing parents, e.g. ~/.cache) are private, as XDG asks of cache
+/// directories. Existing ones are left as they are and judged by
+/// checkDirectoryTrusted.
 Status makeDirectories(const std::string &path) {
   if (path.empty())
     return Status::user("no kernel cache directory");
@@ -44,15 +112,12 @@ Status makeDirectories(const std::string &path) {
   while (pos != std::string::npos) {
     pos = path.find('/', pos + 1);
     partial = path.substr(0, pos);
-    if (partial.empty() || mkdir(partial.c_str(), 0755) == 0 || errno == EEXIST)
+    if (partial.empty() || mkdir(partial.c_str(), 0700) == 0 || errno == EEXIST)
       continue;
     return Status::user(
         errnoText("cannot create kernel cache directory", partial));
   }
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    return Status::user("kernel cache path " + path + " is not a directory");
-  return Status();
+  return checkDirectoryTrusted(path);
 }
 
 bool writeAll(int fd, const std::string &bytes) {
@@ -71,19 +136,36 @@ bool writeAll(int fd, const std::string &bytes) {
 /// Read a whole regular file; false with `why` set when it cannot be.
 bool readFile(const std::string &path, std::string &out, std::string &why,
               bool &exists) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO (or a device) must not wait for a writer, or
+  // every thread asking for this kernel hangs; it changes nothing for the
+  // regular files read below. O_NOFOLLOW: a link could point anywhere.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
   // ENOTDIR: the cache directory's path runs through a file; no entry.
   exists = fd >= 0 || (errno != ENOENT && errno != ENOTDIR);
   if (fd < 0) {
-    why = errnoText("cannot open", path);
+    int err = errno;
+    struct stat st;
+    // ELOOP (a symbolic link) and ENXIO (a socket) say little; name the type.
+    if (lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+      why = "not a regular file (" + fileTypeText(st.st_mode) + ")";
+    } else {
+      errno = err;
+      why = errnoText("cannot open", path);
+    }
     return false;
   }
   struct stat st;
-  bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-            st.st_size <= kMaxEntryBytes;
-  if (!ok) {
-    why = "not a regular file of at most 256 MiB";
-  } else {
+  bool ok = false;
+  if (fstat(fd, &st) != 0)
+    why = errnoText("cannot stat", path);
+  else if (!S_ISREG(st.st_mode))
+    why = "not a regular file (" + fileTypeText(st.st_mode) + ")";
+  else if (st.st_size > kMaxEntryBytes)
+    why = std::to_string(st.st_size) + " bytes, more than any entry can be (" +
+          kMaxEntryText + " at most); not read";
+  else
+    ok = true;
+  if (ok) {
     out.resize(static_cast<size_t>(st.st_size));
     size_t done = 0;
     while (ok && done < out.size()) {
@@ -101,6 +183,37 @@ bool readFile(const std::string &path, std::string &out, std::string &why,
   }
   ::close(fd);
   return ok;
+}
+
+/// Clears the way for an entry whose path holds a directory (rename cannot
+/// replace a directory with a file, so the kernel would never be cached
+/// again): an empty one is removed, a non-empty one renamed aside to a
+/// unique `.stale` name. `note` says what was moved where. Succeeds, too,
+/// when another process cleared it first.
+Status clearDirectoryAt(const std::string &target, std::string &note) {
+  struct stat st;
+  if (lstat(target.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return Status(); // Gone already, or not a directory: retry the rename.
+  if (rmdir(target.c_str()) == 0 || errno == ENOENT)
+    return Status();
+  if (errno != ENOTEMPTY && errno != EEXIST)
+    return Status::user(errnoText("cannot remove the directory at", target));
+  // mkdtemp makes a unique empty directory; rename() replaces an empty
+  // directory atomically, so nothing can be lost between the two.
+  std::vector<char> stale(target.begin(), target.end());
+  stale.insert(stale.end(), kStaleSuffix,
+               kStaleSuffix + std::strlen(kStaleSuffix) + 1);
+  if (!mkdtemp(stale.data()))
+    return Status::user(errnoText("cannot create a directory next to", target));
+  if (std::rename(target.c_str(), stale.data()) != 0) {
+    Status st =
+        Status::user("cannot move the directory " + target + " aside to " +
+                     stale.data() + ": " + std::strerror(errno));
+    rmdir(stale.data());
+    return st;
+  }
+  note = "moved the directory at " + target + " aside to " + stale.data();
+  return Status();
 }
 
 std::string tuningText(const Tuning &t) {
@@ -154,6 +267,14 @@ std::string KernelCache::entryPath(const std::string &key) const {
 KernelCache::Lookup KernelCache::load(const std::string &key,
                                       const std::string &identity,
                                       CacheEntry &out, std::string *why) {
+  out = CacheEntry();
+  // Nothing is read from a directory others could have written into; the
+  // caller's store() reports why, so this is a plain miss.
+  bool missing = false;
+  if (!checkDirectoryTrusted(dir, &missing).ok() || missing) {
+    ++misses;
+    return Lookup::Miss;
+  }
   std::string bytes, reason;
   bool exists = false;
   if (!readFile(entryPath(key), bytes, reason, exists)) {
@@ -177,13 +298,20 @@ KernelCache::Lookup KernelCache::load(const std::string &key,
   return Lookup::Rejected;
 }
 
-Status KernelCache::store(const std::string &key, const CacheEntry &entry) {
+Status KernelCache::store(const std::string &key, const CacheEntry &entry,
+                          std::string *note) {
   auto fail = [&](Status st) {
     ++writeFailures;
     return st;
   };
   if (Status st = makeDirectories(dir); !st.ok())
     return fail(st);
+  std::string bytes = cache::encode(key, entry);
+  // load() would reject it: writing it would only cost a rebuild each time.
+  if (bytes.size() > size_t(kMaxEntryBytes))
+    return fail(Status::user("the entry of " + std::to_string(bytes.size()) +
+                             " bytes is larger than an entry may be (" +
+                             kMaxEntryText + ")"));
   std::string target = entryPath(key);
   std::vector<char> tmp(target.begin(), target.end());
   const char *suffix = ".tmp.XXXXXX";
@@ -192,18 +320,36 @@ Status KernelCache::store(const std::string &key, const CacheEntry &entry) {
   if (fd < 0)
     return fail(Status::user(errnoText("cannot create a file in", dir)));
   std::string tmpPath = tmp.data();
-  // mkstemp makes 0600 files; entries are meant to be shared like the
-  // directory (0755) is.
-  bool ok = fchmod(fd, 0644) == 0 && writeAll(fd, cache::encode(key, entry)) &&
-            fsync(fd) == 0;
+  // mkstemp makes 0600 files; entries are readable by whoever may list the
+  // directory (private unless its owner opened it for reading), never
+  // writable by others.
+  bool ok = fchmod(fd, 0644) == 0 && writeAll(fd, bytes) && fsync(fd) == 0;
   std::string err = ok ? "" : errnoText("cannot write", tmpPath);
   if (::close(fd) != 0 && ok) {
     ok = false;
     err = errnoText("cannot write", tmpPath);
   }
-  if (ok && std::rename(tmpPath.c_str(), target.c_str()) != 0) {
-    ok = false;
-    err = errnoText("cannot rename " + tmpPath + " to", target);
+  // rename() replaces any file (a FIFO, a link, a damaged entry) but not a
+  // directory; clear a directory out of the way and try again. A few tries:
+  // another process may put its entry (a file: fine) or, in theory, another
+  // directory there in between.
+  for (int attempt = 0; ok; ++attempt) {
+    if (std::rename(tmpPath.c_str(), target.c_str()) == 0)
+      break;
+    int renameErrno = errno;
+    std::string moved;
+    Status cleared = Status::user(""); // Not a directory: a plain failure.
+    if (renameErrno == EISDIR && attempt < 3)
+      cleared = clearDirectoryAt(target, moved);
+    if (!moved.empty() && note)
+      *note += (note->empty() ? "" : "; ") + moved;
+    if (!cleared.ok()) {
+      ok = false;
+      errno = renameErrno;
+      err = cleared.message.empty()
+                ? errnoText("cannot rename " + tmpPath + " to", target)
+                : cleared.message;
+    }
   }
   if (!ok) {
     ::unlink(tmpPath.c_str());
@@ -220,6 +366,9 @@ Status KernelCache::store(const std::string &key, const CacheEntry &entry) {
 }
 
 int KernelCache::removeStaleTemporaries(int64_t maxAgeSeconds) {
+  // Not even unlinks in a directory others can write (store() says why).
+  if (!checkDirectoryTrusted(dir).ok())
+    return 0;
   DIR *d = opendir(dir.c_str());
   if (!d)
     return 0;

@@ -202,7 +202,11 @@ KernelResult Runtime::getKernel(const Spec &spec) {
       CacheEntry fresh{out.kernelName, out.ptx, identity,
                        metadataJson(spec, out),
                        out.config ? encodeConfig(*out.config) : ""};
-      if (Status st = impl->disk->store(key, fresh); !st.ok())
+      std::string moved;
+      Status st = impl->disk->store(key, fresh, &moved);
+      if (!moved.empty())
+        r.stats.cacheNote += (r.stats.cacheNote.empty() ? "" : "; ") + moved;
+      if (!st.ok())
         r.stats.cacheNote += (r.stats.cacheNote.empty() ? "" : "; ") +
                              std::string("not cached: ") + st.message;
     }

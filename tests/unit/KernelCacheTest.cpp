@@ -17,7 +17,9 @@
 #include <catch2/catch.hpp>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <ftw.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -31,6 +33,7 @@
 #include <ctime>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <iterator>
 #include <set>
 #include <string>
@@ -82,6 +85,19 @@ bool holdsValidEntry(const std::string &dir, const Spec &spec) {
   return cache.load(cacheKeyFor(spec), kernelIdentity(spec), e) ==
              KernelCache::Lookup::Hit &&
          e.kernelName == kernelNameFor(spec) && !e.ptx.empty();
+}
+
+/// Runs `f` on another thread. Still running after `seconds` fails the test;
+/// `unblock` then lets it finish, so a regression fails instead of hanging.
+template <typename F>
+auto finishesWithin(int seconds, F f, const std::function<void()> &unblock) {
+  auto pending = std::async(std::launch::async, f);
+  if (pending.wait_for(std::chrono::seconds(seconds)) !=
+      std::future_status::ready) {
+    FAIL_CHECK("still running after " << seconds << " s");
+    unblock();
+  }
+  return pending.get();
 }
 
 struct EnvVar {
@@ -365,6 +381,205 @@ TEST_CASE("a cache directory that cannot be written costs only the cache",
   CHECK(rt.cacheStats().writeFailures == 1);
   CHECK(rt.getKernel(gemmSpec("unwritable")).stats.source ==
         KernelSource::MemoryHit);
+}
+
+TEST_CASE("a FIFO at an entry's path is rejected without blocking", "[cache]") {
+  TempDir dir;
+  Spec spec = gemmSpec("fifo");
+  std::string key = cacheKeyFor(spec);
+  KernelCache cache(dir.path);
+  std::string path = cache.entryPath(key);
+  REQUIRE(mkfifo(path.c_str(), 0600) == 0);
+  // A blocked open(O_RDONLY) of a FIFO returns once a writer comes and goes.
+  auto unblock = [&] {
+    int w = ::open(path.c_str(), O_WRONLY | O_NONBLOCK);
+    if (w >= 0)
+      ::close(w);
+  };
+
+  CacheEntry out;
+  std::string why;
+  KernelCache::Lookup found = finishesWithin(
+      20, [&] { return cache.load(key, kernelIdentity(spec), out, &why); },
+      unblock);
+  CHECK(found == KernelCache::Lookup::Rejected);
+  CHECK(why == path + ": not a regular file (a FIFO)");
+
+  Runtime rt(noDriverOptions(dir.path));
+  KernelResult k = finishesWithin(
+      20, [&] { return rt.getKernel(spec); }, unblock);
+  REQUIRE(k.ok());
+  CHECK(k.stats.source == KernelSource::Compiled);
+  CHECK(k.stats.cacheNote ==
+        "rejected " + path + ": not a regular file (a FIFO); rebuilt");
+  // The rebuilt entry replaced the FIFO.
+  struct stat st;
+  REQUIRE(lstat(path.c_str(), &st) == 0);
+  CHECK(S_ISREG(st.st_mode));
+  Runtime again(noDriverOptions(dir.path));
+  CHECK(again.getKernel(spec).stats.source == KernelSource::DiskHit);
+}
+
+TEST_CASE("a directory at an entry's path is cleared away by the store",
+          "[cache]") {
+  Spec spec = gemmSpec("dir_entry");
+  std::string key = cacheKeyFor(spec);
+  for (bool empty : {true, false}) {
+    INFO((empty ? "an empty directory" : "a directory with a file in it"));
+    TempDir dir;
+    std::string path = dir.path + "/" + key + ".qgk";
+    REQUIRE(mkdir(path.c_str(), 0700) == 0);
+    if (!empty)
+      writeBytes(path + "/notes.txt", "someone's file");
+
+    Runtime rt(noDriverOptions(dir.path));
+    KernelResult k = rt.getKernel(spec);
+    REQUIRE(k.ok());
+    CHECK(k.stats.source == KernelSource::Compiled);
+    CHECK_THAT(k.stats.cacheNote,
+               Catch::StartsWith("rejected " + path +
+                                 ": not a regular file (a directory); "
+                                 "rebuilt"));
+    CHECK(rt.cacheStats().writes == 1);
+    CHECK(rt.cacheStats().writeFailures == 0);
+    CHECK(holdsValidEntry(dir.path, spec));
+    // The second getKernel (a fresh process, in effect) is a disk hit.
+    Runtime again(noDriverOptions(dir.path));
+    CHECK(again.getKernel(spec).stats.source == KernelSource::DiskHit);
+
+    std::vector<std::string> names = listDir(dir.path);
+    if (empty) {
+      CHECK(names == std::vector<std::string>{key + ".qgk"});
+      CHECK_THAT(k.stats.cacheNote, !Catch::Contains("moved"));
+    } else {
+      // Moved aside, never deleted: the file in it is intact.
+      REQUIRE(names.size() == 2);
+      CHECK(names[0] == key + ".qgk");
+      CHECK_THAT(names[1], Catch::StartsWith(key + ".qgk.stale."));
+      CHECK_THAT(k.stats.cacheNote,
+                 Catch::EndsWith("; moved the directory at " + path +
+                                 " aside to " + dir.path + "/" + names[1]));
+      CHECK(readBytes(dir.path + "/" + names[1] + "/notes.txt") ==
+            "someone's file");
+    }
+  }
+}
+
+TEST_CASE("an entry larger than any entry can be is rejected unread",
+          "[cache]") {
+  TempDir dir;
+  Spec spec = gemmSpec("sparse");
+  std::string key = cacheKeyFor(spec);
+  KernelCache cache(dir.path);
+  std::string path = cache.entryPath(key);
+  // 200 MiB that take no disk space: only reading them would cost memory.
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  REQUIRE(fd >= 0);
+  REQUIRE(ftruncate(fd, off_t(200) << 20) == 0);
+  ::close(fd);
+
+  struct rusage before, after;
+  getrusage(RUSAGE_SELF, &before);
+  auto start = std::chrono::steady_clock::now();
+  CacheEntry out;
+  std::string why;
+  CHECK(cache.load(key, kernelIdentity(spec), out, &why) ==
+        KernelCache::Lookup::Rejected);
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  getrusage(RUSAGE_SELF, &after);
+  CHECK(seconds < 1.0);
+  CHECK(why == path + ": 209715200 bytes, more than any entry can be "
+                      "(64 MiB at most); not read");
+  // ru_maxrss is the peak in KiB; reading the file would raise it 200 MiB.
+  CHECK(after.ru_maxrss - before.ru_maxrss < 64 * 1024);
+
+  Runtime rt(noDriverOptions(dir.path));
+  KernelResult k = rt.getKernel(spec);
+  REQUIRE(k.ok());
+  CHECK(k.stats.source == KernelSource::Compiled);
+  CHECK_THAT(k.stats.cacheNote, Catch::Contains("209715200 bytes"));
+  CHECK(holdsValidEntry(dir.path, spec)); // replaced
+}
+
+TEST_CASE("the cache creates its directories private", "[cache]") {
+  TempDir dir;
+  KernelCache cache(dir.path + "/parent/child/qgemm");
+  REQUIRE(cache.store("k1", CacheEntry{"qgemm_k", "ptx", "id", "{}"}).ok());
+  for (const char *sub : {"/parent", "/parent/child", "/parent/child/qgemm"}) {
+    INFO(sub);
+    struct stat st;
+    REQUIRE(stat((dir.path + sub).c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 0700);
+  }
+}
+
+TEST_CASE("a cache directory others can write or own is not used", "[cache]") {
+  TempDir dir;
+  Spec spec = gemmSpec("shared_dir");
+  std::string cacheDir = dir.path + "/cache";
+  std::string entry = cacheDir + "/" + cacheKeyFor(spec) + ".qgk";
+  REQUIRE(mkdir(cacheDir.c_str(), 0700) == 0);
+  // A stale temporary that the Runtime would otherwise sweep.
+  std::string stale = cacheDir + "/0123456789abcdef.qgk.tmp.AbCdEf";
+  writeBytes(stale, "half");
+  struct timeval old[2] = {{std::time(nullptr) - 7200, 0},
+                           {std::time(nullptr) - 7200, 0}};
+  REQUIRE(utimes(stale.c_str(), old) == 0);
+
+  struct Case {
+    mode_t mode;
+    const char *who;
+  };
+  for (Case c :
+       {Case{0777, "group and others (mode 0777)"},
+        Case{0770, "group (mode 0770)"}, Case{01757, "others (mode 1757)"}}) {
+    INFO(c.who);
+    REQUIRE(chmod(cacheDir.c_str(), c.mode) == 0);
+    Runtime rt(noDriverOptions(cacheDir));
+    KernelResult k = rt.getKernel(spec);
+    REQUIRE(k.ok());
+    CHECK(k.stats.source == KernelSource::Compiled);
+    CHECK(k.stats.cacheNote == "not cached: cache directory " + cacheDir +
+                                   " is writable by " + c.who +
+                                   "; not using it: chmod 700 " + cacheDir);
+    CHECK(rt.cacheStats().writeFailures == 1);
+    // Nothing written, nothing swept.
+    CHECK(listDir(cacheDir) ==
+          std::vector<std::string>{"0123456789abcdef.qgk.tmp.AbCdEf"});
+  }
+
+  // An entry published while the directory was private is not trusted once
+  // others can write the directory: it could be anyone's by now.
+  REQUIRE(chmod(cacheDir.c_str(), 0700) == 0);
+  {
+    Runtime rt(noDriverOptions(cacheDir));
+    REQUIRE(rt.getKernel(spec).stats.cacheNote.empty());
+  }
+  REQUIRE(holdsValidEntry(cacheDir, spec));
+  REQUIRE(chmod(cacheDir.c_str(), 0777) == 0);
+  {
+    Runtime rt(noDriverOptions(cacheDir));
+    CHECK(rt.getKernel(spec).stats.source == KernelSource::Compiled);
+    CHECK(rt.cacheStats().hits == 0);
+  }
+
+  // Owned by another user (only root can make one here).
+  REQUIRE(chmod(cacheDir.c_str(), 0700) == 0);
+  if (geteuid() == 0) {
+    REQUIRE(chown(cacheDir.c_str(), 12345, 12345) == 0);
+    Runtime rt(noDriverOptions(cacheDir));
+    KernelResult k = rt.getKernel(spec);
+    REQUIRE(k.ok());
+    CHECK(k.stats.source == KernelSource::Compiled);
+    CHECK(k.stats.cacheNote ==
+          "not cached: cache directory " + cacheDir +
+              " is owned by uid 12345, not by this user (uid 0); not using "
+              "it");
+  } else {
+    WARN("not root: the directory owned by another user is not tested");
+  }
 }
 
 TEST_CASE("diskCache off keeps kernels in memory only", "[cache]") {

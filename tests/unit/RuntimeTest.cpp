@@ -405,6 +405,40 @@ TEST_CASE("cudaErrorName needs no driver", "[runtime][driver]") {
   CHECK(cudaErrorName(static_cast<CUresult>(12345)) == "CUresult 12345");
 }
 
+TEST_CASE("kernel names stay short enough to be file names", "[runtime]") {
+  Spec spec = parseOne(kMContiguous);
+  std::string hash8 = spec.hash.substr(0, 8);
+  // Short names are untouched: existing kernels keep their names and PTX.
+  CHECK(kernelNameFor(spec) == "qgemm_rt_mc_" + hash8);
+  spec.name = std::string(199, 'a') + ".";
+  CHECK(kernelNameFor(spec) == "qgemm_" + std::string(199, 'a') + "__" + hash8);
+  // Longer name parts are cut to 200 characters; the hash stays.
+  spec.name = std::string(201, 'a');
+  CHECK(kernelNameFor(spec) == "qgemm_" + std::string(200, 'a') + "_" + hash8);
+
+  // A swept name past 255 bytes: two points differing only past the cut
+  // keep distinct names through their hashes.
+  auto parsed = parseSpecText(
+      R"({"qgemm": 1, "name": ")" + std::string(128, 'x') +
+          R"(", "op": "grouped_gemm", "shape": {"n": 256, "k": 256},
+          "sweep": {"a.dtype": ["e4m3"], "a.scale.layout": ["GEMM_READY"],
+                    "b.dtype": ["e4m3"], "b.scale.layout": ["GEMM_READY"],
+                    "d.dtype": ["bf16", "f32"], "grouping.alignment": [1]}})",
+      "long.json");
+  REQUIRE(parsed.ok());
+  const std::vector<Spec> &points = parsed.value();
+  REQUIRE(points.size() == 2);
+  CHECK(6 + points[0].name.size() + 9 > 255); // Uncut, too long.
+  for (const Spec &p : points) {
+    std::string name = kernelNameFor(p);
+    CHECK(name.size() == 6 + 200 + 1 + 8);
+    CHECK_THAT(name, Catch::EndsWith("_" + p.hash.substr(0, 8)));
+  }
+  CHECK(kernelNameFor(points[0]) != kernelNameFor(points[1]));
+  CHECK(kernelNameFor(points[0]).substr(0, 206) ==
+        kernelNameFor(points[1]).substr(0, 206));
+}
+
 TEST_CASE("without a driver: compile works, loading and launching report it",
           "[runtime][driver]") {
   TempDir dir;

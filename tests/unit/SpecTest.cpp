@@ -89,9 +89,16 @@ const BadSpec kBadSpecs[] = {
   {Doc::Raw, R"({"qgemm": 1, "name": "x")", "",
    "invalid JSON: parse error at line 1, column 25"},
   {Doc::Raw, "{\n\"qgemm\": 1,\n", "", "parse error at line 3"},
-  {Doc::Raw, "[1, 2]", "", "the top level must be a JSON object, got an array"},
-  {Doc::Raw, R"("spec")", "", "the top level must be a JSON object, got a string"},
-  {Doc::Raw, "null", "", "got null"},
+  {Doc::Raw, "[1, 2]", "", "the top level must be a JSON object (a spec), not an array"},
+  {Doc::Raw, "[]", "", "the top level must be a JSON object (a spec), not an array"},
+  // Reported as what it is, not as the first problem inside the array.
+  {Doc::Raw, R"([{"k": 1, "k": 2}])", "",
+   "the top level must be a JSON object (a spec), not an array"},
+  {Doc::Raw, R"([{"qgemm": 1, "name": "t", "op": "grouped_gemm"}])", "",
+   "the top level must be a JSON object (a spec), not an array"},
+  {Doc::Raw, R"("spec")", "", "the top level must be a JSON object (a spec), not a string"},
+  {Doc::Raw, "42", "", "the top level must be a JSON object (a spec), not an integer"},
+  {Doc::Raw, "null", "", "the top level must be a JSON object (a spec), not null"},
   {Doc::Raw, "{} {}", "", "invalid JSON"},
   {Doc::Raw, "{/* comment */}", "", "invalid JSON"},
   {Doc::Raw, R"({"qgemm": 1e400})", "", "invalid JSON: number overflow"},
@@ -106,8 +113,8 @@ const BadSpec kBadSpecs[] = {
   {Doc::Raw, R"({"a": {"scale": {"layout": "COMPACT", "layout": "GEMM_READY"}}})",
    "a.scale.layout", "duplicate key \"layout\""},
   {Doc::Raw, R"({"x": [1, {"k": 1, "k": 2}]})", "x[1].k", "duplicate key"},
-  {Doc::Raw, repeat("[", 40) + repeat("]", 40), repeat("[0]", 32),
-   "nesting deeper than 32 levels"},
+  {Doc::Raw, R"({"x": )" + repeat("[", 40) + repeat("]", 40) + "}",
+   "x" + repeat("[0]", 31), "nesting deeper than 32 levels"},
 
   // Keys every spec has.
   {Doc::Raw, R"({"name": "t", "op": "grouped_gemm"})", "qgemm",
@@ -243,6 +250,16 @@ const BadSpec kBadSpecs[] = {
    "e4m3 is not allowed as the output type; allowed: bf16, f32"},
   {Doc::Gemm, R"({"d": {"padding_rows": "garbage"}})", "d.padding_rows",
    "\"garbage\" is not one of zero, untouched"},
+  // Only m_contiguous and m_masked outputs have padding rows.
+  {Doc::Gemm, R"({"grouping": {"kind": "none"}, "d": {"padding_rows": "untouched"}})",
+   "d.padding_rows",
+   "\"untouched\" has no effect with grouping \"none\" (no padding rows); "
+   "leave it out"},
+  {Doc::Gemm, R"({"grouping": {"kind": "k_contiguous"},
+                  "d": {"padding_rows": "untouched"}})",
+   "d.padding_rows",
+   "\"untouched\" has no effect with grouping \"k_contiguous\" (no padding "
+   "rows); leave it out"},
   {Doc::Gemm, R"({"d": {"foo": 1}})", "d.foo",
    "unknown key \"foo\"; allowed: dtype, padding_rows"},
   {Doc::Gemm, R"({"c": {}})", "c", "needs an f32 output, but d.dtype is bf16"},
@@ -543,13 +560,55 @@ TEST_CASE("explicit tuning", "[spec]") {
                              R"("raster":"n","stages":4})"));
 
   // Knobs left out stay "compiler picks" and out of the canonical form.
-  Spec partial = parseOne(patched(kGemmBase, R"({"tuning": {"cluster": 1}})"));
-  Spec empty = parseOne(patched(kGemmBase, R"({"tuning": {}})"));
-  CHECK(partial.canonicalJson == empty.canonicalJson);
+  Spec partial = parseOne(patched(kGemmBase, R"({"tuning": {"raster": "m"}})"));
+  CHECK_FALSE(partial.tuning.isAuto);
   CHECK(partial.tuning.blockM == 0);
   CHECK_THAT(partial.canonicalJson,
              Catch::Contains(R"("tuning":{"cluster":1,"multicast":"none",)"
-                             R"("num_sms":0,"raster":"auto"})"));
+                             R"("num_sms":0,"raster":"m"})"));
+}
+
+TEST_CASE("settings that change nothing do not change the identity", "[spec]") {
+  // An object that leaves every knob to the compiler builds the heuristic's
+  // kernel: it is "auto", with one canonical form, hash and kernel name.
+  Spec autoTuned = parseOne(kGemmBase);
+  for (const char *tuning :
+       {R"({})", R"({"cluster": 1})",
+        R"({"cluster": 1, "num_sms": 0, "multicast": "none",
+            "raster": "auto"})"}) {
+    INFO("tuning: " << tuning);
+    Spec s = parseOne(
+        patched(kGemmBase, std::string(R"({"tuning": )") + tuning + "}"));
+    CHECK(s.tuning.isAuto);
+    CHECK(s.canonicalJson == autoTuned.canonicalJson);
+    CHECK(s.hash == autoTuned.hash);
+  }
+  CHECK_THAT(autoTuned.canonicalJson, Catch::Contains(R"("tuning":"auto")"));
+  CHECK(parseOne(patched(kGemmBase, R"({"tuning": {"num_sms": 66}})")).hash !=
+        autoTuned.hash);
+
+  // Groupings without padding rows: the default spelled out is the same
+  // spec (and how the canonical form reads back); "untouched" is refused
+  // (the error table above).
+  for (const char *kind : {"none", "k_contiguous"}) {
+    INFO("grouping: " << kind);
+    std::string grouping =
+        std::string(R"({"grouping": {"kind": ")") + kind + R"("}})";
+    Spec plain = parseOne(patched(kGemmBase, grouping));
+    Spec spelled = parseOne(patched(patched(kGemmBase, grouping).c_str(),
+                                    R"({"d": {"padding_rows": "zero"}})"));
+    CHECK(spelled.canonicalJson == plain.canonicalJson);
+    CHECK(parseOne(plain.canonicalJson).hash == plain.hash);
+  }
+  // Where there are padding rows the choice is the user's.
+  Spec zero = parseOne(patched(
+      kGemmBase,
+      R"({"grouping": {"kind": "m_masked"}, "d": {"padding_rows": "zero"}})"));
+  Spec untouched = parseOne(patched(
+      kGemmBase,
+      R"({"grouping": {"kind": "m_masked"}, "d": {"padding_rows": "untouched"}})"));
+  CHECK(untouched.gemm.paddingRows == PaddingRows::Untouched);
+  CHECK(untouched.hash != zero.hash);
 }
 
 TEST_CASE("tuning is refused with the spec, at its file and JSON path",

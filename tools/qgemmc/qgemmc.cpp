@@ -16,6 +16,7 @@
 #include <fstream>
 #include <iostream>
 #include <sys/stat.h>
+#include <unistd.h>
 
 using namespace qgemmc;
 
@@ -74,8 +75,13 @@ bool isDirectory(const std::string &p) {
   return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-bool writeFile(const std::string &path, const std::string &text) {
+/// `opened` (optional) says whether the file was opened, i.e. whether a
+/// failed write may have left part of it behind.
+bool writeFile(const std::string &path, const std::string &text,
+               bool *opened = nullptr) {
   std::ofstream f(path, std::ios::binary);
+  if (opened)
+    *opened = f.is_open();
   f << text;
   f.close();
   if (!f) {
@@ -118,22 +124,37 @@ int runCompile(const std::vector<std::string> &args) {
   std::vector<qgemm::Spec> specs;
   if (!loadSpecs(spec, specs))
     return kUserError;
-  const bool many = specs.size() > 1;
-  if (many && !out.empty() && !ensureDirectory(out))
-    return kUserError;
+  // Every kernel is compiled before anything is written: a sweep point that
+  // fails must not leave the earlier points' files behind, as if the sweep
+  // had been compiled. Only the emitted text of each is kept meanwhile.
+  std::vector<std::pair<std::string, std::string>> kernels; // name, text
   for (const qgemm::Spec &s : specs) {
     qgemm::CompileOutput o;
     if (qgemm::Status st = qgemm::compileSpec(s, emit, o); !st.ok())
       return report(st);
-    const std::string &text = textFor(o, emit);
-    if (out.empty()) {
+    kernels.emplace_back(o.kernelName, textFor(o, emit));
+  }
+  if (out.empty()) {
+    for (const auto &[name, text] : kernels)
       std::cout << text;
-    } else {
-      std::string path = many ? out + "/" + o.kernelName + "." + extensionFor(emit)
-                              : out;
-      if (!writeFile(path, text))
-        return kUserError;
+    return kOk;
+  }
+  const bool many = specs.size() > 1;
+  if (many && !ensureDirectory(out))
+    return kUserError;
+  std::vector<std::string> written;
+  for (const auto &[name, text] : kernels) {
+    std::string path = many ? out + "/" + name + "." + extensionFor(emit) : out;
+    bool opened = false;
+    if (!writeFile(path, text, &opened)) {
+      // All or nothing, for a failed write (a full disk) too.
+      if (opened)
+        ::unlink(path.c_str());
+      for (const std::string &p : written)
+        ::unlink(p.c_str());
+      return kUserError;
     }
+    written.push_back(path);
   }
   return kOk;
 }

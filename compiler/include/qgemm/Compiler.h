@@ -41,7 +41,9 @@ struct CompileOutput {
 };
 
 /// The PTX entry point name of a spec: `qgemm_<name>_<hash8>` with every
-/// character outside [A-Za-z0-9_] replaced by `_`.
+/// character outside [A-Za-z0-9_] replaced by `_`, and the name part cut to
+/// 200 characters (at most 215 in all, so `<kernel>.<ext>` is a valid file
+/// name).
 QGEMM_API std::string kernelNameFor(const Spec &spec);
 
 /// Compile one canonical spec as far as `upTo`.

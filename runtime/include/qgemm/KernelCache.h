@@ -1,10 +1,15 @@
 //===- KernelCache.h - Compiled kernels on disk -----------------*- C++ -*-===//
 //
 // A directory of `<key>.qgk` files, one per kernel identity, shared by any
-// number of processes. Writers publish complete files by atomic rename, so a
-// reader sees either no entry or a whole one; anything that does not verify
-// (magic, format, key, identity, length, checksum) is a miss and the caller's
-// rebuilt entry replaces it.
+// number of processes of one user. Writers publish complete files by atomic
+// rename, so a reader sees either no entry or a whole one; anything that does
+// not verify (file type, size, magic, format, key, identity, length,
+// checksum) is a miss and the caller's rebuilt entry replaces it.
+//
+// The directory is trusted only when this user (or root) owns it and group
+// and others cannot write it: whoever can write it decides what PTX runs.
+// Directories the cache creates are 0700; one that fails the check is never
+// read or written, and store() says why.
 //
 // Entry file (integers little-endian):
 //   0   char[8]  "QGEMMK01"
@@ -72,7 +77,8 @@ struct CacheStats {
 
 class QGEMM_API KernelCache {
 public:
-  /// `directory` is created (mode 0755, parents too) on the first store.
+  /// `directory` is created (mode 0700, missing parents too) on the first
+  /// store.
   explicit KernelCache(std::string directory);
 
   const std::string &directory() const { return dir; }
@@ -83,13 +89,19 @@ public:
   /// Read and verify the entry of `key`. Rejected entries are left in place
   /// for the caller's store() to replace: deleting them here could delete a
   /// good entry another process just published under the same name.
-  /// `why` (optional) says why an entry was rejected.
+  /// Never blocks on what sits at the entry's path (a FIFO, a device) and
+  /// never reads a file larger than an entry can be. An untrusted directory
+  /// is a Miss (store() reports it). `why` (optional) says why an entry was
+  /// rejected.
   Lookup load(const std::string &key, const std::string &identity,
               CacheEntry &out, std::string *why = nullptr);
 
   /// Publish `entry` under `key`: write a unique temporary file in the
   /// directory, fsync it, rename it over `<key>.qgk`, fsync the directory.
-  Status store(const std::string &key, const CacheEntry &entry);
+  /// A directory at `<key>.qgk` is removed when empty, else renamed aside to
+  /// `<key>.qgk.stale.XXXXXX`, and `note` (optional) says so.
+  Status store(const std::string &key, const CacheEntry &entry,
+               std::string *note = nullptr);
 
   /// Remove temporary files older than `maxAgeSeconds` that crashed writers
   /// left behind (live writers finish within seconds). Returns how many.
