@@ -1,7 +1,8 @@
 // RUN: qgemm-opt %s -split-input-file -qgemm-resolve-config -qgemm-lower-to-nvvm -canonicalize | FileCheck %s
 
-// The SIMT family: groups that share 128-row blocks (alignment 16 here).
-// m_contiguous with offsets, COMPACT A scales: scale (row, kb) at row * Kb + kb.
+// The SIMT family, which still builds MXFP8 (1x32 scales): groups that
+// share 128-row blocks (alignment 16 here). m_contiguous with offsets,
+// COMPACT A scales: scale (row, kb) at row * Kb + kb.
 // CHECK-LABEL: llvm.func @up(
 // CHECK-SAME: %[[A:.*]]: !llvm.ptr<1>, %[[SA:.*]]: !llvm.ptr<1>, %[[B:.*]]: !llvm.ptr<1>, %[[SB:.*]]: !llvm.ptr<1>, %[[D:.*]]: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %[[G:.*]]: !llvm.ptr<1>, %[[ROWS:.*]]: i32, %[[NG:.*]]: i32)
 // CHECK-SAME: nvvm.kernel
@@ -17,7 +18,7 @@
 // CHECK-NEXT: llvm.getelementptr
 // CHECK-NEXT: llvm.store %cst, %{{.*}} : bf16
 // CHECK-NEXT: } else {
-// CHECK: scf.for %{{.*}} = %c0_i64 to %c56_i64
+// CHECK: scf.for %{{.*}} = %c0_i64 to %c224_i64
 // CHECK: scf.for
 // CHECK: llvm.getelementptr %[[A]]
 // CHECK: llvm.getelementptr %[[B]]
@@ -32,8 +33,8 @@
 // CHECK: arith.truncf %{{.*}} : f32 to bf16
 // CHECK: llvm.store %{{.*}}, %{{.*}} : bf16, !llvm.ptr<1>
 qgemm.grouped_matmul @up n = 4096, k = 7168,
-    a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
-    b = #qgemm.operand<e4m3, #qgemm.scale<[128, 128], f32, COMPACT>>,
+    a = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, COMPACT>>,
+    b = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, COMPACT>>,
     d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 16, index = offsets>,
     padding = <zero>
 

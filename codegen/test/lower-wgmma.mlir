@@ -92,7 +92,28 @@ qgemm.grouped_matmul @masked_zero n = 7168, k = 2048,
 
 // -----
 
-// 1x32 scales (MXFP8) and groups that share 128-row blocks stay SIMT.
+// m_contiguous groups aligned to 16 rows: each group's tiles start at its
+// first row. The kernel counts the row blocks group by group (ends clamped
+// into [previous end, rows]), plus the zeroed padding rows after the last
+// group; each tile finds its group, first row and group end with a scan
+// over the groups, and A is loaded through the 2D map at that row.
+// CHECK-LABEL: llvm.func @align16(
+// CHECK-SAME: nvvm.maxntid = array<i32: 384, 1, 1>
+// CHECK: scf.for %{{.*}} = %c0_i32 to %arg8 step %c1_i32 iter_args(%{{.*}} = %c0_i32, %{{.*}} = %c0_i32) -> (i32, i32)
+// CHECK: arith.maxsi
+// CHECK: arith.minsi
+// CHECK: scf.for %{{.*}} = %c0_i32 to %arg8 step %c1_i32 iter_args({{.*}}) -> (i32, i32, i32, i32, i32)
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg0, %{{.*}}, box[%{{.*}}, %{{.*}}]
+// CHECK: nvvm.wgmma.mma_async
+qgemm.grouped_matmul @align16 n = 4096, k = 7168,
+    a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
+    b = #qgemm.operand<e4m3, #qgemm.scale<[128, 128], f32, COMPACT>>,
+    d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 16, index = offsets>,
+    padding = <zero>
+
+// -----
+
+// 1x32 scales (MXFP8) stay SIMT.
 // CHECK-LABEL: llvm.func @mx(
 // CHECK-SAME: nvvm.reqntid = array<i32: 128, 1, 1>
 // CHECK-NOT: nvvm.wgmma

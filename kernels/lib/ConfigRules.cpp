@@ -17,8 +17,7 @@ bool wgmmaImplements(const GemmContract &c) {
       c.grouping.kind == GroupingKind::None ||
       c.grouping.kind == GroupingKind::MMasked ||
       (c.grouping.kind == GroupingKind::MContiguous &&
-       c.grouping.index == GroupIndex::Offsets &&
-       c.grouping.alignment % 128 == 0);
+       c.grouping.index == GroupIndex::Offsets);
   return groupingOk && c.a.scale.blockRows == 1 && c.a.scale.blockCols == 128 &&
          c.b.scale.blockRows == 128 && c.b.scale.blockCols == 128 &&
          !c.accumulate && c.n % 2 == 0 && c.k % 16 == 0;

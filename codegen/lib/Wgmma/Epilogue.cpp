@@ -34,6 +34,11 @@ std::pair<Value, Value> Epilogue::rowFlags(Value row) {
         b, inOperand, arith::XOrIOp::create(b, valid, k.trueV()));
   } else {
     valid = arith::AndIOp::create(b, inOperand, notPadBlock);
+    if (k.groupStartsTiles())
+      // The tile's rows past its group's end are the next group's: its own
+      // tiles store them.
+      valid = arith::AndIOp::create(
+          b, valid, ir.cmp(arith::CmpIPredicate::slt, row, t.rowEnd));
     padding = arith::AndIOp::create(b, inOperand, t.blockIsPadding);
   }
   Value write = valid;
@@ -100,7 +105,7 @@ void Epilogue::staged(ValueRange acc) {
   }
   warpgroupBarrier();
   auto chunkT = VectorType::get({4}, ir.i32T());
-  Value rowBase = ir.add(ir.mul(k.tile.mBlock, ir.i32(k.cfg.blockM)),
+  Value rowBase = ir.add(k.tileRow0(),
                          ir.mul(consumerIdx, ir.i32(rowsPerWg)));
   for (int64_t p = 0; p < rowsPerWg * chunksPerRow / kWarpgroupThreads; ++p) {
     Value chunk = ir.add(tidInWg, ir.i32(p * kWarpgroupThreads));

@@ -48,7 +48,7 @@ void Producer::loads(Value it, Value tid) {
   Value k0 = ir.mul(kb, ir.i32(cfg.blockK));
   if (k.wgrad())
     k0 = ir.add(t.tokenStart, k0);
-  Value m0 = ir.mul(t.mBlock, ir.i32(cfg.blockM));
+  Value m0 = k.tileRow0();
   Value n0 = ir.mul(t.nBlock, ir.i32(cfg.blockN));
   {
     auto ifLane0 = scf::IfOp::create(b, k.eq(tid, 0), false);

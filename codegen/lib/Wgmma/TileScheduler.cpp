@@ -3,8 +3,10 @@
 // A CTA (or a cluster) takes work units blockIdx.x, + gridDim.x, ... in an
 // order chosen for L2 reuse: n-block fastest (m_contiguous: within bands of
 // rasterBand n-units over every m-block), or m-block fastest. m_masked with
-// untouched padding walks only the row blocks that hold rows; groups are
-// located from the device-side group description, never from the host.
+// untouched padding walks only the row blocks that hold rows; m_contiguous
+// with an alignment below the tile height walks each group's blocks from
+// its first row. Groups are located from the device-side group
+// description, never from the host.
 //
 //===----------------------------------------------------------------------===//
 #include "WgmmaKernel.h"
@@ -22,6 +24,8 @@ void TileScheduler::countTiles() {
   t.nUnits = ir.i32((nb + cfg.cluster - 1) / cfg.cluster);
   t.mBlocks = k.wgrad() ? ir.i32((k.c.n + cfg.blockM - 1) / cfg.blockM)
                         : ir.ceilDiv(t.rows, cfg.blockM);
+  if (k.groupStartsTiles())
+    t.mBlocks = countGroupStartBlocks();
   t.numTiles = ir.mul(t.mBlocks, t.nUnits);
   if (k.groupPerTile())
     t.numTiles = ir.mul(t.numTiles, k.arg(kWgParamNumGroups));
@@ -81,6 +85,82 @@ std::pair<Value, Value> TileScheduler::locateValidBlock(Value index) {
                       ir.select(here, ir.sub(index, first),
                                 loop.getRegionIterArgs()[2])});
   return {loop.getResult(1), loop.getResult(2)};
+}
+
+/// groupStartsTiles: the end row of group `g`, given the previous group's
+/// end, clamped into [prevEnd, rows] so that offsets the launch did not
+/// check can never make a tile reach outside the operand.
+Value TileScheduler::groupEnd(Value g, Value prevEnd) {
+  KernelIR &ir = k.ir;
+  Value end = ir.load(ir.i32T(), k.arg(kWgParamGroups), ir.toI64(g));
+  end = arith::MaxSIOp::create(k.b, end, prevEnd);
+  return ir.minS(end, k.tile.rows);
+}
+
+/// groupStartsTiles: the row blocks of the launch, counted as m-blocks:
+/// ceil(rows of g / blockM) for each group g (an empty group has none),
+/// then, when the spec zeroes padding rows, the blocks of the rows after
+/// the last group. The raster orders below walk these as they walk fixed
+/// m-blocks; locateGroupStartBlock turns one into rows.
+Value TileScheduler::countGroupStartBlocks() {
+  KernelIR &ir = k.ir;
+  auto loop = scf::ForOp::create(k.b, ir.i32(0), k.arg(kWgParamNumGroups),
+                                 ir.i32(1), ValueRange{ir.i32(0), ir.i32(0)});
+  {
+    OpBuilder::InsertionGuard g(k.b);
+    k.b.setInsertionPointToStart(loop.getBody());
+    Value blocks = loop.getRegionIterArgs()[0];
+    Value prevEnd = loop.getRegionIterArgs()[1];
+    Value end = groupEnd(loop.getInductionVar(), prevEnd);
+    scf::YieldOp::create(
+        k.b, ValueRange{ir.add(blocks, ir.ceilDiv(ir.sub(end, prevEnd),
+                                                  k.cfg.blockM)),
+                        end});
+  }
+  Value blocks = loop.getResult(0);
+  if (k.c.paddingRows == PaddingRows::Zero)
+    blocks = ir.add(blocks, ir.ceilDiv(ir.sub(k.tile.rows, loop.getResult(1)),
+                                       k.cfg.blockM));
+  return blocks;
+}
+
+/// groupStartsTiles: the group, first row and group end of the `index`-th
+/// row block. Blocks past the groups' blocks cover the padding rows after
+/// the last group (zeroed, never computed).
+void TileScheduler::locateGroupStartBlock(Value index) {
+  KernelIR &ir = k.ir;
+  TileState &t = k.tile;
+  const int64_t bm = k.cfg.blockM;
+  // Carried: first block of group g, end of group g-1, and the found
+  // group (-1 until found), first row and group end.
+  auto loop = scf::ForOp::create(
+      k.b, ir.i32(0), k.arg(kWgParamNumGroups), ir.i32(1),
+      ValueRange{ir.i32(0), ir.i32(0), ir.i32(-1), ir.i32(0), ir.i32(0)});
+  {
+    OpBuilder::InsertionGuard g(k.b);
+    k.b.setInsertionPointToStart(loop.getBody());
+    auto carried = loop.getRegionIterArgs();
+    Value first = carried[0], prevEnd = carried[1];
+    Value end = groupEnd(loop.getInductionVar(), prevEnd);
+    Value next = ir.add(first, ir.ceilDiv(ir.sub(end, prevEnd), bm));
+    Value here = arith::AndIOp::create(
+        k.b, ir.cmp(arith::CmpIPredicate::sge, index, first),
+        ir.cmp(arith::CmpIPredicate::slt, index, next));
+    Value row0 = ir.add(prevEnd, ir.mul(ir.sub(index, first), ir.i32(bm)));
+    scf::YieldOp::create(
+        k.b, ValueRange{next, end,
+                        ir.select(here, loop.getInductionVar(), carried[2]),
+                        ir.select(here, row0, carried[3]),
+                        ir.select(here, end, carried[4])});
+  }
+  Value found = ir.cmp(arith::CmpIPredicate::sge, loop.getResult(2), ir.i32(0));
+  Value lastEnd = loop.getResult(1);
+  Value tailRow0 =
+      ir.add(lastEnd, ir.mul(ir.sub(index, loop.getResult(0)), ir.i32(bm)));
+  t.group = ir.select(found, loop.getResult(2), ir.i32(0));
+  t.row0 = ir.select(found, loop.getResult(3), tailRow0);
+  t.rowEnd = ir.select(found, loop.getResult(4), lastEnd);
+  t.blockIsPadding = arith::XOrIOp::create(k.b, found, k.trueV());
 }
 
 /// This CTA (cluster) takes work units blockIdx.x, + gridDim.x, ... (per
@@ -159,6 +239,7 @@ void TileScheduler::computeTile(Value tile) {
     rest = ir.add(ir.mul(ir.divU(mn, t.nBlocks), t.mBlocks), t.mBlock);
   }
   Value row0 = ir.mul(t.mBlock, ir.i32(cfg.blockM));
+  t.row0 = Value();
   t.group = ir.i32(0);
   t.blockIsPadding = arith::ConstantIntOp::create(k.b, 0, 1);
   t.validRows = t.rows;
@@ -179,6 +260,9 @@ void TileScheduler::computeTile(Value tile) {
     t.group = ir.divU(rest, t.mBlocks);
     t.validRows = ir.load(ir.i32T(), groups, ir.toI64(t.group));
     t.blockIsPadding = ir.cmp(arith::CmpIPredicate::sge, row0, t.validRows);
+  } else if (k.groupStartsTiles()) {
+    // mBlock counts the groups' row blocks (countGroupStartBlocks).
+    locateGroupStartBlock(t.mBlock);
   } else if (k.c.grouping.kind == GroupingKind::MContiguous) {
     // Alignment is a multiple of 128: the block lies in one group, found by
     // counting the group ends at or before its first row.

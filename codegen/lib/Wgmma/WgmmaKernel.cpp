@@ -57,7 +57,7 @@ Value consumerTile(WgmmaKernel &k, TileScheduler &sched, Value it, Value tid,
       ir.add(ir.add(ir.mul(consumerIdx, ir.i32(WgmmaLayout::kConsumerRows)),
                     ir.mul(warp, ir.i32(16))),
              ir.divU(lane, ir.i32(4)));
-  Value row0 = ir.add(ir.mul(k.tile.mBlock, ir.i32(k.cfg.blockM)), rowInTile);
+  Value row0 = ir.add(k.tileRow0(), rowInTile);
   Value row1 = ir.add(row0, ir.i32(8));
   if (k.tileMayStraddle()) {
     // Columns of the tile before the next 128-wide B scale block.

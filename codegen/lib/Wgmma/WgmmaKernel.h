@@ -36,6 +36,11 @@ constexpr int kWarpgroupThreads = 128;
 /// producer, mainloop and epilogue read them.
 struct TileState {
   Value mBlock, nBlock, group, rows, validRows, blockIsPadding;
+  /// groupStartsTiles(): the tile's first row of A and D (i32; the fixed
+  /// walks leave it null, see WgmmaKernel::tileRow0) and the end of its
+  /// group's rows: rows from there on belong to the next group (or are
+  /// padding) and are computed but never stored.
+  Value row0, rowEnd;
   /// K blocks of the current tile (tokens / 128 for k_contiguous) and, for
   /// k_contiguous, the group's first token.
   Value kBlockCount, tokenStart;
@@ -69,12 +74,26 @@ public:
     return ir.cmp(arith::CmpIPredicate::eq, x, ir.i32(v));
   }
   Value trueV() { return arith::ConstantIntOp::create(b, 1, 1); }
+  /// The current tile's first row of A and D. The fixed walks compute it
+  /// from the m-block where it is used, which keeps their PTX as it was.
+  Value tileRow0() {
+    return tile.row0 ? tile.row0 : ir.mul(tile.mBlock, ir.i32(cfg.blockM));
+  }
   bool masked() const { return c.grouping.kind == GroupingKind::MMasked; }
   /// k_contiguous (weight gradient): output rows are A's n rows, output
   /// columns B's k rows, and the contraction walks the group's tokens.
   bool wgrad() const { return c.grouping.kind == GroupingKind::KContiguous; }
   /// Groups are the outermost tile coordinate.
   bool groupPerTile() const { return masked() || wgrad(); }
+  /// m_contiguous whose groups need not start at a multiple of the tile
+  /// height: each group's tiles start at its first row, and the tile walk
+  /// counts each group's blocks from the device-side offsets. (With an
+  /// alignment that is a multiple of blockM, fixed row blocks already lie
+  /// in one group each, and the cheaper fixed walk stays.)
+  bool groupStartsTiles() const {
+    return c.grouping.kind == GroupingKind::MContiguous &&
+           c.grouping.alignment % cfg.blockM != 0;
+  }
   int64_t outCols() const { return wgrad() ? c.k : c.n; }
 
   // Shared memory, as the layout places it.
@@ -132,6 +151,9 @@ private:
   bool validBlocksOnly() const;
   Value groupBlocks(Value g);
   std::pair<Value, Value> locateValidBlock(Value index);
+  Value groupEnd(Value g, Value prevEnd);
+  Value countGroupStartBlocks();
+  void locateGroupStartBlock(Value index);
   void computeTile(Value tile);
   WgmmaKernel &k;
 };

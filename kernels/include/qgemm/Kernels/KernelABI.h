@@ -75,7 +75,12 @@ inline int64_t wgmmaWorkUnits(const GemmContract &c, const KernelConfig &cfg,
                               int64_t rows, int64_t groups) {
   // The weight gradient's tiles cover each group's (n, k) output.
   const bool wgrad = c.grouping.kind == GroupingKind::KContiguous;
-  const int64_t mBlocks = ((wgrad ? c.n : rows) + cfg.blockM - 1) / cfg.blockM;
+  int64_t mBlocks = ((wgrad ? c.n : rows) + cfg.blockM - 1) / cfg.blockM;
+  // m_contiguous groups that start anywhere: each group's tiles start at
+  // its first row, so each group adds at most one partial block.
+  if (c.grouping.kind == GroupingKind::MContiguous &&
+      c.grouping.alignment % cfg.blockM != 0)
+    mBlocks += groups;
   const int64_t nBlocks = ((wgrad ? c.k : c.n) + cfg.blockN - 1) / cfg.blockN;
   const int64_t nUnits = (nBlocks + cfg.cluster - 1) / cfg.cluster;
   return mBlocks * nUnits *
