@@ -302,10 +302,12 @@ TEST_CASE("generated restart problems read by hand", "[tokenblocks]") {
         for (int64_t t = first[g]; t < first[g] + tc.groupRows[size_t(g)];
              ++t) {
           int64_t blk = groupBlock[g] + (t - first[g]) / 128;
-          double av = decodeFp8(p.a[size_t(i * p.rows + t)], ElemType::E4M3) *
-                      p.scaleAF32[size_t(blk * 4 + i)];
-          double bv = decodeFp8(p.b[size_t(j * p.rows + t)], ElemType::E4M3) *
-                      p.scaleBF32[size_t(j * 4 + blk)];
+          double av =
+              double(decodeFp8(p.a[size_t(i * p.rows + t)], ElemType::E4M3)) *
+              p.scaleAF32[size_t(blk * 4 + i)];
+          double bv =
+              double(decodeFp8(p.b[size_t(j * p.rows + t)], ElemType::E4M3)) *
+              p.scaleBF32[size_t(j * 4 + blk)];
           want += av * bv;
         }
         double got = ref.d[size_t((g * 4 + i) * 6 + j)];
