@@ -20,6 +20,7 @@
 using namespace mlir;
 using namespace ::qgemm; // contract vocabulary and KernelABI
 using mlir::qgemm::emitScaleAddress;
+using mlir::qgemm::emitTokenScaleAddress;
 using mlir::qgemm::GroupedMatmulOp;
 using mlir::qgemm::KernelIR;
 using mlir::qgemm::ScaleAddress;
@@ -58,10 +59,13 @@ private:
 
   /// sum over blocks kb in [kbBegin, kbEnd) of
   ///   (sum_{k in block, k < kLen} A[aBase + k] * B[bBase + k]) * sa(kb) * sb(kb)
+  /// where block kb holds k in [kOrigin + kb*blk, kOrigin + (kb+1)*blk);
+  /// no kOrigin means 0 (and emits no add).
   Value scaledDot(Value aBase, Value bBase, Value kbBegin, Value kbEnd,
                   Value kLen, int64_t blk,
                   llvm::function_ref<Value(Value)> scaleA,
-                  llvm::function_ref<Value(Value)> scaleB) {
+                  llvm::function_ref<Value(Value)> scaleB,
+                  Value kOrigin = nullptr) {
     auto outer = scf::ForOp::create(b, kbBegin, kbEnd, ir.i64(1),
                                     ValueRange{ir.f32(0.0)});
     {
@@ -70,6 +74,8 @@ private:
       Value kb = outer.getInductionVar();
       Value acc = outer.getRegionIterArgs()[0];
       Value k0 = ir.mul(kb, ir.i64(blk));
+      if (kOrigin)
+        k0 = ir.add(kOrigin, k0);
       Value k1 = ir.minS(ir.add(k0, ir.i64(blk)), kLen);
       auto inner = scf::ForOp::create(b, k0, k1, ir.i64(1),
                                       ValueRange{ir.f32(0.0)});
@@ -206,6 +212,11 @@ private:
     Value start = ir.toI64(ir.select(ir.cmp(arith::CmpIPredicate::eq, g, ir.i32(0)),
                                      ir.i32(0), prev));
     Value end = ir.toI64(ir.load(ir.i32T(), arg(kParamGroups), g64));
+    if (::qgemm::restartsTokenBlocks(c)) {
+      Value acc = restartedDot(g, start, end, n64, k64, tokens, blk);
+      storeOutput(acc, weightGradIndex(g64, n64, k64));
+      return;
+    }
     auto scaleA = [&](Value tb) {
       ScaleAddress s = emitScaleAddress(ir, c.a.scale, ir.i64(c.n), tokens, n64, tb);
       return ir.loadScale(c.a.scale.dtype, arg(kParamScaleA), s.offset);
@@ -217,9 +228,59 @@ private:
     Value acc = scaledDot(ir.mul(n64, tokens), ir.mul(k64, tokens),
                           ir.divU(start, ir.i64(blk)), ir.ceilDiv(end, blk), end,
                           blk, scaleA, scaleB);
-    Value outIndex =
-        ir.add(ir.mul(ir.add(ir.mul(g64, ir.i64(c.n)), n64), ir.i64(c.k)), k64);
-    storeOutput(acc, outIndex);
+    storeOutput(acc, weightGradIndex(g64, n64, k64));
+  }
+
+  /// D[g] (n, k) element of the weight gradient: (g*n + n64)*k + k64.
+  Value weightGradIndex(Value g64, Value n64, Value k64) {
+    return ir.add(ir.mul(ir.add(ir.mul(g64, ir.i64(c.n)), n64), ir.i64(c.k)),
+                  k64);
+  }
+
+  /// Over all groups h (offsets are cumulative ends): Tb = sum of
+  /// cd(m_h, blk), and start(g) = the same sum over h < g. Both i64.
+  std::pair<Value, Value> tokenBlockCounts(Value g, int64_t blk) {
+    Value i64Zero = ir.i64(0);
+    auto loop = scf::ForOp::create(b, ir.i32(0), arg(kParamNumGroups),
+                                   ir.i32(1),
+                                   ValueRange{ir.i32(0), i64Zero, i64Zero});
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(loop.getBody());
+      Value h = loop.getInductionVar();
+      auto carried = loop.getRegionIterArgs();
+      Value end = ir.load(ir.i32T(), arg(kParamGroups), ir.toI64(h));
+      Value blocks = ir.ceilDiv(ir.toI64(ir.sub(end, carried[0])), blk);
+      Value before = ir.cmp(arith::CmpIPredicate::slt, h, g);
+      Value tb = ir.add(carried[1], blocks);
+      Value start = ir.add(carried[2], ir.select(before, blocks, i64Zero));
+      scf::YieldOp::create(b, ValueRange{end, tb, start});
+    }
+    return {loop.getResult(1), loop.getResult(2)};
+  }
+
+  /// k_contiguous whose token scale blocks restart at each group (LAYOUTS.md,
+  /// "Grouping"): the group's tokens [start, end) in blocks of blk counted
+  /// from `start`, the last one partial; block kb of the group is scale
+  /// column start(g) + kb of a grid with Tb columns.
+  Value restartedDot(Value g, Value start, Value end, Value n64, Value k64,
+                     Value tokens, int64_t blk) {
+    auto [tokenBlocks, groupStart] = tokenBlockCounts(g, blk);
+    auto scaleA = [&](Value kb) {
+      ScaleAddress s = emitTokenScaleAddress(ir, c.a.scale, ir.i64(c.n),
+                                             tokenBlocks, n64,
+                                             ir.add(groupStart, kb));
+      return ir.loadScale(c.a.scale.dtype, arg(kParamScaleA), s.offset);
+    };
+    auto scaleB = [&](Value kb) {
+      ScaleAddress s = emitTokenScaleAddress(ir, c.b.scale, ir.i64(c.k),
+                                             tokenBlocks, k64,
+                                             ir.add(groupStart, kb));
+      return ir.loadScale(c.b.scale.dtype, arg(kParamScaleB), s.offset);
+    };
+    Value blocks = ir.ceilDiv(ir.sub(end, start), blk);
+    return scaledDot(ir.mul(n64, tokens), ir.mul(k64, tokens), ir.i64(0),
+                     blocks, end, blk, scaleA, scaleB, start);
   }
 
   ImplicitLocOpBuilder &b;

@@ -82,6 +82,44 @@ qgemm.grouped_matmul @wgrad n = 4096, k = 7168,
 
 // -----
 
+// k_contiguous below the scale block (align = 16 with 1x128 scales, SIMT):
+// the token scale blocks restart at each group (LAYOUTS.md, "Grouping"). One
+// loop over the offsets sums cd(m_h, 128) into Tb and, for h < g, into
+// start(g); the group's blocks are counted from its first token, the last one
+// partial; COMPACT A reads scale (n, start(g) + kb) at n * Tb + start(g) + kb,
+// GEMM_READY B reads (k, start(g) + kb) at (start(g) + kb) * r4(K) + k.
+// CHECK-LABEL: llvm.func @wgrad16(
+// CHECK-SAME: %{{.*}}: !llvm.ptr<1>, %[[SA:.*]]: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %[[SB:.*]]: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %[[G:.*]]: !llvm.ptr<1>, %{{.*}}: i32, %[[NG:.*]]: i32)
+// CHECK: %[[N:.*]] = nvvm.read.ptx.sreg.ctaid.x
+// CHECK: %[[GZ:.*]] = nvvm.read.ptx.sreg.ctaid.z
+// CHECK: %[[N64:.*]] = arith.extui %[[N]] : i32 to i64
+// CHECK: %[[CNT:.*]]:3 = scf.for %[[H:.*]] = %c0_i32 to %[[NG]] step %c1_i32 iter_args(%[[PREV:.*]] = %c0_i32, %[[TB:.*]] = %c0_i64, %[[ST:.*]] = %c0_i64)
+// CHECK: %[[END:.*]] = llvm.load %{{.*}} : !llvm.ptr<1> -> i32
+// CHECK: arith.subi %[[END]], %[[PREV]] : i32
+// CHECK: %[[BLK:.*]] = arith.divui %{{.*}}, %c128_i64 : i64
+// CHECK: %[[BEFORE:.*]] = arith.cmpi slt, %[[H]], %[[GZ]] : i32
+// CHECK: arith.addi %[[TB]], %[[BLK]] : i64
+// CHECK: arith.select %[[BEFORE]], %[[BLK]], %c0_i64 : i64
+// CHECK: scf.yield %[[END]]
+// CHECK: scf.for %[[KB:.*]] = %c0_i64 to %{{.*}} step %c1_i64
+// CHECK: %[[KOFF:.*]] = arith.muli %[[KB]], %c128_i64 : i64
+// CHECK: %[[K0:.*]] = arith.addi %{{.*}}, %[[KOFF]] : i64
+// CHECK: scf.for %{{.*}} = %[[K0]] to
+// CHECK: %[[JA:.*]] = arith.addi %[[CNT]]#2, %[[KB]] : i64
+// CHECK: %[[RA:.*]] = arith.muli %[[N64]], %[[CNT]]#1 : i64
+// CHECK: %[[OA:.*]] = arith.addi %[[RA]], %[[JA]] : i64
+// CHECK: llvm.getelementptr %[[SA]][%[[OA]]]
+// CHECK: %[[JB:.*]] = arith.addi %[[CNT]]#2, %[[KB]] : i64
+// CHECK: arith.muli %[[JB]], %c7168_i64 : i64
+// CHECK: llvm.getelementptr %[[SB]]
+qgemm.grouped_matmul @wgrad16 n = 4096, k = 7168,
+    a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
+    b = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, GEMM_READY>>,
+    d = <f32>, grouping = #qgemm.grouping<k_contiguous, align = 16, index = offsets>,
+    padding = <zero>
+
+// -----
+
 // MXFP8: E8M0 scale bytes become 2^(e-127) through the f32 exponent field.
 // CHECK-LABEL: llvm.func @mx(
 // CHECK: scf.yield

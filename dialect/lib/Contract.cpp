@@ -229,22 +229,29 @@ Check checkOutput(const GemmContract &c) {
   return std::nullopt;
 }
 
-/// k_contiguous contracts over each group's tokens, so every group must split
-/// into whole scale blocks along the tokens.
+/// k_contiguous contracts over each group's tokens. Groups of whole scale
+/// blocks (alignment a multiple of the block) use one scale grid over all
+/// tokens; groups padded only to 16 or 32 tokens, as torchtitan and MXFP8
+/// producers hand them over, restart their scale blocks at each group
+/// (LAYOUTS.md, "Grouping"). Other alignments are refused: below 16 a group's
+/// FP8 token rows would not start 16-byte aligned, and no producer
+/// guarantees 64 without also guaranteeing 128.
 Check checkTokenBlocks(const GemmContract &c) {
   if (c.grouping.kind != GroupingKind::KContiguous)
     return std::nullopt;
   int64_t block = contractionBlock(c.a.scale);
-  if (c.grouping.alignment % block == 0)
+  if (c.grouping.alignment % block == 0 || restartsTokenBlocks(c))
     return std::nullopt;
+  std::string restart = block > 32 ? "16 or 32" : "16";
   return Violation{
       "grouping.alignment",
       std::to_string(c.grouping.alignment) + " is not a multiple of " +
           std::to_string(block) + ", the contraction scale block of " +
           blockString(c.a.scale) +
           " scaling; k_contiguous contracts over tokens, so each "
-          "group must hold whole scale blocks; allowed: multiples "
-          "of " +
+          "group must hold whole scale blocks or restart them at its first "
+          "token; allowed: " +
+          restart + " (scale blocks restart at each group) or multiples of " +
           std::to_string(block) + " up to " + std::to_string(kMaxAlignment)};
 }
 
@@ -308,6 +315,14 @@ Check checkQuantK(int64_t k) {
 
 bool qgemm::isMxBlock(const ScaleRecipe &s) {
   return hasBlock(s, kMxRowBlock) || hasBlock(s, kMxColBlock);
+}
+
+bool qgemm::restartsTokenBlocks(const GemmContract &c) {
+  if (c.grouping.kind != GroupingKind::KContiguous)
+    return false;
+  int64_t block = contractionBlock(c.a.scale);
+  int64_t a = c.grouping.alignment;
+  return (a == 16 || a == 32) && a < block;
 }
 
 bool qgemm::isMxRecipe(QuantRecipe r) {

@@ -133,10 +133,13 @@ Status checkOffsets(const GemmContract &c, const GemmArgs &args) {
                           ": every group must end within the " + unit);
     int64_t size = o[g] - prev;
     if (size % c.grouping.alignment != 0) {
+      // Below the scale block the blocks restart at each group, so the
+      // alignment is all a group owes; otherwise it owes whole blocks.
       std::string why =
-          weightGrad ? " (k_contiguous contracts over whole scale blocks of " +
-                           num(contractionBlock(c.a.scale)) + " tokens)"
-                     : "";
+          weightGrad && !restartsTokenBlocks(c)
+              ? " (k_contiguous contracts over whole scale blocks of " +
+                    num(contractionBlock(c.a.scale)) + " tokens)"
+              : "";
       return Status::user(
           "group " + num(g) + " has " + num(size) + " " + unit + " (" + at +
           (g > 0 ? " minus offsets[" + num(g - 1) + "] = " + num(prev) : "") +
@@ -201,6 +204,23 @@ Status checkGroupMetadata(const GemmContract &c, const GemmArgs &args) {
 }
 
 } // namespace
+
+int64_t qgemm::tokenScaleBlocks(const GemmContract &contract,
+                                const GemmArgs &args) {
+  if (contract.grouping.kind != GroupingKind::KContiguous)
+    return -1;
+  const int64_t block = contractionBlock(contract.a.scale);
+  if (!restartsTokenBlocks(contract))
+    return (args.rows + block - 1) / block;
+  // Each group rounds up on its own: Tb <= cd(T, b) + G for any offsets.
+  int64_t blocks = 0, prev = 0;
+  for (int64_t g = 0; g < args.numGroups; ++g) {
+    int64_t end = args.hostGroups[g];
+    blocks += (end - prev + block - 1) / block;
+    prev = end;
+  }
+  return blocks;
+}
 
 Status qgemm::validateGemmArgs(const GemmContract &contract,
                                const GemmArgs &args) {

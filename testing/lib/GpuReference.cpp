@@ -218,7 +218,9 @@ std::string entryPoint(const GemmContract &c, const std::string &name) {
   s += "\n// " + std::string(toString(c.grouping.kind)) + "/" +
        std::string(toString(c.grouping.index)) + " n=" + std::to_string(c.n) +
        " k=" + std::to_string(c.k) + " a: " + describe(c.a) +
-       ", b: " + describe(c.b) + (c.accumulate ? ", D = C + A.B" : "") + "\n";
+       ", b: " + describe(c.b) + (c.accumulate ? ", D = C + A.B" : "") +
+       (restartsTokenBlocks(c) ? ", token blocks restart per group" : "") +
+       "\n";
   s += "extern \"C\" __global__ void __launch_bounds__(gpuref::THREADS, 2)\n" +
        name +
        "(const gpuref::u8 *a, const void *sa, const gpuref::u8 *b,\n"
@@ -229,7 +231,8 @@ std::string entryPoint(const GemmContract &c, const std::string &name) {
        std::to_string(indexValue(c.grouping.index)) + ", " +
        std::to_string(c.n) + "LL, " + std::to_string(c.k) + "LL, " +
        (c.accumulate ? "true" : "false") + ",\n      " + operandArgs(c.a) +
-       ",\n      " + operandArgs(c.b) +
+       ",\n      " + operandArgs(c.b) + ", " +
+       (restartsTokenBlocks(c) ? "true" : "false") +
        ">>(a, sa, b, sb, out, c, groups, rows, numGroups);\n}\n";
   return s;
 }

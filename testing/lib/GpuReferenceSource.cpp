@@ -106,9 +106,15 @@ struct Operand {
   static constexpr bool transposed = col128 && Ready;
 };
 
-template <int G, int I, i64 N, i64 K, bool Accumulate, class A, class B>
+// Restart: k_contiguous with groups padded below the contraction block; the
+// token scale blocks restart at each group's first token (LAYOUTS.md,
+// "Grouping"): token t of group g is in block start(g) + (t - first_g) / b,
+// start(g) = sum over h < g of cd(m_h, b), Tb = that sum over all groups.
+template <int G, int I, i64 N, i64 K, bool Accumulate, class A, class B,
+          bool Restart = false>
 struct Config {
   static constexpr int grouping = G, index = I;
+  static constexpr bool restart = Restart;
   static constexpr i64 n = N, k = K;
   static constexpr bool accumulate = Accumulate;
   typedef A OpA;
@@ -132,7 +138,10 @@ template <class Op> __device__ u64 scaleAllocSize(u64 R, u64 C) {
 // at (i, kk), i the output row (or column) and kk the contraction index;
 // Swap reads a matrix whose rows are the contraction ([128,1] column-wise
 // operands of k_contiguous, quantized on the (T, rows) activations).
-template <class Op, bool Swap> struct View {
+// Restart: the contraction is the tokens of one group whose scale blocks
+// restart (Config::restart); first / blockStart are that group's first
+// token and start(g), tokenBlocks is Tb.
+template <class Op, bool Swap, bool Restart = false> struct View {
   const u8 *data;
   const u8 *scales; // byte address; f32 scales are read 4 bytes at a time
   // Unsigned: every index is non-negative, and divisions and remainders by
@@ -140,10 +149,15 @@ template <class Op, bool Swap> struct View {
   u64 R, C;
   u64 Cb;    // scale grid columns
   u64 pitch; // r4(R), r4(Cb), C, r4(C) or r4(Cb)/4 tiles: what the layout needs
+  u64 first = 0, blockStart = 0; // Restart only
 
-  __device__ View(const u8 *data, const void *scales, u64 R, u64 C)
-      : data(data), scales(static_cast<const u8 *>(scales)), R(R), C(C) {
-    Cb = ceilDiv(C, Op::blockCols);
+  __device__ View(const u8 *data, const void *scales, u64 R, u64 C,
+                  u64 tokenBlocks = 0, u64 first = 0, u64 blockStart = 0)
+      : data(data), scales(static_cast<const u8 *>(scales)), R(R), C(C),
+        first(first), blockStart(blockStart) {
+    // Along the tokens the grid has Tb blocks; for Swap ([128,1]) the
+    // tokens are the rows, whose block count no pitch depends on.
+    Cb = Restart && !Swap ? tokenBlocks : ceilDiv(C, Op::blockCols);
     if (Op::row128)
       pitch = Op::ready ? roundUp(R, 4) : Cb;
     else if (Op::block128)
@@ -173,7 +187,15 @@ template <class Op, bool Swap> struct View {
                                        u32 &scale) const {
     u64 r = Swap ? kk : i, c = Swap ? i : kk;
     code = data[Op::transposed ? c * R + r : r * C + c];
-    u64 s = scaleOffset(r / Op::blockRows, c / Op::blockCols);
+    u64 bi = r / Op::blockRows, bj = c / Op::blockCols;
+    if (Restart) {
+      u64 jt = blockStart + (kk - first) / (Swap ? Op::blockRows : Op::blockCols);
+      if (Swap)
+        bi = jt;
+      else
+        bj = jt;
+    }
+    u64 s = scaleOffset(bi, bj);
     scale = Op::e8m0 ? (u32)scales[s]
                      : *reinterpret_cast<const u32 *>(scales + 4 * s);
   }
@@ -272,12 +294,15 @@ __device__ void gemm(const u8 *a, const void *sa, const u8 *b, const void *sb,
   // Only k_contiguous reads an operand with its contraction along rows.
   constexpr bool swapA = weightGrad && OpA::blockCols == 1;
   constexpr bool swapB = weightGrad && OpB::blockCols == 1;
-  typedef View<OpA, swapA> VA;
-  typedef View<OpB, swapB> VB;
+  constexpr bool restart = weightGrad && Cfg::restart;
+  typedef View<OpA, swapA, restart> VA;
+  typedef View<OpB, swapB, restart> VB;
 
   __shared__ double sA[BK][BM + 1]; // +1: conflict-free column stores
   __shared__ double sB[BK][BN + 1];
   __shared__ int sGroup[BM];
+  // Restart: Tb and start(blockIdx.z), summed over the groups by all threads.
+  __shared__ unsigned long long sTokenBlocks, sBlockStart;
 
   const int gz = blockIdx.z;
   // Output rows and columns of this launch's D (per group when grid z
@@ -320,6 +345,24 @@ __device__ void gemm(const u8 *a, const void *sa, const u8 *b, const void *sb,
     }
     sGroup[threadIdx.x] = g;
   }
+  if (restart) {
+    // cd(m_h, b) blocks per group h: every thread sums its share of the
+    // groups (integer sums, so the order of the atomics is moot).
+    constexpr u64 tokBlock = swapA ? OpA::blockRows : OpA::blockCols;
+    if (threadIdx.x == 0)
+      sTokenBlocks = sBlockStart = 0;
+    __syncthreads();
+    u64 tb = 0, start = 0;
+    for (int h = threadIdx.x; h < numGroups; h += THREADS) {
+      i64 lo = h > 0 ? groups[h - 1] : 0;
+      u64 bh = ceilDiv((u64)(groups[h] - lo), tokBlock);
+      tb += bh;
+      if (h < gz)
+        start += bh;
+    }
+    atomicAdd(&sTokenBlocks, tb);
+    atomicAdd(&sBlockStart, start);
+  }
   __syncthreads();
 
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
@@ -341,8 +384,10 @@ __device__ void gemm(const u8 *a, const void *sa, const u8 *b, const void *sb,
       // Tokens [offsets[g-1], offsets[g]); one scale grid over all T tokens.
       k0 = g > 0 ? groups[g - 1] : 0;
       k1 = groups[g];
-      VA va(a, sa, swapA ? rows : Cfg::n, swapA ? Cfg::n : rows);
-      VB vb(b, sb, swapB ? rows : Cfg::k, swapB ? Cfg::k : rows);
+      VA va(a, sa, swapA ? rows : Cfg::n, swapA ? Cfg::n : rows, sTokenBlocks,
+            k0, sBlockStart);
+      VB vb(b, sb, swapB ? rows : Cfg::k, swapB ? Cfg::k : rows, sTokenBlocks,
+            k0, sBlockStart);
       multiplyTile(va, vb, rowBase, colBase, k0, k1, Cfg::n, Cfg::k, g, sGroup,
                    sA, sB, acc);
     } else {

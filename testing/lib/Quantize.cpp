@@ -124,24 +124,40 @@ uint8_t qgemm::quantizeElement(float x, const BlockQuant &b, ElemType fp8) {
   return encodeFp8(y, fp8);
 }
 
-bool qgemm::quantizeInto(const float *x, int64_t rows, int64_t cols,
-                         const ScaleRecipe &recipe, const QuantizeParams &p,
-                         uint8_t *data, void *scales) {
+namespace {
+
+/// Half-open index ranges of the blocks along one dimension.
+using BlockRanges = std::vector<TokenBlocks::Range>;
+
+BlockRanges uniformRanges(int64_t extent, int64_t block) {
+  BlockRanges out;
+  for (int64_t i = 0; i < extent; i += block)
+    out.push_back({i, std::min(extent, i + block)});
+  return out;
+}
+
+bool paramsFit(const ScaleRecipe &recipe, const QuantizeParams &p,
+               int64_t rows, int64_t cols) {
   if (!isSupportedScaleRecipe(recipe) || !isFp8(p.fp8) || rows < 0 || cols < 0)
     return false;
-  if (isMx(p.recipe) != (recipe.dtype == ElemType::UE8M0))
-    return false;
+  return isMx(p.recipe) == (recipe.dtype == ElemType::UE8M0);
+}
 
-  ScaleGrid grid = scaleGrid(rows, cols, recipe);
-  for (int64_t i = 0; i < grid.rows; ++i) {
-    int64_t r0 = i * recipe.blockRows;
-    int64_t r1 = std::min(rows, r0 + recipe.blockRows);
-    for (int64_t j = 0; j < grid.cols; ++j) {
-      int64_t c0 = j * recipe.blockCols;
-      int64_t c1 = std::min(cols, c0 + recipe.blockCols);
+/// One scale per (row range i, column range j), written at its offset in
+/// `grid`'s layout; the elements of each block quantized with its scale.
+void quantizeBlocks(const float *x, int64_t rows, int64_t cols,
+                    const ScaleRecipe &recipe, const QuantizeParams &p,
+                    ScaleGrid grid, const BlockRanges &rowBlocks,
+                    const BlockRanges &colBlocks, uint8_t *data,
+                    void *scales) {
+  for (size_t i = 0; i < rowBlocks.size(); ++i) {
+    auto [r0, r1] = rowBlocks[i];
+    for (size_t j = 0; j < colBlocks.size(); ++j) {
+      auto [c0, c1] = colBlocks[j];
       BlockQuant b = blockQuant(blockAmax(x, cols, r0, r1, c0, c1), p);
 
-      int64_t off = scaleOffset(rows, cols, recipe, i, j);
+      int64_t off = scaleOffset(rows, cols, recipe, grid, int64_t(i),
+                                int64_t(j));
       if (recipe.dtype == ElemType::UE8M0)
         static_cast<uint8_t *>(scales)[off] = b.e8m0;
       else
@@ -153,6 +169,38 @@ bool qgemm::quantizeInto(const float *x, int64_t rows, int64_t cols,
               quantizeElement(x[r * cols + c], b, p.fp8);
     }
   }
+}
+
+/// A zero-filled tensor with `n` scale entries set to the padding value;
+/// `scales` points at them.
+QuantizedTensor emptyTensor(int64_t rows, int64_t cols,
+                            const ScaleRecipe &recipe, int64_t n,
+                            float padScale, uint8_t padCode, void *&scales) {
+  QuantizedTensor t;
+  t.rows = rows;
+  t.cols = cols;
+  t.recipe = recipe;
+  t.data.assign(size_t(rows * cols), 0);
+  if (recipe.dtype == ElemType::UE8M0) {
+    t.scalesUE8M0.assign(size_t(n), padCode);
+    scales = t.scalesUE8M0.data();
+  } else {
+    t.scalesF32.assign(size_t(n), padScale);
+    scales = t.scalesF32.data();
+  }
+  return t;
+}
+
+} // namespace
+
+bool qgemm::quantizeInto(const float *x, int64_t rows, int64_t cols,
+                         const ScaleRecipe &recipe, const QuantizeParams &p,
+                         uint8_t *data, void *scales) {
+  if (!paramsFit(recipe, p, rows, cols))
+    return false;
+  quantizeBlocks(x, rows, cols, recipe, p, scaleGrid(rows, cols, recipe),
+                 uniformRanges(rows, recipe.blockRows),
+                 uniformRanges(cols, recipe.blockCols), data, scales);
   return true;
 }
 
@@ -162,21 +210,45 @@ qgemm::quantize(const float *x, int64_t rows, int64_t cols,
                 float padScale, uint8_t padCode) {
   if (!isSupportedScaleRecipe(recipe))
     return std::nullopt;
-  QuantizedTensor t;
-  t.rows = rows;
-  t.cols = cols;
-  t.recipe = recipe;
-  t.data.assign(size_t(rows * cols), 0);
-  int64_t n = scaleAllocSize(rows, cols, recipe);
-  void *scales;
-  if (recipe.dtype == ElemType::UE8M0) {
-    t.scalesUE8M0.assign(size_t(n), padCode);
-    scales = t.scalesUE8M0.data();
-  } else {
-    t.scalesF32.assign(size_t(n), padScale);
-    scales = t.scalesF32.data();
-  }
+  void *scales = nullptr;
+  QuantizedTensor t =
+      emptyTensor(rows, cols, recipe, scaleAllocSize(rows, cols, recipe),
+                  padScale, padCode, scales);
   if (!quantizeInto(x, rows, cols, recipe, p, t.data.data(), scales))
     return std::nullopt;
+  return t;
+}
+
+std::optional<QuantizedTensor>
+qgemm::quantizeTokens(const float *x, int64_t rows, int64_t cols,
+                      const ScaleRecipe &recipe, const QuantizeParams &p,
+                      const TokenBlocks &tokens, float padScale,
+                      uint8_t padCode) {
+  if (!paramsFit(recipe, p, rows, cols) ||
+      (recipe.blockRows != 1 && recipe.blockCols != 1))
+    return std::nullopt;
+  const bool tokensAlongRows = recipe.blockCols == 1;
+  if ((tokensAlongRows ? recipe.blockRows : recipe.blockCols) != tokens.block)
+    return std::nullopt;
+  ScaleGrid grid = tokenGrid(rows, cols, recipe, tokens);
+  void *scales = nullptr;
+  QuantizedTensor t =
+      emptyTensor(rows, cols, recipe, scaleAllocSize(rows, cols, recipe, grid),
+                  padScale, padCode, scales);
+  // Tokens in no block still get data: the FP8 image of x at scale 1.
+  BlockQuant unit;
+  unit.factor = 1.0f;
+  unit.divide = false;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      t.data[size_t(dataOffset(rows, cols, recipe, r, c))] =
+          quantizeElement(x[r * cols + c], unit, p.fp8);
+  const BlockRanges other = tokensAlongRows
+                                ? uniformRanges(cols, recipe.blockCols)
+                                : uniformRanges(rows, recipe.blockRows);
+  quantizeBlocks(x, rows, cols, recipe, p, grid,
+                 tokensAlongRows ? tokens.ranges : other,
+                 tokensAlongRows ? other : tokens.ranges, t.data.data(),
+                 scales);
   return t;
 }

@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <utility>
 
 using namespace qgemm;
@@ -27,10 +28,18 @@ struct QuantView {
   ElemType dtype = ElemType::E4M3;
   ScaleRecipe recipe;
   int64_t rows = 0, cols = 0;
+  /// k_contiguous with restarting token blocks: the blocks along the tokens
+  /// (columns, or rows for [128,1]) and the grid they make; else null.
+  const TokenBlocks *tokens = nullptr;
+  ScaleGrid grid;
 
   double at(int64_t r, int64_t c) const {
-    int64_t off = scaleOffset(rows, cols, recipe, r / recipe.blockRows,
-                              c / recipe.blockCols);
+    int64_t i = r / recipe.blockRows, j = c / recipe.blockCols;
+    if (tokens)
+      (recipe.blockCols == 1 ? i : j) =
+          tokens->blockOf(recipe.blockCols == 1 ? r : c);
+    int64_t off = tokens ? scaleOffset(rows, cols, recipe, grid, i, j)
+                         : scaleOffset(rows, cols, recipe, i, j);
     double s = recipe.dtype == ElemType::UE8M0
                    ? decodeUE8M0(static_cast<const uint8_t *>(scales)[off])
                    : static_cast<const float *>(scales)[off];
@@ -225,14 +234,20 @@ ReferenceResult mGemm(const GemmContract &c, const GemmOperands &ops) {
   return res;
 }
 
-/// A token-contiguous operand of k_contiguous with `rows` output rows.
+/// A token-contiguous operand of k_contiguous with `rows` output rows;
+/// `blocks` when its token blocks restart at each group.
 GemmView tokenView(const uint8_t *data, const void *scales,
-                   const OperandContract &oc, int64_t rows, int64_t tokens) {
+                   const OperandContract &oc, int64_t rows, int64_t tokens,
+                   const TokenBlocks *blocks) {
   // A [128,1] recipe quantized the (T, rows) activations column-wise.
   bool columnWise = oc.scale.blockCols == 1;
   GemmView v{quantView(data, scales, oc, columnWise ? tokens : rows,
                        columnWise ? rows : tokens)};
   v.swap = columnWise;
+  if (blocks) {
+    v.q.tokens = blocks;
+    v.q.grid = tokenGrid(v.q.rows, v.q.cols, oc.scale, *blocks);
+  }
   return v;
 }
 
@@ -244,8 +259,15 @@ ReferenceResult kGemm(const GemmContract &c, const GemmOperands &ops) {
   res.d.assign(size_t(res.rows * k), 0.0);
   res.isPadding.assign(size_t(res.rows), false);
 
-  GemmView a = tokenView(ops.a, ops.scaleA, c.a, n, tokens);
-  GemmView b = tokenView(ops.b, ops.scaleB, c.b, k, tokens);
+  // Groups padded below the scale block restart their blocks (LAYOUTS.md,
+  // "Grouping"); both operands share the contraction block, hence the map.
+  std::optional<TokenBlocks> blocks;
+  if (restartsTokenBlocks(c))
+    blocks = tokenBlocks(ops.groupIndex, groups, tokens,
+                         contractionBlock(c.a.scale), /*restart=*/true);
+  const TokenBlocks *tb = blocks ? &*blocks : nullptr;
+  GemmView a = tokenView(ops.a, ops.scaleA, c.a, n, tokens, tb);
+  GemmView b = tokenView(ops.b, ops.scaleB, c.b, k, tokens, tb);
   int64_t t0 = 0;
   for (int64_t g = 0; g < groups; ++g) {
     int64_t t1 = ops.groupIndex[g], len = t1 - t0;

@@ -7,6 +7,7 @@
 
 #include "qgemm/ScaleLayout.h"
 
+#include <algorithm>
 #include <cassert>
 
 using namespace qgemm;
@@ -46,8 +47,12 @@ ScaleGrid qgemm::scaleGrid(int64_t rows, int64_t cols,
 
 int64_t qgemm::scaleAllocSize(int64_t rows, int64_t cols,
                               const ScaleRecipe &recipe) {
+  return scaleAllocSize(rows, cols, recipe, scaleGrid(rows, cols, recipe));
+}
+
+int64_t qgemm::scaleAllocSize(int64_t rows, int64_t cols,
+                              const ScaleRecipe &recipe, ScaleGrid g) {
   assert(isSupportedScaleRecipe(recipe) && "recipe outside LAYOUTS.md");
-  ScaleGrid g = scaleGrid(rows, cols, recipe);
   bool ready = isGemmReady(recipe);
   switch (blockKind(recipe)) {
   case BlockKind::Row128:
@@ -66,8 +71,13 @@ int64_t qgemm::scaleAllocSize(int64_t rows, int64_t cols,
 
 int64_t qgemm::scaleOffset(int64_t rows, int64_t cols,
                            const ScaleRecipe &recipe, int64_t i, int64_t j) {
+  return scaleOffset(rows, cols, recipe, scaleGrid(rows, cols, recipe), i, j);
+}
+
+int64_t qgemm::scaleOffset(int64_t rows, int64_t cols,
+                           const ScaleRecipe &recipe, ScaleGrid g, int64_t i,
+                           int64_t j) {
   assert(isSupportedScaleRecipe(recipe) && "recipe outside LAYOUTS.md");
-  ScaleGrid g = scaleGrid(rows, cols, recipe);
   bool ready = isGemmReady(recipe);
   switch (blockKind(recipe)) {
   case BlockKind::Row128:
@@ -90,6 +100,52 @@ int64_t qgemm::scaleOffset(int64_t rows, int64_t cols,
     break;
   }
   return -1;
+}
+
+int64_t TokenBlocks::blockOf(int64_t t) const {
+  // First block ending past t; t is in it unless it starts after t (a token
+  // past the last group, or one between blocks, which restart never leaves).
+  auto it = std::upper_bound(
+      ranges.begin(), ranges.end(), t,
+      [](int64_t v, const Range &r) { return v < r.end; });
+  if (it == ranges.end() || it->first > t)
+    return -1;
+  return int64_t(it - ranges.begin());
+}
+
+TokenBlocks qgemm::tokenBlocks(const int32_t *offsets, int64_t groups,
+                               int64_t tokens, int64_t block, bool restart) {
+  assert(block > 0 && "empty block");
+  TokenBlocks tb;
+  tb.block = block;
+  tb.restart = restart;
+  if (!restart) {
+    for (int64_t t = 0; t < tokens; t += block)
+      tb.ranges.push_back({t, std::min(tokens, t + block)});
+    for (int64_t g = 0, first = 0; g < groups; first = offsets[g++])
+      tb.groupStart.push_back(first / block);
+    return tb;
+  }
+  int64_t first = 0;
+  for (int64_t g = 0; g < groups; ++g) {
+    tb.groupStart.push_back(tb.count());
+    int64_t end = offsets[g];
+    for (int64_t t = first; t < end; t += block)
+      tb.ranges.push_back({t, std::min(end, t + block)});
+    first = end;
+  }
+  return tb;
+}
+
+ScaleGrid qgemm::tokenGrid(int64_t rows, int64_t cols,
+                           const ScaleRecipe &recipe, const TokenBlocks &tb) {
+  ScaleGrid g = scaleGrid(rows, cols, recipe);
+  // Column-wise blocks ([128, 1]) run along the rows of the (T, rows) matrix.
+  if (recipe.blockCols == 1)
+    g.rows = tb.count();
+  else
+    g.cols = tb.count();
+  return g;
 }
 
 bool qgemm::isDataTransposed(const ScaleRecipe &recipe) {

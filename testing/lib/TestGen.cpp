@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <random>
 
 namespace qgemm {
@@ -46,6 +47,18 @@ std::vector<Shape> shapesFor(const GemmContract &c, int64_t base) {
             {"one_row", {1, 1}},
             {"unequal", {base, 1, base - 1, 0, base / 3}}};
   case GroupingKind::KContiguous: {
+    if (restartsTokenBlocks(c)) {
+      // Groups padded to the alignment only: their scale blocks restart at
+      // each group, and most groups end in a partial block. Sizes not
+      // multiples of b, empty groups between full ones, groups of exactly
+      // one alignment unit; "unequal" last, for the value distributions.
+      const int64_t b = contractionBlock(c.a.scale);
+      return {{"single", {b + align}},
+              {"empty_groups", {b, 0, 3 * align, 0, 0, 2 * b}},
+              {"one_unit", {align}},
+              {"align_stress", std::vector<int64_t>(6, align)},
+              {"unequal", {align, 3 * align, 0, b + align, 2 * b - align}}};
+    }
     // Token groups are multiples of the contraction block (and alignment).
     const int64_t b = std::max(align, contractionBlock(c.a.scale));
     return {{"single", {2 * b}},
@@ -165,11 +178,17 @@ struct OperandBuffers {
 /// to `out`. Padding scale entries hold NaN (or the E8M0 NaN code), and the
 /// scales of rows listed in `paddingRows` are overwritten the same way:
 /// garbage a kernel must never read into a valid output.
+/// With `tokens`, x is a token-dimension operand of k_contiguous whose scale
+/// blocks restart at each group (quantizeTokens).
 void appendQuantized(const std::vector<float> &x, int64_t rows, int64_t cols,
                      const ScaleRecipe &r, ElemType fp8,
-                     const std::vector<bool> &paddingRows, OperandBuffers &out) {
+                     const std::vector<bool> &paddingRows, OperandBuffers &out,
+                     const TokenBlocks *tokens = nullptr) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  auto q = quantize(x.data(), rows, cols, r, paramsFor(r, fp8), nan, 0xFF);
+  auto q = tokens ? quantizeTokens(x.data(), rows, cols, r, paramsFor(r, fp8),
+                                   *tokens, nan, 0xFF)
+                  : quantize(x.data(), rows, cols, r, paramsFor(r, fp8), nan,
+                             0xFF);
   if (!q)
     return;
   out.data.insert(out.data.end(), q->data.begin(), q->data.end());
@@ -258,16 +277,23 @@ HostProblem buildProblem(const Spec &spec, const TestCase &tc) {
   OperandBuffers a, b;
 
   if (kind == GroupingKind::KContiguous) {
-    // A (N, T) and B (K, T), token-contiguous, one scale grid over all T.
+    // A (N, T) and B (K, T), token-contiguous, one scale grid over all T
+    // (Tb blocks along T when the blocks restart at each group).
     int64_t t = 0;
     for (int64_t r : tc.groupRows)
       p.groupIndex.push_back(int32_t(t += r));
     p.rows = t;
+    std::optional<TokenBlocks> blocks;
+    if (restartsTokenBlocks(c))
+      blocks = tokenBlocks(p.groupIndex.data(), p.groups, t,
+                           contractionBlock(c.a.scale), /*restart=*/true);
+    const TokenBlocks *tb = blocks ? &*blocks : nullptr;
     std::vector<float> xa = fill(c.n, t, srcA, {});
     if (tc.dist == ValueDist::ZeroBlock)
       zeroBlock(xa, c.n, t);
-    appendQuantized(xa, c.n, t, c.a.scale, c.a.dtype, {}, a);
-    appendQuantized(fill(c.k, t, srcB, {}), c.k, t, c.b.scale, c.b.dtype, {}, b);
+    appendQuantized(xa, c.n, t, c.a.scale, c.a.dtype, {}, a, tb);
+    appendQuantized(fill(c.k, t, srcB, {}), c.k, t, c.b.scale, c.b.dtype, {},
+                    b, tb);
     p.dRows = p.groups * c.n;
     p.dCols = c.k;
   } else {

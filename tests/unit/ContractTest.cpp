@@ -259,9 +259,13 @@ TEST_CASE("each weight-gradient rule is enforced", "[contract]") {
        [](auto &c) {
          c.a.scale = scale(1, 32, ElemType::UE8M0);
          c.b.scale = scale(1, 32, ElemType::UE8M0);
-         c.grouping.alignment = 16;
+         c.grouping.alignment = 8;
        },
-       "grouping.alignment", "16 is not a multiple of 32"},
+       "grouping.alignment",
+       "8 is not a multiple of 32, the contraction scale block of [1, 32] "
+       "scaling; k_contiguous contracts over tokens, so each group must hold "
+       "whole scale blocks or restart them at its first token; allowed: 16 "
+       "(scale blocks restart at each group) or multiples of 32 up to 4096"},
       {"zero n", [](auto &c) { c.n = 0; }, "shape.n", "0 is out of range"},
   };
   for (const GemmCase &tc : cases) {

@@ -110,6 +110,39 @@ std::vector<GemmContract> allContracts() {
   return out;
 }
 
+/// k_contiguous contracts whose token scale blocks restart at each group
+/// (alignment 16, below both the 128 and the MXFP8 32 block), every layout
+/// pair; then the column-wise [128,1] operands the reference also reads.
+std::vector<GemmContract> restartContracts() {
+  std::vector<GemmContract> out;
+  const ScaleLayout layouts[] = {ScaleLayout::Compact, ScaleLayout::GemmReady};
+  for (bool mx : {false, true})
+    for (ScaleLayout la : layouts)
+      for (ScaleLayout lb : layouts) {
+        GemmContract c;
+        c.grouping = {GroupingKind::KContiguous, 16, GroupIndex::Offsets};
+        c.n = 96;
+        c.k = 160;
+        ElemType st = mx ? ElemType::UE8M0 : ElemType::F32;
+        c.a.scale = {1, mx ? 32 : 128, st, la};
+        c.b.scale = {1, mx ? 32 : 128, st, lb};
+        c.d = ElemType::F32;
+        c.accumulate = out.size() % 2 == 1;
+        if (auto v = checkGemm(c))
+          FAIL("test contract rejected: " + v->field + ": " + v->message);
+        REQUIRE(restartsTokenBlocks(c));
+        out.push_back(c);
+      }
+  for (ScaleLayout l : layouts) {
+    GemmContract c = out.front();
+    c.a.scale = {128, 1, ElemType::F32, l};
+    c.b.scale = {128, 1, ElemType::F32, l};
+    REQUIRE(restartsTokenBlocks(c));
+    out.push_back(c);
+  }
+  return out;
+}
+
 /// Recipes the reference reads although checkGemm does not allow them for
 /// a kernel (the CPU reference reads them too): column-wise [128,1]
 /// operands of the weight gradient, with transposed data when GEMM_READY.
@@ -193,8 +226,11 @@ TEST_CASE("GPU reference source compiles for every grouping, layout and type",
   std::vector<GemmContract> contracts = allContracts();
   for (const GemmContract &c : extraContracts())
     contracts.push_back(c);
-  // 5 groupings x 2 scale families x 2 x 2 layouts x 2 x 2 FP8 types.
-  REQUIRE(contracts.size() == 160 + 2);
+  for (const GemmContract &c : restartContracts())
+    contracts.push_back(c);
+  // 5 groupings x 2 scale families x 2 x 2 layouts x 2 x 2 FP8 types, the
+  // column-wise extras, and the weight gradients below the scale block.
+  REQUIRE(contracts.size() == 160 + 2 + 10);
 
   std::string src;
   Status st = GpuReference::source(contracts, src);
@@ -448,14 +484,24 @@ TEST_CASE("GPU reference agrees with the CPU reference bit for bit",
   // both layouts, both FP8 types and accumulate on and off, in seconds;
   // TestGen's cases bring empty groups, padding rows with NaN scales, tiny
   // and outlier values.
-  std::vector<GemmContract> contracts = allContracts();
+  // (contract, seed text) pairs.
+  std::vector<std::pair<GemmContract, std::string>> contracts;
+  std::vector<GemmContract> all = allContracts();
+  for (size_t i = 0; i < all.size(); i += 11)
+    contracts.push_back({all[i], std::to_string(i)});
+  // Token blocks that restart at each group: every one (TestGen gives them
+  // groups that end in partial blocks, and empty groups between).
+  // (Not the column-wise ones: TestGen builds the operands kernels read.)
+  std::vector<GemmContract> restart = restartContracts();
+  for (size_t i = 0; i < restart.size(); ++i)
+    if (restart[i].a.scale.blockCols != 1)
+      contracts.push_back({restart[i], "restart" + std::to_string(i)});
   int cases = 0;
-  for (size_t i = 0; i < contracts.size(); i += 11) {
-    const GemmContract &c = contracts[i];
+  for (const auto &[c, seedText] : contracts) {
     Spec spec;
     spec.name = "gpuref";
     spec.gemm = c;
-    spec.hash = std::to_string(i);
+    spec.hash = seedText;
     for (const TestCase &tc : generateCases(spec)) {
       INFO(describe(c) << ", case " << tc.name);
       HostProblem p = buildProblem(spec, tc);

@@ -333,6 +333,42 @@ TEST_CASE("what validation does not require", "[runtime][validate]") {
   }
 }
 
+TEST_CASE("k_contiguous below the scale block: groups of 16 tokens",
+          "[runtime][validate]") {
+  // The token scale blocks restart at each group (LAYOUTS.md, "Grouping"),
+  // so a group owes only the alignment, and the scales span
+  // Tb = sum of cd(m_g, 128) blocks along the tokens, not cd(T, 128).
+  Spec spec = parseOne(R"({"qgemm": 1, "name": "rt_wgrad16",
+    "op": "grouped_gemm", "grouping": {"kind": "k_contiguous", "alignment": 16},
+    "shape": {"n": 256, "k": 384}, "c": {"dtype": "f32"}})");
+  std::vector<int32_t> meta;
+  GemmArgs args = validArgs(spec, meta);
+  meta = {16, 16, 160, 208}; // 16, empty, 144, 48 tokens
+  args.hostGroups = meta.data();
+  args.hostGroupsCount = 4;
+  args.numGroups = 4;
+  args.rows = 224;
+  CHECK(validateGemmArgs(spec.gemm, args).ok());
+  CHECK(tokenScaleBlocks(spec.gemm, args) == 1 + 0 + 2 + 1);
+  // Within the bound cd(T, b) + G that holds for any offsets.
+  CHECK(tokenScaleBlocks(spec.gemm, args) <= (224 + 127) / 128 + 4);
+
+  meta[1] = 24; // a group of 8 tokens: not a multiple of 16
+  Status st = validateGemmArgs(spec.gemm, args);
+  CHECK(st.code == Status::UserError);
+  CHECK(st.message ==
+        "group 1 has 8 tokens (offsets[1] = 24 minus offsets[0] = 16): not a "
+        "multiple of grouping.alignment = 16");
+
+  // Whole blocks: one grid over all T tokens, as before.
+  Spec whole = parseOne(kWgrad);
+  GemmArgs w = validArgs(whole, meta);
+  CHECK(tokenScaleBlocks(whole.gemm, w) == 5); // cd(640, 128)
+  Spec rows = parseOne(kMContiguous);
+  GemmArgs r = validArgs(rows, meta);
+  CHECK(tokenScaleBlocks(rows.gemm, r) == -1);
+}
+
 TEST_CASE("a missing CUDA driver is an error value", "[runtime][driver]") {
   const CudaDriver *d = reinterpret_cast<const CudaDriver *>(1);
   Status st = openCudaDriver(kNoDriver, d);

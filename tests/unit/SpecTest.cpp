@@ -270,13 +270,18 @@ const BadSpec kBadSpecs[] = {
   // k_contiguous (weight gradient)
   {Doc::Gemm, R"({"grouping": {"kind": "k_contiguous"}, "d": {"dtype": "bf16"}})",
    "d.dtype", "bf16 is not allowed for a k_contiguous GEMM"},
-  {Doc::Gemm, R"({"grouping": {"kind": "k_contiguous", "alignment": 16}})",
-   "grouping.alignment", "16 is not a multiple of 128, the contraction scale "
+  // Alignments 16 and 32 below the block restart the token scale blocks
+  // (LAYOUTS.md, "Grouping"); others below it are refused.
+  {Doc::Gemm, R"({"grouping": {"kind": "k_contiguous", "alignment": 8}})",
+   "grouping.alignment", "8 is not a multiple of 128, the contraction scale "
    "block of [1, 128] scaling"},
-  {Doc::Gemm, R"({"grouping": {"kind": "k_contiguous", "alignment": 16},
+  {Doc::Gemm, R"({"grouping": {"kind": "k_contiguous", "alignment": 64}})",
+   "grouping.alignment", "allowed: 16 or 32 (scale blocks restart at each "
+   "group) or multiples of 128 up to 4096"},
+  {Doc::Gemm, R"({"grouping": {"kind": "k_contiguous", "alignment": 8},
                   "a": {"scale": {"block": [1, 32]}},
                   "b": {"scale": {"block": [1, 32]}}})",
-   "grouping.alignment", "16 is not a multiple of 32"},
+   "grouping.alignment", "8 is not a multiple of 32"},
   {Doc::Gemm, R"({"grouping": {"kind": "k_contiguous"},
                   "b": {"scale": {"block": [128, 128]}}})",
    "b.scale.block", "is not allowed for B of a k_contiguous GEMM"},

@@ -43,7 +43,10 @@ void checkMetadata(const Spec &s, const TestCase &tc, const HostProblem &p) {
   case GroupIndex::Offsets: {
     REQUIRE(p.groupIndex.size() == tc.groupRows.size());
     int32_t prev = 0;
-    int64_t unit = c.grouping.kind == GroupingKind::KContiguous
+    // k_contiguous groups hold whole scale blocks unless the blocks
+    // restart at each group, which needs only the alignment.
+    int64_t unit = c.grouping.kind == GroupingKind::KContiguous &&
+                           !restartsTokenBlocks(c)
                        ? std::max(c.grouping.alignment, contractionBlock(c.a.scale))
                        : c.grouping.alignment;
     for (int32_t end : p.groupIndex) {

@@ -48,7 +48,10 @@ std::string configOf(const qgemm::Spec &s, const qgemm::CompileOutput &o) {
   else
     text = "kernel family: simt (one thread per output element, " +
            std::to_string(qgemm::kSimtBlockThreads) +
-           " threads per block), " + promote;
+           " threads per block), " + promote +
+           (qgemm::restartsTokenBlocks(s.gemm)
+                ? ", token scale blocks restart at each group"
+                : "");
   text += s.tuning.isAuto
               ? "; chosen by the heuristic"
               : "; explicit tuning, the rest chosen by the heuristic";

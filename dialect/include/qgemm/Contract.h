@@ -177,6 +177,15 @@ constexpr int64_t kMaxAlignment = 4096;
 /// The contraction block of a scale recipe as it applies to K.
 QGEMM_API int64_t contractionBlock(const ScaleRecipe &r);
 
+/// Whether a k_contiguous contract restarts its scale blocks along tokens at
+/// each group's first token (LAYOUTS.md, "Grouping"): alignment 16 or 32
+/// below the contraction block (1x128 scales: 16, 32; MXFP8 1x32: 16). Token
+/// t of group g then uses scale column start(g) + (t - first(g)) / b, with
+/// start(g) the sum over earlier groups of cd(m_h, b), and the scale grid has
+/// Tb = sum over g of cd(m_g, b) columns instead of cd(T, b). False for
+/// every other contract, whose groups hold whole scale blocks.
+QGEMM_API bool restartsTokenBlocks(const GemmContract &c);
+
 /// MXFP8 blocks ([1, 32] or [32, 1], one E8M0 scale per 32 elements). The
 /// spec parser picks default scale types with the test the checks apply, so
 /// the two cannot drift apart.

@@ -60,6 +60,20 @@ struct GemmArgs {
 QGEMM_API Status validateGemmArgs(const GemmContract &contract,
                                   const GemmArgs &args);
 
+/// k_contiguous: the scale blocks along the tokens of both operands, the
+/// extent that replaces cd(T, b) in every scale layout formula. With the
+/// alignment a multiple of the contraction block b it is cd(T, b); below it
+/// (restartsTokenBlocks) the blocks restart at each group and it is
+/// Tb = sum over g of cd(m_g, b), read from args.hostGroups (the host copy
+/// of the offsets that validateGemmArgs checks; call it after that check).
+/// GemmArgs carries scale pointers, not sizes, so the runtime cannot check
+/// a scale buffer's size: this is what a caller allocates from (Tb scale
+/// columns, padded per layout), and it never exceeds cd(T, b) + G, the
+/// bound to use when the offsets are known only on the device.
+/// -1 for the other groupings.
+QGEMM_API int64_t tokenScaleBlocks(const GemmContract &contract,
+                                   const GemmArgs &args);
+
 } // namespace qgemm
 
 #endif // QGEMM_GEMMARGS_H

@@ -16,6 +16,7 @@
 #define QGEMM_QUANTIZE_H
 
 #include "qgemm/Contract.h"
+#include "qgemm/ScaleLayout.h"
 
 #include <cstdint>
 #include <optional>
@@ -97,6 +98,19 @@ struct QuantizedTensor {
 std::optional<QuantizedTensor>
 quantize(const float *x, int64_t rows, int64_t cols, const ScaleRecipe &recipe,
          const QuantizeParams &p, float padScale = 0.0f, uint8_t padCode = 0);
+
+/// quantize() of a token-dimension operand of k_contiguous: the (rows, cols)
+/// matrix `x` has the tokens along the columns ([1,128], [1,32]: the (N, T)
+/// operand) or the rows ([128,1]: the (T, N) activations), and its blocks
+/// along the tokens are `tokens`'s ranges instead of every b tokens, so a
+/// group's last block takes the amax of that group's tokens alone and the
+/// scales fill the tokenGrid layout. Tokens in no block (past the last
+/// group) are quantized with scale 1 and have no scale entry.
+std::optional<QuantizedTensor>
+quantizeTokens(const float *x, int64_t rows, int64_t cols,
+               const ScaleRecipe &recipe, const QuantizeParams &p,
+               const TokenBlocks &tokens, float padScale = 0.0f,
+               uint8_t padCode = 0);
 
 } // namespace qgemm
 

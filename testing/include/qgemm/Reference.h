@@ -28,7 +28,11 @@
 // ([1,128], [1,32]: one scale grid for all T tokens); a [128,1] recipe
 // instead names the column-wise quantization of the (T, N) / (T, K)
 // activations (LAYOUTS.md: GEMM_READY stores exactly the same bytes as
-// [1,128] GEMM_READY on (N, T); COMPACT keeps the data (T, N)).
+// [1,128] GEMM_READY on (N, T); COMPACT keeps the data (T, N)). When the
+// alignment is below the contraction block (restartsTokenBlocks), the
+// blocks along the tokens restart at each group's first token and the grid
+// has Tb = sum over g of cd(m_g, b) blocks along the tokens
+// (ScaleLayout.h, TokenBlocks).
 //
 //===----------------------------------------------------------------------===//
 #ifndef QGEMM_REFERENCE_H

@@ -19,6 +19,7 @@
 #include "qgemm/Contract.h"
 
 #include <cstdint>
+#include <vector>
 
 namespace qgemm {
 
@@ -77,6 +78,51 @@ int64_t scaleAllocSize(int64_t rows, int64_t cols,
 /// described as such by the caller.
 int64_t scaleOffset(int64_t rows, int64_t cols,
                               const ScaleRecipe &recipe, int64_t i, int64_t j);
+
+/// The same formulas over an explicit scale grid instead of
+/// scaleGrid(rows, cols): the grid of a k_contiguous operand whose token
+/// blocks restart at each group (TokenBlocks below) has Tb blocks along the
+/// tokens, not cd(T, b). `grid` must be scaleGrid's with only the token
+/// count replaced (tokenGrid).
+int64_t scaleAllocSize(int64_t rows, int64_t cols, const ScaleRecipe &recipe,
+                       ScaleGrid grid);
+int64_t scaleOffset(int64_t rows, int64_t cols, const ScaleRecipe &recipe,
+                    ScaleGrid grid, int64_t i, int64_t j);
+
+/// The scale blocks along the tokens of a k_contiguous operand (LAYOUTS.md,
+/// "Grouping"). Block j covers tokens ranges[j] = [first, end). Without
+/// restart these are [j*b, min((j+1)*b, T)) for j < cd(T, b), one grid over
+/// all tokens. With restart (restartsTokenBlocks) each group g of m_g tokens
+/// starting at first_g owns Bg = cd(m_g, b) blocks from start(g) = sum over
+/// h < g of Bg(h), the last one holding the m_g mod b tokens left; empty
+/// groups own none, and tokens past offsets[G-1] belong to no block.
+struct TokenBlocks {
+  struct Range {
+    int64_t first = 0, end = 0;
+  };
+  int64_t block = 128; ///< b: tokens per full block
+  bool restart = false;
+  std::vector<Range> ranges; ///< one per block, ascending and disjoint
+  /// start(g) (restart; without restart first_g / b rounded down).
+  std::vector<int64_t> groupStart;
+
+  /// Tb (restart) or cd(T, b): the grid's extent along the tokens.
+  int64_t count() const { return int64_t(ranges.size()); }
+  /// The block holding token t, or -1 when t is in none.
+  int64_t blockOf(int64_t t) const;
+};
+
+/// Token blocks of `tokens` tokens grouped by the cumulative `offsets` (G
+/// entries, validated: non-decreasing, within tokens), blocks of `block`
+/// tokens, restarting at each group when `restart`.
+TokenBlocks tokenBlocks(const int32_t *offsets, int64_t groups, int64_t tokens,
+                        int64_t block, bool restart);
+
+/// The scale grid of a token-dimension operand: scaleGrid(rows, cols) with
+/// the extent along the tokens (columns for [1,128] and [1,32], rows for
+/// [128,1], whose logical matrix is (T, rows)) replaced by tb.count().
+ScaleGrid tokenGrid(int64_t rows, int64_t cols, const ScaleRecipe &recipe,
+                    const TokenBlocks &tb);
 
 /// Whether the FP8 data of the operand is stored transposed, (C, R)
 /// row-major: only [128,1] GEMM_READY.

@@ -68,6 +68,14 @@ struct ScaleAddress {
 };
 ScaleAddress emitScaleAddress(KernelIR &ir, const ::qgemm::ScaleRecipe &recipe,
                               Value rows, Value cols, Value i, Value j);
+/// The same for a token-contiguous k_contiguous operand (rows, T) whose
+/// token scale blocks restart at each group (restartsTokenBlocks): the grid
+/// has `tokenBlocks` = Tb columns instead of cd(T, b), and `j` is the block
+/// start(g) + (t - first_g) / b. Row-wise recipes ([1,128], [1,32]) only.
+ScaleAddress emitTokenScaleAddress(KernelIR &ir,
+                                   const ::qgemm::ScaleRecipe &recipe,
+                                   Value rows, Value tokenBlocks, Value i,
+                                   Value j);
 
 } // namespace mlir::qgemm
 
