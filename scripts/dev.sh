@@ -19,12 +19,16 @@
 #                             bench of a tuning sweep in bench/sweeps/)
 #
 # Everything is idempotent: a second run installs nothing and rebuilds only
-# what changed. Environment: BUILD_DIR (default build), JOBS (default nproc).
+# what changed. Environment: BUILD_DIR (default build), JOBS (default nproc),
+# PACK_DIR (default .pack; another git-ignored .pack-NAME/ lets several
+# checkouts share one GPU machine, each carrying its own pack).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 JOBS="${JOBS:-$(nproc)}"
+PACK_DIR="${PACK_DIR:-$ROOT/.pack}"
+[[ "$PACK_DIR" = /* ]] || PACK_DIR="$ROOT/$PACK_DIR"
 LLVM_BIN=/usr/lib/llvm-22/bin
 
 # Debian 12 packages qgemm builds with (LLVM/MLIR 22 come from bookworm-security).
@@ -71,7 +75,7 @@ run_tests() {
 }
 
 pack() {
-  local dir="$ROOT/.pack" stage
+  local dir="$PACK_DIR" stage
   stage="$(mktemp -d)"
   mkdir -p "$dir" "$stage/qgemm/bin" "$stage/qgemm/lib"
   cp "$BUILD_DIR/lib/libqgemm.so" "$stage/qgemm/lib/"
@@ -85,14 +89,22 @@ pack() {
   [[ -f "$suite" ]] && cp "$suite" "$stage/qgemm/"
   tar -C "$stage" -cJf "$dir/qgemm-gpu.tar.xz" qgemm
   rm -rf "$stage"
-  log "packed $(du -h "$dir/qgemm-gpu.tar.xz" | cut -f1) into .pack/qgemm-gpu.tar.xz"
+  log "packed $(du -h "$dir/qgemm-gpu.tar.xz" | cut -f1) into $dir/qgemm-gpu.tar.xz"
 }
 
 unpack() {
-  dest=/tmp/qgemm-gpu out="${OUT:-$ROOT/.pack/out}"
-  [[ -x "$dest/qgemm/bin/qgemmc" ]] && return
+  dest=/tmp/qgemm-gpu out="${OUT:-$PACK_DIR/out}"
+  # A warm machine keeps the last unpacked build; reuse it only when it came
+  # from this very pack (another checkout may have run in between).
+  local stamp
+  stamp=$(md5sum "$PACK_DIR/qgemm-gpu.tar.xz" | cut -d' ' -f1)
+  if [[ -x "$dest/qgemm/bin/qgemmc" && "$(cat "$dest/.stamp" 2>/dev/null)" == "$stamp" ]]; then
+    mkdir -p "$out"
+    return
+  fi
   rm -rf "$dest" && mkdir -p "$dest" "$out"
-  tar -C "$dest" -xJf "$ROOT/.pack/qgemm-gpu.tar.xz"
+  tar -C "$dest" -xJf "$PACK_DIR/qgemm-gpu.tar.xz"
+  echo "$stamp" >"$dest/.stamp"
 }
 
 # Every GPU step runs under a time limit: a hung kernel must end the run
