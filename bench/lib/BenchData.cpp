@@ -200,6 +200,23 @@ void fillParallel(const std::vector<OperandJob> &jobs, uint64_t seed,
     std::rethrow_exception(failure);
 }
 
+/// Zero the tokens past each k_contiguous group's useful ones in A and B.
+/// Their scale blocks keep the values quantization gave them: zero data
+/// contributes nothing whatever its scale, and a block may hold useful
+/// tokens too.
+void zeroPaddingTokens(BenchData &d) {
+  int64_t t0 = 0;
+  for (size_t g = 0; g < d.groupIndex.size(); ++g) {
+    const int64_t t1 = d.groupIndex[g];
+    const int64_t from = t0 + d.shape.usefulRows[g];
+    for (BenchOperand *op : {&d.a, &d.b})
+      for (int64_t r = 0; r < op->rows; ++r)
+        std::fill(op->data.begin() + r * op->cols + from,
+                  op->data.begin() + r * op->cols + t1, uint8_t(0));
+    t0 = t1;
+  }
+}
+
 void allocate(BenchOperand &op, int64_t count, int64_t rows, int64_t cols,
               const OperandContract &c) {
   op.count = count;
@@ -344,20 +361,24 @@ BenchData qgemm::buildBenchData(const GemmContract &c, const BenchShape &shape,
   }
   default: {
     // A (M, K): groups one after another; row_group pads each group to the
-    // alignment with rows of group -1.
+    // alignment with rows of group -1; offsets groups with useful rows end
+    // in zero padding rows.
     const bool rowGroup = c.grouping.index == GroupIndex::RowGroup;
+    const bool padded = !shape.usefulRows.empty();
     int64_t end = 0;
     for (int64_t g = 0; g < groups; ++g) {
-      const int64_t valid = rows[size_t(g)];
+      const int64_t span0 = rows[size_t(g)];
+      const int64_t valid = padded ? shape.usefulRows[size_t(g)] : span0;
       const int64_t span =
-          rowGroup ? roundUp(valid, c.grouping.alignment) : valid;
+          rowGroup ? roundUp(valid, c.grouping.alignment) : span0;
       if (valid > 0)
         d.outputRows.push_back({g, end, valid});
-      if (rowGroup) {
-        for (int64_t i = 0; i < span; ++i) {
-          d.groupIndex.push_back(i < valid ? int32_t(g) : -1);
+      if (rowGroup || padded)
+        for (int64_t i = 0; i < span; ++i)
           validA.push_back(i < valid);
-        }
+      if (rowGroup) {
+        for (int64_t i = 0; i < span; ++i)
+          d.groupIndex.push_back(i < valid ? int32_t(g) : -1);
       } else {
         d.groupIndex.push_back(int32_t(end + span));
       }
@@ -376,6 +397,9 @@ BenchData qgemm::buildBenchData(const GemmContract &c, const BenchShape &shape,
 
   const std::vector<uint8_t> allValid;
   fillParallel({{&d.a, 1, &validA}, {&d.b, 2, &allValid}}, seed, threads);
+  if (c.grouping.kind == GroupingKind::KContiguous &&
+      !shape.usefulRows.empty())
+    zeroPaddingTokens(d);
   d.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
