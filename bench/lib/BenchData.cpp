@@ -120,6 +120,34 @@ std::vector<Chunk> chunksOf(const std::vector<OperandJob> &jobs) {
   return chunks;
 }
 
+/// quantizeInto of `rows` rows of a token-dimension operand whose scale
+/// blocks restart at each group: each block's tokens are quantized on their
+/// own (a group's last block takes the amax of its tokens alone) and its
+/// scales go to the block's grid column.
+void quantizeTokenBlocks(const BenchOperand &op, const float *x, int64_t rows,
+                         const ScaleRecipe &compact, const QuantizeParams &p,
+                         uint8_t *data, uint8_t *grid) {
+  const int64_t eb = op.scaleBytes(), gridCols = op.gridShape().cols;
+  std::vector<float> in;
+  std::vector<uint8_t> q, s;
+  for (int64_t j = 0; j < op.tokens.count(); ++j) {
+    const TokenBlocks::Range r = op.tokens.ranges[size_t(j)];
+    const int64_t w = r.end - r.first;
+    in.resize(size_t(rows * w));
+    q.resize(size_t(rows * w));
+    s.resize(size_t(rows * eb));
+    for (int64_t i = 0; i < rows; ++i)
+      std::copy_n(x + i * op.cols + r.first, w, in.begin() + i * w);
+    if (!quantizeInto(in.data(), rows, w, compact, p, q.data(), s.data()))
+      throw std::runtime_error("bench data: the quantizer refused the recipe");
+    for (int64_t i = 0; i < rows; ++i) {
+      std::copy_n(q.begin() + i * w, w, data + i * op.cols + r.first);
+      std::memcpy(grid + (i * gridCols + j) * eb, s.data() + i * eb,
+                  size_t(eb));
+    }
+  }
+}
+
 void fillChunk(const OperandJob &job, const Chunk &c, uint64_t seed,
                std::vector<float> &buf) {
   BenchOperand &op = *job.op;
@@ -160,7 +188,10 @@ void fillChunk(const OperandJob &job, const Chunk &c, uint64_t seed,
   uint8_t *grid =
       op.grid.data() + (c.matrix * g.rows + c.row0 / op.recipe.blockRows) *
                            g.cols * op.scaleBytes();
-  quantizeInto(buf.data(), c.rows, op.cols, compact, p, data, grid);
+  if (op.tokens.restart)
+    quantizeTokenBlocks(op, buf.data(), c.rows, compact, p, data, grid);
+  else
+    quantizeInto(buf.data(), c.rows, op.cols, compact, p, data, grid);
   // Padding rows carry zero scales (TE's permute does the same).
   if (op.recipe.blockRows == 1)
     for (int64_t r = 0; r < c.rows; ++r)
@@ -236,13 +267,16 @@ void allocate(BenchOperand &op, int64_t count, int64_t rows, int64_t cols,
 //===----------------------------------------------------------------------===//
 
 ScaleGrid BenchOperand::gridShape() const {
-  return scaleGrid(rows, cols, recipe);
+  return tokens.restart ? tokenGrid(rows, cols, recipe, tokens)
+                        : scaleGrid(rows, cols, recipe);
 }
 
 float BenchOperand::scaleAt(int64_t matrix, int64_t r, int64_t c) const {
   ScaleGrid g = gridShape();
-  int64_t idx =
-      (matrix * g.rows + r / recipe.blockRows) * g.cols + c / recipe.blockCols;
+  const int64_t j = blockColOf(c);
+  if (j < 0)
+    return 0.0f; // Tokens past the last group: zero data, no scale.
+  int64_t idx = (matrix * g.rows + r / recipe.blockRows) * g.cols + j;
   if (recipe.dtype == ElemType::UE8M0)
     return decodeUE8M0(grid[size_t(idx)]);
   float s;
@@ -258,15 +292,15 @@ double BenchOperand::valueAt(int64_t matrix, int64_t r, int64_t c) const {
 std::vector<uint8_t> BenchOperand::scalesIn(ScaleLayout layout) const {
   ScaleRecipe r = recipe;
   r.layout = layout;
-  const int64_t alloc = scaleAllocSize(rows, cols, r);
-  const int64_t eb = scaleBytes();
   ScaleGrid g = gridShape();
+  const int64_t alloc = scaleAllocSize(rows, cols, r, g);
+  const int64_t eb = scaleBytes();
   std::vector<uint8_t> out(size_t(count * alloc * eb), 0);
   for (int64_t m = 0; m < count; ++m)
     for (int64_t i = 0; i < g.rows; ++i)
       for (int64_t j = 0; j < g.cols; ++j)
         std::memcpy(
-            out.data() + (m * alloc + scaleOffset(rows, cols, r, i, j)) * eb,
+            out.data() + (m * alloc + scaleOffset(rows, cols, r, g, i, j)) * eb,
             grid.data() + ((m * g.rows + i) * g.cols + j) * eb, size_t(eb));
   return out;
 }
@@ -334,6 +368,11 @@ BenchData qgemm::buildBenchData(const GemmContract &c, const BenchShape &shape,
       d.outputRows.push_back({g, g * c.n, c.n});
     }
     d.rows = t;
+    TokenBlocks tokens;
+    if (restartsTokenBlocks(c))
+      tokens = tokenBlocks(d.groupIndex.data(), groups, t,
+                           contractionBlock(c.a.scale), /*restart=*/true);
+    d.a.tokens = d.b.tokens = tokens;
     allocate(d.a, 1, c.n, t, c.a);
     allocate(d.b, 1, c.k, t, c.b);
     d.dRows = groups * c.n;

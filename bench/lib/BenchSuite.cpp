@@ -95,8 +95,12 @@ Status qgemm::checkBenchShape(const GemmContract &c, const BenchShape &s) {
   if (c.grouping.kind == GroupingKind::MContiguous &&
       c.grouping.index == GroupIndex::Offsets)
     multiple = c.grouping.alignment;
+  // Tokens: whole scale blocks per group, unless the blocks restart at
+  // each group (alignment 16 or 32, LAYOUTS.md "Grouping").
   if (tokens)
-    multiple = std::max(c.grouping.alignment, contractionBlock(c.a.scale));
+    multiple = restartsTokenBlocks(c)
+                   ? c.grouping.alignment
+                   : std::max(c.grouping.alignment, contractionBlock(c.a.scale));
   int64_t total = 0, largest = 0;
   for (int64_t g = 0; g < groups; ++g) {
     int64_t r = s.groupRows[size_t(g)];
@@ -109,7 +113,8 @@ Status qgemm::checkBenchShape(const GemmContract &c, const BenchShape &s) {
           "group " + std::to_string(g) + " has " + std::to_string(r) + " " +
           unit + ", not a multiple of " + std::to_string(multiple) +
           " (the spec's " +
-          (tokens ? "alignment and contraction block" : "grouping.alignment") +
+          (tokens && !restartsTokenBlocks(c) ? "alignment and contraction block"
+                                              : "grouping.alignment") +
           ")");
     largest = std::max(largest, r);
     total += c.grouping.index == GroupIndex::RowGroup
@@ -511,8 +516,8 @@ BenchShape qgemm::suiteShape(const SuiteEntry &e) {
 void qgemm::mergePadded128(BenchRow &row, const BenchRow &padded) {
   row.padded128Spec = padded.specName;
   row.padded128Kernel = padded.kernelName;
-  // The padded shape's flops count its useful rows: the same work as row's,
-  // also when row's own kernel was refused before counting anything.
+  // The padded shape's flops count its useful rows: the same work as row's
+  // (row's own run may have failed before counting anything).
   if (row.flops == 0)
     row.flops = padded.flops;
   if (!padded.status.ok()) {

@@ -58,10 +58,6 @@ struct Job {
   qgemm::BenchShape shape;
   int64_t alignment = 0; ///< The groups' alignment; 0: the spec's.
   qgemm::BenchAnchor anchor = qgemm::BenchAnchor::Fp8Blockwise;
-  /// Why qgemm has no kernel at the row's own contract (specs is then
-  /// empty): the contract's refusal, reported in the rows, not fatal.
-  std::string refused;
-  std::vector<std::string> refusedNames; ///< One per layout.
   /// The *_align16 comparison: the same groups padded to 128, measured
   /// with the FP8 anchor on the useful rows; one spec per layout, in the
   /// order of specs.
@@ -283,15 +279,6 @@ int specJobs(const BenchArgs &a, std::vector<Job> &jobs) {
   return kOk;
 }
 
-/// The spec name in a suite spec's JSON text (it parses as JSON even where
-/// the contract refuses the spec).
-std::string specNameOf(const std::string &text) {
-  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  return doc.is_object() && doc.contains("name") && doc["name"].is_string()
-             ? doc["name"].get<std::string>()
-             : std::string();
-}
-
 /// Parse one suite spec; "" or the contract's refusal.
 std::string parseSuiteSpec(const std::string &text, const std::string &where,
                            std::vector<qgemm::Spec> &out) {
@@ -304,9 +291,7 @@ std::string parseSuiteSpec(const std::string &text, const std::string &where,
 }
 
 /// The specs of suite row `e` in `layouts`, its padded-to-128 comparison
-/// and anchor. A row with a padded comparison whose own contract qgemm
-/// refuses (k_contiguous at alignment 16 with 1x128 scales) is still
-/// measured padded and by cuBLASLt; any other refusal is an error.
+/// and anchor; a spec the contract refuses is an error of the suite.
 int suiteJob(const BenchArgs &a, const qgemm::SuiteEntry &e,
              const std::vector<qgemm::ScaleLayout> &layouts, Job &j) {
   j.label = e.label;
@@ -322,13 +307,9 @@ int suiteJob(const BenchArgs &a, const qgemm::SuiteEntry &e,
   for (qgemm::ScaleLayout l : layouts) {
     std::string text = qgemm::suiteSpecText(e, l);
     std::string err = parseSuiteSpec(text, where, j.specs);
-    if (!err.empty() && !padded) {
+    if (!err.empty()) {
       std::cerr << "error: " << err << "\n";
       return kUserError;
-    }
-    if (!err.empty()) {
-      j.refused = err;
-      j.refusedNames.push_back(specNameOf(text));
     }
     if (padded) {
       err = parseSuiteSpec(qgemm::suitePadded128SpecText(e, l), where,
@@ -339,15 +320,10 @@ int suiteJob(const BenchArgs &a, const qgemm::SuiteEntry &e,
       }
     }
   }
-  if (!j.refused.empty()) {
-    j.specs.clear(); // All layouts or none: the contract decides.
-    std::cerr << "note: " << where << ": qgemm has no kernel for it ("
-              << j.refused << "); measuring it padded to 128 and cuBLASLt\n";
-  }
   auto checkShape = [&](const std::vector<qgemm::Spec> &specs,
                         const qgemm::BenchShape &shape) {
     if (specs.empty())
-      return true;
+      return true; // Rows without a padded comparison.
     qgemm::Status st = qgemm::checkBenchShape(specs[0].gemm, shape);
     if (!st.ok())
       std::cerr << "error: " << where << ": " << st.message << "\n";
@@ -396,25 +372,6 @@ int suiteJobs(const BenchArgs &a, std::vector<Job> &jobs) {
   return kOk;
 }
 
-/// Rows for a job whose own contract qgemm refuses: the refusal in each,
-/// shaped like its padded spec (the same GEMM at alignment 128).
-std::vector<qgemm::BenchRow> refusedRows(const Job &j) {
-  std::vector<qgemm::BenchRow> rows;
-  for (size_t i = 0; i < j.paddedSpecs.size(); ++i) {
-    qgemm::BenchRow r;
-    r.label = j.label;
-    r.section = j.section;
-    r.specName = i < j.refusedNames.size() ? j.refusedNames[i] : "";
-    r.contract = j.paddedSpecs[i].gemm;
-    r.contract.grouping.alignment = j.alignment;
-    r.shape = j.shape;
-    r.status = qgemm::Status::user(j.refused);
-    r.cublasError = "not run";
-    rows.push_back(std::move(r));
-  }
-  return rows;
-}
-
 /// Measure one job: its own specs with its anchor, then, for the *_align16
 /// rows, the padded specs with the FP8 anchor on the useful rows, folded
 /// into the rows.
@@ -422,10 +379,8 @@ std::vector<qgemm::BenchRow> measureJob(qgemm::BenchRunner &runner,
                                         const Job &j) {
   const bool padded = !j.paddedSpecs.empty();
   std::vector<qgemm::BenchRow> rows =
-      j.specs.empty()
-          ? refusedRows(j)
-          : runner.run(j.specs, j.shape, j.label, j.section,
-                       padded ? qgemm::BenchAnchor::None : j.anchor);
+      runner.run(j.specs, j.shape, j.label, j.section,
+                 padded ? qgemm::BenchAnchor::None : j.anchor);
   if (!padded)
     return rows;
   std::vector<qgemm::BenchRow> pad =
@@ -615,10 +570,7 @@ int qgemmc::runBench(const std::vector<std::string> &args) {
     ++current;
     currentName = j.label;
     std::vector<qgemm::BenchRow> measured = measureJob(runner, j);
-    // A contract qgemm refuses is a finding of the row (noted above), not
-    // a failed run.
-    if (j.refused.empty())
-      worst = std::max(worst, worstOf(measured));
+    worst = std::max(worst, worstOf(measured));
     for (qgemm::BenchRow &r : measured) {
       // Specs of a sweep share one job (and its data); without --label each
       // row is named by its own spec, not the job's first one.

@@ -196,8 +196,16 @@ struct BenchOperand {
   ElemType dtype = ElemType::E4M3;
   std::vector<uint8_t> data;
   std::vector<uint8_t> grid; ///< 4 bytes per F32 scale, 1 per UE8M0 code.
+  /// k_contiguous operands whose token scale blocks restart at each group
+  /// (restartsTokenBlocks): the blocks along the tokens (the columns).
+  /// Otherwise empty, and the blocks are every recipe.blockCols columns.
+  TokenBlocks tokens;
 
   ScaleGrid gridShape() const;
+  /// The scale grid column holding column c (-1: c is in no block).
+  int64_t blockColOf(int64_t c) const {
+    return tokens.restart ? tokens.blockOf(c) : c / recipe.blockCols;
+  }
   int scaleBytes() const { return recipe.dtype == ElemType::UE8M0 ? 1 : 4; }
   /// The f32 value of the scale covering element (r, c) of `matrix`.
   float scaleAt(int64_t matrix, int64_t r, int64_t c) const;
