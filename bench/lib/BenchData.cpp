@@ -120,6 +120,35 @@ std::vector<Chunk> chunksOf(const std::vector<OperandJob> &jobs) {
   return chunks;
 }
 
+/// Row-wise scales whose blocks along the columns are op.tokens's ranges
+/// (restarted at each group): each block quantized on its own, one grid
+/// column each, as a group's last block takes the amax of its tokens alone.
+void quantizeTokenBlocks(const BenchOperand &op, const std::vector<float> &buf,
+                         int64_t rows, const ScaleRecipe &compact,
+                         const QuantizeParams &p, uint8_t *data,
+                         uint8_t *grid) {
+  const int64_t eb = op.scaleBytes(), gridCols = op.tokens.count();
+  std::vector<float> x;
+  std::vector<uint8_t> q, s;
+  for (int64_t j = 0; j < gridCols; ++j) {
+    const TokenBlocks::Range r = op.tokens.ranges[size_t(j)];
+    const int64_t len = r.end - r.first;
+    x.resize(size_t(rows * len));
+    q.resize(size_t(rows * len));
+    s.resize(size_t(rows * eb));
+    for (int64_t i = 0; i < rows; ++i)
+      std::memcpy(x.data() + i * len, buf.data() + i * op.cols + r.first,
+                  size_t(len) * sizeof(float));
+    quantizeInto(x.data(), rows, len, compact, p, q.data(), s.data());
+    for (int64_t i = 0; i < rows; ++i) {
+      std::memcpy(data + i * op.cols + r.first, q.data() + i * len,
+                  size_t(len));
+      std::memcpy(grid + (i * gridCols + j) * eb, s.data() + i * eb,
+                  size_t(eb));
+    }
+  }
+}
+
 void fillChunk(const OperandJob &job, const Chunk &c, uint64_t seed,
                std::vector<float> &buf) {
   BenchOperand &op = *job.op;
@@ -160,7 +189,10 @@ void fillChunk(const OperandJob &job, const Chunk &c, uint64_t seed,
   uint8_t *grid =
       op.grid.data() + (c.matrix * g.rows + c.row0 / op.recipe.blockRows) *
                            g.cols * op.scaleBytes();
-  quantizeInto(buf.data(), c.rows, op.cols, compact, p, data, grid);
+  if (op.tokens.restart)
+    quantizeTokenBlocks(op, buf, c.rows, compact, p, data, grid);
+  else
+    quantizeInto(buf.data(), c.rows, op.cols, compact, p, data, grid);
   // Padding rows carry zero scales (TE's permute does the same).
   if (op.recipe.blockRows == 1)
     for (int64_t r = 0; r < c.rows; ++r)
@@ -219,13 +251,14 @@ void allocate(BenchOperand &op, int64_t count, int64_t rows, int64_t cols,
 //===----------------------------------------------------------------------===//
 
 ScaleGrid BenchOperand::gridShape() const {
-  return scaleGrid(rows, cols, recipe);
+  return tokens.restart ? tokenGrid(rows, cols, recipe, tokens)
+                        : scaleGrid(rows, cols, recipe);
 }
 
 float BenchOperand::scaleAt(int64_t matrix, int64_t r, int64_t c) const {
   ScaleGrid g = gridShape();
   int64_t idx =
-      (matrix * g.rows + r / recipe.blockRows) * g.cols + c / recipe.blockCols;
+      (matrix * g.rows + r / recipe.blockRows) * g.cols + gridCol(c);
   if (recipe.dtype == ElemType::UE8M0)
     return decodeUE8M0(grid[size_t(idx)]);
   float s;
@@ -241,15 +274,15 @@ double BenchOperand::valueAt(int64_t matrix, int64_t r, int64_t c) const {
 std::vector<uint8_t> BenchOperand::scalesIn(ScaleLayout layout) const {
   ScaleRecipe r = recipe;
   r.layout = layout;
-  const int64_t alloc = scaleAllocSize(rows, cols, r);
-  const int64_t eb = scaleBytes();
   ScaleGrid g = gridShape();
+  const int64_t alloc = scaleAllocSize(rows, cols, r, g);
+  const int64_t eb = scaleBytes();
   std::vector<uint8_t> out(size_t(count * alloc * eb), 0);
   for (int64_t m = 0; m < count; ++m)
     for (int64_t i = 0; i < g.rows; ++i)
       for (int64_t j = 0; j < g.cols; ++j)
         std::memcpy(
-            out.data() + (m * alloc + scaleOffset(rows, cols, r, i, j)) * eb,
+            out.data() + (m * alloc + scaleOffset(rows, cols, r, g, i, j)) * eb,
             grid.data() + ((m * g.rows + i) * g.cols + j) * eb, size_t(eb));
   return out;
 }
@@ -317,6 +350,12 @@ BenchData qgemm::buildBenchData(const GemmContract &c, const BenchShape &shape,
       d.outputRows.push_back({g, g * c.n, c.n});
     }
     d.rows = t;
+    // Below the scale block the token blocks restart at each group: both
+    // operands' grids have Tb columns (LAYOUTS.md, "Grouping").
+    if (restartsTokenBlocks(c))
+      d.a.tokens = d.b.tokens =
+          tokenBlocks(d.groupIndex.data(), groups, t,
+                      contractionBlock(c.a.scale), /*restart=*/true);
     allocate(d.a, 1, c.n, t, c.a);
     allocate(d.b, 1, c.k, t, c.b);
     d.dRows = groups * c.n;

@@ -69,8 +69,11 @@ Status qgemm::checkBenchShape(const GemmContract &c, const BenchShape &s) {
   if (c.grouping.kind == GroupingKind::MContiguous &&
       c.grouping.index == GroupIndex::Offsets)
     multiple = c.grouping.alignment;
+  // Tokens: whole scale blocks, unless the blocks restart at each group.
   if (tokens)
-    multiple = std::max(c.grouping.alignment, contractionBlock(c.a.scale));
+    multiple = restartsTokenBlocks(c)
+                   ? c.grouping.alignment
+                   : std::max(c.grouping.alignment, contractionBlock(c.a.scale));
   int64_t total = 0, largest = 0;
   for (int64_t g = 0; g < groups; ++g) {
     int64_t r = s.groupRows[size_t(g)];

@@ -99,6 +99,13 @@ const char *const kWgrad = R"({"qgemm": 1, "name": "bt_wgrad",
   "a": {"scale": {"block": [1, 128], "layout": "LAYOUT_A"}},
   "b": {"scale": {"block": [1, 128], "layout": "LAYOUT_B"}},
   "d": {"dtype": "f32"}})";
+// Groups padded to 16 tokens: the token scale blocks restart at each group.
+const char *const kWgrad16 = R"({"qgemm": 1, "name": "bt_wgrad16",
+  "op": "grouped_gemm", "grouping": {"kind": "k_contiguous", "alignment": 16},
+  "shape": {"n": 256, "k": 384},
+  "a": {"scale": {"block": [1, 128], "layout": "LAYOUT_A"}},
+  "b": {"scale": {"block": [1, 128], "layout": "LAYOUT_B"}},
+  "d": {"dtype": "f32"}})";
 const char *const kMx = R"({"qgemm": 1, "name": "bt_mx",
   "op": "grouped_gemm",
   "grouping": {"kind": "m_contiguous", "alignment": 32, "index": "offsets"},
@@ -383,6 +390,12 @@ TEST_CASE("bench: shapes that do not fit the spec", "[bench][shape]") {
   CHECK(err(wgrad, {{128, 64}, 0})
             .find("group 1 has 64 tokens, not a multiple "
                   "of 128") != std::string::npos);
+  // Below the scale block only the alignment binds.
+  Spec wgrad16 = specWith(kWgrad16, "COMPACT", "COMPACT");
+  CHECK(checkBenchShape(wgrad16.gemm, {{144, 0, 48}, 0}).ok());
+  CHECK(err(wgrad16, {{144, 40}, 0})
+            .find("group 1 has 40 tokens, not a multiple of 16") !=
+        std::string::npos);
   Spec plain =
       parseOne(R"({"qgemm": 1, "name": "bt_plain", "op": "grouped_gemm",
     "grouping": {"kind": "none"}, "shape": {"n": 128, "k": 128}})");
@@ -482,6 +495,10 @@ TEST_CASE("bench: data matches the CPU reference in every layout",
       {kFprop, {{128, 0, 256}, 0}}, {kRowGroup, {{5, 0, 33}, 0}},
       {kMasked, {{7, 0, 20}, 24}},  {kWgrad, {{128, 0, 256}, 0}},
       {kMx, {{32, 64}, 0}},
+      // Partial last blocks (144 = 128 + 16, 48), an empty group, and a
+      // group of whole blocks after them: Tb = 2 + 1 + 0 + 2 = 5, not
+      // cd(448, 128) = 4.
+      {kWgrad16, {{144, 48, 0, 256}, 0}},
   };
   for (const Case &c : cases) {
     BenchData data = buildBenchData(specWith(c.spec, "COMPACT", "COMPACT").gemm,
@@ -491,6 +508,10 @@ TEST_CASE("bench: data matches the CPU reference in every layout",
       for (const char *lb : {"COMPACT", "GEMM_READY"})
         checkAgainstReference(specWith(c.spec, la, lb), data, mine);
   }
+  BenchData w16 = buildBenchData(specWith(kWgrad16, "COMPACT", "COMPACT").gemm,
+                                 {{144, 48, 0, 256}, 0}, 7, 3);
+  CHECK(w16.a.gridShape().cols == 5);
+  CHECK(w16.b.gridShape().cols == 5);
 }
 
 TEST_CASE("bench: data is random normal, deterministic, thread-independent",

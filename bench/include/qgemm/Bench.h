@@ -151,8 +151,17 @@ struct BenchOperand {
   ElemType dtype = ElemType::E4M3;
   std::vector<uint8_t> data;
   std::vector<uint8_t> grid; ///< 4 bytes per F32 scale, 1 per UE8M0 code.
+  /// k_contiguous whose token scale blocks restart at each group
+  /// (restartsTokenBlocks): the blocks along the tokens (the columns),
+  /// Tb of them; the grid and every layout use them instead of cd(T, b).
+  /// Unused (restart false) otherwise.
+  TokenBlocks tokens;
 
   ScaleGrid gridShape() const;
+  /// Grid column of column `c`.
+  int64_t gridCol(int64_t c) const {
+    return tokens.restart ? tokens.blockOf(c) : c / recipe.blockCols;
+  }
   int scaleBytes() const { return recipe.dtype == ElemType::UE8M0 ? 1 : 4; }
   /// The f32 value of the scale covering element (r, c) of `matrix`.
   float scaleAt(int64_t matrix, int64_t r, int64_t c) const;
