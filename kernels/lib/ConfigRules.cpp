@@ -8,11 +8,14 @@
 namespace qgemm {
 
 bool wgmmaImplements(const GemmContract &c) {
+  // k_contiguous: groups of any multiple of 16 tokens (alignment 16 and 32
+  // restart their 1x128 scale blocks at each group; the kernel zeroes the
+  // tokens past a group's end in its last, partial K block).
   if (c.grouping.kind == GroupingKind::KContiguous)
     return c.a.scale.blockRows == 1 && c.a.scale.blockCols == 128 &&
            c.b.scale.blockRows == 1 && c.b.scale.blockCols == 128 &&
            c.a.scale.dtype == ElemType::F32 && c.b.scale.dtype == ElemType::F32 &&
-           c.grouping.alignment % 128 == 0 && c.k % 2 == 0;
+           c.grouping.alignment % 16 == 0 && c.k % 2 == 0;
   const bool groupingOk =
       c.grouping.kind == GroupingKind::None ||
       c.grouping.kind == GroupingKind::MMasked ||

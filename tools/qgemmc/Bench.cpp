@@ -242,8 +242,10 @@ int specJobs(const BenchArgs &a, std::vector<Job> &jobs) {
       // Rounded up to what the grouping must hold its groups to.
       int64_t align = 1;
       if (c.grouping.kind == qgemm::GroupingKind::KContiguous)
-        align =
-            std::max(c.grouping.alignment, qgemm::contractionBlock(c.a.scale));
+        align = qgemm::restartsTokenBlocks(c)
+                    ? c.grouping.alignment
+                    : std::max(c.grouping.alignment,
+                               qgemm::contractionBlock(c.a.scale));
       else if (c.grouping.kind == qgemm::GroupingKind::MContiguous &&
                c.grouping.index == qgemm::GroupIndex::Offsets)
         align = c.grouping.alignment;
