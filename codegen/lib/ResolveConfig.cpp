@@ -25,7 +25,7 @@ struct ResolveConfigPass
   void runOnOperation() override {
     WalkResult r = getOperation().walk([&](GroupedMatmulOp op) {
       if (std::optional<::qgemm::KernelConfig> given = op.getKernelConfig()) {
-        std::string why = ::qgemm::checkConfigConsistent(*given);
+        std::string why = ::qgemm::checkConfigConsistent(op.getContract(), *given);
         if (why.empty())
           return WalkResult::advance();
         op.emitOpError("config: ") << why;

@@ -113,6 +113,31 @@ qgemm.grouped_matmul @align16 n = 4096, k = 7168,
 
 // -----
 
+// row_group: before the mbarrier setup, every thread binary-searches the end
+// row of groups tid, tid + 384, ... over the first row id of each 16-row
+// chunk (steps from the width of the chunk count) and stores it in the
+// shared group table; the CTA barrier publishes it. The walk reads group
+// ends from the table (searching groups past its 512 entries), and the
+// epilogue stores rows whose id is -1 as padding.
+// CHECK-LABEL: llvm.func @rowgroup(
+// CHECK-SAME: nvvm.maxntid = array<i32: 384, 1, 1>
+// CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %c384_i32
+// CHECK: "llvm.intr.ctlz"
+// CHECK: scf.for
+// CHECK: llvm.load %{{.*}} : !llvm.ptr<1> -> i32
+// CHECK: llvm.store %{{.*}}, %{{.*}} : i32, !llvm.ptr<3>
+// CHECK: nvvm.barrier0
+// CHECK: arith.cmpi slt, %{{.*}}, %c512_i32
+// CHECK: llvm.load %{{.*}} : !llvm.ptr<3> -> i32
+// CHECK: nvvm.wgmma.mma_async
+qgemm.grouped_matmul @rowgroup n = 4096, k = 7168,
+    a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
+    b = #qgemm.operand<e4m3, #qgemm.scale<[128, 128], f32, COMPACT>>,
+    d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 16, index = row_group>,
+    padding = <zero>
+
+// -----
+
 // 1x32 scales (MXFP8) stay SIMT.
 // CHECK-LABEL: llvm.func @mx(
 // CHECK-SAME: nvvm.reqntid = array<i32: 128, 1, 1>

@@ -16,11 +16,9 @@ bool wgmmaImplements(const GemmContract &c) {
            c.b.scale.blockRows == 1 && c.b.scale.blockCols == 128 &&
            c.a.scale.dtype == ElemType::F32 && c.b.scale.dtype == ElemType::F32 &&
            c.grouping.alignment % 16 == 0 && c.k % 2 == 0;
-  const bool groupingOk =
-      c.grouping.kind == GroupingKind::None ||
-      c.grouping.kind == GroupingKind::MMasked ||
-      (c.grouping.kind == GroupingKind::MContiguous &&
-       c.grouping.index == GroupIndex::Offsets);
+  const bool groupingOk = c.grouping.kind == GroupingKind::None ||
+                          c.grouping.kind == GroupingKind::MMasked ||
+                          c.grouping.kind == GroupingKind::MContiguous;
   return groupingOk && c.a.scale.blockRows == 1 && c.a.scale.blockCols == 128 &&
          c.b.scale.blockRows == 128 && c.b.scale.blockCols == 128 &&
          !c.accumulate && c.n % 2 == 0 && c.k % 16 == 0;
@@ -36,10 +34,10 @@ bool blockNSpansTwoScaleBlocksAtMost(int64_t blockN) {
   return blockN <= 128 + g;
 }
 
-int maxWgmmaStages(KernelConfig cfg) {
+int maxWgmmaStages(const GemmContract &c, KernelConfig cfg) {
   cfg.stages = 8;
   while (cfg.stages > 2 &&
-         WgmmaLayout(cfg).totalBytes() > kMaxSharedBytesPerBlock)
+         WgmmaLayout(cfg).sharedBytes(c) > kMaxSharedBytesPerBlock)
     --cfg.stages;
   return cfg.stages;
 }
@@ -134,7 +132,8 @@ std::optional<Violation> checkTileRequest(const Tuning &t) {
   return std::nullopt;
 }
 
-std::string checkConfigConsistent(const KernelConfig &cfg) {
+std::string checkConfigConsistent(const GemmContract &c,
+                                  const KernelConfig &cfg) {
   if (cfg.family == KernelFamily::Simt)
     return cfg.threads == kSimtBlockThreads && cfg.sharedBytes == 0
                ? ""
@@ -151,20 +150,21 @@ std::string checkConfigConsistent(const KernelConfig &cfg) {
            " is not one the wgmma family builds";
   if (cfg.stages < 2)
     return "fewer than 2 stages";
-  const int64_t bytes = WgmmaLayout(cfg).totalBytes();
+  const int64_t bytes = WgmmaLayout(cfg).sharedBytes(c);
   if (cfg.sharedBytes != bytes || bytes > kMaxSharedBytesPerBlock)
     return "shared memory " + std::to_string(cfg.sharedBytes) +
            " B does not match the layout's " + std::to_string(bytes) + " B";
   return "";
 }
 
-std::optional<Violation> checkStagesRequest(const Tuning &t,
+std::optional<Violation> checkStagesRequest(const GemmContract &c,
+                                            const Tuning &t,
                                             const KernelConfig &cfg) {
   if (t.isAuto || !t.stages)
     return std::nullopt;
   KernelConfig asked = cfg;
   asked.stages = int(t.stages);
-  const int64_t bytes = WgmmaLayout(asked).totalBytes();
+  const int64_t bytes = WgmmaLayout(asked).sharedBytes(c);
   if (t.stages >= 2 && bytes <= kMaxSharedBytesPerBlock)
     return std::nullopt;
   return refuse("stages", std::to_string(t.stages) + " needs " +

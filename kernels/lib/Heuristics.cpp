@@ -30,7 +30,7 @@ int heuristicBlockN(const GemmContract &c) {
 
 int heuristicStages(const GemmContract &c, const KernelConfig &cfg) {
   // As many stages as fit, up to 8.
-  int stages = maxWgmmaStages(cfg);
+  int stages = maxWgmmaStages(c, cfg);
   // The weight gradient reads blockN + blockM scales a K block, one L1 line
   // each with COMPACT scales (a line holds 32 K blocks of a row): at most 4
   // stages leave the L1 the room to keep them (H100,

@@ -26,9 +26,9 @@ KernelConfig resolveKernelConfig(const GemmContract &c, const Tuning &t,
     why = checkTileRequest(t);
   const bool explicitN = !t.isAuto && t.blockN;
   cfg.blockN = explicitN && !why ? int(t.blockN) : heuristicBlockN(c);
-  cfg.stages = maxWgmmaStages(cfg);
+  cfg.stages = maxWgmmaStages(c, cfg);
   if (!why)
-    why = checkStagesRequest(t, cfg);
+    why = checkStagesRequest(c, t, cfg);
   cfg.stages = !t.isAuto && t.stages && !why ? int(t.stages)
                                              : heuristicStages(c, cfg);
   if (!t.isAuto) {
@@ -37,7 +37,7 @@ KernelConfig resolveKernelConfig(const GemmContract &c, const Tuning &t,
     cfg.cluster = int(t.cluster);
   }
   cfg.rasterBand = heuristicRasterBand(c, cfg.nFastest);
-  cfg.sharedBytes = WgmmaLayout(cfg).totalBytes();
+  cfg.sharedBytes = WgmmaLayout(cfg).sharedBytes(c);
   return finish(cfg);
 }
 

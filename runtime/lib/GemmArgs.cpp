@@ -151,14 +151,58 @@ Status checkOffsets(const GemmContract &c, const GemmArgs &args) {
   return Status();
 }
 
-Status checkRowGroup(const GemmArgs &args) {
+/// row_group as LAYOUTS.md lays it out: rows sorted by group, each group
+/// starting at a multiple of the alignment with its valid rows followed by
+/// fewer than `alignment` padding rows (-1), and -1 rows after the last
+/// group. The wgmma kernel finds group ends from the first row of each
+/// alignment chunk, which this makes exact.
+Status checkRowGroup(const GemmContract &c, const GemmArgs &args) {
+  const int64_t a = c.grouping.alignment;
+  int32_t chunkGroup = -1, lastGroup = -1;
+  bool padInChunk = false, pastGroups = false;
+  auto at = [&](int64_t r, int32_t g) {
+    return "row_group[" + num(r) + "] = " + num(g);
+  };
   for (int64_t r = 0; r < args.rows; ++r) {
     int32_t g = args.hostGroups[r];
     if (g < -1 || g >= args.numGroups)
-      return Status::user("row_group[" + num(r) + "] = " + num(g) +
+      return Status::user(at(r, g) +
                           " is out of range: expected -1 (a padding row) or a "
                           "group in [0, " +
                           num(args.numGroups) + ")");
+    if (r % a == 0) {
+      chunkGroup = g;
+      padInChunk = g < 0;
+      if (g < 0) {
+        pastGroups = true;
+        continue;
+      }
+      if (pastGroups)
+        return Status::user(
+            at(r, g) + " follows " + num(a) +
+            " or more padding rows: a group is padded only up to the next "
+            "multiple of grouping.alignment = " +
+            num(a) + ", and whole chunks of -1 rows only follow the last group");
+      if (g < lastGroup)
+        return Status::user(at(r, g) + " follows group " + num(lastGroup) +
+                            ": rows must be sorted by group");
+      lastGroup = g;
+      continue;
+    }
+    if (g < 0) {
+      padInChunk = true;
+    } else if (g != chunkGroup) {
+      return Status::user(
+          at(r, g) + " starts a group at row " + num(r) +
+          ", not a multiple of grouping.alignment = " + num(a) +
+          " (row " + num(r - r % a) + " holds " +
+          (chunkGroup < 0 ? std::string("padding") : "group " + num(chunkGroup)) +
+          ")");
+    } else if (padInChunk) {
+      return Status::user(at(r, g) + " follows a padding row of its group: "
+                                     "a group's padding rows come after its "
+                                     "rows");
+    }
   }
   return Status();
 }
@@ -194,7 +238,7 @@ Status checkGroupMetadata(const GemmContract &c, const GemmArgs &args) {
   case GroupIndex::Offsets:
     return checkOffsets(c, args);
   case GroupIndex::RowGroup:
-    return checkRowGroup(args);
+    return checkRowGroup(c, args);
   case GroupIndex::MaskedM:
     return checkMaskedM(args);
   case GroupIndex::None:

@@ -174,7 +174,7 @@ KernelResult Runtime::getKernel(const Spec &spec) {
   if (found == KernelCache::Lookup::Hit && spec.op == OpKind::GroupedGemm) {
     std::string why;
     std::optional<KernelConfig> cfg = decodeConfig(entry.config, &why);
-    if (cfg && (why = checkConfigConsistent(*cfg)).empty()) {
+    if (cfg && (why = checkConfigConsistent(spec.gemm, *cfg)).empty()) {
       state->config = *cfg;
     } else {
       found = KernelCache::Lookup::Rejected;

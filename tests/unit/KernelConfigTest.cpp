@@ -28,6 +28,14 @@ GemmContract forward(ElemType d = ElemType::BF16, int64_t n = 4096) {
 
 GemmContract wgrad() { return testing::wgradContract(); }
 
+/// m_contiguous indexed by row ids, groups padded to 16 rows.
+GemmContract rowGroup() {
+  GemmContract c = forward();
+  c.grouping.index = GroupIndex::RowGroup;
+  c.grouping.alignment = 16;
+  return c;
+}
+
 Tuning explicitStages(int64_t stages) {
   Tuning t;
   t.isAuto = false;
@@ -133,7 +141,8 @@ TEST_CASE("m_contiguous walks n-blocks in bands of 4", "[config]") {
 
 TEST_CASE("the layout places every region once, aligned, in order",
           "[config][layout]") {
-  for (const GemmContract &c : {forward(), forward(ElemType::F32), wgrad()}) {
+  for (const GemmContract &c :
+       {forward(), forward(ElemType::F32), wgrad(), rowGroup()}) {
     for (int64_t bn : {64, 128, 144, 192}) {
       Tuning t;
       t.isAuto = false;
@@ -149,14 +158,22 @@ TEST_CASE("the layout places every region once, aligned, in order",
       CHECK(l.offsetFullBarriers() % 8 == 0);
       CHECK(l.offsetEmptyBarriers() ==
             l.offsetFullBarriers() + 8 * cfg.stages);
-      CHECK(l.totalBytes() == cfg.sharedBytes);
-      CHECK(l.totalBytes() <= kMaxSharedBytesPerBlock);
+      // The group table comes last, for row_group only.
+      if (c.grouping.index == GroupIndex::RowGroup) {
+        CHECK(l.offsetGroupTable() % 16 == 0);
+        CHECK(l.offsetGroupTable() >= l.totalBytes());
+        CHECK(cfg.sharedBytes == l.offsetGroupTable() +
+                                     4 * WgmmaLayout::kGroupTableEntries);
+      } else {
+        CHECK(l.totalBytes() == cfg.sharedBytes);
+      }
+      CHECK(cfg.sharedBytes <= kMaxSharedBytesPerBlock);
       // The TMA boxes fill exactly one stage's tiles.
       CHECK(int64_t(l.boxA()[0]) * l.boxA()[1] * cfg.cluster ==
             l.stageBytesA());
       CHECK(int64_t(l.boxB()[0]) * l.boxB()[1] == l.stageBytesB());
       CHECK(l.boxA()[0] == WgmmaLayout::kSwizzleBytes);
-      CHECK(checkConfigConsistent(cfg).empty());
+      CHECK(checkConfigConsistent(c, cfg).empty());
     }
   }
 }
@@ -187,7 +204,7 @@ TEST_CASE("a configuration survives its text form, and damage is refused",
   std::string smem = good.substr(0, good.rfind('=') + 1) + "1024";
   std::optional<KernelConfig> wrong = decodeConfig(smem);
   REQUIRE(wrong);
-  CHECK(checkConfigConsistent(*wrong).find("does not match") !=
+  CHECK(checkConfigConsistent(forward(), *wrong).find("does not match") !=
         std::string::npos);
 }
 

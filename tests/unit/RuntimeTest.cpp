@@ -243,6 +243,25 @@ TEST_CASE("validateGemmArgs names the argument, its value and the rule",
        "group in [0, 3)"},
       {kRowGroup, "row_group < -1", [](A &, M &m) { m[63] = -2; },
        "row_group[63] = -2 is out of range"},
+      // row_group layout (LAYOUTS.md): sorted, each group starting at a
+      // multiple of the alignment, its padding after its rows and shorter
+      // than the alignment.
+      {kRowGroup, "row_group unsorted",
+       [](A &, M &m) {
+         for (int r = 16; r < 32; ++r)
+           m[r] = 2, m[r + 16] = 1;
+       },
+       "row_group[32] = 1 follows group 2: rows must be sorted by group"},
+      {kRowGroup, "row_group group starts off the alignment",
+       [](A &, M &m) { m[8] = 1; },
+       "row_group[8] = 1 starts a group at row 8, not a multiple of "
+       "grouping.alignment = 16 (row 0 holds group 0)"},
+      {kRowGroup, "row_group padding before rows",
+       [](A &, M &m) { m[4] = -1; },
+       "row_group[5] = 0 follows a padding row of its group"},
+      {kRowGroup, "row_group a whole chunk of padding between groups",
+       [](A &, M &m) { std::fill(m.begin() + 16, m.begin() + 32, -1); },
+       "row_group[32] = 2 follows 16 or more padding rows"},
       // masked_m.
       {kMasked, "masked_m > M_max", [](A &, M &m) { m[2] = 65; },
        "masked_m[2] = 65 is out of range: expected 0..rows = 64 (M_max)"},
@@ -272,6 +291,14 @@ TEST_CASE("what validation does not require", "[runtime][validate]") {
     GemmArgs args = validArgs(spec, meta);
     args.scaleA += 1;
     args.scaleB += 3;
+    CHECK(validateGemmArgs(spec.gemm, args).ok());
+  }
+  SECTION("row_group: a group's last chunk may be part padding") {
+    Spec spec = parseOne(kRowGroup);
+    M meta;
+    GemmArgs args = validArgs(spec, meta);
+    std::fill(meta.begin() + 21, meta.begin() + 32, -1); // group 1: 5 rows
+    std::fill(meta.begin() + 32, meta.begin() + 48, -1); // group 2: empty
     CHECK(validateGemmArgs(spec.gemm, args).ok());
   }
   SECTION("c is ignored when the kernel does not accumulate") {

@@ -40,6 +40,18 @@ std::pair<Value, Value> Epilogue::rowFlags(Value row) {
       valid = arith::AndIOp::create(
           b, valid, ir.cmp(arith::CmpIPredicate::slt, row, t.rowEnd));
     padding = arith::AndIOp::create(b, inOperand, t.blockIsPadding);
+    if (k.rowGroup()) {
+      // The group's own padding rows (row id -1) inside its chunks.
+      Value at = ir.minS(row, ir.sub(t.rows, ir.i32(1)));
+      Value isPad = ir.cmp(arith::CmpIPredicate::slt,
+                           ir.load(ir.i32T(), k.arg(kWgParamGroups),
+                                   ir.toI64(at)),
+                           ir.i32(0));
+      Value padInGroup = arith::AndIOp::create(b, valid, isPad);
+      valid = arith::AndIOp::create(b, valid,
+                                    arith::XOrIOp::create(b, isPad, k.trueV()));
+      padding = arith::OrIOp::create(b, padding, padInGroup);
+    }
   }
   Value write = valid;
   if (k.c.paddingRows == PaddingRows::Zero)

@@ -89,12 +89,76 @@ std::pair<Value, Value> TileScheduler::locateValidBlock(Value index) {
 
 /// groupStartsTiles: the end row of group `g`, given the previous group's
 /// end, clamped into [prevEnd, rows] so that offsets the launch did not
-/// check can never make a tile reach outside the operand.
+/// check can never make a tile reach outside the operand. row_group reads
+/// it from the group table (searched for groups past the table).
 Value TileScheduler::groupEnd(Value g, Value prevEnd) {
   KernelIR &ir = k.ir;
-  Value end = ir.load(ir.i32T(), k.arg(kWgParamGroups), ir.toI64(g));
+  Value end;
+  if (k.rowGroup()) {
+    Value inTable = ir.cmp(arith::CmpIPredicate::slt, g,
+                           ir.i32(WgmmaLayout::kGroupTableEntries));
+    auto ifTable = scf::IfOp::create(k.b, ir.i32T(), inTable, true);
+    OpBuilder::InsertionGuard guard(k.b);
+    k.b.setInsertionPointToStart(&ifTable.getThenRegion().front());
+    scf::YieldOp::create(
+        k.b, LLVM::LoadOp::create(k.b, ir.i32T(), k.groupTableEntry(g))
+                 .getResult());
+    k.b.setInsertionPointToStart(&ifTable.getElseRegion().front());
+    scf::YieldOp::create(k.b, searchGroupEnd(g));
+    k.b.setInsertionPointAfter(ifTable);
+    end = ifTable.getResult(0);
+  } else {
+    end = ir.load(ir.i32T(), k.arg(kWgParamGroups), ir.toI64(g));
+  }
   end = arith::MaxSIOp::create(k.b, end, prevEnd);
   return ir.minS(end, k.tile.rows);
+}
+
+/// rowGroup: the end row of group `g` from the row ids. Groups start at
+/// multiples of the alignment and fill their chunks of `alignment` rows
+/// (valid rows, then -1 padding rows), in ascending group order, and rows
+/// past the last group are -1 (the launch checks this), so the first row
+/// of every chunk names the chunk's group, -1 only after the last group:
+/// the chunks of groups <= g are a prefix, found by binary search.
+Value TileScheduler::searchGroupEnd(Value g) {
+  KernelIR &ir = k.ir;
+  ImplicitLocOpBuilder &b = k.b;
+  const int64_t a = k.c.grouping.alignment;
+  Value chunks = ir.ceilDiv(k.tile.rows, a);
+  // Steps 2^(bits-1), ..., 1 with bits the width of `chunks`.
+  Value bits = ir.sub(ir.i32(32), LLVM::CountLeadingZerosOp::create(
+                                      b, ir.i32T(), chunks, false));
+  auto loop = scf::ForOp::create(b, ir.i32(0), bits, ir.i32(1),
+                                 ValueRange{ir.i32(0)});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value lo = loop.getRegionIterArgs()[0];
+    Value shift = ir.sub(ir.sub(bits, ir.i32(1)), loop.getInductionVar());
+    Value cand = ir.add(lo, arith::ShLIOp::create(b, ir.i32(1), shift));
+    Value fits = ir.cmp(arith::CmpIPredicate::sle, cand, chunks);
+    Value chunk = ir.minS(ir.sub(cand, ir.i32(1)), ir.sub(chunks, ir.i32(1)));
+    Value head = ir.load(ir.i32T(), k.arg(kWgParamGroups),
+                         ir.toI64(ir.mul(chunk, ir.i32(a))));
+    // -1 heads (after the last group) sort after every group.
+    Value inGroups = arith::AndIOp::create(
+        b, ir.cmp(arith::CmpIPredicate::sge, head, ir.i32(0)),
+        ir.cmp(arith::CmpIPredicate::sle, head, g));
+    scf::YieldOp::create(
+        b, ir.select(arith::AndIOp::create(b, fits, inGroups), cand, lo));
+  }
+  return ir.minS(ir.mul(loop.getResult(0), ir.i32(a)), k.tile.rows);
+}
+
+void TileScheduler::fillGroupTable(Value tid) {
+  KernelIR &ir = k.ir;
+  Value count = ir.minS(k.arg(kWgParamNumGroups),
+                        ir.i32(WgmmaLayout::kGroupTableEntries));
+  auto loop = scf::ForOp::create(k.b, tid, count, ir.i32(k.cfg.threads));
+  OpBuilder::InsertionGuard guard(k.b);
+  k.b.setInsertionPointToStart(loop.getBody());
+  Value g = loop.getInductionVar();
+  LLVM::StoreOp::create(k.b, searchGroupEnd(g), k.groupTableEntry(g));
 }
 
 /// groupStartsTiles: the row blocks of the launch, counted as m-blocks:

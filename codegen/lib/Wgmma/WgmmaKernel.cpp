@@ -93,13 +93,15 @@ void buildBody(WgmmaKernel &k) {
   Value wg = ir.divU(tid, ir.i32(kWarpgroupThreads));
 
   k.tile.rank = k.cfg.cluster > 1 ? hw.clusterCtaRank() : ir.i32(0);
+  k.tile.rows = k.arg(kWgParamRows);
+  TileScheduler sched(k);
+  if (k.rowGroup())
+    sched.fillGroupTable(tid);
   initBarriers(k, tid);
   // Peers multicast into this CTA's stages and arrive on its barriers:
   // every barrier of the cluster must be initialized first.
   if (k.cfg.cluster > 1)
     hw.clusterSync();
-  k.tile.rows = k.arg(kWgParamRows);
-  TileScheduler sched(k);
   sched.countTiles();
   auto roles = scf::IfOp::create(b, k.eq(wg, 0), /*withElse=*/true);
   {

@@ -104,7 +104,13 @@ public:
   /// in one group each, and the cheaper fixed walk stays.)
   bool groupStartsTiles() const {
     return c.grouping.kind == GroupingKind::MContiguous &&
-           c.grouping.alignment % cfg.blockM != 0;
+           (c.grouping.alignment % cfg.blockM != 0 || rowGroup());
+  }
+  /// m_contiguous indexed by row ids (-1 on padding rows): group ends come
+  /// from the per-CTA group table (TileScheduler::fillGroupTable).
+  bool rowGroup() const {
+    return c.grouping.kind == GroupingKind::MContiguous &&
+           c.grouping.index == GroupIndex::RowGroup;
   }
   int64_t outCols() const { return wgrad() ? c.k : c.n; }
   /// k_contiguous whose groups need not end on a K block (alignment 16 or
@@ -143,6 +149,10 @@ public:
   Value emptyBar(Value s) {
     return region(layout.offsetEmptyBarriers(), WgmmaLayout::kBarrierBytes, s);
   }
+  /// Entry `g` (i32) of the row_group kernels' table of group end rows.
+  Value groupTableEntry(Value g) {
+    return region(layout.offsetGroupTable(), 4, g);
+  }
   /// Element `i` (i32) of the f32 array at shared pointer `base`.
   Value sharedF32(Value base, Value i) {
     return LLVM::GEPOp::create(b, hw.sharedPtrT(), ir.f32T(), base,
@@ -172,6 +182,10 @@ public:
   void forEachTile(llvm::function_ref<Value(Value)> body);
   /// `it` advanced past this tile's K blocks, unless the tile is padding.
   Value advance(Value it);
+  /// rowGroup: every thread of the CTA writes the end rows of groups tid,
+  /// tid + threads, ... (below the table's size) into the group table; the
+  /// CTA barrier after the mbarrier setup publishes it.
+  void fillGroupTable(Value tid);
   /// k_contiguous: sum over groups h < `g` of cd(m_h, tokenScaleBlock()),
   /// read from the device offsets: start(g), or Tb for g = numGroups.
   Value tokenScaleBlocksBefore(Value g);
@@ -181,6 +195,7 @@ private:
   Value groupBlocks(Value g);
   std::pair<Value, Value> locateValidBlock(Value index);
   Value groupEnd(Value g, Value prevEnd);
+  Value searchGroupEnd(Value g);
   Value countGroupStartBlocks();
   void locateGroupStartBlock(Value index);
   void computeTile(Value tile);

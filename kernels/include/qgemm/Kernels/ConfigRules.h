@@ -35,8 +35,8 @@ constexpr int kMaxWgmmaBlockN = 192;
 bool blockNSpansTwoScaleBlocksAtMost(int64_t blockN);
 
 /// The most stages (2..8) whose layout fits in one CTA's shared memory
-/// with `cfg`'s tile; 2 even when those do not fit.
-int maxWgmmaStages(KernelConfig cfg);
+/// with `cfg`'s tile for `c`; 2 even when those do not fit.
+int maxWgmmaStages(const GemmContract &c, KernelConfig cfg);
 
 /// Requests no family can honour for `c`, checked before any choice is
 /// made: tile knobs on a contract only the SIMT family implements, and
@@ -47,14 +47,16 @@ std::optional<Violation> checkFamilyRequest(const GemmContract &c,
 std::optional<Violation> checkTileRequest(const Tuning &t);
 /// An explicit stage count that does not fit with `cfg`'s tile (whose
 /// stages are the most that fit).
-std::optional<Violation> checkStagesRequest(const Tuning &t,
+std::optional<Violation> checkStagesRequest(const GemmContract &c,
+                                            const Tuning &t,
                                             const KernelConfig &cfg);
 
 /// Whether `cfg` is one its family can be built and launched with: the
 /// thread count of the family, a cluster that divides the tile, and the
 /// shared-memory size its layout implies. Empty when it is; else why not.
 /// The runtime checks every configuration it reads back from the cache.
-QGEMM_API std::string checkConfigConsistent(const KernelConfig &cfg);
+QGEMM_API std::string checkConfigConsistent(const GemmContract &c,
+                                            const KernelConfig &cfg);
 
 } // namespace qgemm
 

@@ -76,10 +76,12 @@ inline int64_t wgmmaWorkUnits(const GemmContract &c, const KernelConfig &cfg,
   // The weight gradient's tiles cover each group's (n, k) output.
   const bool wgrad = c.grouping.kind == GroupingKind::KContiguous;
   int64_t mBlocks = ((wgrad ? c.n : rows) + cfg.blockM - 1) / cfg.blockM;
-  // m_contiguous groups that start anywhere: each group's tiles start at
-  // its first row, so each group adds at most one partial block.
+  // m_contiguous groups that start anywhere (or row_group, whose group
+  // starts the kernel finds itself): each group's tiles start at its first
+  // row, so each group adds at most one partial block.
   if (c.grouping.kind == GroupingKind::MContiguous &&
-      c.grouping.alignment % cfg.blockM != 0)
+      (c.grouping.alignment % cfg.blockM != 0 ||
+       c.grouping.index == GroupIndex::RowGroup))
     mBlocks += groups;
   const int64_t nBlocks = ((wgrad ? c.k : c.n) + cfg.blockN - 1) / cfg.blockN;
   const int64_t nUnits = (nBlocks + cfg.cluster - 1) / cfg.cluster;

@@ -15,11 +15,15 @@
 //   full mbarriers, then empty mbarriers (8 bytes each, one per stage)
 //   epilogue buffer          (bf16, one 64-row buffer per consumer
 //                            warpgroup, 128-byte aligned; staged only)
+//   group table              (m_contiguous with row_group only: the end
+//                            row of each of the first kGroupTableEntries
+//                            groups, found once per CTA; 16-byte aligned)
 //
 //===----------------------------------------------------------------------===//
 #ifndef QGEMM_KERNELS_WGMMALAYOUT_H
 #define QGEMM_KERNELS_WGMMALAYOUT_H
 
+#include "qgemm/Contract.h"
 #include "qgemm/KernelConfig.h"
 
 #include <array>
@@ -97,10 +101,28 @@ struct WgmmaLayout {
     return cfg.stagedEpilogue ? int64_t(cfg.blockM) * epilogueRowBytes() : 0;
   }
 
-  /// Dynamic shared memory of one CTA.
+  /// Dynamic shared memory of one CTA, without the group table.
   int64_t totalBytes() const {
     return cfg.stagedEpilogue ? offsetEpilogue() + epilogueBytes()
                               : barriersEnd();
+  }
+
+  /// m_contiguous with row_group: the kernel finds each group's end row
+  /// from the row ids (a binary search over the alignment's chunks) once
+  /// per CTA, for the first kGroupTableEntries groups; later groups are
+  /// searched where they are used. 512 covers every MoE layer's experts per
+  /// rank (DeepSeek-V3 256, Kimi K2 384) in 2 KB, which still leaves the
+  /// 128x160 tile its 5 stages.
+  static constexpr int64_t kGroupTableEntries = 512;
+  static bool hasGroupTable(const GemmContract &c) {
+    return c.grouping.kind == GroupingKind::MContiguous &&
+           c.grouping.index == GroupIndex::RowGroup;
+  }
+  int64_t offsetGroupTable() const { return (totalBytes() + 15) / 16 * 16; }
+  /// Dynamic shared memory of one CTA of a kernel for `c`.
+  int64_t sharedBytes(const GemmContract &c) const {
+    return hasGroupTable(c) ? offsetGroupTable() + kGroupTableEntries * 4
+                            : totalBytes();
   }
 
   // TMA boxes, innermost (K, or tokens for k_contiguous) first; 3-D maps
