@@ -7,20 +7,35 @@
 
 namespace qgemm {
 
+bool isMxfp8(const GemmContract &c) {
+  auto mx = [](const ScaleRecipe &r) {
+    return r.blockRows == 1 && r.blockCols == 32 && r.dtype == ElemType::UE8M0;
+  };
+  return mx(c.a.scale) && mx(c.b.scale);
+}
+
 bool wgmmaImplements(const GemmContract &c) {
-  if (c.grouping.kind == GroupingKind::KContiguous)
+  if (c.grouping.kind == GroupingKind::KContiguous) {
+    // MXFP8: groups of whole 32-token blocks (alignment 16 restarts the
+    // blocks inside groups: SIMT).
+    if (isMxfp8(c))
+      return c.grouping.alignment % 32 == 0 && c.k % 2 == 0;
     return c.a.scale.blockRows == 1 && c.a.scale.blockCols == 128 &&
            c.b.scale.blockRows == 1 && c.b.scale.blockCols == 128 &&
            c.a.scale.dtype == ElemType::F32 && c.b.scale.dtype == ElemType::F32 &&
            c.grouping.alignment % 128 == 0 && c.k % 2 == 0;
+  }
   const bool groupingOk =
       c.grouping.kind == GroupingKind::None ||
       c.grouping.kind == GroupingKind::MMasked ||
       (c.grouping.kind == GroupingKind::MContiguous &&
        c.grouping.index == GroupIndex::Offsets);
-  return groupingOk && c.a.scale.blockRows == 1 && c.a.scale.blockCols == 128 &&
-         c.b.scale.blockRows == 128 && c.b.scale.blockCols == 128 &&
-         !c.accumulate && c.n % 2 == 0 && c.k % 16 == 0;
+  const bool scalesOk =
+      isMxfp8(c) ||
+      (c.a.scale.blockRows == 1 && c.a.scale.blockCols == 128 &&
+       c.b.scale.blockRows == 128 && c.b.scale.blockCols == 128);
+  return groupingOk && scalesOk && !c.accumulate && c.n % 2 == 0 &&
+         c.k % 16 == 0;
 }
 
 bool blockNSpansTwoScaleBlocksAtMost(int64_t blockN) {
@@ -67,9 +82,10 @@ std::optional<Violation> checkFamilyRequest(const GemmContract &c,
                                           : nullptr;
     if (knob)
       return refuse(knob,
-                    "this contract selects the SIMT family (1x32 scales, "
-                    "groups sharing 128-row blocks, k_contiguous, "
-                    "accumulation or odd n), which has no tile, stages, "
+                    "this contract selects the SIMT family (row_group "
+                    "groups, k_contiguous below its scale block, forward "
+                    "accumulation, odd n or k not a multiple of 16), which "
+                    "has no tile, stages, "
                     "raster, cluster or grid to tune; leave "
                     "block_m/block_n/stages/raster/cluster/multicast/num_sms "
                     "out or use \"tuning\": \"auto\"");
@@ -148,6 +164,11 @@ std::string checkConfigConsistent(const KernelConfig &cfg) {
            " is not one the wgmma family builds";
   if (cfg.stages < 2)
     return "fewer than 2 stages";
+  if (cfg.scaleBlockK != 128 &&
+      (cfg.scaleBlockK != WgmmaLayout::kMmaK || !cfg.scalePerColumnB))
+    return "scale_k " + std::to_string(cfg.scaleBlockK) +
+           " is not one the wgmma family builds (128, or 32 with per-column "
+           "B scales)";
   const int64_t bytes = WgmmaLayout(cfg).totalBytes();
   if (cfg.sharedBytes != bytes || bytes > kMaxSharedBytesPerBlock)
     return "shared memory " + std::to_string(cfg.sharedBytes) +

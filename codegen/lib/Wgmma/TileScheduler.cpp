@@ -255,6 +255,12 @@ void TileScheduler::computeTile(Value tile) {
     Value prev = ir.load(ir.i32T(), groups, ir.toI64(prevIdx));
     t.tokenStart = ir.select(k.eq(t.group, 0), ir.i32(0), prev);
     t.kBlockCount = ir.divU(ir.sub(end, t.tokenStart), ir.i32(cfg.blockK));
+    if (k.mx()) {
+      // MXFP8: groups of whole 32-token blocks; the last K block may hold
+      // fewer than 4 of them (Mainloop::runMx skips the rest).
+      t.tokenEnd = end;
+      t.kBlockCount = ir.ceilDiv(ir.sub(end, t.tokenStart), cfg.blockK);
+    }
     t.validRows = ir.i32(k.c.n);
   } else if (k.masked()) {
     t.group = ir.divU(rest, t.mBlocks);

@@ -42,8 +42,9 @@ struct TileState {
   /// padding) and are computed but never stored.
   Value row0, rowEnd;
   /// K blocks of the current tile (tokens / 128 for k_contiguous) and, for
-  /// k_contiguous, the group's first token.
-  Value kBlockCount, tokenStart;
+  /// k_contiguous, the group's first token (and, with MXFP8 scales, the
+  /// token past its last: the last K block may be partial).
+  Value kBlockCount, tokenStart, tokenEnd;
   /// Straddling tiles: the tile's columns before the next 128-wide B
   /// scale block (set by the consumer per tile).
   Value boundary;
@@ -85,6 +86,9 @@ public:
   bool wgrad() const { return c.grouping.kind == GroupingKind::KContiguous; }
   /// Groups are the outermost tile coordinate.
   bool groupPerTile() const { return masked() || wgrad(); }
+  /// MXFP8: 1x32 UE8M0 scales on A and B, one promotion per k32 step
+  /// (MxFp8.cpp).
+  bool mx() const { return cfg.scaleBlockK != cfg.blockK; }
   /// m_contiguous whose groups need not start at a multiple of the tile
   /// height: each group's tiles start at its first row, and the tile walk
   /// counts each group's blocks from the device-side offsets. (With an
@@ -170,6 +174,11 @@ private:
   Value scaleAAddress(Value row, Value kb);
   Value scaleBAddress(Value nb128, Value kb);
   Value scaleBColumnAddress(Value col, Value tb);
+  // MXFP8 (MxFp8.cpp).
+  void mxScales(Value s, Value k0, Value tid);
+  SmallVector<Value> mxRowScales(const ScaleRecipe &recipe, Value base,
+                                 Value rows, Value cols, Value matrix,
+                                 Value row, Value sb0);
   WgmmaKernel &k;
 };
 
@@ -195,6 +204,12 @@ private:
   void release(Value s, Value tidInWg);
   void promote(Value frag, const BlockScales &sc, Value s, Value lane,
                MutableArrayRef<Value> acc);
+  // MXFP8 (MxFp8.cpp): a promotion per k32 step.
+  SmallVector<Value> runMx(Value it, Value consumerIdx, Value tidInWg,
+                           Value rowInTile, Value lane);
+  Value issueStep(Value s, Value consumerIdx, int64_t step);
+  void promoteStep(Value frag, Value sa0, Value sa1, Value scalePtr,
+                   int64_t step, Value lane, MutableArrayRef<Value> acc);
   WgmmaKernel &k;
 };
 
