@@ -29,8 +29,10 @@
 // NaN), and a wrapped exponent field would turn a zero partial sum into
 // NaN, so that form needs range handling the FMUL gets for free. Either
 // way every element costs two issue slots per 32 K against one FFMA per
-// 128 K for 1x128 scales: the promotion, not the tensor core, bounds this
-// kernel (see docs/PERF_NOTES.md, MXFP8).
+// 128 K for 1x128 scales: the promotion's issue slots, not the tensor core
+// nor the FMA pipe, bound this kernel. Measured on the H100 (docs/
+// PERF_NOTES.md, "MXFP8"): the IADD form and software-pipelining the steps
+// both gave nothing; ~0.38x the 1x128 kernel on the same shape.
 //
 //===----------------------------------------------------------------------===//
 #include "WgmmaKernel.h"
