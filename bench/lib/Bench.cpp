@@ -102,6 +102,15 @@ struct ScanResult {
   }
 };
 
+/// One timed anchor, for every row of a run (one entry per row).
+struct AnchorOutcome {
+  Timing timing;
+  double spotRel = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> vsQgemm;
+  std::vector<int64_t> nonFinite;
+  size_t calls = 0;
+};
+
 } // namespace
 
 struct BenchRunner::Impl {
@@ -124,8 +133,21 @@ struct BenchRunner::Impl {
                    const std::vector<Spot> &spots, double &rel) const;
   Status scan(DevicePtr x, DevicePtr y, const BenchData &data,
               const std::set<int64_t> *groups, ScanResult &out) const;
-  void runAnchor(const BenchData &data, DevicePtr a, DevicePtr b,
-                 const std::vector<Spot> &spots,
+  Status measureAnchor(const BenchData &data, const AnchorPlan &plan,
+                       DevicePtr a, DevicePtr b, ElemType aType,
+                       const std::vector<Spot> &spots,
+                       const std::vector<DevicePtr> &qgemmOutputs,
+                       AnchorOutcome &out) const;
+  std::string anchorUnavailable() const;
+  void runFp8Anchor(const BenchData &data, DevicePtr a, DevicePtr b,
+                    const std::vector<Spot> &spots,
+                    const std::vector<DevicePtr> &qgemmOutputs,
+                    std::vector<BenchRow> &rows) const;
+  void runBf16Anchor(const BenchData &data, const std::vector<Spot> &spots,
+                     const std::vector<DevicePtr> &qgemmOutputs,
+                     std::vector<BenchRow> &rows) const;
+  void runAnchor(BenchAnchor anchor, const BenchData &data, DevicePtr a,
+                 DevicePtr b, const std::vector<Spot> &spots,
                  const std::vector<DevicePtr> &qgemmOutputs,
                  std::vector<BenchRow> &rows) const;
 };
@@ -273,25 +295,14 @@ Status BenchRunner::Impl::scan(DevicePtr x, DevicePtr y, const BenchData &data,
   return Status();
 }
 
-void BenchRunner::Impl::runAnchor(const BenchData &data, DevicePtr a,
-                                  DevicePtr b, const std::vector<Spot> &spots,
-                                  const std::vector<DevicePtr> &qgemmOutputs,
-                                  std::vector<BenchRow> &rows) const {
-  auto fail = [&](const std::string &why) {
-    for (BenchRow &r : rows)
-      r.cublasError = why;
-    progress("cuBLASLt: " + why);
-  };
-  if (!opts.cublasLt)
-    return fail("not run (disabled)");
-  if (!lt)
-    return fail(ltInfo);
-  AnchorPlan plan = planAnchor(data);
-  if (!plan.whyNot.empty())
-    return fail(plan.whyNot);
-  if (plan.gemms.empty())
-    return fail("no group has work for cuBLASLt");
-
+Status BenchRunner::Impl::measureAnchor(
+    const BenchData &data, const AnchorPlan &plan, DevicePtr a, DevicePtr b,
+    ElemType aType, const std::vector<Spot> &spots,
+    const std::vector<DevicePtr> &qgemmOutputs, AnchorOutcome &out) const {
+  out = AnchorOutcome();
+  out.vsQgemm.assign(qgemmOutputs.size(),
+                     std::numeric_limits<double>::quiet_NaN());
+  out.nonFinite.assign(qgemmOutputs.size(), -1);
   DeviceBuffer sa(drv), sb(drv), d(drv);
   const size_t dBytes = size_t(data.dRows * data.dCols * data.dElemBytes());
   Status st;
@@ -302,7 +313,7 @@ void BenchRunner::Impl::runAnchor(const BenchData &data, DevicePtr a,
                        "cuBLASLt B scales"))
            .ok() ||
       !(st = d.alloc(dBytes, "cuBLASLt D")).ok())
-    return fail(st.message);
+    return st;
 
   bench::LtBuffers buf;
   buf.a = b; // cuBLASLt's A is qgemm's B (the weights, W)
@@ -312,60 +323,155 @@ void BenchRunner::Impl::runAnchor(const BenchData &data, DevicePtr a,
   buf.bScales = sb.ptr;
   buf.workspace = workspace.ptr;
   buf.workspaceBytes = workspace.bytes;
+  // aType is qgemm's A; cuBLASLt's A is qgemm's B.
+  const ElemType ltA = plan.blockScaled ? data.contract.b.dtype : aType;
   std::unique_ptr<bench::LtCalls> calls;
-  if (!(st = lt->prepare(plan, data.contract.b.dtype, data.contract.a.dtype,
-                         data.contract.d, buf, calls))
-           .ok())
-    return fail(st.message);
+  if (!(st = lt->prepare(plan, ltA, aType, data.contract.d, buf, calls)).ok())
+    return st;
 
   // Checked run: poisoned D, then every group's call.
   if (!(st = drv->check(drv->memsetD8(d.ptr, 0xFF, dBytes), "cuMemsetD8"))
            .ok() ||
       !(st = lt->run(*calls, nullptr)).ok() ||
       !(st = drv->check(drv->ctxSynchronize(), "cuBLASLt execution")).ok())
-    return fail(st.message);
+    return st;
 
   std::set<int64_t> groups;
   for (const AnchorGemm &g : plan.gemms)
     groups.insert(g.group);
-  double spotRel = std::numeric_limits<double>::quiet_NaN();
-  if (!(st = spotCheck(d.ptr, data, spots, spotRel)).ok())
-    return fail(st.message);
-  for (size_t i = 0; i < rows.size(); ++i) {
-    rows[i].cublasSpotRel = spotRel;
+  if (!(st = spotCheck(d.ptr, data, spots, out.spotRel)).ok())
+    return st;
+  for (size_t i = 0; i < qgemmOutputs.size(); ++i) {
     ScanResult sr;
     if (qgemmOutputs[i]) {
       st = scan(qgemmOutputs[i], d.ptr, data, &groups, sr);
-      rows[i].cublasVsQgemmRel = sr.rel();
+      out.vsQgemm[i] = sr.rel();
     } else {
       st = scan(d.ptr, 0, data, &groups, sr);
       sr.nonFiniteY = sr.nonFiniteX;
     }
     if (!st.ok())
-      return fail(st.message);
-    rows[i].cublasNonFinite = sr.nonFiniteY;
+      return st;
+    out.nonFinite[i] = sr.nonFiniteY;
   }
-
-  Timing t;
-  st = timeLaunches(
+  out.calls = plan.gemms.size();
+  return timeLaunches(
       *drv, nullptr, flush.ptr, flush.bytes, opts.timing,
-      [&] { return lt->run(*calls, nullptr); }, t);
-  if (!st.ok())
+      [&] { return lt->run(*calls, nullptr); }, out.timing);
+}
+
+/// Why no anchor ran, or "" when one may.
+std::string BenchRunner::Impl::anchorUnavailable() const {
+  if (!opts.cublasLt)
+    return "not run (disabled)";
+  if (!lt)
+    return ltInfo;
+  return "";
+}
+
+void BenchRunner::Impl::runFp8Anchor(
+    const BenchData &data, DevicePtr a, DevicePtr b,
+    const std::vector<Spot> &spots, const std::vector<DevicePtr> &qgemmOutputs,
+    std::vector<BenchRow> &rows) const {
+  auto fail = [&](const std::string &why) {
+    for (BenchRow &r : rows)
+      r.cublasError = why;
+    progress("cuBLASLt: " + why);
+  };
+  if (std::string why = anchorUnavailable(); !why.empty())
+    return fail(why);
+  AnchorPlan plan = planAnchor(data);
+  if (!plan.whyNot.empty())
+    return fail(plan.whyNot);
+  if (plan.gemms.empty())
+    return fail("no group has work for cuBLASLt");
+  AnchorOutcome o;
+  if (Status st = measureAnchor(data, plan, a, b, data.contract.a.dtype, spots,
+                                qgemmOutputs, o);
+      !st.ok())
     return fail(st.message);
-  for (BenchRow &r : rows) {
-    r.cublas = t;
-    r.cublasTflops = r.flops / (t.medianMs * 1e-3) / 1e12;
-    r.cublasGbps = r.bytes / (t.medianMs * 1e-3) / 1e9;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    BenchRow &r = rows[i];
+    r.cublasSpotRel = o.spotRel;
+    r.cublasVsQgemmRel = o.vsQgemm[i];
+    r.cublasNonFinite = o.nonFinite[i];
+    r.cublas = o.timing;
+    r.cublasTflops = r.flops / (o.timing.medianMs * 1e-3) / 1e12;
+    r.cublasGbps = r.bytes / (o.timing.medianMs * 1e-3) / 1e9;
   }
-  progress("cuBLASLt: " + fmt(t.medianMs, 3) + " ms, " +
+  progress("cuBLASLt: " + fmt(o.timing.medianMs, 3) + " ms, " +
            fmt(rows.front().cublasTflops, 1) + " TFLOP/s (" +
-           std::to_string(plan.gemms.size()) + " calls)");
+           std::to_string(o.calls) + " calls)");
+}
+
+void BenchRunner::Impl::runBf16Anchor(
+    const BenchData &data, const std::vector<Spot> &spots,
+    const std::vector<DevicePtr> &qgemmOutputs,
+    std::vector<BenchRow> &rows) const {
+  // The FP8 anchor's cell says why it has none (MXFP8 on Hopper).
+  std::string fp8Why = planAnchor(data).whyNot;
+  for (BenchRow &r : rows)
+    r.cublasError = fp8Why.empty() ? "not run (this section's anchor is "
+                                     "cuBLASLt bf16)"
+                                   : fp8Why;
+  auto fail = [&](const std::string &why) {
+    for (BenchRow &r : rows)
+      r.bf16CublasError = why;
+    progress("cuBLASLt bf16: " + why);
+  };
+  if (std::string why = anchorUnavailable(); !why.empty())
+    return fail(why);
+  AnchorPlan plan = planBf16Anchor(data);
+  if (!plan.whyNot.empty())
+    return fail(plan.whyNot);
+  if (plan.gemms.empty())
+    return fail("no group has work for cuBLASLt");
+  // The same values as qgemm's operands, dequantized and rounded to bf16.
+  std::vector<uint16_t> ha = bf16Operand(data.a, opts.threads);
+  std::vector<uint16_t> hb = bf16Operand(data.b, opts.threads);
+  DeviceBuffer a(drv), b(drv);
+  Status st;
+  if (!(st = a.upload(ha.data(), ha.size() * 2, "bf16 A")).ok() ||
+      !(st = b.upload(hb.data(), hb.size() * 2, "bf16 B")).ok())
+    return fail(st.message);
+  AnchorOutcome o;
+  if (!(st = measureAnchor(data, plan, a.ptr, b.ptr, ElemType::BF16, spots,
+                           qgemmOutputs, o))
+           .ok())
+    return fail(st.message);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    BenchRow &r = rows[i];
+    r.bf16VsQgemmRel = o.vsQgemm[i];
+    r.bf16Cublas = o.timing;
+    r.bf16CublasTflops = r.flops / (o.timing.medianMs * 1e-3) / 1e12;
+  }
+  progress("cuBLASLt bf16: " + fmt(o.timing.medianMs, 3) + " ms, " +
+           fmt(rows.front().bf16CublasTflops, 1) + " TFLOP/s (" +
+           std::to_string(o.calls) + " calls)");
+}
+
+void BenchRunner::Impl::runAnchor(BenchAnchor anchor, const BenchData &data,
+                                  DevicePtr a, DevicePtr b,
+                                  const std::vector<Spot> &spots,
+                                  const std::vector<DevicePtr> &qgemmOutputs,
+                                  std::vector<BenchRow> &rows) const {
+  switch (anchor) {
+  case BenchAnchor::Fp8Blockwise:
+    return runFp8Anchor(data, a, b, spots, qgemmOutputs, rows);
+  case BenchAnchor::Bf16:
+    return runBf16Anchor(data, spots, qgemmOutputs, rows);
+  case BenchAnchor::None:
+    for (BenchRow &r : rows)
+      r.cublasError = "not run in this measurement";
+    return;
+  }
 }
 
 std::vector<BenchRow> BenchRunner::run(const std::vector<Spec> &specs,
                                        const BenchShape &shape,
                                        const std::string &label,
-                                       const std::string &section) {
+                                       const std::string &section,
+                                       BenchAnchor anchor) {
   Impl &m = *impl;
   std::vector<BenchRow> rows(specs.size());
   for (size_t i = 0; i < specs.size(); ++i) {
@@ -377,6 +483,8 @@ std::vector<BenchRow> BenchRunner::run(const std::vector<Spec> &specs,
     r.contract = specs[i].gemm;
     r.shape = shape;
     r.cublasError = "not run";
+    if (anchor == BenchAnchor::Bf16)
+      r.bf16CublasError = "not run";
   }
   if (specs.empty())
     return rows;
@@ -517,6 +625,6 @@ std::vector<BenchRow> BenchRunner::run(const std::vector<Spec> &specs,
     outputs.push_back(std::move(out));
   }
 
-  m.runAnchor(data, a.ptr, b.ptr, spots, outputPtrs, rows);
+  m.runAnchor(anchor, data, a.ptr, b.ptr, spots, outputPtrs, rows);
   return rows;
 }

@@ -9,6 +9,11 @@
 //===----------------------------------------------------------------------===//
 #include "qgemm/Bench.h"
 
+#include "qgemm/Fp8.h"
+
+#include <algorithm>
+#include <thread>
+
 namespace qgemm {
 
 namespace {
@@ -58,6 +63,9 @@ bool isF32Block(const ScaleRecipe &r, int64_t rows, int64_t cols) {
 
 std::string whyNoAnchor(const GemmContract &c) {
   const bool wgrad = c.grouping.kind == GroupingKind::KContiguous;
+  if (isMxBlock(c.a.scale) || isMxBlock(c.b.scale))
+    return "no cuBLASLt counterpart: Hopper's cuBLASLt has no MXFP8 (1x32 "
+           "E8M0) block scaling";
   if (!isF32Block(c.a.scale, 1, 128))
     return "no cuBLASLt counterpart: its Hopper block scaling reads f32 1x128 "
            "scales on A";
@@ -71,14 +79,19 @@ std::string whyNoAnchor(const GemmContract &c) {
   return "";
 }
 
-} // namespace
+/// The tokens group `g` contracts over: its useful ones when the shape
+/// pads groups (the padding tokens are zeros past them).
+int64_t contractedTokens(const BenchData &data, int64_t g, int64_t t0,
+                         int64_t t1) {
+  const std::vector<int64_t> &useful = data.shape.usefulRows;
+  return useful.empty() ? t1 - t0 : useful[size_t(g)];
+}
 
-AnchorPlan planAnchor(const BenchData &data) {
+/// planAnchor's calls, with scales when `scaled`; offsets in elements.
+AnchorPlan planCalls(const BenchData &data, bool scaled) {
   AnchorPlan plan;
+  plan.blockScaled = scaled;
   const GemmContract &c = data.contract;
-  plan.whyNot = whyNoAnchor(c);
-  if (!plan.whyNot.empty())
-    return plan;
   const BenchOperand &a = data.a, &b = data.b;
 
   if (c.grouping.kind == GroupingKind::KContiguous) {
@@ -90,20 +103,23 @@ AnchorPlan planAnchor(const BenchData &data) {
       const int64_t g = range.group;
       const int64_t t1 = data.groupIndex[size_t(g)];
       const int64_t t0 = g == 0 ? 0 : data.groupIndex[size_t(g - 1)];
-      if (t1 == t0)
+      const int64_t tokens = contractedTokens(data, g, t0, t1);
+      if (tokens == 0)
         continue;
       AnchorGemm call;
       call.group = g;
       call.m = c.k;
       call.n = c.n;
-      call.k = t1 - t0;
+      call.k = tokens;
       call.lda = call.ldb = t;
       call.ldd = c.k;
       call.aOffset = t0;
       call.bOffset = t0;
       call.dOffset = range.first * c.k;
-      call.aScaleOffset = appendVec128(plan.aScales, b, 0, 0, c.k, t0, t1 - t0);
-      call.bScaleOffset = appendVec128(plan.bScales, a, 0, 0, c.n, t0, t1 - t0);
+      if (scaled) {
+        call.aScaleOffset = appendVec128(plan.aScales, b, 0, 0, c.k, t0, tokens);
+        call.bScaleOffset = appendVec128(plan.bScales, a, 0, 0, c.n, t0, tokens);
+      }
       plan.gemms.push_back(call);
     }
     return plan;
@@ -127,16 +143,70 @@ AnchorPlan planAnchor(const BenchData &data) {
     call.aOffset = matrixB * c.n * c.k;
     call.bOffset = (matrixA * a.rows + rowA) * c.k;
     call.dOffset = range.first * c.n;
-    // One weight scale matrix per group, shared by its calls.
-    int64_t &ws = wScale[size_t(matrixB)];
-    if (ws < 0)
-      ws = appendBlk128(plan.aScales, b, matrixB);
-    call.aScaleOffset = ws;
-    call.bScaleOffset =
-        appendVec128(plan.bScales, a, matrixA, rowA, range.count, 0, c.k);
+    if (scaled) {
+      // One weight scale matrix per group, shared by its calls.
+      int64_t &ws = wScale[size_t(matrixB)];
+      if (ws < 0)
+        ws = appendBlk128(plan.aScales, b, matrixB);
+      call.aScaleOffset = ws;
+      call.bScaleOffset =
+          appendVec128(plan.bScales, a, matrixA, rowA, range.count, 0, c.k);
+    }
     plan.gemms.push_back(call);
   }
   return plan;
+}
+
+} // namespace
+
+AnchorPlan planAnchor(const BenchData &data) {
+  std::string why = whyNoAnchor(data.contract);
+  if (!why.empty()) {
+    AnchorPlan plan;
+    plan.whyNot = why;
+    return plan;
+  }
+  return planCalls(data, /*scaled=*/true);
+}
+
+AnchorPlan planBf16Anchor(const BenchData &data) {
+  const ElemType d = data.contract.d;
+  if (d != ElemType::BF16 && d != ElemType::F32) {
+    AnchorPlan plan;
+    plan.whyNot = "no cuBLASLt bf16 counterpart for a " +
+                  std::string(toString(d)) + " output";
+    return plan;
+  }
+  AnchorPlan plan = planCalls(data, /*scaled=*/false);
+  // The calls read bf16 copies: two bytes per element.
+  for (AnchorGemm &g : plan.gemms) {
+    g.aOffset *= 2;
+    g.bOffset *= 2;
+  }
+  return plan;
+}
+
+std::vector<uint16_t> bf16Operand(const BenchOperand &op, unsigned threads) {
+  std::vector<uint16_t> out(op.data.size());
+  const int64_t rows = op.count * op.rows;
+  unsigned n =
+      threads ? threads : std::max(1u, std::thread::hardware_concurrency());
+  n = unsigned(std::min<int64_t>(n, std::max<int64_t>(rows, 1)));
+  // Rows split evenly; each element is independent, so the result does not
+  // depend on the thread count.
+  auto work = [&](unsigned t) {
+    for (int64_t r = rows * t / n; r < rows * (t + 1) / n; ++r)
+      for (int64_t c = 0; c < op.cols; ++c)
+        out[size_t(r * op.cols + c)] = encodeBF16(
+            float(op.valueAt(r / op.rows, r % op.rows, c)));
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < n; ++t)
+    pool.emplace_back(work, t);
+  work(0);
+  for (std::thread &t : pool)
+    t.join();
+  return out;
 }
 
 } // namespace qgemm

@@ -120,6 +120,34 @@ std::vector<Chunk> chunksOf(const std::vector<OperandJob> &jobs) {
   return chunks;
 }
 
+/// quantizeInto of `rows` rows of a token-dimension operand whose scale
+/// blocks restart at each group: each block's tokens are quantized on their
+/// own (a group's last block takes the amax of its tokens alone) and its
+/// scales go to the block's grid column.
+void quantizeTokenBlocks(const BenchOperand &op, const float *x, int64_t rows,
+                         const ScaleRecipe &compact, const QuantizeParams &p,
+                         uint8_t *data, uint8_t *grid) {
+  const int64_t eb = op.scaleBytes(), gridCols = op.gridShape().cols;
+  std::vector<float> in;
+  std::vector<uint8_t> q, s;
+  for (int64_t j = 0; j < op.tokens.count(); ++j) {
+    const TokenBlocks::Range r = op.tokens.ranges[size_t(j)];
+    const int64_t w = r.end - r.first;
+    in.resize(size_t(rows * w));
+    q.resize(size_t(rows * w));
+    s.resize(size_t(rows * eb));
+    for (int64_t i = 0; i < rows; ++i)
+      std::copy_n(x + i * op.cols + r.first, w, in.begin() + i * w);
+    if (!quantizeInto(in.data(), rows, w, compact, p, q.data(), s.data()))
+      throw std::runtime_error("bench data: the quantizer refused the recipe");
+    for (int64_t i = 0; i < rows; ++i) {
+      std::copy_n(q.begin() + i * w, w, data + i * op.cols + r.first);
+      std::memcpy(grid + (i * gridCols + j) * eb, s.data() + i * eb,
+                  size_t(eb));
+    }
+  }
+}
+
 void fillChunk(const OperandJob &job, const Chunk &c, uint64_t seed,
                std::vector<float> &buf) {
   BenchOperand &op = *job.op;
@@ -160,7 +188,10 @@ void fillChunk(const OperandJob &job, const Chunk &c, uint64_t seed,
   uint8_t *grid =
       op.grid.data() + (c.matrix * g.rows + c.row0 / op.recipe.blockRows) *
                            g.cols * op.scaleBytes();
-  quantizeInto(buf.data(), c.rows, op.cols, compact, p, data, grid);
+  if (op.tokens.restart)
+    quantizeTokenBlocks(op, buf.data(), c.rows, compact, p, data, grid);
+  else
+    quantizeInto(buf.data(), c.rows, op.cols, compact, p, data, grid);
   // Padding rows carry zero scales (TE's permute does the same).
   if (op.recipe.blockRows == 1)
     for (int64_t r = 0; r < c.rows; ++r)
@@ -200,6 +231,23 @@ void fillParallel(const std::vector<OperandJob> &jobs, uint64_t seed,
     std::rethrow_exception(failure);
 }
 
+/// Zero the tokens past each k_contiguous group's useful ones in A and B.
+/// Their scale blocks keep the values quantization gave them: zero data
+/// contributes nothing whatever its scale, and a block may hold useful
+/// tokens too.
+void zeroPaddingTokens(BenchData &d) {
+  int64_t t0 = 0;
+  for (size_t g = 0; g < d.groupIndex.size(); ++g) {
+    const int64_t t1 = d.groupIndex[g];
+    const int64_t from = t0 + d.shape.usefulRows[g];
+    for (BenchOperand *op : {&d.a, &d.b})
+      for (int64_t r = 0; r < op->rows; ++r)
+        std::fill(op->data.begin() + r * op->cols + from,
+                  op->data.begin() + r * op->cols + t1, uint8_t(0));
+    t0 = t1;
+  }
+}
+
 void allocate(BenchOperand &op, int64_t count, int64_t rows, int64_t cols,
               const OperandContract &c) {
   op.count = count;
@@ -219,13 +267,16 @@ void allocate(BenchOperand &op, int64_t count, int64_t rows, int64_t cols,
 //===----------------------------------------------------------------------===//
 
 ScaleGrid BenchOperand::gridShape() const {
-  return scaleGrid(rows, cols, recipe);
+  return tokens.restart ? tokenGrid(rows, cols, recipe, tokens)
+                        : scaleGrid(rows, cols, recipe);
 }
 
 float BenchOperand::scaleAt(int64_t matrix, int64_t r, int64_t c) const {
   ScaleGrid g = gridShape();
-  int64_t idx =
-      (matrix * g.rows + r / recipe.blockRows) * g.cols + c / recipe.blockCols;
+  const int64_t j = blockColOf(c);
+  if (j < 0)
+    return 0.0f; // Tokens past the last group: zero data, no scale.
+  int64_t idx = (matrix * g.rows + r / recipe.blockRows) * g.cols + j;
   if (recipe.dtype == ElemType::UE8M0)
     return decodeUE8M0(grid[size_t(idx)]);
   float s;
@@ -241,15 +292,15 @@ double BenchOperand::valueAt(int64_t matrix, int64_t r, int64_t c) const {
 std::vector<uint8_t> BenchOperand::scalesIn(ScaleLayout layout) const {
   ScaleRecipe r = recipe;
   r.layout = layout;
-  const int64_t alloc = scaleAllocSize(rows, cols, r);
-  const int64_t eb = scaleBytes();
   ScaleGrid g = gridShape();
+  const int64_t alloc = scaleAllocSize(rows, cols, r, g);
+  const int64_t eb = scaleBytes();
   std::vector<uint8_t> out(size_t(count * alloc * eb), 0);
   for (int64_t m = 0; m < count; ++m)
     for (int64_t i = 0; i < g.rows; ++i)
       for (int64_t j = 0; j < g.cols; ++j)
         std::memcpy(
-            out.data() + (m * alloc + scaleOffset(rows, cols, r, i, j)) * eb,
+            out.data() + (m * alloc + scaleOffset(rows, cols, r, g, i, j)) * eb,
             grid.data() + ((m * g.rows + i) * g.cols + j) * eb, size_t(eb));
   return out;
 }
@@ -317,6 +368,11 @@ BenchData qgemm::buildBenchData(const GemmContract &c, const BenchShape &shape,
       d.outputRows.push_back({g, g * c.n, c.n});
     }
     d.rows = t;
+    TokenBlocks tokens;
+    if (restartsTokenBlocks(c))
+      tokens = tokenBlocks(d.groupIndex.data(), groups, t,
+                           contractionBlock(c.a.scale), /*restart=*/true);
+    d.a.tokens = d.b.tokens = tokens;
     allocate(d.a, 1, c.n, t, c.a);
     allocate(d.b, 1, c.k, t, c.b);
     d.dRows = groups * c.n;
@@ -344,20 +400,24 @@ BenchData qgemm::buildBenchData(const GemmContract &c, const BenchShape &shape,
   }
   default: {
     // A (M, K): groups one after another; row_group pads each group to the
-    // alignment with rows of group -1.
+    // alignment with rows of group -1; offsets groups with useful rows end
+    // in zero padding rows.
     const bool rowGroup = c.grouping.index == GroupIndex::RowGroup;
+    const bool padded = !shape.usefulRows.empty();
     int64_t end = 0;
     for (int64_t g = 0; g < groups; ++g) {
-      const int64_t valid = rows[size_t(g)];
+      const int64_t span0 = rows[size_t(g)];
+      const int64_t valid = padded ? shape.usefulRows[size_t(g)] : span0;
       const int64_t span =
-          rowGroup ? roundUp(valid, c.grouping.alignment) : valid;
+          rowGroup ? roundUp(valid, c.grouping.alignment) : span0;
       if (valid > 0)
         d.outputRows.push_back({g, end, valid});
-      if (rowGroup) {
-        for (int64_t i = 0; i < span; ++i) {
-          d.groupIndex.push_back(i < valid ? int32_t(g) : -1);
+      if (rowGroup || padded)
+        for (int64_t i = 0; i < span; ++i)
           validA.push_back(i < valid);
-        }
+      if (rowGroup) {
+        for (int64_t i = 0; i < span; ++i)
+          d.groupIndex.push_back(i < valid ? int32_t(g) : -1);
       } else {
         d.groupIndex.push_back(int32_t(end + span));
       }
@@ -376,6 +436,9 @@ BenchData qgemm::buildBenchData(const GemmContract &c, const BenchShape &shape,
 
   const std::vector<uint8_t> allValid;
   fillParallel({{&d.a, 1, &validA}, {&d.b, 2, &allValid}}, seed, threads);
+  if (c.grouping.kind == GroupingKind::KContiguous &&
+      !shape.usefulRows.empty())
+    zeroPaddingTokens(d);
   d.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();

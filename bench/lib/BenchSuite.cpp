@@ -46,6 +46,32 @@ uint64_t splitMix64(uint64_t &state) {
   return z ^ (z >> 31);
 }
 
+/// Useful rows describe zero padding inside groups that the grouping keeps
+/// contiguous; masked and row_group groups have their own padding rows.
+Status checkUsefulRows(const GemmContract &c, const BenchShape &s) {
+  if (s.usefulRows.empty())
+    return Status();
+  const bool contiguous =
+      c.grouping.kind == GroupingKind::KContiguous ||
+      (c.grouping.kind == GroupingKind::MContiguous &&
+       c.grouping.index == GroupIndex::Offsets);
+  if (!contiguous)
+    return Status::user("useful rows apply to m_contiguous (offsets) and "
+                        "k_contiguous groups only");
+  if (s.usefulRows.size() != s.groupRows.size())
+    return Status::user("useful rows list " +
+                        std::to_string(s.usefulRows.size()) +
+                        " groups, the shape has " +
+                        std::to_string(s.groupRows.size()));
+  for (size_t g = 0; g < s.groupRows.size(); ++g)
+    if (s.usefulRows[g] < 0 || s.usefulRows[g] > s.groupRows[g])
+      return Status::user("group " + std::to_string(g) + " has " +
+                          std::to_string(s.usefulRows[g]) +
+                          " useful rows, outside 0.." +
+                          std::to_string(s.groupRows[g]));
+  return Status();
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -69,8 +95,12 @@ Status qgemm::checkBenchShape(const GemmContract &c, const BenchShape &s) {
   if (c.grouping.kind == GroupingKind::MContiguous &&
       c.grouping.index == GroupIndex::Offsets)
     multiple = c.grouping.alignment;
+  // Tokens: whole scale blocks per group, unless the blocks restart at
+  // each group (alignment 16 or 32, LAYOUTS.md "Grouping").
   if (tokens)
-    multiple = std::max(c.grouping.alignment, contractionBlock(c.a.scale));
+    multiple = restartsTokenBlocks(c)
+                   ? c.grouping.alignment
+                   : std::max(c.grouping.alignment, contractionBlock(c.a.scale));
   int64_t total = 0, largest = 0;
   for (int64_t g = 0; g < groups; ++g) {
     int64_t r = s.groupRows[size_t(g)];
@@ -83,7 +113,8 @@ Status qgemm::checkBenchShape(const GemmContract &c, const BenchShape &s) {
           "group " + std::to_string(g) + " has " + std::to_string(r) + " " +
           unit + ", not a multiple of " + std::to_string(multiple) +
           " (the spec's " +
-          (tokens ? "alignment and contraction block" : "grouping.alignment") +
+          (tokens && !restartsTokenBlocks(c) ? "alignment and contraction block"
+                                              : "grouping.alignment") +
           ")");
     largest = std::max(largest, r);
     total += c.grouping.index == GroupIndex::RowGroup
@@ -93,6 +124,8 @@ Status qgemm::checkBenchShape(const GemmContract &c, const BenchShape &s) {
   if (total == 0)
     return Status::user(std::string("every group is empty: there is nothing "
                                     "to measure"));
+  if (Status st = checkUsefulRows(c, s); !st.ok())
+    return st;
   if (c.grouping.kind == GroupingKind::MMasked) {
     if (s.maxRows != 0 && s.maxRows < largest)
       return Status::user("M_max (--max-m) " + std::to_string(s.maxRows) +
@@ -114,7 +147,11 @@ Status qgemm::checkBenchShape(const GemmContract &c, const BenchShape &s) {
 double qgemm::benchFlops(const GemmContract &c, const BenchShape &s) {
   // Both forms are 2 * N * K * (rows or tokens); c.k is K for the
   // m-groupings and the second output dimension for k_contiguous.
-  return 2.0 * double(sum(s.groupRows)) * double(c.n) * double(c.k);
+  // Padding rows are not work: a padded measurement is compared on the
+  // rows it was asked for.
+  const std::vector<int64_t> &rows =
+      s.usefulRows.empty() ? s.groupRows : s.usefulRows;
+  return 2.0 * double(sum(rows)) * double(c.n) * double(c.k);
 }
 
 double qgemm::benchBytes(const GemmContract &c, const BenchShape &s) {
@@ -159,6 +196,14 @@ std::vector<int64_t> qgemm::balancedGroupRows(int64_t groups, int64_t m,
                               roundUp(m, std::max<int64_t>(alignment, 1)));
 }
 
+std::vector<int64_t> qgemm::paddedGroupRows(const std::vector<int64_t> &rows,
+                                            int64_t alignment) {
+  std::vector<int64_t> out;
+  for (int64_t r : rows)
+    out.push_back(roundUp(r, std::max<int64_t>(alignment, 1)));
+  return out;
+}
+
 std::vector<int64_t> qgemm::imbalancedGroupRows(int64_t groups, int64_t m,
                                                 double imbalance,
                                                 int64_t alignment,
@@ -182,7 +227,9 @@ std::vector<int64_t> qgemm::imbalancedGroupRows(int64_t groups, int64_t m,
 
 const std::vector<std::string> &qgemm::suiteGemmSections() {
   static const std::vector<std::string> sections = {
-      "m_contiguous_fprop", "m_masked_decode", "k_contiguous_wgrad"};
+      "m_contiguous_fprop",         "m_masked_decode",
+      "k_contiguous_wgrad",         "m_contiguous_fprop_align16",
+      "k_contiguous_wgrad_align16", "m_contiguous_fprop_mxfp8"};
   return sections;
 }
 
@@ -216,23 +263,64 @@ struct RowReader {
   }
 };
 
-SuiteEntry readRow(const json &row, const std::string &section,
-                   const std::string &where) {
-  if (!row.is_object())
-    throw where + ": expected an object, got " + row.dump();
+bool isMxfp8Section(const std::string &section) {
+  return section == "m_contiguous_fprop_mxfp8";
+}
+
+/// The 2026-11-23 sections: every row names its alignment.
+bool hasAlignmentKey(const std::string &section) {
+  return section == "m_contiguous_fprop_align16" ||
+         section == "k_contiguous_wgrad_align16" || isMxfp8Section(section);
+}
+
+/// The section whose spec an alignment variant builds on.
+std::string baseSection(const std::string &section) {
+  if (section == "m_contiguous_fprop_align16" || isMxfp8Section(section))
+    return "m_contiguous_fprop";
+  if (section == "k_contiguous_wgrad_align16")
+    return "k_contiguous_wgrad";
+  return section;
+}
+
+/// A row's "alignment": a power of two up to the largest group alignment
+/// kernels are built for (128), and whole 1x32 blocks for MXFP8.
+int64_t readAlignment(const RowReader &r, const std::string &section) {
+  const std::string &where = r.where;
+  int64_t a = r.integer("alignment", 1, 128);
+  if ((a & (a - 1)) != 0)
+    throw where + ".alignment: " + std::to_string(a) +
+        " is not a power of two; allowed: 1, 2, 4, ..., 128";
+  if (isMxfp8Section(section) && a % 32 != 0)
+    throw where + ".alignment: " + std::to_string(a) +
+        " splits MXFP8's 1x32 scale blocks; allowed: 32, 64, 128";
+  return a;
+}
+
+void checkKeys(const json &row, const std::string &section,
+               const std::string &where) {
   const bool masked = section == "m_masked_decode";
+  const bool aligned = hasAlignmentKey(section);
   static const std::vector<std::string> common = {"label", "G", "m",
                                                   "N",     "K", "imbalance"};
   for (auto it = row.begin(); it != row.end(); ++it) {
     bool known =
         std::find(common.begin(), common.end(), it.key()) != common.end() ||
-        (masked && it.key() == "max_m");
+        (masked && it.key() == "max_m") ||
+        (aligned && it.key() == "alignment");
     if (!known)
       throw where + ": unknown key \"" + it.key() +
           "\"; allowed: label, G, "
           "m, N, K, imbalance" +
-          (masked ? ", max_m" : "");
+          (masked ? ", max_m" : "") + (aligned ? ", alignment" : "");
   }
+}
+
+SuiteEntry readRow(const json &row, const std::string &section,
+                   const std::string &where) {
+  if (!row.is_object())
+    throw where + ": expected an object, got " + row.dump();
+  const bool masked = section == "m_masked_decode";
+  checkKeys(row, section, where);
   RowReader r{row, where};
   SuiteEntry e;
   e.section = section;
@@ -253,6 +341,8 @@ SuiteEntry readRow(const json &row, const std::string &section,
   e.maxM = masked ? e.m : 0;
   if (auto it = row.find("max_m"); it != row.end())
     e.maxM = r.checkedInteger(*it, "max_m", e.m, kMaxDim);
+  if (hasAlignmentKey(section))
+    e.alignment = readAlignment(r, section);
   return e;
 }
 
@@ -293,7 +383,9 @@ Status qgemm::parseSuiteText(const std::string &text, const std::string &file,
   if (out.entries.empty())
     return Status::user(file + ": no GEMM rows (expected one of the sections "
                                "m_contiguous_fprop, m_masked_decode, "
-                               "k_contiguous_wgrad)");
+                               "k_contiguous_wgrad, m_contiguous_fprop_align16, "
+                               "k_contiguous_wgrad_align16, "
+                               "m_contiguous_fprop_mxfp8)");
   return Status();
 }
 
@@ -306,49 +398,108 @@ Status qgemm::parseSuiteFile(const std::string &path, Suite &out) {
   return parseSuiteText(ss.str(), path, out);
 }
 
-std::string qgemm::suiteSpecText(const SuiteEntry &e, ScaleLayout layout) {
+namespace {
+
+/// The spec of `section` (a base section or the MXFP8 one) at `alignment`;
+/// `tag` tells kernels at other alignments apart in the name.
+std::string specText(const SuiteEntry &e, const std::string &section,
+                     int64_t alignment, const std::string &tag,
+                     ScaleLayout layout) {
   std::string layoutName(toString(layout));
   std::string lower;
   for (char ch : layoutName)
     lower += char(std::tolower(static_cast<unsigned char>(ch)));
+  const bool mx = isMxfp8Section(section);
   json scaleA = {{"block", {1, 128}}, {"layout", layoutName}};
+  if (mx)
+    scaleA = {{"block", {1, 32}}, {"dtype", "ue8m0"}, {"layout", layoutName}};
   json spec = {{"qgemm", 1},
                {"op", "grouped_gemm"},
                {"shape", {{"n", e.n}, {"k", e.k}}},
                {"a", {{"dtype", "e4m3"}, {"scale", scaleA}}}};
   std::string kind;
-  if (e.section == "m_contiguous_fprop") {
-    kind = "fprop";
-    spec["grouping"] = {
-        {"kind", "m_contiguous"}, {"alignment", 128}, {"index", "offsets"}};
-  } else if (e.section == "m_masked_decode") {
+  if (section == "m_contiguous_fprop" || mx) {
+    kind = mx ? "fprop_mxfp8" : "fprop";
+    spec["grouping"] = {{"kind", "m_contiguous"},
+                        {"alignment", alignment},
+                        {"index", "offsets"}};
+  } else if (section == "m_masked_decode") {
     kind = "decode";
     spec["grouping"] = {{"kind", "m_masked"}, {"index", "masked_m"}};
     // Rows past masked_m stay as they are, as DeepGEMM leaves them: zeroing
     // them would write the whole (G, M_max, N) output every call.
     spec["d"] = {{"padding_rows", "untouched"}};
-  } else if (e.section == "k_contiguous_wgrad") {
+  } else if (section == "k_contiguous_wgrad") {
     kind = "wgrad";
-    spec["grouping"] = {{"kind", "k_contiguous"}, {"alignment", 128}};
+    spec["grouping"] = {{"kind", "k_contiguous"}, {"alignment", alignment}};
     // Both operands are scaled along the contracted tokens.
     spec["b"] = {{"dtype", "e4m3"}, {"scale", scaleA}};
     spec["d"] = {{"dtype", "f32"}};
   } else {
     return "";
   }
-  if (kind != "wgrad") {
+  if (kind == "fprop" || kind == "decode") {
     spec["b"] = {{"dtype", "e4m3"},
                  {"scale", {{"block", {128, 128}}, {"layout", "COMPACT"}}}};
     spec["d"]["dtype"] = "bf16";
+  } else if (mx) {
+    // MXFP8 scales both operands along K with 1x32 blocks.
+    spec["b"] = {{"dtype", "e4m3"}, {"scale", scaleA}};
+    spec["d"] = {{"dtype", "bf16"}};
   }
-  spec["name"] = "bench_" + kind + "_n" + std::to_string(e.n) + "_k" +
+  spec["name"] = "bench_" + kind + tag + "_n" + std::to_string(e.n) + "_k" +
                  std::to_string(e.k) + "_" + lower;
   return spec.dump();
 }
 
+} // namespace
+
+std::string qgemm::suiteSpecText(const SuiteEntry &e, ScaleLayout layout) {
+  const int64_t align = suiteAlignment(e);
+  // Base sections keep their names (and kernels) of before the alignment
+  // variants; variants name their alignment.
+  const std::string tag =
+      hasAlignmentKey(e.section) ? "_a" + std::to_string(align) : "";
+  return specText(e, baseSection(e.section), align, tag, layout);
+}
+
+int64_t qgemm::suiteAlignment(const SuiteEntry &e) {
+  if (e.alignment > 0)
+    return e.alignment;
+  return e.section == "m_masked_decode" ? 1 : 128;
+}
+
+bool qgemm::suiteHasPadded128(const SuiteEntry &e) {
+  return e.section == "m_contiguous_fprop_align16" ||
+         e.section == "k_contiguous_wgrad_align16";
+}
+
+std::string qgemm::suitePadded128SpecText(const SuiteEntry &e,
+                                          ScaleLayout layout) {
+  if (!suiteHasPadded128(e))
+    return "";
+  // Exactly the base section's spec: the kernel the 128 rows run.
+  return specText(e, baseSection(e.section), 128, "", layout);
+}
+
+BenchShape qgemm::suitePadded128Shape(const SuiteEntry &e) {
+  if (!suiteHasPadded128(e))
+    return BenchShape();
+  BenchShape useful = suiteShape(e);
+  BenchShape s;
+  s.groupRows = paddedGroupRows(useful.groupRows, 128);
+  s.usefulRows = useful.groupRows;
+  return s;
+}
+
+BenchAnchor qgemm::suiteAnchor(const SuiteEntry &e) {
+  return isMxfp8Section(e.section) ? BenchAnchor::Bf16
+                                   : BenchAnchor::Fp8Blockwise;
+}
+
 BenchShape qgemm::suiteShape(const SuiteEntry &e) {
   const bool masked = e.section == "m_masked_decode";
-  const int64_t alignment = masked ? 1 : 128;
+  const int64_t alignment = suiteAlignment(e);
   BenchShape s;
   s.groupRows = e.imbalance > 0.0
                     ? imbalancedGroupRows(e.groups, e.m, e.imbalance, alignment)
@@ -360,4 +511,33 @@ BenchShape qgemm::suiteShape(const SuiteEntry &e) {
       r = std::min(r, s.maxRows);
   }
   return s;
+}
+
+void qgemm::mergePadded128(BenchRow &row, const BenchRow &padded) {
+  row.padded128Spec = padded.specName;
+  row.padded128Kernel = padded.kernelName;
+  // The padded shape's flops count its useful rows: the same work as row's
+  // (row's own run may have failed before counting anything).
+  if (row.flops == 0)
+    row.flops = padded.flops;
+  if (!padded.status.ok()) {
+    row.padded128Error = padded.status.message;
+  } else if (padded.qgemm.measured()) {
+    row.padded128 = padded.qgemm;
+    row.padded128Tflops = row.flops / (padded.qgemm.medianMs * 1e-3) / 1e12;
+  } else {
+    row.padded128Error = "not measured";
+  }
+  if (row.cublas.measured())
+    return;
+  // The anchor ran beside the padded kernel, on the useful rows only.
+  row.cublas = padded.cublas;
+  row.cublasError = padded.cublasError;
+  row.cublasTflops = padded.cublas.measured()
+                         ? row.flops / (padded.cublas.medianMs * 1e-3) / 1e12
+                         : std::numeric_limits<double>::quiet_NaN();
+  row.cublasGbps = padded.cublasGbps;
+  row.cublasVsQgemmRel = padded.cublasVsQgemmRel;
+  row.cublasNonFinite = padded.cublasNonFinite;
+  row.cublasSpotRel = padded.cublasSpotRel;
 }

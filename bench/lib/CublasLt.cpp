@@ -14,6 +14,7 @@
 #include <glob.h>
 
 #include <cstdlib>
+#include <iterator>
 #include <map>
 #include <tuple>
 
@@ -208,8 +209,8 @@ Status CublasLt::prepare(const AnchorPlan &plan, ElemType aType, ElemType bType,
   if (!plan.whyNot.empty())
     return Status::user(plan.whyNot);
   // Block scaling came in cuBLAS 12.9; older versions reject the scale
-  // modes with a bare INVALID_VALUE.
-  if (versionNumber < 120900)
+  // modes with a bare INVALID_VALUE. Plain bf16 needs none of it.
+  if (plan.blockScaled && versionNumber < 120900)
     return Status::user("cuBLASLt " + std::to_string(versionNumber) + " (" +
                         libraryName +
                         ") has no FP8 block scaling; it needs 12.9 or later");
@@ -312,13 +313,17 @@ Status CublasLt::prepare(const AnchorPlan &plan, ElemType aType, ElemType bType,
         {CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scaleB, sizeof(scaleB),
          "B_SCALE_POINTER"},
     };
-    for (const Attr &a : attrs)
+    // A bf16 plan sets the transposes only: no scale mode means unscaled.
+    const size_t used = plan.blockScaled ? std::size(attrs) : 2;
+    for (size_t i = 0; i < used; ++i) {
+      const Attr &a = attrs[i];
       if (!(st = api.check(
                 api.matmulDescSetAttribute(c.desc, a.attr, a.value, a.size),
                 std::string("cublasLtMatmulDescSetAttribute(") + a.name + ")" +
                     where))
                .ok())
         return st;
+    }
 
     Key key{g.m, g.n, g.k, g.lda, g.ldb, g.ldd};
     if (auto it = algos.find(key); it != algos.end()) {

@@ -99,7 +99,8 @@ public:
 
   /// Descriptors for every call of `plan` and one heuristic query per
   /// distinct (m, n, k, lda, ldb, ldd). `aType` / `bType` are the FP8 types
-  /// of cuBLASLt's A (qgemm's B) and B (qgemm's A), `dType` bf16 or f32.
+  /// of cuBLASLt's A (qgemm's B) and B (qgemm's A), or BF16 for a plan
+  /// without block scales; `dType` bf16 or f32.
   Status prepare(const AnchorPlan &plan, ElemType aType, ElemType bType,
                  ElemType dType, const LtBuffers &buffers,
                  std::unique_ptr<LtCalls> &out) const;

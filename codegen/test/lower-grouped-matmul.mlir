@@ -83,8 +83,10 @@ qgemm.grouped_matmul @wgrad n = 4096, k = 7168,
 
 // -----
 
-// k_contiguous below the scale block (align = 16 with 1x128 scales, SIMT):
-// the token scale blocks restart at each group (LAYOUTS.md, "Grouping"). One
+// k_contiguous below the scale block (align = 16 with 1x128 scales; the
+// heuristic takes the wgmma family, lower-wgmma.mlir, so the SIMT
+// configuration is given here): the token scale blocks restart at each
+// group (LAYOUTS.md, "Grouping"). One
 // loop over the offsets sums cd(m_h, 128) into Tb and, for h < g, into
 // start(g); the group's blocks are counted from its first token, the last one
 // partial; COMPACT A reads scale (n, start(g) + kb) at n * Tb + start(g) + kb,
@@ -117,7 +119,7 @@ qgemm.grouped_matmul @wgrad16 n = 4096, k = 7168,
     a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
     b = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, GEMM_READY>>,
     d = <f32>, grouping = #qgemm.grouping<k_contiguous, align = 16, index = offsets>,
-    padding = <zero>
+    padding = <zero> {config = #qgemm.config<simt, tile = [128, 128, 128], stages = 6, threads = 128, raster = "n", band = 0, cluster = 1, num_sms = 0, scales_b = "tile", epilogue = "registers", smem = 0>}
 
 // -----
 

@@ -272,6 +272,8 @@ qgemm.grouped_matmul @pair n = 4096, k = 7168,
 // CHECK: nvvm.mbarrier.init %{{.*}}, %c256_i32
 // CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg0, %{{.*}}, box[%{{.*}}, %{{.*}}] :
 // CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg1, %{{.*}}, box[%{{.*}}, %{{.*}}] :
+// Groups of whole 128-token blocks: no partial K block to zero.
+// CHECK-NOT: nvvm.fence.proxy
 // CHECK: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 192, k = 32>
 // CHECK: llvm.load %{{.*}} {alignment = 8 : i64} : !llvm.ptr<3> -> vector<2xf32>
 // CHECK: nvvm.mbarrier.arrive %{{.*}} : !llvm.ptr<3>
@@ -284,3 +286,68 @@ qgemm.grouped_matmul @wgrad n = 4096, k = 7168,
     b = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, GEMM_READY>>,
     d = <f32>, grouping = #qgemm.grouping<k_contiguous, align = 128, index = offsets>,
     padding = <zero> accumulate
+
+// -----
+
+// k_contiguous with groups of multiples of 16 tokens (align = 16, 1x128
+// scales): the wgmma family walks each group from its first token. The
+// token scale blocks restart at each group (LAYOUTS.md, "Grouping"): the
+// producer sums cd(m_h, 128) over all groups once per CTA (Tb, the COMPACT
+// grid's columns) and over the groups before the tile's group per tile
+// (start(g)); K block kb of the group reads scale column start(g) + kb. The
+// group's last K block is partial: after its full barrier the consumers
+// zero, in both operands, the 16-byte chunks from token m_g mod 128 on
+// (swizzled: chunk c of row r lies at c ^ (r % 8)), 4 chunk slots of their
+// own 64 A rows and 6 of B's 192 rows a thread, then fence the async proxy
+// and meet at named barrier 3 (256 consumer threads) before the wgmma.
+// CHECK-LABEL: llvm.func @wgrad16(
+// CHECK-SAME: %[[SA:[a-z0-9]+]]: !llvm.ptr<1>, %[[SB:[a-z0-9]+]]: !llvm.ptr<1>, %{{[a-z0-9]+}}: !llvm.ptr<1>, %{{[a-z0-9]+}}: !llvm.ptr<1>, %[[G:[a-z0-9]+]]: !llvm.ptr<1>, %{{[a-z0-9]+}}: i32, %[[NG:[a-z0-9]+]]: i32)
+// CHECK: nvvm.setmaxregister {{ *}}decrease 40
+// CHECK: %[[TB:.*]]:2 = scf.for %{{.*}} = %c0_i32 to %[[NG]] step %c1_i32
+// CHECK: llvm.getelementptr %[[G]]
+// CHECK: arith.maxsi %{{.*}}, %c0_i32 : i32
+// CHECK: arith.addi %{{.*}}, %c127_i32 : i32
+// CHECK: arith.divui %{{.*}}, %c128_i32 : i32
+// CHECK: %[[GRP:.*]] = arith.divui %{{.*}}, %c32_i32 : i32
+// CHECK: %[[NKB:.*]] = arith.divui %{{.*}}, %c128_i32 : i32
+// CHECK: %[[ST:.*]]:2 = scf.for %{{.*}} = %c0_i32 to %[[GRP]] step %c1_i32
+// CHECK: scf.for %[[KB:.*]] = %c0_i32 to %[[NKB]] step %c1_i32
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg0
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg1
+// CHECK: %[[J:.*]] = arith.addi %[[ST]]#1, %[[KB]] : i32
+// CHECK: %[[J64:.*]] = arith.extui %[[J]] : i32 to i64
+// CHECK: %[[TB64:.*]] = arith.extui %[[TB]]#1 : i32 to i64
+// CHECK: %[[ROWJ:.*]] = arith.muli %{{.*}}, %[[TB64]] : i64
+// CHECK: %[[OA:.*]] = arith.addi %[[ROWJ]], %[[J64]] : i64
+// CHECK: llvm.getelementptr %[[SA]][%[[OA]]]
+// CHECK: %[[JB:.*]] = arith.extui %[[J]] : i32 to i64
+// CHECK: arith.muli %[[JB]], %c7168_i64 : i64
+// CHECK: llvm.getelementptr %[[SB]]
+// CHECK: nvvm.setmaxregister {{ *}}increase 232
+// CHECK: %[[CNT:.*]] = arith.divui %{{.*}}, %c128_i32 : i32
+// CHECK: %[[TAIL:.*]] = arith.remui %{{.*}}, %c128_i32 : i32
+// CHECK: scf.for %[[KB2:.*]] = %c0_i32 to %[[CNT]] step %c1_i32
+// CHECK: nvvm.mbarrier.try_wait.parity
+// CHECK: %[[PARTIAL:.*]] = arith.cmpi ne, %[[TAIL]], %c0_i32 : i32
+// CHECK: %[[LEFT:.*]] = arith.subi %[[CNT]], %[[KB2]] : i32
+// CHECK: %[[LAST:.*]] = arith.cmpi eq, %[[LEFT]], %c1_i32 : i32
+// CHECK: %[[ZERO:.*]] = arith.andi %[[LAST]], %[[PARTIAL]] : i1
+// CHECK: scf.if %[[ZERO]] {
+// CHECK: %[[FIRST:.*]] = arith.divui %[[TAIL]], %c16_i32 : i32
+// CHECK: %[[CH:.*]] = arith.remui %{{.*}}, %c8_i32 : i32
+// CHECK: %[[PAST:.*]] = arith.cmpi uge, %[[CH]], %[[FIRST]] : i32
+// CHECK: scf.if %[[PAST]] {
+// CHECK: %[[R8:.*]] = arith.remui %{{.*}}, %c8_i32 : i32
+// CHECK: arith.xori %[[CH]], %[[R8]] : i32
+// CHECK-COUNT-10: llvm.store %{{.*}} {alignment = 16 : i64} : vector<4xi32>, !llvm.ptr<3>
+// CHECK-NOT: llvm.store
+// CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK-NEXT: nvvm.barrier id = %c3_i32 number_of_threads = %c256_i32
+// CHECK-NEXT: }
+// CHECK-NEXT: nvvm.wgmma.fence.aligned
+// CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 192, k = 32>
+qgemm.grouped_matmul @wgrad16 n = 4096, k = 7168,
+    a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
+    b = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, GEMM_READY>>,
+    d = <f32>, grouping = #qgemm.grouping<k_contiguous, align = 16, index = offsets>,
+    padding = <zero>

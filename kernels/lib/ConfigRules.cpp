@@ -15,16 +15,18 @@ bool isMxfp8(const GemmContract &c) {
 }
 
 bool wgmmaImplements(const GemmContract &c) {
-  if (c.grouping.kind == GroupingKind::KContiguous) {
-    // MXFP8: groups of whole 32-token blocks (alignment 16 restarts the
-    // blocks inside groups: SIMT).
-    if (isMxfp8(c))
-      return c.grouping.alignment % 32 == 0 && c.k % 2 == 0;
+  // k_contiguous with MXFP8 scales: groups of whole 32-token blocks
+  // (alignment 16 restarts the blocks inside groups: SIMT).
+  if (c.grouping.kind == GroupingKind::KContiguous && isMxfp8(c))
+    return c.grouping.alignment % 32 == 0 && c.k % 2 == 0;
+  // k_contiguous: groups of any multiple of 16 tokens (alignment 16 and 32
+  // restart their 1x128 scale blocks at each group; the kernel zeroes the
+  // tokens past a group's end in its last, partial K block).
+  if (c.grouping.kind == GroupingKind::KContiguous)
     return c.a.scale.blockRows == 1 && c.a.scale.blockCols == 128 &&
            c.b.scale.blockRows == 1 && c.b.scale.blockCols == 128 &&
            c.a.scale.dtype == ElemType::F32 && c.b.scale.dtype == ElemType::F32 &&
-           c.grouping.alignment % 128 == 0 && c.k % 2 == 0;
-  }
+           c.grouping.alignment % 16 == 0 && c.k % 2 == 0;
   const bool groupingOk =
       c.grouping.kind == GroupingKind::None ||
       c.grouping.kind == GroupingKind::MMasked ||
@@ -83,8 +85,9 @@ std::optional<Violation> checkFamilyRequest(const GemmContract &c,
     if (knob)
       return refuse(knob,
                     "this contract selects the SIMT family (row_group "
-                    "groups, k_contiguous below its scale block, forward "
-                    "accumulation, odd n or k not a multiple of 16), which "
+                    "groups, MXFP8 k_contiguous below 32-token groups, "
+                    "forward accumulation, odd n or k not a multiple of "
+                    "16), which "
                     "has no tile, stages, "
                     "raster, cluster or grid to tune; leave "
                     "block_m/block_n/stages/raster/cluster/multicast/num_sms "

@@ -374,12 +374,17 @@ int run(const Options &opt) {
                  {"tol", r.tol},
                  {"max_ulp_bf16", r.maxUlp},
                  {"reference", onGpu ? "gpu_nvrtc_f64" : "cpu_f64"},
+                 {"family", k.kernel.valid()
+                                ? std::string(toString(k.kernel.config().family))
+                                : std::string("none")},
                  {"kernel_ms", r.millis}};
       if (!r.error.empty())
         jc["error"] = r.error;
       cases.push_back(jc);
-      std::printf("%-4s %-70s rel_err %.3e%s%s\n", r.passed ? "ok" : "FAIL",
-                  jc["name"].get<std::string>().c_str(), r.relErr,
+      std::printf("%-4s %-70s %-5s rel_err %.3e%s%s\n",
+                  r.passed ? "ok" : "FAIL",
+                  jc["name"].get<std::string>().c_str(),
+                  jc["family"].get<std::string>().c_str(), r.relErr,
                   r.error.empty() ? "" : "  ", r.error.c_str());
       std::fflush(stdout);
     }

@@ -99,6 +99,12 @@ const char *const kWgrad = R"({"qgemm": 1, "name": "bt_wgrad",
   "a": {"scale": {"block": [1, 128], "layout": "LAYOUT_A"}},
   "b": {"scale": {"block": [1, 128], "layout": "LAYOUT_B"}},
   "d": {"dtype": "f32"}})";
+const char *const kWgrad16 = R"({"qgemm": 1, "name": "bt_wgrad16",
+  "op": "grouped_gemm", "grouping": {"kind": "k_contiguous", "alignment": 16},
+  "shape": {"n": 256, "k": 384},
+  "a": {"scale": {"block": [1, 128], "layout": "LAYOUT_A"}},
+  "b": {"scale": {"block": [1, 128], "layout": "LAYOUT_B"}},
+  "d": {"dtype": "f32"}})";
 const char *const kMx = R"({"qgemm": 1, "name": "bt_mx",
   "op": "grouped_gemm",
   "grouping": {"kind": "m_contiguous", "alignment": 32, "index": "offsets"},
@@ -136,8 +142,11 @@ TEST_CASE("bench: the published suite reads completely", "[bench][suite]") {
   Status status = parseSuiteFile(path, s);
   INFO(status.message);
   REQUIRE(status.ok());
-  int fprop = 0, masked = 0, wgrad = 0;
+  int fprop = 0, masked = 0, wgrad = 0, align16 = 0, mx = 0, wgrad16 = 0;
   for (const SuiteEntry &e : s.entries) {
+    align16 += e.section == "m_contiguous_fprop_align16";
+    mx += e.section == "m_contiguous_fprop_mxfp8";
+    wgrad16 += e.section == "k_contiguous_wgrad_align16";
     fprop += e.section == "m_contiguous_fprop";
     masked += e.section == "m_masked_decode";
     wgrad += e.section == "k_contiguous_wgrad";
@@ -148,20 +157,22 @@ TEST_CASE("bench: the published suite reads completely", "[bench][suite]") {
     // Every row must make a spec qgemm accepts and a shape that fits it.
     for (ScaleLayout l : {ScaleLayout::Compact, ScaleLayout::GemmReady}) {
       Spec spec = parseOne(suiteSpecText(e, l));
-      CHECK(checkBenchShape(spec.gemm, suiteShape(e)).ok());
+      Status fits = checkBenchShape(spec.gemm, suiteShape(e));
+      INFO(e.section << " \"" << e.label << "\": " << fits.message);
+      CHECK(fits.ok());
     }
   }
   CHECK(fprop == 8);
   CHECK(masked == 3);
   CHECK(wgrad == 3);
-  // Sections qgemmc bench does not run yet (the 2026-11-23 additions: GEMMs
-  // at alignment 16/32 and MXFP8 wait for the fast path of every contract,
-  // the data-path ones for their kernels). Follows the file.
+  CHECK(align16 == 4);
+  CHECK(mx == 3);
+  CHECK(wgrad16 == 1);
+  // Every GEMM section of the file runs; the data-path sections wait for
+  // their kernels (quantizer, dispatch and combine issues). Follows the file.
   CHECK(s.skippedSections ==
-        std::vector<std::string>{"k_contiguous_wgrad_align16",
-                                 "m_contiguous_fprop_align16",
-                                 "m_contiguous_fprop_mxfp8", "permute",
-                                 "quantize", "swiglu_quantize", "unpermute"});
+        std::vector<std::string>{"permute", "quantize", "swiglu_quantize",
+                                 "unpermute"});
   const SuiteEntry &first = s.entries.front();
   CHECK(first.label == "dsv3 up EP64");
   CHECK(first.groups == 4);
@@ -481,7 +492,7 @@ TEST_CASE("bench: data matches the CPU reference in every layout",
   } cases[] = {
       {kFprop, {{128, 0, 256}, 0}}, {kRowGroup, {{5, 0, 33}, 0}},
       {kMasked, {{7, 0, 20}, 24}},  {kWgrad, {{128, 0, 256}, 0}},
-      {kMx, {{32, 64}, 0}},
+      {kMx, {{32, 64}, 0}},         {kWgrad16, {{48, 0, 160, 16}, 0}},
   };
   for (const Case &c : cases) {
     BenchData data = buildBenchData(specWith(c.spec, "COMPACT", "COMPACT").gemm,
@@ -490,6 +501,28 @@ TEST_CASE("bench: data matches the CPU reference in every layout",
     for (const char *la : {"COMPACT", "GEMM_READY"})
       for (const char *lb : {"COMPACT", "GEMM_READY"})
         checkAgainstReference(specWith(c.spec, la, lb), data, mine);
+  }
+}
+
+TEST_CASE("bench: token scale blocks restart at each group", "[bench][data]") {
+  // Groups of 48, 0, 160 and 16 tokens at alignment 16: blocks [0,48),
+  // [48,176), [176,208), [208,224), each quantized on its own (LAYOUTS.md,
+  // "Grouping"), so every block of every row reaches the e4m3 maximum.
+  Spec spec = specWith(kWgrad16, "COMPACT", "COMPACT");
+  BenchData data = buildBenchData(spec.gemm, {{48, 0, 160, 16}, 0}, 5, 2);
+  for (const BenchOperand *op : {&data.a, &data.b}) {
+    REQUIRE(op->tokens.restart);
+    REQUIRE(op->tokens.count() == 4);
+    CHECK(op->gridShape().cols == 4);
+    for (int64_t r = 0; r < op->rows; r += 37)
+      for (const TokenBlocks::Range &blk : op->tokens.ranges) {
+        float amax = 0;
+        for (int64_t t = blk.first; t < blk.end; ++t)
+          amax = std::max(amax, std::abs(decodeFp8(
+                                    op->data[size_t(r * op->cols + t)],
+                                    op->dtype)));
+        CHECK(amax == 448.0f);
+      }
   }
 }
 

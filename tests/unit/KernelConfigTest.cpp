@@ -93,6 +93,35 @@ TEST_CASE("the weight gradient keeps 4 stages unless asked", "[config]") {
   CHECK(error->message.find("supported: 2..5") != std::string::npos);
 }
 
+TEST_CASE("the weight gradient takes the wgmma family at every alignment "
+          "its 1x128 scales allow",
+          "[config]") {
+  // 16 and 32 restart the token scale blocks at each group; the kernel
+  // walks each group from its first token and zeroes its partial last K
+  // block past the group's end. 128 and its multiples hold whole blocks.
+  for (int64_t align : {16, 32, 128, 256, 4096}) {
+    GemmContract c = wgrad();
+    c.grouping.alignment = align;
+    INFO("alignment " << align);
+    REQUIRE_FALSE(checkGemm(c));
+    CHECK(restartsTokenBlocks(c) == (align < 128));
+    CHECK(wgmmaImplements(c));
+    KernelConfig cfg = resolveKernelConfig(c, Tuning());
+    CHECK(cfg.family == KernelFamily::Wgmma);
+    CHECK(cfg.scalePerColumnB);
+    // Without accumulation too.
+    c.accumulate = false;
+    CHECK(wgmmaImplements(c));
+  }
+  // MXFP8 below its block stays SIMT here (1x32 scales are not the wgmma
+  // family's).
+  GemmContract mx = wgrad();
+  mx.grouping.alignment = 16;
+  mx.a.scale = {1, 32, ElemType::UE8M0, ScaleLayout::Compact};
+  mx.b.scale = {1, 32, ElemType::UE8M0, ScaleLayout::Compact};
+  CHECK_FALSE(wgmmaImplements(mx));
+}
+
 TEST_CASE("m_contiguous walks n-blocks in bands of 4", "[config]") {
   CHECK(resolveKernelConfig(forward(), Tuning()).rasterBand == 4);
   Tuning mFirst;

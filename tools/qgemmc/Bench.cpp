@@ -4,6 +4,11 @@
 //                [--max-m M] [--label TEXT] [options]
 //   qgemmc bench --suite FILE [--section NAME] [--filter TEXT]
 //                [--layout COMPACT|GEMM_READY|both] [options]
+//
+// Suite rows of the *_align16 sections are also measured with their groups
+// padded to 128 (padded128_*), and their cuBLASLt anchor runs on the useful
+// rows; m_contiguous_fprop_mxfp8 rows are compared with cuBLASLt bf16
+// (bf16_cublaslt_*).
 //   options: --runs N --warmup N --no-cublas --threads N --json --out DIR
 //
 // Everything that can be wrong with the command line, the spec or the suite
@@ -51,6 +56,13 @@ struct Job {
   double imbalance = 0.0; ///< The suite's or --imbalance; 0: balanced.
   std::vector<qgemm::Spec> specs;
   qgemm::BenchShape shape;
+  int64_t alignment = 0; ///< The groups' alignment; 0: the spec's.
+  qgemm::BenchAnchor anchor = qgemm::BenchAnchor::Fp8Blockwise;
+  /// The *_align16 comparison: the same groups padded to 128, measured
+  /// with the FP8 anchor on the useful rows; one spec per layout, in the
+  /// order of specs.
+  std::vector<qgemm::Spec> paddedSpecs;
+  qgemm::BenchShape paddedShape;
 };
 
 bool parseInt(const std::string &opt, const std::string &v, int64_t lo,
@@ -230,8 +242,10 @@ int specJobs(const BenchArgs &a, std::vector<Job> &jobs) {
       // Rounded up to what the grouping must hold its groups to.
       int64_t align = 1;
       if (c.grouping.kind == qgemm::GroupingKind::KContiguous)
-        align =
-            std::max(c.grouping.alignment, qgemm::contractionBlock(c.a.scale));
+        align = qgemm::restartsTokenBlocks(c)
+                    ? c.grouping.alignment
+                    : std::max(c.grouping.alignment,
+                               qgemm::contractionBlock(c.a.scale));
       else if (c.grouping.kind == qgemm::GroupingKind::MContiguous &&
                c.grouping.index == qgemm::GroupIndex::Offsets)
         align = c.grouping.alignment;
@@ -267,6 +281,63 @@ int specJobs(const BenchArgs &a, std::vector<Job> &jobs) {
   return kOk;
 }
 
+/// Parse one suite spec; "" or the contract's refusal.
+std::string parseSuiteSpec(const std::string &text, const std::string &where,
+                           std::vector<qgemm::Spec> &out) {
+  auto parsed = qgemm::parseSpecText(text, where);
+  if (!parsed)
+    return parsed.error().str();
+  for (qgemm::Spec &s : parsed.value())
+    out.push_back(std::move(s));
+  return "";
+}
+
+/// The specs of suite row `e` in `layouts`, its padded-to-128 comparison
+/// and anchor; a spec the contract refuses is an error of the suite.
+int suiteJob(const BenchArgs &a, const qgemm::SuiteEntry &e,
+             const std::vector<qgemm::ScaleLayout> &layouts, Job &j) {
+  j.label = e.label;
+  j.section = e.section;
+  j.m = e.m;
+  j.imbalance = e.imbalance;
+  j.alignment = qgemm::suiteAlignment(e);
+  j.anchor = qgemm::suiteAnchor(e);
+  j.shape = qgemm::suiteShape(e);
+  const bool padded = qgemm::suiteHasPadded128(e);
+  const std::string where =
+      a.suite + ": " + e.section + " \"" + e.label + "\"";
+  for (qgemm::ScaleLayout l : layouts) {
+    std::string text = qgemm::suiteSpecText(e, l);
+    std::string err = parseSuiteSpec(text, where, j.specs);
+    if (!err.empty()) {
+      std::cerr << "error: " << err << "\n";
+      return kUserError;
+    }
+    if (padded) {
+      err = parseSuiteSpec(qgemm::suitePadded128SpecText(e, l), where,
+                           j.paddedSpecs);
+      if (!err.empty()) {
+        std::cerr << "error: " << err << "\n";
+        return kUserError;
+      }
+    }
+  }
+  auto checkShape = [&](const std::vector<qgemm::Spec> &specs,
+                        const qgemm::BenchShape &shape) {
+    if (specs.empty())
+      return true; // Rows without a padded comparison.
+    qgemm::Status st = qgemm::checkBenchShape(specs[0].gemm, shape);
+    if (!st.ok())
+      std::cerr << "error: " << where << ": " << st.message << "\n";
+    return st.ok();
+  };
+  if (padded)
+    j.paddedShape = qgemm::suitePadded128Shape(e);
+  if (!checkShape(j.specs, j.shape) || !checkShape(j.paddedSpecs, j.paddedShape))
+    return kUserError;
+  return kOk;
+}
+
 /// Suite mode: every selected row, in each selected layout.
 int suiteJobs(const BenchArgs &a, std::vector<Job> &jobs) {
   qgemm::Suite suite;
@@ -289,33 +360,13 @@ int suiteJobs(const BenchArgs &a, std::vector<Job> &jobs) {
     layouts.push_back(qgemm::ScaleLayout::Compact);
   if (a.layout != "COMPACT")
     layouts.push_back(qgemm::ScaleLayout::GemmReady);
-  for (size_t i = 0; i < suite.entries.size(); ++i) {
-    const qgemm::SuiteEntry &e = suite.entries[i];
+  for (const qgemm::SuiteEntry &e : suite.entries) {
     if ((!a.section.empty() && e.section != a.section) ||
         e.label.find(a.filter) == std::string::npos)
       continue;
     Job j;
-    j.label = e.label;
-    j.section = e.section;
-    j.m = e.m;
-    j.imbalance = e.imbalance;
-    j.shape = qgemm::suiteShape(e);
-    for (qgemm::ScaleLayout l : layouts) {
-      std::string where = a.suite + ": " + e.section + " \"" + e.label + "\"";
-      auto parsed = qgemm::parseSpecText(qgemm::suiteSpecText(e, l), where);
-      if (!parsed) {
-        std::cerr << "error: " << parsed.error().str() << "\n";
-        return kUserError;
-      }
-      for (qgemm::Spec &s : parsed.value())
-        j.specs.push_back(std::move(s));
-    }
-    if (qgemm::Status st = qgemm::checkBenchShape(j.specs[0].gemm, j.shape);
-        !st.ok()) {
-      std::cerr << "error: " << a.suite << ": " << e.section << " \"" << e.label
-                << "\": " << st.message << "\n";
-      return kUserError;
-    }
+    if (int rc = suiteJob(a, e, layouts, j); rc)
+      return rc;
     jobs.push_back(std::move(j));
   }
   if (jobs.empty())
@@ -323,7 +374,27 @@ int suiteJobs(const BenchArgs &a, std::vector<Job> &jobs) {
   return kOk;
 }
 
+/// Measure one job: its own specs with its anchor, then, for the *_align16
+/// rows, the padded specs with the FP8 anchor on the useful rows, folded
+/// into the rows.
+std::vector<qgemm::BenchRow> measureJob(qgemm::BenchRunner &runner,
+                                        const Job &j) {
+  const bool padded = !j.paddedSpecs.empty();
+  std::vector<qgemm::BenchRow> rows =
+      runner.run(j.specs, j.shape, j.label, j.section,
+                 padded ? qgemm::BenchAnchor::None : j.anchor);
+  if (!padded)
+    return rows;
+  std::vector<qgemm::BenchRow> pad =
+      runner.run(j.paddedSpecs, j.paddedShape, j.label, j.section,
+                 qgemm::BenchAnchor::Fp8Blockwise);
+  for (size_t i = 0; i < rows.size() && i < pad.size(); ++i)
+    qgemm::mergePadded128(rows[i], pad[i]);
+  return rows;
+}
+
 json number(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+json text(const std::string &v) { return v.empty() ? json(nullptr) : json(v); }
 
 std::string today() {
   char buf[16];
@@ -381,6 +452,22 @@ json rowJson(const Job &j, const qgemm::BenchRow &r) {
       {"cublaslt_nonfinite", r.cublasNonFinite},
       {"cublaslt_spot_rel", number(r.cublasSpotRel)},
       {"ratio", number(r.qgemmTflops / r.cublasTflops)},
+      {"alignment", j.alignment ? j.alignment : c.grouping.alignment},
+      {"anchor", j.anchor == qgemm::BenchAnchor::Bf16 ? "cublaslt_bf16"
+                                                      : "cublaslt_fp8"},
+      {"padded_group_rows", j.paddedSpecs.empty()
+                                ? json(nullptr)
+                                : json(j.paddedShape.groupRows)},
+      {"padded128_spec", text(r.padded128Spec)},
+      {"padded128_kernel", text(r.padded128Kernel)},
+      {"padded128_ms", number(r.padded128.medianMs)},
+      {"padded128_tflops", number(r.padded128Tflops)},
+      {"padded128_error", text(r.padded128Error)},
+      {"bf16_cublaslt_ms", number(r.bf16Cublas.medianMs)},
+      {"bf16_cublaslt_tflops", number(r.bf16CublasTflops)},
+      {"bf16_cublaslt_error",
+       r.bf16Cublas.measured() ? json(nullptr) : text(r.bf16CublasError)},
+      {"bf16_cublaslt_vs_qgemm_rel", number(r.bf16VsQgemmRel)},
   };
   row["imbalance"] = j.imbalance;
   if (c.grouping.kind == qgemm::GroupingKind::MMasked)
@@ -389,9 +476,17 @@ json rowJson(const Job &j, const qgemm::BenchRow &r) {
 }
 
 void printHeader() {
-  std::printf("%-24s %5s %6s %6s %6s  %-10s %10s %9s %8s %10s %6s\n", "label",
-              "G", "m", "N", "K", "layout", "qgemm ms", "TFLOP/s", "GB/s",
-              "cuBLASLt", "ratio");
+  std::printf("%-24s %5s %6s %6s %6s  %-10s %10s %9s %8s %10s %6s %8s %8s\n",
+              "label", "G", "m", "N", "K", "layout", "qgemm ms", "TFLOP/s",
+              "GB/s", "cuBLASLt", "ratio", "pad128", "bf16Lt");
+}
+
+/// A TFLOP/s cell of the extra columns: "-" when not measured.
+void printTflops(double v) {
+  if (std::isfinite(v))
+    std::printf(" %8.1f", v);
+  else
+    std::printf(" %8s", "-");
 }
 
 void printRow(const Job &j, const qgemm::BenchRow &r) {
@@ -399,17 +494,27 @@ void printRow(const Job &j, const qgemm::BenchRow &r) {
   std::printf("%-24s %5lld %6lld %6lld %6lld  %-10s ", r.label.c_str(),
               (long long)r.shape.groupRows.size(), (long long)j.m,
               (long long)r.contract.n, (long long)r.contract.k, layout.c_str());
-  if (!r.status.ok()) {
-    std::printf("FAILED: %s\n", r.status.message.c_str());
-    return;
-  }
-  std::printf("%10.3f %9.1f %8.0f ", r.qgemm.medianMs, r.qgemmTflops,
-              r.qgemmGbps);
-  if (r.cublas.measured())
-    std::printf("%10.1f %6.2f\n", r.cublasTflops,
-                r.qgemmTflops / r.cublasTflops);
+  if (r.status.ok())
+    std::printf("%10.3f %9.1f %8.0f ", r.qgemm.medianMs, r.qgemmTflops,
+                r.qgemmGbps);
   else
-    std::printf("%10s %6s\n", "-", "-");
+    std::printf("%10s %9s %8s ", "FAILED", "-", "-");
+  if (r.cublas.measured())
+    std::printf("%10.1f %6s", r.cublasTflops,
+                r.status.ok() ? std::to_string(r.qgemmTflops / r.cublasTflops)
+                                    .substr(0, 4)
+                                    .c_str()
+                              : "-");
+  else
+    std::printf("%10s %6s", "-", "-");
+  printTflops(r.padded128Tflops);
+  printTflops(r.bf16CublasTflops);
+  std::printf("\n");
+  // Failures read in full below the row, not cut to a column.
+  if (!r.status.ok())
+    std::printf("  qgemm: %s\n", r.status.message.c_str());
+  if (!r.padded128Error.empty())
+    std::printf("  padded to 128: %s\n", r.padded128Error.c_str());
 }
 
 int worstOf(const std::vector<qgemm::BenchRow> &rows) {
@@ -466,8 +571,7 @@ int qgemmc::runBench(const std::vector<std::string> &args) {
   for (const Job &j : jobs) {
     ++current;
     currentName = j.label;
-    std::vector<qgemm::BenchRow> measured =
-        runner.run(j.specs, j.shape, j.label, j.section);
+    std::vector<qgemm::BenchRow> measured = measureJob(runner, j);
     worst = std::max(worst, worstOf(measured));
     for (qgemm::BenchRow &r : measured) {
       // Specs of a sweep share one job (and its data); without --label each

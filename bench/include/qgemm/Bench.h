@@ -54,6 +54,11 @@ struct BenchShape {
   std::vector<int64_t> groupRows;
   /// m_masked: rows allocated per group (M_max); 0 means the largest group.
   int64_t maxRows = 0;
+  /// Empty, or the useful rows (tokens) of each group, <= groupRows: the
+  /// rest of a group is zero padding (a group padded to a larger alignment
+  /// than it needs). TFLOP/s counts useful rows only, the anchor computes
+  /// the useful rows only. m_contiguous with offsets and k_contiguous.
+  std::vector<int64_t> usefulRows;
 };
 
 /// Whether `shape` fits `c`: 1..kMaxGroups groups (exactly 1 for none), no
@@ -63,7 +68,8 @@ struct BenchShape {
 Status checkBenchShape(const GemmContract &c,
                                  const BenchShape &shape);
 
-/// Floating-point operations: 2*sum(m_g)*N*K (k_contiguous: 2*N*K*sum(T_g)).
+/// Floating-point operations: 2*sum(m_g)*N*K (k_contiguous: 2*N*K*sum(T_g)),
+/// m_g the useful rows when the shape has them.
 double benchFlops(const GemmContract &c, const BenchShape &shape);
 
 /// The fewest bytes a kernel must move: A and its scales read for the valid
@@ -80,6 +86,10 @@ bool sameBenchData(const GemmContract &x, const GemmContract &y);
 /// `groups` groups of round-up(m, alignment) rows.
 std::vector<int64_t> balancedGroupRows(int64_t groups, int64_t m,
                                                  int64_t alignment);
+
+/// Each of `rows` rounded up to `alignment`: the same groups padded.
+std::vector<int64_t> paddedGroupRows(const std::vector<int64_t> &rows,
+                                     int64_t alignment);
 
 /// The suite's imbalance: group g gets ceil(u_g * m) rows rounded up to
 /// `alignment`, u_g uniform in [1 - x, 1 + x] from a SplitMix64 stream of
@@ -102,6 +112,9 @@ struct SuiteEntry {
   int64_t n = 0, k = 0;
   int64_t maxM = 0;       ///< m_masked_decode: rows allocated per group
   double imbalance = 0.0; ///< 0: balanced groups
+  /// The row's "alignment" (the 2026-11-23 sections, where it is required);
+  /// 0 elsewhere: the section's own (128, or 1 for m_masked).
+  int64_t alignment = 0;
 };
 
 struct Suite {
@@ -115,7 +128,8 @@ const std::vector<std::string> &suiteGemmSections();
 
 /// Read a suite. Rows must have label, G, m, N, K (positive integers),
 /// optionally imbalance (0..1) and, in m_masked_decode, max_m (>= m; default
-/// m); unknown keys are errors. Other top-level keys are ignored. Errors name
+/// m); the *_align16 and *_mxfp8 sections need "alignment" (a power of two
+/// up to 128; a multiple of 32 for MXFP8); unknown keys are errors. Other top-level keys are ignored. Errors name
 /// `file` and the row: "suite.json: m_masked_decode[1]: missing \"N\"".
 Status parseSuiteText(const std::string &text,
                                 const std::string &file, Suite &out);
@@ -128,13 +142,44 @@ Status parseSuiteFile(const std::string &path, Suite &out);
 ///                       COMPACT; bf16 out
 ///   k_contiguous_wgrad  k_contiguous, alignment 128; A and B 1x128 along the
 ///                       tokens, both in `layout`; f32 out
-/// The name depends on the section, N, K and layout only, so rows with the
-/// same GEMM share one kernel. Empty for an unknown section.
+///   *_align16           as above at the row's alignment (the contract
+///                       refuses k_contiguous below 128 with 1x128 scales:
+///                       the row then reports that refusal)
+///   m_contiguous_fprop_mxfp8  m_contiguous, the row's alignment, offsets;
+///                       A and B e4m3 with 1x32 ue8m0 scales in `layout`
+/// The name depends on the section, N, K, alignment and layout only, so rows
+/// with the same GEMM share one kernel. Empty for an unknown section.
 std::string suiteSpecText(const SuiteEntry &e, ScaleLayout layout);
 
-/// The shape of a suite row: balanced or imbalanced groups (alignment 128
-/// for the contiguous sections, 1 for m_masked), M_max for m_masked.
+/// The shape of a suite row: balanced or imbalanced groups (the row's
+/// alignment, else 128 for the contiguous sections and 1 for m_masked),
+/// M_max for m_masked.
 BenchShape suiteShape(const SuiteEntry &e);
+
+/// The alignment a suite row's groups are rounded up to.
+int64_t suiteAlignment(const SuiteEntry &e);
+
+/// Whether the row is also measured with its groups padded to 128 (the
+/// *_align16 sections: what DeepGEMM needs).
+bool suiteHasPadded128(const SuiteEntry &e);
+
+/// The padded-to-128 comparison of a *_align16 row: the section's spec at
+/// alignment 128 (the base section's spec), and suiteShape's groups each
+/// rounded up to 128 with usefulRows the unpadded sizes. Empty text and
+/// shape for other rows.
+std::string suitePadded128SpecText(const SuiteEntry &e, ScaleLayout layout);
+BenchShape suitePadded128Shape(const SuiteEntry &e);
+
+/// Which cuBLASLt GEMM a measurement is compared with.
+enum class BenchAnchor {
+  None,         ///< not timed (rows say why)
+  Fp8Blockwise, ///< FP8 1x128 / 128x128 f32 scales, one call per group
+  Bf16,         ///< bf16 x bf16 (f32 compute), one call per group
+};
+
+/// The anchor of a suite row's section: Bf16 for MXFP8 (Hopper's cuBLASLt
+/// has no MXFP8), else Fp8Blockwise.
+BenchAnchor suiteAnchor(const SuiteEntry &e);
 
 //===----------------------------------------------------------------------===//
 // Benchmark data
@@ -151,8 +196,16 @@ struct BenchOperand {
   ElemType dtype = ElemType::E4M3;
   std::vector<uint8_t> data;
   std::vector<uint8_t> grid; ///< 4 bytes per F32 scale, 1 per UE8M0 code.
+  /// k_contiguous operands whose token scale blocks restart at each group
+  /// (restartsTokenBlocks): the blocks along the tokens (the columns).
+  /// Otherwise empty, and the blocks are every recipe.blockCols columns.
+  TokenBlocks tokens;
 
   ScaleGrid gridShape() const;
+  /// The scale grid column holding column c (-1: c is in no block).
+  int64_t blockColOf(int64_t c) const {
+    return tokens.restart ? tokens.blockOf(c) : c / recipe.blockCols;
+  }
   int scaleBytes() const { return recipe.dtype == ElemType::UE8M0 ? 1 : 4; }
   /// The f32 value of the scale covering element (r, c) of `matrix`.
   float scaleAt(int64_t matrix, int64_t r, int64_t c) const;
@@ -242,6 +295,9 @@ struct AnchorGemm {
 struct AnchorPlan {
   /// Empty when the contract has a cuBLASLt counterpart; else why not.
   std::string whyNot;
+  /// FP8 with block scales; false: bf16 operands, no scales (offsets in
+  /// bytes of bf16 copies of qgemm's operands).
+  bool blockScaled = true;
   bool aBlock128x128 = true; ///< A scale mode BLK128x128_32F, else VEC128_32F
   std::vector<AnchorGemm>
       gemms; ///< Groups with no rows or tokens are left out.
@@ -251,7 +307,17 @@ struct AnchorPlan {
 /// The calls and GEMM_READY scales of the anchor for `data`. Needs e4m3 or
 /// e5m2 data with f32 1x128 scales on A and 128x128 (m-groupings) or 1x128
 /// (k_contiguous) on B, and a bf16 or f32 output.
+/// k_contiguous groups with usefulRows contract over their useful tokens.
 AnchorPlan planAnchor(const BenchData &data);
+
+/// The calls of the bf16 anchor: the same per-group mapping as planAnchor
+/// on bf16 copies of qgemm's operands (bf16Operand), no scales. Any scale
+/// recipe; a bf16 or f32 output.
+AnchorPlan planBf16Anchor(const BenchData &data);
+
+/// The operand dequantized (data times scale) and rounded to bf16, in the
+/// layout of op.data: the bf16 anchor's inputs carry the same values.
+std::vector<uint16_t> bf16Operand(const BenchOperand &op, unsigned threads = 0);
 
 /// Libraries tried for cuBLASLt: $QGEMM_LIBCUBLASLT alone when set, else
 /// libcublasLt.so.13, .so.12, .so on the loader path, then under
@@ -330,6 +396,21 @@ struct BenchRow {
   double cublasGbps = std::numeric_limits<double>::quiet_NaN();
   std::string cublasError;
 
+  /// The same groups padded to 128 rows (tokens), run with the alignment-128
+  /// spec; TFLOP/s counts the useful rows (BenchRow::flops of this row).
+  /// Set by mergePadded128; NaN and an empty error when not measured.
+  Timing padded128;
+  double padded128Tflops = std::numeric_limits<double>::quiet_NaN();
+  std::string padded128Spec, padded128Kernel, padded128Error;
+
+  /// cuBLASLt bf16 (BenchAnchor::Bf16), one call per group; why not in
+  /// bf16CublasError.
+  Timing bf16Cublas;
+  double bf16CublasTflops = std::numeric_limits<double>::quiet_NaN();
+  std::string bf16CublasError;
+  /// ||D_bf16 - D_qgemm|| / ||D_qgemm|| over the valid rows.
+  double bf16VsQgemmRel = std::numeric_limits<double>::quiet_NaN();
+
   /// ||D_cublas - D_qgemm|| / ||D_qgemm|| over the valid rows of groups the
   /// anchor computed (NaN if either wrote a NaN or did not run).
   double cublasVsQgemmRel = std::numeric_limits<double>::quiet_NaN();
@@ -340,6 +421,12 @@ struct BenchRow {
   double qgemmSpotRel = std::numeric_limits<double>::quiet_NaN();
   double cublasSpotRel = std::numeric_limits<double>::quiet_NaN();
 };
+
+/// Fold the padded-to-128 measurement `padded` of the same groups into
+/// `row`: its time as padded128, TFLOP/s over row.flops (useful rows), and,
+/// when `row` timed no FP8 anchor itself, the anchor `padded` carried (it
+/// ran on the useful rows only, so it is the unpadded groups' cuBLASLt).
+void mergePadded128(BenchRow &row, const BenchRow &padded);
 
 class BenchRunner {
 public:
@@ -359,11 +446,12 @@ public:
   bool cublasLtAvailable() const;
 
   /// Build one data set for `shape` and measure every spec on it, then the
-  /// anchor once. The specs must be grouped GEMMs with sameBenchData (e.g. a
-  /// sweep over layouts); every row is returned, errors inside the rows.
-  std::vector<BenchRow> run(const std::vector<Spec> &specs,
-                            const BenchShape &shape, const std::string &label,
-                            const std::string &section);
+  /// `anchor` once. The specs must be grouped GEMMs with sameBenchData (e.g.
+  /// a sweep over layouts); every row is returned, errors inside the rows.
+  std::vector<BenchRow>
+  run(const std::vector<Spec> &specs, const BenchShape &shape,
+      const std::string &label, const std::string &section,
+      BenchAnchor anchor = BenchAnchor::Fp8Blockwise);
 
   struct Impl;
 

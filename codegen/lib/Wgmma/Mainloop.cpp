@@ -68,6 +68,77 @@ Value Mainloop::issueMma(Value s, Value consumerIdx) {
   return frag;
 }
 
+/// k_contiguous, the group's last K block when it is partial: its TMA boxes
+/// hold tailTokens of the group, then tokens of the next group (or TMA
+/// zeros past T). Those must contribute nothing, so the consumers zero them
+/// in both operands before the wgmma reads the stage: in each row of the
+/// A and B tiles, the 16-byte chunks from token tailTokens on (the group
+/// sizes, hence tailTokens, are multiples of 16). The 128B swizzle puts
+/// the row's logical chunk c at physical chunk c ^ (row % 8) (tiles start
+/// on 1024-byte atoms). Each consumer warpgroup zeroes its own 64 A rows
+/// and half of B's chunks; as every wgmma of both reads all of B, the two
+/// meet at a named barrier after a proxy fence (the generic stores must be
+/// visible to the async proxy that wgmma reads through). Zeroing both
+/// operands keeps it exact even where the next group holds NaN or Inf.
+/// Alternative not taken: fewer k32 steps for the tail (zeroing then only a
+/// 16-token remainder) would save at most 3 of a group's k32 steps per
+/// tile, for branches inside the wgmma sequence of every block.
+void Mainloop::zeroTokenTail(Value s, Value consumerIdx, Value tidInWg) {
+  KernelIR &ir = k.ir;
+  HopperIR &hw = k.hw;
+  ImplicitLocOpBuilder &b = k.b;
+  constexpr int64_t kChunk = 16, kChunksPerRow = WgmmaLayout::kSwizzleBytes / kChunk;
+  Value firstZero = ir.divU(k.tile.tailTokens, ir.i32(kChunk));
+  auto chunkT = VectorType::get({4}, ir.i32T());
+  Value zero = LLVM::ZeroOp::create(b, chunkT);
+  // Zeroes chunk `slot` (row slot / 8, logical chunk slot % 8) of the tile
+  // at `base` when it lies at or past the group's end.
+  auto zeroChunk = [&](Value base, Value slot) {
+    Value row = ir.divU(slot, ir.i32(kChunksPerRow));
+    Value chunk = ir.remU(slot, ir.i32(kChunksPerRow));
+    auto ifPast = scf::IfOp::create(
+        b, ir.cmp(arith::CmpIPredicate::uge, chunk, firstZero), false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&ifPast.getThenRegion().front());
+    Value physical = arith::XOrIOp::create(
+        b, chunk, ir.remU(row, ir.i32(WgmmaLayout::kAtomRows)));
+    Value offset = ir.add(ir.mul(row, ir.i32(WgmmaLayout::kSwizzleBytes)),
+                          ir.mul(physical, ir.i32(kChunk)));
+    LLVM::StoreOp::create(b, zero, hw.smemAt(base, offset),
+                          /*alignment=*/16);
+  };
+  // This warpgroup's 64 rows of A.
+  Value baseA = hw.smemAt(k.stageA(s),
+                          ir.mul(consumerIdx, ir.i32(k.layout.consumerOffsetA(1))));
+  const int64_t slotsA = WgmmaLayout::kConsumerRows * kChunksPerRow;
+  for (int64_t p = 0; p < slotsA / kWarpgroupThreads; ++p)
+    zeroChunk(baseA, ir.add(tidInWg, ir.i32(p * kWarpgroupThreads)));
+  // B's rows, the chunks split over both warpgroups' 256 threads.
+  const int64_t slotsB = k.cfg.blockN * kChunksPerRow;
+  const int64_t consumers = 2 * kWarpgroupThreads;
+  Value tidB = ir.add(ir.mul(consumerIdx, ir.i32(kWarpgroupThreads)), tidInWg);
+  for (int64_t p = 0; p * consumers < slotsB; ++p) {
+    Value slot = ir.add(tidB, ir.i32(p * consumers));
+    if ((p + 1) * consumers <= slotsB) {
+      zeroChunk(k.stageB(s), slot);
+      continue;
+    }
+    auto ifIn = scf::IfOp::create(
+        b, ir.cmp(arith::CmpIPredicate::ult, slot, ir.i32(slotsB)), false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&ifIn.getThenRegion().front());
+    zeroChunk(k.stageB(s), slot);
+  }
+  NVVM::FenceProxyOp::create(
+      b, NVVM::ProxyKind::async_shared,
+      NVVM::SharedSpaceAttr::get(b.getContext(), NVVM::SharedSpace::shared_cta));
+  // Named barrier of the 256 consumer threads (ids 1 and 2 are the
+  // warpgroups' own, Epilogue::staged).
+  NVVM::BarrierOp::create(b, TypeRange{}, ir.i32(kConsumersBarrier),
+                          ir.i32(consumers), NVVM::BarrierReductionAttr(),
+                          Value());
+}
+
 /// Stage `s` is free again for this CTA's producer and, in a cluster, for
 /// the peers' producers that multicast into it.
 void Mainloop::release(Value s, Value tidInWg) {
@@ -144,6 +215,16 @@ SmallVector<Value> Mainloop::run(Value it, Value consumerIdx, Value tidInWg,
   k.hw.mbarrierWait(k.fullBar(s),
                     k.phaseOf(ir.add(it, loop.getInductionVar())));
   BlockScales sc = readScales(s, rowInTile);
+  if (k.tokenTail()) {
+    Value last = arith::AndIOp::create(
+        k.b,
+        k.eq(ir.sub(k.tile.kBlockCount, loop.getInductionVar()), 1),
+        ir.cmp(arith::CmpIPredicate::ne, k.tile.tailTokens, ir.i32(0)));
+    auto ifTail = scf::IfOp::create(k.b, last, false);
+    OpBuilder::InsertionGuard inTail(k.b);
+    k.b.setInsertionPointToStart(&ifTail.getThenRegion().front());
+    zeroTokenTail(s, consumerIdx, tidInWg);
+  }
   Value frag = k.hw.wgmmaWait(0, issueMma(s, consumerIdx));
   SmallVector<Value> acc(loop.getRegionIterArgs());
   // Forward, the scales are in registers: release before promoting.

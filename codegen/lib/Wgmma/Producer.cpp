@@ -14,7 +14,16 @@
 using namespace mlir;
 using namespace mlir::qgemm::wgmma;
 using mlir::qgemm::emitScaleAddress;
+using mlir::qgemm::emitTokenScaleAddress;
 using mlir::qgemm::ScaleAddress;
+
+void Producer::begin(TileScheduler &sched) {
+  // Tb, the token extent of the restarted scale grids: one pass over the
+  // offsets per CTA (only the producer reads scales).
+  if (k.restartsTokens())
+    k.tile.tokenScaleBlocks = sched.tokenScaleBlocksBefore(
+        k.arg(kWgParamNumGroups));
+}
 
 Value Producer::tile(TileScheduler &sched, Value it, Value tid) {
   auto ifWork = scf::IfOp::create(
@@ -22,6 +31,10 @@ Value Producer::tile(TileScheduler &sched, Value it, Value tid) {
   {
     OpBuilder::InsertionGuard g(k.b);
     k.b.setInsertionPointToStart(&ifWork.getThenRegion().front());
+    // start(g): a pass over the offsets before the group, per tile (G is at
+    // most a few hundred; the producer runs ahead of the consumers).
+    if (k.restartsTokens())
+      k.tile.tokenScaleStart = sched.tokenScaleBlocksBefore(k.tile.group);
     loads(it, tid);
   }
   return sched.advance(it);
@@ -86,7 +99,7 @@ void Producer::loads(Value it, Value tid) {
     Value row = ir.add(m0, tid);
     Value inRows = ir.cmp(arith::CmpIPredicate::slt, row,
                           k.wgrad() ? ir.i32(k.c.n) : t.rows);
-    Value scaleBlock = k.wgrad() ? ir.divU(k0, ir.i32(cfg.blockK)) : kb;
+    Value scaleBlock = k.wgrad() ? tokenScaleColumn(kb, k0) : kb;
     hw.cpAsync4(k.sharedF32(scales, tid), scaleAAddress(row, scaleBlock),
                 ir.select(inRows, ir.i32(4), ir.i32(0)));
     if (k.wgrad()) {
@@ -121,9 +134,30 @@ void Producer::loads(Value it, Value tid) {
   hw.cpAsyncArriveNoinc(k.fullBar(s));
 }
 
-/// Global address of the A scale of `row` for K block `kb`.
+/// k_contiguous: the token scale block (scale grid column) of the first
+/// token of the group's K block `kb`, whose first token is `k0`. Restarted
+/// grids count from start(g), a block of tokenScaleBlock() tokens at a time
+/// (blockK / tokenScaleBlock() of them in a K block); otherwise the blocks
+/// count from token 0.
+Value Producer::tokenScaleColumn(Value kb, Value k0) {
+  KernelIR &ir = k.ir;
+  if (!k.restartsTokens())
+    return ir.divU(k0, ir.i32(k.cfg.blockK));
+  const int64_t perKBlock = k.cfg.blockK / k.tokenScaleBlock();
+  Value inGroup = perKBlock == 1 ? kb : ir.mul(kb, ir.i32(perKBlock));
+  return ir.add(k.tile.tokenScaleStart, inGroup);
+}
+
+/// Global address of the A scale of `row` for K block `kb` (k_contiguous:
+/// token scale block `kb`, see tokenScaleColumn).
 Value Producer::scaleAAddress(Value row, Value kb) {
   KernelIR &ir = k.ir;
+  if (k.restartsTokens()) {
+    ScaleAddress s =
+        emitTokenScaleAddress(ir, k.c.a.scale, ir.i64(k.c.n),
+                              k.tile.tokenScaleBlocks, row, kb);
+    return ir.elementPtr(ir.f32T(), k.arg(kWgParamScaleA), s.offset);
+  }
   // k_contiguous: A is (n, T) with scales along the T tokens.
   ScaleAddress s =
       k.wgrad() ? emitScaleAddress(ir, k.c.a.scale, ir.i64(k.c.n),
@@ -151,8 +185,12 @@ Value Producer::scaleBAddress(Value nb128, Value kb) {
 /// `col` for token block `tb`; B is (k, T).
 Value Producer::scaleBColumnAddress(Value col, Value tb) {
   KernelIR &ir = k.ir;
-  ScaleAddress s = emitScaleAddress(ir, k.c.b.scale, ir.i64(k.c.k),
-                                    ir.toI64(k.tile.rows), ir.toI64(col),
-                                    ir.toI64(tb));
+  ScaleAddress s =
+      k.restartsTokens()
+          ? emitTokenScaleAddress(ir, k.c.b.scale, ir.i64(k.c.k),
+                                  k.tile.tokenScaleBlocks, col, tb)
+          : emitScaleAddress(ir, k.c.b.scale, ir.i64(k.c.k),
+                             ir.toI64(k.tile.rows), ir.toI64(col),
+                             ir.toI64(tb));
   return ir.elementPtr(ir.f32T(), k.arg(kWgParamScaleB), s.offset);
 }

@@ -246,21 +246,28 @@ void TileScheduler::computeTile(Value tile) {
   t.kBlockCount = ir.i32((k.c.k + cfg.blockK - 1) / cfg.blockK);
   Value groups = k.arg(kWgParamGroups);
   if (k.wgrad()) {
-    // The group's tokens [start, end), whole 128-token blocks (the launch
-    // checks every group size against the alignment).
+    // The group's tokens [start, end) (the launch checks every group size
+    // against the alignment).
     t.group = ir.divU(rest, t.mBlocks);
     Value end = ir.load(ir.i32T(), groups, ir.toI64(t.group));
     Value prevIdx =
         arith::MaxSIOp::create(k.b, ir.sub(t.group, ir.i32(1)), ir.i32(0));
     Value prev = ir.load(ir.i32T(), groups, ir.toI64(prevIdx));
     t.tokenStart = ir.select(k.eq(t.group, 0), ir.i32(0), prev);
-    t.kBlockCount = ir.divU(ir.sub(end, t.tokenStart), ir.i32(cfg.blockK));
-    if (k.mx()) {
-      // MXFP8: groups of whole 32-token blocks; the last K block may hold
-      // fewer than 4 of them (Mainloop::runMx skips the rest).
-      t.tokenEnd = end;
-      t.kBlockCount = ir.ceilDiv(ir.sub(end, t.tokenStart), cfg.blockK);
+    if (k.tokenTail()) {
+      // K blocks from the group's first token, the last one partial.
+      Value tokens = arith::MaxSIOp::create(
+          k.b, ir.sub(end, t.tokenStart), ir.i32(0));
+      t.kBlockCount = ir.ceilDiv(tokens, cfg.blockK);
+      t.tailTokens = ir.remU(tokens, ir.i32(cfg.blockK));
+    } else {
+      // Whole blocks: the alignment is a multiple of blockK.
+      t.kBlockCount = ir.divU(ir.sub(end, t.tokenStart), ir.i32(cfg.blockK));
     }
+    // MXFP8: groups of whole 32-token blocks; Mainloop::runMx skips the
+    // steps of a partial last K block past the group's end.
+    if (k.mx())
+      t.tokenEnd = end;
     t.validRows = ir.i32(k.c.n);
   } else if (k.masked()) {
     t.group = ir.divU(rest, t.mBlocks);
@@ -293,4 +300,23 @@ Value TileScheduler::advance(Value it) {
   KernelIR &ir = k.ir;
   return ir.select(k.tile.blockIsPadding, it,
                    ir.add(it, k.tile.kBlockCount));
+}
+
+Value TileScheduler::tokenScaleBlocksBefore(Value g) {
+  KernelIR &ir = k.ir;
+  const int64_t b = k.tokenScaleBlock();
+  // Carried: end of group h - 1 and the blocks so far. Negative sizes
+  // (offsets the launch did not check) count as empty.
+  auto loop = scf::ForOp::create(k.b, ir.i32(0), g, ir.i32(1),
+                                 ValueRange{ir.i32(0), ir.i32(0)});
+  OpBuilder::InsertionGuard guard(k.b);
+  k.b.setInsertionPointToStart(loop.getBody());
+  auto carried = loop.getRegionIterArgs();
+  Value end = ir.load(ir.i32T(), k.arg(kWgParamGroups),
+                      ir.toI64(loop.getInductionVar()));
+  Value tokens =
+      arith::MaxSIOp::create(k.b, ir.sub(end, carried[0]), ir.i32(0));
+  scf::YieldOp::create(
+      k.b, ValueRange{end, ir.add(carried[1], ir.ceilDiv(tokens, b))});
+  return loop.getResult(1);
 }

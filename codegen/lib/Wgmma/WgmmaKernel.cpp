@@ -108,6 +108,7 @@ void buildBody(WgmmaKernel &k) {
     NVVM::SetMaxRegisterOp::create(b, kProducerRegisters,
                                    NVVM::SetMaxRegisterAction::decrease);
     Producer producer(k);
+    producer.begin(sched);
     sched.forEachTile(
         [&](Value it) { return producer.tile(sched, it, tid); });
   }

@@ -31,6 +31,9 @@ using namespace ::qgemm;
 constexpr int kProducerRegisters = 40;
 constexpr int kConsumerRegisters = 232;
 constexpr int kWarpgroupThreads = 128;
+/// Named barrier of both consumer warpgroups (Mainloop::zeroTokenTail); 0
+/// is __syncthreads, 1 and 2 each consumer warpgroup's (Epilogue::staged).
+constexpr int kConsumersBarrier = 3;
 
 /// Where the current tile is. The scheduler sets these per tile; the
 /// producer, mainloop and epilogue read them.
@@ -43,8 +46,17 @@ struct TileState {
   Value row0, rowEnd;
   /// K blocks of the current tile (tokens / 128 for k_contiguous) and, for
   /// k_contiguous, the group's first token (and, with MXFP8 scales, the
-  /// token past its last: the last K block may be partial).
+  /// token past its last: Mainloop::runMx skips the steps past it).
   Value kBlockCount, tokenStart, tokenEnd;
+  /// tokenTail(): tokens of the group's last K block when it is partial
+  /// (m_g mod blockK), 0 when the group ends on a K block boundary. The
+  /// TMA box of that block also brings in blockK - tailTokens tokens of
+  /// the next group, which the consumers zero (Mainloop::zeroTokenTail).
+  Value tailTokens;
+  /// restartsTokens(): start(g), the group's first token scale block
+  /// (producer only, per tile), and Tb, the scale grid's token blocks
+  /// over all groups (producer only, once per CTA). Both i32.
+  Value tokenScaleStart, tokenScaleBlocks;
   /// Straddling tiles: the tile's columns before the next 128-wide B
   /// scale block (set by the consumer per tile).
   Value boundary;
@@ -99,6 +111,20 @@ public:
            c.grouping.alignment % cfg.blockM != 0;
   }
   int64_t outCols() const { return wgrad() ? c.k : c.n; }
+  /// k_contiguous whose groups need not end on a K block (alignment 16 or
+  /// 32 tokens, or any multiple of 16 that is not one of blockK): each
+  /// group's last K block is partial, and the tokens past the group's end
+  /// that its TMA box brings in must contribute nothing.
+  bool tokenTail() const {
+    return wgrad() && c.grouping.alignment % cfg.blockK != 0;
+  }
+  /// k_contiguous whose token scale blocks restart at each group's first
+  /// token (LAYOUTS.md, "Grouping"; restartsTokenBlocks): token t of group
+  /// g uses scale column start(g) + (t - first_g) / tokenScaleBlock() of a
+  /// grid with Tb columns instead of (t / tokenScaleBlock()) of cd(T, b).
+  bool restartsTokens() const { return ::qgemm::restartsTokenBlocks(c); }
+  /// Tokens of one scale block along the contraction (128 for 1x128).
+  int64_t tokenScaleBlock() const { return contractionBlock(c.a.scale); }
 
   // Shared memory, as the layout places it.
   Value region(int64_t offset, int64_t stride, Value s) {
@@ -150,6 +176,9 @@ public:
   void forEachTile(llvm::function_ref<Value(Value)> body);
   /// `it` advanced past this tile's K blocks, unless the tile is padding.
   Value advance(Value it);
+  /// k_contiguous: sum over groups h < `g` of cd(m_h, tokenScaleBlock()),
+  /// read from the device offsets: start(g), or Tb for g = numGroups.
+  Value tokenScaleBlocksBefore(Value g);
 
 private:
   bool validBlocksOnly() const;
@@ -166,11 +195,14 @@ private:
 class Producer {
 public:
   explicit Producer(WgmmaKernel &k) : k(k) {}
+  /// Before the tile loop: what the producer computes once per CTA.
+  void begin(TileScheduler &sched);
   /// The tile's loads; returns the K block count after it.
   Value tile(TileScheduler &sched, Value it, Value tid);
 
 private:
   void loads(Value it, Value tid);
+  Value tokenScaleColumn(Value kb, Value k0);
   Value scaleAAddress(Value row, Value kb);
   Value scaleBAddress(Value nb128, Value kb);
   Value scaleBColumnAddress(Value col, Value tb);
@@ -201,6 +233,7 @@ private:
   };
   BlockScales readScales(Value s, Value rowInTile);
   Value issueMma(Value s, Value consumerIdx);
+  void zeroTokenTail(Value s, Value consumerIdx, Value tidInWg);
   void release(Value s, Value tidInWg);
   void promote(Value frag, const BlockScales &sc, Value s, Value lane,
                MutableArrayRef<Value> acc);

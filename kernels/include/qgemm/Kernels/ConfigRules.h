@@ -23,8 +23,8 @@ namespace qgemm {
 /// Whether the wgmma family implements `c`: 1x128 A and 128x128 B f32
 /// scales, or MXFP8 (isMxfp8), with no grouping, m_masked or m_contiguous
 /// offsets, no accumulation, even n; or the weight gradient (k_contiguous)
-/// with 1x128 f32 scales on both operands (whole 128-token groups) or
-/// MXFP8 (groups of whole 32-token blocks), even k.
+/// with 1x128 f32 scales on both operands (groups of any multiple of 16
+/// tokens) or MXFP8 (groups of whole 32-token blocks), even k.
 QGEMM_API bool wgmmaImplements(const GemmContract &c);
 
 /// MXFP8: 1x32 UE8M0 scales on both operands.
