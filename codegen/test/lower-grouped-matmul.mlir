@@ -1,8 +1,8 @@
 // RUN: qgemm-opt %s -split-input-file -qgemm-resolve-config -qgemm-lower-to-nvvm -canonicalize | FileCheck %s
 
-// The SIMT family, which still builds MXFP8 (1x32 scales): groups that
-// share 128-row blocks (alignment 16 here). m_contiguous with offsets,
-// COMPACT A scales: scale (row, kb) at row * Kb + kb.
+// The SIMT family, the reference for every contract (odd n selects it
+// here), with MXFP8 (1x32) scales. m_contiguous with offsets, COMPACT A
+// scales: scale (row, kb) at row * Kb + kb.
 // CHECK-LABEL: llvm.func @up(
 // CHECK-SAME: %[[A:.*]]: !llvm.ptr<1>, %[[SA:.*]]: !llvm.ptr<1>, %[[B:.*]]: !llvm.ptr<1>, %[[SB:.*]]: !llvm.ptr<1>, %[[D:.*]]: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %[[G:.*]]: !llvm.ptr<1>, %[[ROWS:.*]]: i32, %[[NG:.*]]: i32)
 // CHECK-SAME: nvvm.kernel
@@ -32,7 +32,7 @@
 // CHECK: arith.addf %{{.*}}, %[[P]]
 // CHECK: arith.truncf %{{.*}} : f32 to bf16
 // CHECK: llvm.store %{{.*}}, %{{.*}} : bf16, !llvm.ptr<1>
-qgemm.grouped_matmul @up n = 4096, k = 7168,
+qgemm.grouped_matmul @up n = 4095, k = 7168,
     a = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, COMPACT>>,
     b = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, COMPACT>>,
     d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 16, index = offsets>,
@@ -60,9 +60,10 @@ qgemm.grouped_matmul @ready n = 7168, k = 2048,
 
 // -----
 
-// k_contiguous with MXFP8 scales (SIMT; 1x128 scales take the wgmma family,
-// lower-wgmma.mlir): f32 output, accumulation into C, contraction over the
-// group's token range [offsets[g-1], offsets[g]).
+// k_contiguous with MXFP8 scales below the scale block (align = 16: SIMT;
+// whole 32-token groups take the wgmma family, lower-wgmma.mlir): f32
+// output, accumulation into C, contraction over the group's token range
+// [offsets[g-1], offsets[g]).
 // CHECK-LABEL: llvm.func @wgrad(
 // CHECK-SAME: %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %[[D:.*]]: !llvm.ptr<1>, %[[C:.*]]: !llvm.ptr<1>, %[[G:.*]]: !llvm.ptr<1>
 // CHECK: nvvm.read.ptx.sreg.ctaid.z
@@ -77,7 +78,7 @@ qgemm.grouped_matmul @ready n = 7168, k = 2048,
 qgemm.grouped_matmul @wgrad n = 4096, k = 7168,
     a = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, COMPACT>>,
     b = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, COMPACT>>,
-    d = <f32>, grouping = #qgemm.grouping<k_contiguous, align = 32, index = offsets>,
+    d = <f32>, grouping = #qgemm.grouping<k_contiguous, align = 16, index = offsets>,
     padding = <zero> accumulate
 
 // -----
@@ -122,14 +123,15 @@ qgemm.grouped_matmul @wgrad16 n = 4096, k = 7168,
 
 // -----
 
-// MXFP8: E8M0 scale bytes become 2^(e-127) through the f32 exponent field.
+// MXFP8 (SIMT for odd n): E8M0 scale bytes become 2^(e-127) through the f32
+// exponent field.
 // CHECK-LABEL: llvm.func @mx(
 // CHECK: scf.yield
 // CHECK: %[[E:.*]] = llvm.load %{{.*}} : !llvm.ptr<1> -> i8
 // CHECK: %[[X:.*]] = arith.extui %[[E]] : i8 to i32
 // CHECK: arith.shli %[[X]], %c23_i32
 // CHECK: arith.bitcast %{{.*}} : i32 to f32
-qgemm.grouped_matmul @mx n = 4096, k = 7168,
+qgemm.grouped_matmul @mx n = 4095, k = 7168,
     a = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, GEMM_READY>>,
     b = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, COMPACT>>,
     d = <bf16>, grouping = #qgemm.grouping<m_masked, align = 1, index = masked_m>,

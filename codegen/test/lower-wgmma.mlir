@@ -138,14 +138,114 @@ qgemm.grouped_matmul @rowgroup n = 4096, k = 7168,
 
 // -----
 
-// 1x32 scales (MXFP8) stay SIMT.
+// MXFP8 (1x32 UE8M0 scales on A and B) takes the wgmma family with one
+// promotion per k32 step: 160-wide tiles (at 192 the step's fragment,
+// accumulators and scales spill), 4 stages. Scales are no cp.async: each
+// producer thread reads its A row's and B rows' four scale bytes of the K
+// block (byte loads: any layout, any alignment; clamped in bounds, 0.0 past
+// the operand), decodes them exactly (byte << 23; 0 is 2^-127 =
+// 0x00400000, 0xFF NaN) and stores f32 into the stage, then arrives on the
+// full barrier itself (still thread 0's TMA arrival plus 128).
 // CHECK-LABEL: llvm.func @mx(
-// CHECK-SAME: nvvm.reqntid = array<i32: 128, 1, 1>
-// CHECK-NOT: nvvm.wgmma
+// CHECK-SAME: nvvm.kernel, nvvm.maxntid = array<i32: 384, 1, 1>
+// CHECK-COUNT-4: nvvm.mbarrier.init %{{.*}}, %c129_i32
+// CHECK-NOT: nvvm.mbarrier.init %{{.*}}, %c129_i32
+// CHECK: nvvm.setmaxregister {{ *}}decrease 40
+// CHECK: nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c36864_i32
+// CHECK-NOT: nvvm.cp.async.shared.global
+// CHECK: %[[E:.*]] = llvm.load %{{.*}} : !llvm.ptr<1> -> i8
+// CHECK: %[[X:.*]] = arith.extui %[[E]] : i8 to i32
+// CHECK: %[[SH:.*]] = arith.shli %[[X]], %c23_i32
+// CHECK: %[[Z:.*]] = arith.cmpi eq, %[[X]], %c0_i32
+// CHECK: %[[D0:.*]] = arith.select %[[Z]], %c4194304_i32, %[[SH]]
+// CHECK: %[[NAN:.*]] = arith.cmpi eq, %[[X]], %c255_i32
+// CHECK: arith.select %[[NAN]], %c2143289344_i32, %[[D0]]
+// A as [row][step]: one 16-byte store a row.
+// CHECK: llvm.store %{{.*}} {alignment = 16 : i64} : vector<4xf32>, !llvm.ptr<3>
+// B as [step][column]: the tile's 160 rows of B, one or two a thread.
+// CHECK-COUNT-4: llvm.store %{{.*}} : f32, !llvm.ptr<3>
+// CHECK-NOT: nvvm.cp.async.mbarrier.arrive
+// CHECK: nvvm.mbarrier.arrive %{{.*}} : !llvm.ptr<3>
+// Consumers: each k32 step is its own wgmma group from zero, waited for,
+// then promoted: the thread's row scale of the step times each column's
+// (four columns a 16-byte shared load), one FMA per accumulator.
+// CHECK: nvvm.setmaxregister {{ *}}increase 232
+// CHECK: nvvm.mbarrier.try_wait.parity
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 160, k = 32>, D[<f32>, <zero>], A[<e4m3>, <one>, <row>], B[<e4m3>, <one>, <col>]
+// CHECK-NOT: nvvm.wgmma.mma_async
+// CHECK: nvvm.wgmma.commit.group.sync.aligned
+// CHECK: llvm.inline_asm has_side_effects "wgmma.wait_group.sync.aligned 0;"
+// CHECK: %[[SA0:.*]] = llvm.load %{{.*}} : !llvm.ptr<3> -> f32
+// CHECK: %[[SA1:.*]] = llvm.load %{{.*}} : !llvm.ptr<3> -> f32
+// CHECK: %[[Q:.*]] = llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<3> -> vector<4xf32>
+// CHECK: %[[SB:.*]] = llvm.extractelement %[[Q]][%c0_i32 : i32] : vector<4xf32>
+// CHECK: %[[S:.*]] = arith.mulf %[[SA0]], %[[SB]] : f32
+// CHECK: llvm.intr.fma(%{{.*}}, %[[S]], %{{.*}})
+// CHECK: %[[S1:.*]] = arith.mulf %[[SA1]], %[[SB]] : f32
+// CHECK: llvm.intr.fma(%{{.*}}, %[[S1]], %{{.*}})
+// CHECK-COUNT-78: llvm.intr.fma
+// The other three steps the same way, then the stage is released.
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 160, k = 32>, D[<f32>, <zero>]
+// CHECK-NOT: nvvm.wgmma.mma_async
+// CHECK: nvvm.wgmma.commit.group.sync.aligned
+// CHECK: llvm.inline_asm has_side_effects "wgmma.wait_group.sync.aligned 0;"
+// CHECK-COUNT-80: llvm.intr.fma
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 160, k = 32>, D[<f32>, <zero>]
+// CHECK-NOT: nvvm.wgmma.mma_async
+// CHECK: nvvm.wgmma.commit.group.sync.aligned
+// CHECK: llvm.inline_asm has_side_effects "wgmma.wait_group.sync.aligned 0;"
+// CHECK-COUNT-80: llvm.intr.fma
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 160, k = 32>, D[<f32>, <zero>]
+// CHECK-NOT: nvvm.wgmma.mma_async
+// CHECK: nvvm.wgmma.commit.group.sync.aligned
+// CHECK: llvm.inline_asm has_side_effects "wgmma.wait_group.sync.aligned 0;"
+// CHECK-COUNT-80: llvm.intr.fma
+// CHECK-NOT: nvvm.wgmma.mma_async
+// CHECK: nvvm.mbarrier.arrive %{{.*}} : !llvm.ptr<3>
+// CHECK: nvvm.barrier id = %{{.*}} number_of_threads = %c128_i32
 qgemm.grouped_matmul @mx n = 4096, k = 7168,
     a = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, COMPACT>>,
-    b = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, COMPACT>>,
-    d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 128, index = offsets>,
+    b = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, GEMM_READY>>,
+    d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 32, index = offsets>,
+    padding = <zero>
+
+// -----
+
+// The MXFP8 weight gradient (groups of whole 32-token blocks): a group's
+// last K block may hold 1..4 token blocks, so the tile counts
+// cd(tokens, 128) K blocks, and the consumers skip the steps past the
+// group's end (the TMA box reaches into the next group's tokens there).
+// CHECK-LABEL: llvm.func @mxwgrad(
+// CHECK: nvvm.setmaxregister {{ *}}decrease 40
+// CHECK: %[[T127:.*]] = arith.addi %{{.*}}, %c127_i32 : i32
+// CHECK: %[[KB:.*]] = arith.divui %[[T127]], %c128_i32 : i32
+// CHECK: scf.for %{{.*}} = %c0_i32 to %[[KB]] step %c1_i32
+// CHECK: nvvm.setmaxregister {{ *}}increase 232
+// Token blocks left in the group from this K block's first token on.
+// CHECK: nvvm.mbarrier.try_wait.parity
+// CHECK: %[[OFF:.*]] = arith.muli %{{.*}}, %c128_i32 : i32
+// CHECK-NEXT: %[[K0:.*]] = arith.addi %{{.*}}, %[[OFF]] : i32
+// CHECK-NEXT: %[[LEFT:.*]] = arith.subi %{{.*}}, %[[K0]] : i32
+// CHECK: %[[L31:.*]] = arith.addi %[[LEFT]], %c31_i32
+// CHECK: %[[STEPS:.*]] = arith.divui %[[L31]], %c32_i32 : i32
+// CHECK: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 160, k = 32>, D[<f32>, <zero>]
+// CHECK-COUNT-80: llvm.intr.fma
+// CHECK: %[[MORE:.*]] = arith.cmpi sgt, %[[STEPS]], %c1_i32 : i32
+// CHECK: scf.if %[[MORE]] -> (f32
+// CHECK: nvvm.wgmma.mma_async {{.*}} D[<f32>, <zero>]
+// CHECK: arith.cmpi sgt, %[[STEPS]], %c2_i32 : i32
+// CHECK: arith.cmpi sgt, %[[STEPS]], %c3_i32 : i32
+// f32 D from registers.
+// CHECK-NOT: nvvm.barrier id
+// CHECK: llvm.store %{{.*}} : vector<2xf32>, !llvm.ptr<1>
+qgemm.grouped_matmul @mxwgrad n = 4096, k = 7168,
+    a = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, COMPACT>>,
+    b = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, GEMM_READY>>,
+    d = <f32>, grouping = #qgemm.grouping<k_contiguous, align = 32, index = offsets>,
     padding = <zero>
 
 // -----

@@ -42,11 +42,23 @@ qgemm.grouped_matmul @wgrad n = 4096, k = 7168,
 
 // -----
 
-// MXFP8 is the SIMT family's, with nothing to tune.
+// MXFP8 takes the wgmma family with a promotion per k32 step (scale_k =
+// 32) and per-column B scales; 160-wide tiles (192 would spill), 4 stages.
 // CHECK-LABEL: qgemm.grouped_matmul @mx
-// CHECK-SAME: config = #qgemm.config<simt, tile = [128, 128, 128], stages = 6, threads = 128, raster = "n", band = 0, cluster = 1, num_sms = 0, scales_b = "tile", epilogue = "registers", smem = 0>
+// CHECK-SAME: config = #qgemm.config<wgmma, tile = [128, 160, 128], stages = 4, threads = 384, raster = "n", band = 4, cluster = 1, num_sms = 0, scales_b = "column", epilogue = "staged", smem = 209024, scale_k = 32>
 qgemm.grouped_matmul @mx n = 4096, k = 7168,
     a = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, COMPACT>>,
     b = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, COMPACT>>,
+    d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 32, index = offsets>,
+    padding = <zero>
+
+// -----
+
+// The SIMT family (an odd n here) has nothing to tune.
+// CHECK-LABEL: qgemm.grouped_matmul @simt
+// CHECK-SAME: config = #qgemm.config<simt, tile = [128, 128, 128], stages = 6, threads = 128, raster = "n", band = 0, cluster = 1, num_sms = 0, scales_b = "tile", epilogue = "registers", smem = 0>
+qgemm.grouped_matmul @simt n = 4097, k = 7168,
+    a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
+    b = #qgemm.operand<e4m3, #qgemm.scale<[128, 128], f32, COMPACT>>,
     d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 32, index = offsets>,
     padding = <zero>

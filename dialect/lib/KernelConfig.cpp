@@ -10,7 +10,8 @@ namespace qgemm {
 static auto fields(const KernelConfig &c) {
   return std::tie(c.family, c.blockM, c.blockN, c.blockK, c.stages, c.threads,
                   c.nFastest, c.cluster, c.rasterBand, c.numSms,
-                  c.scalePerColumnB, c.stagedEpilogue, c.sharedBytes);
+                  c.scalePerColumnB, c.stagedEpilogue, c.sharedBytes,
+                  c.scaleBlockK);
 }
 
 bool KernelConfig::operator==(const KernelConfig &o) const {
@@ -26,7 +27,10 @@ std::string encodeConfig(const KernelConfig &c) {
          " num_sms=" + i(c.numSms) +
          " scales_b=" + (c.scalePerColumnB ? "column" : "tile") +
          " epilogue=" + (c.stagedEpilogue ? "staged" : "registers") +
-         " smem=" + i(c.sharedBytes);
+         " smem=" + i(c.sharedBytes) +
+         // Only when it is not 128: the text of every other configuration
+         // (and so every kernel cache entry written before) is unchanged.
+         (c.scaleBlockK != 128 ? " scale_k=" + i(c.scaleBlockK) : "");
 }
 
 namespace {
@@ -68,7 +72,9 @@ std::optional<KernelConfig> decodeConfig(std::string_view text,
   for (const char *k : kKeys)
     if (!kv.count(k))
       return fail(std::string("missing field ") + k);
-  if (kv.size() != std::size(kKeys))
+  // scale_k is optional (absent means 128).
+  const bool hasScaleK = kv.count("scale_k") != 0;
+  if (kv.size() != std::size(kKeys) + (hasScaleK ? 1 : 0))
     return fail("unknown fields");
 
   KernelConfig c;
@@ -118,6 +124,11 @@ std::optional<KernelConfig> decodeConfig(std::string_view text,
   if (!intField("smem", 0, 1 << 30))
     return fail("bad smem");
   c.sharedBytes = n;
+  if (hasScaleK) {
+    if (!intField("scale_k", 1, 1024) || (n != 32 && n != 128))
+      return fail("bad scale_k");
+    c.scaleBlockK = int(n);
+  }
   return c;
 }
 

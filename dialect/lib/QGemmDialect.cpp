@@ -107,6 +107,7 @@ TuningAttr TuningAttr::get(MLIRContext *ctx, const ::qgemm::Tuning &t) {
   c.scalePerColumnB = getScalesB() == "column";
   c.stagedEpilogue = getEpilogue() == "staged";
   c.sharedBytes = getSmem();
+  c.scaleBlockK = int(getScaleK());
   return c;
 }
 
@@ -115,7 +116,8 @@ KernelConfigAttr KernelConfigAttr::get(MLIRContext *ctx,
   return get(ctx, c.family, c.blockM, c.blockN, c.blockK, c.stages, c.threads,
              c.nFastest ? "n" : "m", c.rasterBand, c.cluster, c.numSms,
              c.scalePerColumnB ? "column" : "tile",
-             c.stagedEpilogue ? "staged" : "registers", c.sharedBytes);
+             c.stagedEpilogue ? "staged" : "registers", c.sharedBytes,
+             c.scaleBlockK);
 }
 
 LogicalResult
@@ -123,7 +125,7 @@ KernelConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                          ::qgemm::KernelFamily, int64_t, int64_t, int64_t,
                          int64_t, int64_t, StringRef raster, int64_t, int64_t,
                          int64_t, StringRef scalesB, StringRef epilogue,
-                         int64_t) {
+                         int64_t, int64_t scaleK) {
   if (raster != "n" && raster != "m")
     return emitError() << "raster must be n or m, got " << raster;
   if (scalesB != "tile" && scalesB != "column")
@@ -131,6 +133,8 @@ KernelConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (epilogue != "staged" && epilogue != "registers")
     return emitError() << "epilogue must be staged or registers, got "
                        << epilogue;
+  if (scaleK != 32 && scaleK != 128)
+    return emitError() << "scale_k must be 32 or 128, got " << scaleK;
   return success();
 }
 

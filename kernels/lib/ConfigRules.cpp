@@ -7,7 +7,18 @@
 
 namespace qgemm {
 
+bool isMxfp8(const GemmContract &c) {
+  auto mx = [](const ScaleRecipe &r) {
+    return r.blockRows == 1 && r.blockCols == 32 && r.dtype == ElemType::UE8M0;
+  };
+  return mx(c.a.scale) && mx(c.b.scale);
+}
+
 bool wgmmaImplements(const GemmContract &c) {
+  // k_contiguous with MXFP8 scales: groups of whole 32-token blocks
+  // (alignment 16 restarts the blocks inside groups: SIMT).
+  if (c.grouping.kind == GroupingKind::KContiguous && isMxfp8(c))
+    return c.grouping.alignment % 32 == 0 && c.k % 2 == 0;
   // k_contiguous: groups of any multiple of 16 tokens (alignment 16 and 32
   // restart their 1x128 scale blocks at each group; the kernel zeroes the
   // tokens past a group's end in its last, partial K block).
@@ -19,9 +30,12 @@ bool wgmmaImplements(const GemmContract &c) {
   const bool groupingOk = c.grouping.kind == GroupingKind::None ||
                           c.grouping.kind == GroupingKind::MMasked ||
                           c.grouping.kind == GroupingKind::MContiguous;
-  return groupingOk && c.a.scale.blockRows == 1 && c.a.scale.blockCols == 128 &&
-         c.b.scale.blockRows == 128 && c.b.scale.blockCols == 128 &&
-         !c.accumulate && c.n % 2 == 0 && c.k % 16 == 0;
+  const bool scalesOk =
+      isMxfp8(c) ||
+      (c.a.scale.blockRows == 1 && c.a.scale.blockCols == 128 &&
+       c.b.scale.blockRows == 128 && c.b.scale.blockCols == 128);
+  return groupingOk && scalesOk && !c.accumulate && c.n % 2 == 0 &&
+         c.k % 16 == 0;
 }
 
 bool blockNSpansTwoScaleBlocksAtMost(int64_t blockN) {
@@ -68,9 +82,11 @@ std::optional<Violation> checkFamilyRequest(const GemmContract &c,
                                           : nullptr;
     if (knob)
       return refuse(knob,
-                    "this contract selects the SIMT family (1x32 scales, "
-                    "groups sharing 128-row blocks, k_contiguous, "
-                    "accumulation or odd n), which has no tile, stages, "
+                    "this contract selects the SIMT family (row_group "
+                    "groups, MXFP8 k_contiguous below 32-token groups, "
+                    "forward accumulation, odd n or k not a multiple of "
+                    "16), which "
+                    "has no tile, stages, "
                     "raster, cluster or grid to tune; leave "
                     "block_m/block_n/stages/raster/cluster/multicast/num_sms "
                     "out or use \"tuning\": \"auto\"");
@@ -150,6 +166,11 @@ std::string checkConfigConsistent(const GemmContract &c,
            " is not one the wgmma family builds";
   if (cfg.stages < 2)
     return "fewer than 2 stages";
+  if (cfg.scaleBlockK != 128 &&
+      (cfg.scaleBlockK != WgmmaLayout::kMmaK || !cfg.scalePerColumnB))
+    return "scale_k " + std::to_string(cfg.scaleBlockK) +
+           " is not one the wgmma family builds (128, or 32 with per-column "
+           "B scales)";
   const int64_t bytes = WgmmaLayout(cfg).sharedBytes(c);
   if (cfg.sharedBytes != bytes || bytes > kMaxSharedBytesPerBlock)
     return "shared memory " + std::to_string(cfg.sharedBytes) +

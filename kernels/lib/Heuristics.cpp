@@ -19,8 +19,17 @@ int heuristicBlockN(const GemmContract &c) {
   // Output columns: n, or k for the weight gradient's (n, k) output.
   const int64_t cols = c.grouping.kind == GroupingKind::KContiguous ? c.k : c.n;
   auto waste = [&](int64_t bn) { return (cols + bn - 1) / bn * bn - cols; };
-  if (waste(192) * 16 <= cols)
+  // MXFP8 promotes every k32 step: at 192 wide the fragment, the
+  // accumulators and the step's scales overflow the consumers' 232
+  // registers (ptxas spills 120 B in the K loop); 160 is the widest tile
+  // without spills (128 and 144 spill one tile-lived register: ptxas
+  // overlaps up to three steps' fragments there).
+  if (isMxfp8(c)) {
+    if (waste(160) * 16 <= cols)
+      return 160;
+  } else if (waste(192) * 16 <= cols) {
     return 192;
+  }
   int best = 128;
   for (int bn : {160, 144, 128, 112, 96, 64})
     if (waste(bn) < waste(best) || (waste(bn) == waste(best) && bn > best))

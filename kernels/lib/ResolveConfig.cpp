@@ -20,7 +20,11 @@ KernelConfig resolveKernelConfig(const GemmContract &c, const Tuning &t,
     return finish(cfg);
 
   cfg.threads = kWgmmaThreads;
-  cfg.scalePerColumnB = c.grouping.kind == GroupingKind::KContiguous;
+  // MXFP8 scales B per row of B, that is per output column, like the
+  // weight gradient's 1x128 B scales along the tokens.
+  cfg.scaleBlockK = isMxfp8(c) ? 32 : 128;
+  cfg.scalePerColumnB =
+      c.grouping.kind == GroupingKind::KContiguous || isMxfp8(c);
   cfg.stagedEpilogue = heuristicStagedEpilogue(c);
   if (!why)
     why = checkTileRequest(t);

@@ -20,6 +20,7 @@ std::string_view toString(ValueDist d) {
   case ValueDist::Identical: return "identical";
   case ValueDist::Tiny: return "tiny";
   case ValueDist::ZeroBlock: return "zero_block";
+  case ValueDist::ScaleExtremes: return "scale_extremes";
   }
   return "?";
 }
@@ -110,11 +111,14 @@ std::vector<TestCase> generateCases(const Spec &spec, const CaseOptions &opts) {
   for (const Shape &s : shapes)
     add(s, ValueDist::Normal);
   // The value distributions on the most irregular shape.
+  const Shape &irregular = shapes.back().name == "align_stress"
+                              ? shapes[shapes.size() - 2]
+                              : shapes.back();
   for (ValueDist d : {ValueDist::Outliers, ValueDist::Identical,
                       ValueDist::Tiny, ValueDist::ZeroBlock})
-    add(shapes.back().name == "align_stress" ? shapes[shapes.size() - 2]
-                                             : shapes.back(),
-        d);
+    add(irregular, d);
+  if (c.a.scale.dtype == ElemType::UE8M0 && c.b.scale.dtype == ElemType::UE8M0)
+    add(irregular, ValueDist::ScaleExtremes);
   return cases;
 }
 
@@ -220,6 +224,21 @@ std::vector<float> fill(int64_t rows, int64_t cols, ValueSource &src,
   return x;
 }
 
+/// ScaleExtremes: row i's contraction block j (32 wide) times
+/// 2^exps[(i + 3j + salt) % size]: a different pattern per operand and
+/// group, so every pairing of A and B exponents occurs.
+void scaleExtremes(std::vector<float> &x, int64_t rows, int64_t cols,
+                   bool isA, int64_t salt) {
+  static const int kA[] = {-125, -60, 0, 40, -90};
+  static const int kB[] = {-60, 0, 40, 10};
+  const int *e = isA ? kA : kB;
+  const int64_t n = isA ? 5 : 4;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      x[size_t(i * cols + j)] =
+          std::ldexp(x[size_t(i * cols + j)], e[(i + 3 * (j / 32) + salt) % n]);
+}
+
 void zeroBlock(std::vector<float> &x, int64_t rows, int64_t cols) {
   for (int64_t i = 0; i < std::min<int64_t>(rows, 128); ++i)
     for (int64_t j = 0; j < std::min<int64_t>(cols, 128); ++j)
@@ -291,16 +310,23 @@ HostProblem buildProblem(const Spec &spec, const TestCase &tc) {
     std::vector<float> xa = fill(c.n, t, srcA, {});
     if (tc.dist == ValueDist::ZeroBlock)
       zeroBlock(xa, c.n, t);
+    std::vector<float> xb = fill(c.k, t, srcB, {});
+    if (tc.dist == ValueDist::ScaleExtremes) {
+      scaleExtremes(xa, c.n, t, true, 0);
+      scaleExtremes(xb, c.k, t, false, 1);
+    }
     appendQuantized(xa, c.n, t, c.a.scale, c.a.dtype, {}, a, tb);
-    appendQuantized(fill(c.k, t, srcB, {}), c.k, t, c.b.scale, c.b.dtype, {},
-                    b, tb);
+    appendQuantized(xb, c.k, t, c.b.scale, c.b.dtype, {}, b, tb);
     p.dRows = p.groups * c.n;
     p.dCols = c.k;
   } else {
     // B: one (N, K) matrix and scale matrix per group, stacked.
-    for (int64_t g = 0; g < p.groups; ++g)
-      appendQuantized(fill(c.n, c.k, srcB, {}), c.n, c.k, c.b.scale, c.b.dtype,
-                      {}, b);
+    for (int64_t g = 0; g < p.groups; ++g) {
+      std::vector<float> xb = fill(c.n, c.k, srcB, {});
+      if (tc.dist == ValueDist::ScaleExtremes)
+        scaleExtremes(xb, c.n, c.k, false, g);
+      appendQuantized(xb, c.n, c.k, c.b.scale, c.b.dtype, {}, b);
+    }
     std::vector<bool> padding;
     if (kind == GroupingKind::MMasked) {
       // A: one (M_max, K) matrix per group; rows past masked_m are padding.
@@ -313,6 +339,8 @@ HostProblem buildProblem(const Spec &spec, const TestCase &tc) {
         std::vector<float> xa = fill(p.rows, c.k, srcA, padding);
         if (tc.dist == ValueDist::ZeroBlock && g == 0)
           zeroBlock(xa, p.rows, c.k);
+        if (tc.dist == ValueDist::ScaleExtremes)
+          scaleExtremes(xa, p.rows, c.k, true, g);
         appendQuantized(xa, p.rows, c.k, c.a.scale, c.a.dtype, padding, a);
       }
       p.dRows = p.groups * p.rows;
@@ -339,6 +367,8 @@ HostProblem buildProblem(const Spec &spec, const TestCase &tc) {
       std::vector<float> xa = fill(p.rows, c.k, srcA, padding);
       if (tc.dist == ValueDist::ZeroBlock)
         zeroBlock(xa, p.rows, c.k);
+      if (tc.dist == ValueDist::ScaleExtremes)
+        scaleExtremes(xa, p.rows, c.k, true, 0);
       appendQuantized(xa, p.rows, c.k, c.a.scale, c.a.dtype, padding, a);
       p.dRows = p.rows;
       if (kind == GroupingKind::None)

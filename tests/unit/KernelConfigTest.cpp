@@ -262,17 +262,96 @@ TEST_CASE("every refusal that suggests a fix suggests one that is accepted",
 
 TEST_CASE("knobs on a SIMT-only contract are refused, num_sms included",
           "[config][tuning]") {
-  GemmContract mx = forward();
-  mx.a.scale = {1, 32, ElemType::UE8M0, ScaleLayout::Compact};
-  mx.b.scale = {1, 32, ElemType::UE8M0, ScaleLayout::Compact};
-  REQUIRE_FALSE(wgmmaImplements(mx));
+  // An odd n stays SIMT.
+  GemmContract simt = forward();
+  simt.n = 4097;
+  REQUIRE_FALSE(wgmmaImplements(simt));
   Tuning t;
   t.isAuto = false;
   t.numSms = 4;
-  std::optional<Violation> v = checkTuning(mx, t);
+  std::optional<Violation> v = checkTuning(simt, t);
   REQUIRE(v);
   CHECK(v->field == "tuning.num_sms");
   CHECK(v->message.find("SIMT") != std::string::npos);
   t.numSms = 0;
-  CHECK_FALSE(checkTuning(mx, t));
+  CHECK_FALSE(checkTuning(simt, t));
+}
+
+namespace {
+
+GemmContract mxfp8(GemmContract c, ScaleLayout a = ScaleLayout::Compact,
+                   ScaleLayout b = ScaleLayout::Compact) {
+  c.a.scale = {1, 32, ElemType::UE8M0, a};
+  c.b.scale = {1, 32, ElemType::UE8M0, b};
+  return c;
+}
+
+} // namespace
+
+TEST_CASE("MXFP8 runs on the wgmma family with a promotion per k32 step",
+          "[config][mxfp8]") {
+  for (ScaleLayout a : {ScaleLayout::Compact, ScaleLayout::GemmReady})
+    for (ScaleLayout b : {ScaleLayout::Compact, ScaleLayout::GemmReady})
+      CHECK(wgmmaImplements(mxfp8(forward(), a, b)));
+  GemmContract masked = mxfp8(forward());
+  masked.grouping.kind = GroupingKind::MMasked;
+  masked.grouping.index = GroupIndex::MaskedM;
+  CHECK(wgmmaImplements(masked));
+  GemmContract dense = mxfp8(forward());
+  dense.grouping.kind = GroupingKind::None;
+  dense.grouping.index = GroupIndex::None;
+  CHECK(wgmmaImplements(dense));
+  // m_contiguous at any alignment the offsets walk takes.
+  GemmContract align32 = mxfp8(forward());
+  align32.grouping.alignment = 32;
+  CHECK(wgmmaImplements(align32));
+  // Mixed recipes are not MXFP8.
+  GemmContract mixed = forward();
+  mixed.a.scale = {1, 32, ElemType::UE8M0, ScaleLayout::Compact};
+  CHECK_FALSE(isMxfp8(mixed));
+  CHECK_FALSE(wgmmaImplements(mixed));
+
+  KernelConfig cfg = resolveKernelConfig(mxfp8(forward()), Tuning());
+  CHECK(cfg.family == KernelFamily::Wgmma);
+  CHECK(cfg.scaleBlockK == 32);
+  CHECK(cfg.scalePerColumnB);
+  CHECK(checkConfigConsistent(mxfp8(forward()), cfg).empty());
+  WgmmaLayout l(cfg);
+  CHECK(l.scaleSteps() == 4);
+  // Decoded f32 scales, 4 per A row and per B row of the tile.
+  CHECK(l.stageBytesScales() == (128 + cfg.blockN) * 16);
+  CHECK(l.scaleSlotB() == 128 * 4);
+  CHECK(l.offsetScales() % 16 == 0);
+  CHECK(cfg.sharedBytes == l.totalBytes());
+  CHECK(cfg.sharedBytes <= kMaxSharedBytesPerBlock);
+  // The text form carries the promotion step; 1x128 kernels' text is as
+  // before (no scale_k field).
+  std::string text = encodeConfig(cfg);
+  CHECK(text.find(" scale_k=32") != std::string::npos);
+  std::optional<KernelConfig> back = decodeConfig(text);
+  REQUIRE(back);
+  CHECK(*back == cfg);
+  CHECK(encodeConfig(resolveKernelConfig(forward(), Tuning())).find("scale_k") ==
+        std::string::npos);
+  KernelConfig wrong = cfg;
+  wrong.scalePerColumnB = false;
+  CHECK_FALSE(checkConfigConsistent(mxfp8(forward()), wrong).empty());
+}
+
+TEST_CASE("the MXFP8 weight gradient runs on wgmma for whole 32-token blocks",
+          "[config][mxfp8]") {
+  GemmContract c = mxfp8(wgrad());
+  for (int64_t align : {32, 64, 128}) {
+    c.grouping.alignment = align;
+    CHECK(wgmmaImplements(c));
+  }
+  // Alignment 16 restarts the token blocks inside groups: SIMT.
+  c.grouping.alignment = 16;
+  CHECK_FALSE(wgmmaImplements(c));
+  c.grouping.alignment = 32;
+  KernelConfig cfg = resolveKernelConfig(c, Tuning());
+  CHECK(cfg.family == KernelFamily::Wgmma);
+  CHECK(cfg.scaleBlockK == 32);
+  CHECK(cfg.scalePerColumnB);
+  CHECK(cfg.sharedBytes == WgmmaLayout(cfg).totalBytes());
 }

@@ -561,10 +561,10 @@ TEST_CASE("launch grids beyond the hardware limits are rejected",
           "[runtime][launch]") {
   TempDir dir;
   Runtime rt(noDriverOptions(dir.path));
-  // 2^24 columns are 131072 column blocks of 128: more than grid y allows
-  // for the SIMT family (MXFP8 scales select it).
+  // 2^24 - 1 columns are 131072 column blocks of 128: more than grid y
+  // allows for the SIMT family (odd n selects it).
   Spec spec = parseOne(R"({"qgemm": 1, "name": "rt_wide", "op": "grouped_gemm",
-    "grouping": {"kind": "none"}, "shape": {"n": 16777216, "k": 32},
+    "grouping": {"kind": "none"}, "shape": {"n": 16777215, "k": 32},
     "a": {"scale": {"block": [1, 32]}}, "b": {"scale": {"block": [1, 32]}}})");
   KernelResult k = rt.getKernel(spec);
   REQUIRE(k.ok());

@@ -637,9 +637,7 @@ TEST_CASE("tuning is refused with the spec, at its file and JSON path",
   // num_sms on a contract only the SIMT family implements is refused, not
   // ignored (it would split the cache identity of identical PTX).
   auto simt = parseSpecText(
-      patched(kGemmBase, R"({"a": {"scale": {"block": [1, 32]}},
-                             "b": {"scale": {"block": [1, 32]}},
-                             "grouping": {"alignment": 32},
+      patched(kGemmBase, R"({"shape": {"n": 4097},
                              "tuning": {"num_sms": 8}})"),
       "m.json");
   REQUIRE_FALSE(simt.ok());

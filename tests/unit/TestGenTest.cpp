@@ -90,7 +90,11 @@ TEST_CASE("every spec yields distinct, deterministic cases", "[testgen]") {
         CHECK(a[i].seed == b[i].seed);
       }
       CHECK(names.size() == a.size());
-      CHECK(dists.size() == 5);
+      // MXFP8 contracts add the E8M0 extremes.
+      const bool mx = s.gemm.a.scale.dtype == ElemType::UE8M0 &&
+                      s.gemm.b.scale.dtype == ElemType::UE8M0;
+      CHECK(dists.size() == (mx ? 6u : 5u));
+      CHECK(dists.count(ValueDist::ScaleExtremes) == (mx ? 1u : 0u));
     }
   }
 }
@@ -145,4 +149,38 @@ TEST_CASE("problems are deterministic", "[testgen]") {
   CHECK(x.a == y.a);
   CHECK(x.b == y.b);
   CHECK(x.groupIndex == y.groupIndex);
+}
+
+TEST_CASE("MXFP8 cases reach the E8M0 extremes", "[testgen][mxfp8]") {
+  int checked = 0;
+  for (const Spec &s : loadAll(QGEMM_GPU_SPECS_DIR)) {
+    if (s.gemm.a.scale.dtype != ElemType::UE8M0)
+      continue;
+    INFO(s.name);
+    TestCase tc = generateCases(s).back();
+    REQUIRE(tc.dist == ValueDist::ScaleExtremes);
+    HostProblem p = buildProblem(s, tc);
+    // Padding entries hold 0xFF (NaN); among the others A reaches code 0
+    // (2^-127, clamped from 2^-125-scaled data) and both reach ~2^33 codes,
+    // B goes down to ~2^-67: scale products from far below f32's normal
+    // range up to 2^66.
+    auto range = [](const std::vector<uint8_t> &v) {
+      int lo = 255, hi = 0;
+      for (uint8_t c : v)
+        if (c != 0xFF) {
+          lo = std::min<int>(lo, c);
+          hi = std::max<int>(hi, c);
+        }
+      return std::make_pair(lo, hi);
+    };
+    auto [aLo, aHi] = range(p.scaleAU8);
+    auto [bLo, bHi] = range(p.scaleBU8);
+    CHECK(aLo == 0);
+    CHECK(aHi >= 150);
+    CHECK(bLo <= 70);
+    CHECK(bHi >= 150);
+    CHECK(aLo + bLo - 127 < 1); // a product below 2^-126
+    ++checked;
+  }
+  CHECK(checked >= 10);
 }

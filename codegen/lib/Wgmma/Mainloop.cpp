@@ -202,6 +202,8 @@ void Mainloop::promote(Value frag, const BlockScales &sc, Value s, Value lane,
 /// on the H100: see docs/PERF_NOTES.md.)
 SmallVector<Value> Mainloop::run(Value it, Value consumerIdx, Value tidInWg,
                                  Value rowInTile, Value lane) {
+  if (k.mx())
+    return runMx(it, consumerIdx, tidInWg, rowInTile, lane);
   KernelIR &ir = k.ir;
   const int64_t n = k.cfg.blockN;
   SmallVector<Value> zeros(size_t(n / 2), ir.f32(0.0));

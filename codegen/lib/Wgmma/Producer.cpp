@@ -88,6 +88,10 @@ void Producer::loads(Value it, Value tid) {
       bCoords.push_back(t.group);
     hw.tmaLoad(k.stageB(s), k.arg(kWgParamMapB), bCoords, k.fullBar(s));
   }
+  if (k.mx()) {
+    mxScales(s, k0, tid);
+    return;
+  }
   Value scales = k.stageScales(s);
   {
     // One A scale row a thread. Rows past the operand (tail of the last

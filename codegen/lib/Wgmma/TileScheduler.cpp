@@ -328,6 +328,10 @@ void TileScheduler::computeTile(Value tile) {
       // Whole blocks: the alignment is a multiple of blockK.
       t.kBlockCount = ir.divU(ir.sub(end, t.tokenStart), ir.i32(cfg.blockK));
     }
+    // MXFP8: groups of whole 32-token blocks; Mainloop::runMx skips the
+    // steps of a partial last K block past the group's end.
+    if (k.mx())
+      t.tokenEnd = end;
     t.validRows = ir.i32(k.c.n);
   } else if (k.masked()) {
     t.group = ir.divU(rest, t.mBlocks);

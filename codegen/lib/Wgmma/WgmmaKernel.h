@@ -45,8 +45,9 @@ struct TileState {
   /// padding) and are computed but never stored.
   Value row0, rowEnd;
   /// K blocks of the current tile (tokens / 128 for k_contiguous) and, for
-  /// k_contiguous, the group's first token.
-  Value kBlockCount, tokenStart;
+  /// k_contiguous, the group's first token (and, with MXFP8 scales, the
+  /// token past its last: Mainloop::runMx skips the steps past it).
+  Value kBlockCount, tokenStart, tokenEnd;
   /// tokenTail(): tokens of the group's last K block when it is partial
   /// (m_g mod blockK), 0 when the group ends on a K block boundary. The
   /// TMA box of that block also brings in blockK - tailTokens tokens of
@@ -97,6 +98,9 @@ public:
   bool wgrad() const { return c.grouping.kind == GroupingKind::KContiguous; }
   /// Groups are the outermost tile coordinate.
   bool groupPerTile() const { return masked() || wgrad(); }
+  /// MXFP8: 1x32 UE8M0 scales on A and B, one promotion per k32 step
+  /// (MxFp8.cpp).
+  bool mx() const { return cfg.scaleBlockK != cfg.blockK; }
   /// m_contiguous whose groups need not start at a multiple of the tile
   /// height: each group's tiles start at its first row, and the tile walk
   /// counts each group's blocks from the device-side offsets. (With an
@@ -217,6 +221,11 @@ private:
   Value scaleAAddress(Value row, Value kb);
   Value scaleBAddress(Value nb128, Value kb);
   Value scaleBColumnAddress(Value col, Value tb);
+  // MXFP8 (MxFp8.cpp).
+  void mxScales(Value s, Value k0, Value tid);
+  SmallVector<Value> mxRowScales(const ScaleRecipe &recipe, Value base,
+                                 Value rows, Value cols, Value matrix,
+                                 Value row, Value sb0);
   WgmmaKernel &k;
 };
 
@@ -243,6 +252,12 @@ private:
   void release(Value s, Value tidInWg);
   void promote(Value frag, const BlockScales &sc, Value s, Value lane,
                MutableArrayRef<Value> acc);
+  // MXFP8 (MxFp8.cpp): a promotion per k32 step.
+  SmallVector<Value> runMx(Value it, Value consumerIdx, Value tidInWg,
+                           Value rowInTile, Value lane);
+  Value issueStep(Value s, Value consumerIdx, int64_t step);
+  void promoteStep(Value frag, Value sa0, Value sa1, Value scalePtr,
+                   int64_t step, Value lane, MutableArrayRef<Value> acc);
   WgmmaKernel &k;
 };
 

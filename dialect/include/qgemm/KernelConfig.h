@@ -64,6 +64,11 @@ struct KernelConfig {
   /// Per-column B scales (the weight gradient's 1x128 B scales along the
   /// tokens): blockN of them a stage instead of the tile's two.
   bool scalePerColumnB = false;
+  /// Contraction elements per promotion (the scale block along K): 128,
+  /// or 32 for MXFP8 (1x32 UE8M0 scales on A and B), where each k32 wgmma
+  /// step of a K block is promoted on its own with per-row A and
+  /// per-column B scales (scalePerColumnB), decoded to f32 in the stage.
+  int scaleBlockK = 128;
   /// bf16 D leaves through a shared buffer per consumer warpgroup as
   /// 16-byte row chunks (WgmmaLayout::epilogue*).
   bool stagedEpilogue = false;

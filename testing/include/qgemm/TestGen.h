@@ -22,7 +22,13 @@
 
 namespace qgemm {
 
-enum class ValueDist { Normal, Outliers, Identical, Tiny, ZeroBlock };
+/// Value distributions. ScaleExtremes (UE8M0-scaled contracts only) scales
+/// each 32-wide contraction block of every row by a power of two from
+/// 2^-125 to 2^40 (A) and 2^-60 to 2^40 (B), so the E8M0 codes reach 0
+/// (2^-127) and ~200, and products of the two scales range from normal
+/// to far below f32's normal range (never overflowing the output).
+enum class ValueDist { Normal, Outliers, Identical, Tiny, ZeroBlock,
+                       ScaleExtremes };
 std::string_view toString(ValueDist d);
 
 /// One generated case of a grouped GEMM spec.

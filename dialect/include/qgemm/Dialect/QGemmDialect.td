@@ -116,7 +116,8 @@ def QGemm_KernelConfigAttr : QGemm_Attr<"KernelConfig", "config"> {
     only reads it. Mirrors qgemm::KernelConfig field for field.
     `#qgemm.config<wgmma, tile = [128, 192, 128], stages = 4, threads = 384,
     raster = n, band = 4, cluster = 1, num_sms = 0, scales_b = tile,
-    epilogue = staged, smem = 217216>`
+    epilogue = staged, smem = 217216>`; MXFP8 kernels add `scale_k = 32`
+    (the promotion step along K; 128 is not printed).
   }];
   let parameters = (ins QGemm_EnumParameter<"KernelFamily">:$family,
                         "int64_t":$blockM, "int64_t":$blockN, "int64_t":$blockK,
@@ -124,13 +125,15 @@ def QGemm_KernelConfigAttr : QGemm_Attr<"KernelConfig", "config"> {
                         StringRefParameter<>:$raster, "int64_t":$band,
                         "int64_t":$cluster, "int64_t":$numSms,
                         StringRefParameter<>:$scalesB,
-                        StringRefParameter<>:$epilogue, "int64_t":$smem);
+                        StringRefParameter<>:$epilogue, "int64_t":$smem,
+                        DefaultValuedParameter<"int64_t", "128">:$scaleK);
   let assemblyFormat = [{
     `<` $family `,` `tile` `=` `[` $blockM `,` $blockN `,` $blockK `]` `,`
     `stages` `=` $stages `,` `threads` `=` $threads `,`
     `raster` `=` $raster `,` `band` `=` $band `,` `cluster` `=` $cluster `,`
     `num_sms` `=` $numSms `,` `scales_b` `=` $scalesB `,`
-    `epilogue` `=` $epilogue `,` `smem` `=` $smem `>`
+    `epilogue` `=` $epilogue `,` `smem` `=` $smem
+    (`,` `scale_k` `=` $scaleK^)? `>`
   }];
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{

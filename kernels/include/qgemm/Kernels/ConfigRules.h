@@ -21,10 +21,14 @@
 namespace qgemm {
 
 /// Whether the wgmma family implements `c`: 1x128 A and 128x128 B f32
-/// scales, groups that never share a 128-row block, no accumulation, even n;
-/// or the weight gradient (k_contiguous) with 1x128 f32 scales on both
-/// operands (whole 128-token groups), even k.
+/// scales, or MXFP8 (isMxfp8), with no grouping, m_masked or m_contiguous
+/// offsets, no accumulation, even n; or the weight gradient (k_contiguous)
+/// with 1x128 f32 scales on both operands (groups of any multiple of 16
+/// tokens) or MXFP8 (groups of whole 32-token blocks), even k.
 QGEMM_API bool wgmmaImplements(const GemmContract &c);
+
+/// MXFP8: 1x32 UE8M0 scales on both operands.
+QGEMM_API bool isMxfp8(const GemmContract &c);
 
 /// Widest tile the consumers can hold: blockN/2 accumulators plus blockN/2
 /// temporaries a thread within the 232-register budget.

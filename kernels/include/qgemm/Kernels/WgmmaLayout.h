@@ -11,7 +11,9 @@
 //   A tiles of every stage  (blockM rows x blockK bytes, 128B-swizzled)
 //   B tiles of every stage  (blockN rows x blockK bytes, 128B-swizzled)
 //   scales of every stage   (blockM f32 A scales, then two f32 B scales, or
-//                            blockN per-column B scales for k_contiguous)
+//                            blockN per-column B scales for k_contiguous;
+//                            MXFP8: scaleSteps() of each, A as [row][step],
+//                            B as [step][column])
 //   full mbarriers, then empty mbarriers (8 bytes each, one per stage)
 //   epilogue buffer          (bf16, one 64-row buffer per consumer
 //                            warpgroup, 128-byte aligned; staged only)
@@ -68,10 +70,14 @@ struct WgmmaLayout {
     return i * kConsumerRows * cfg.blockK;
   }
 
+  /// Promotions per K block: 4 with MXFP8's 32-wide scale blocks, else 1.
+  int64_t scaleSteps() const { return cfg.blockK / cfg.scaleBlockK; }
   // Scale slots of one stage, in f32 elements.
   int64_t scaleSlotA() const { return 0; }
-  int64_t scaleSlotB() const { return cfg.blockM; }
+  int64_t scaleSlotB() const { return int64_t(cfg.blockM) * scaleSteps(); }
   int64_t stageBytesScales() const {
+    if (scaleSteps() > 1) // decoded MXFP8 scales, 16-byte aligned rows
+      return (int64_t(cfg.blockM) + cfg.blockN) * scaleSteps() * 4;
     return int64_t(cfg.blockM) * 4 +
            (cfg.scalePerColumnB ? int64_t(cfg.blockN) * 4 : 16);
   }
