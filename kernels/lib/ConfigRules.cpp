@@ -7,24 +7,54 @@
 
 namespace qgemm {
 
-bool wgmmaImplements(const GemmContract &c) {
+namespace {
+
+std::string blockText(const ScaleRecipe &s) {
+  return "[" + std::to_string(s.blockRows) + ", " +
+         std::to_string(s.blockCols) + "]";
+}
+
+} // namespace
+
+std::string wgmmaRefusal(const GemmContract &c) {
   // k_contiguous: groups of any multiple of 16 tokens (alignment 16 and 32
   // restart their 1x128 scale blocks at each group; the kernel zeroes the
   // tokens past a group's end in its last, partial K block).
-  if (c.grouping.kind == GroupingKind::KContiguous)
-    return c.a.scale.blockRows == 1 && c.a.scale.blockCols == 128 &&
-           c.b.scale.blockRows == 1 && c.b.scale.blockCols == 128 &&
-           c.a.scale.dtype == ElemType::F32 && c.b.scale.dtype == ElemType::F32 &&
-           c.grouping.alignment % 16 == 0 && c.k % 2 == 0;
-  const bool groupingOk =
-      c.grouping.kind == GroupingKind::None ||
-      c.grouping.kind == GroupingKind::MMasked ||
-      (c.grouping.kind == GroupingKind::MContiguous &&
-       c.grouping.index == GroupIndex::Offsets);
-  return groupingOk && c.a.scale.blockRows == 1 && c.a.scale.blockCols == 128 &&
-         c.b.scale.blockRows == 128 && c.b.scale.blockCols == 128 &&
-         !c.accumulate && c.n % 2 == 0 && c.k % 16 == 0;
+  if (c.grouping.kind == GroupingKind::KContiguous) {
+    if (c.a.scale.blockRows != 1 || c.a.scale.blockCols != 128 ||
+        c.b.scale.blockRows != 1 || c.b.scale.blockCols != 128 ||
+        c.a.scale.dtype != ElemType::F32 || c.b.scale.dtype != ElemType::F32)
+      return "k_contiguous with scale blocks a " + blockText(c.a.scale) +
+             ", b " + blockText(c.b.scale) +
+             " (it builds [1, 128] f32 scales on both operands)";
+    if (c.grouping.alignment % 16 != 0)
+      return "k_contiguous groups of " + std::to_string(c.grouping.alignment) +
+             "-token alignment (it builds multiples of 16 tokens)";
+    if (c.k % 2 != 0)
+      return "odd k (" + std::to_string(c.k) + ")";
+    return "";
+  }
+  if (c.grouping.kind == GroupingKind::MContiguous &&
+      c.grouping.index != GroupIndex::Offsets)
+    return "m_contiguous with index " +
+           std::string(toString(c.grouping.index)) +
+           " (groups may share a 128-row block; it builds index offsets)";
+  if (c.a.scale.blockRows != 1 || c.a.scale.blockCols != 128 ||
+      c.b.scale.blockRows != 128 || c.b.scale.blockCols != 128)
+    return "scale blocks a " + blockText(c.a.scale) + ", b " +
+           blockText(c.b.scale) +
+           " (it builds a [1, 128] and b [128, 128] f32 scales)";
+  if (c.accumulate)
+    return "accumulation into C (D = C + A.B)";
+  if (c.n % 2 != 0)
+    return "odd n (" + std::to_string(c.n) + ")";
+  if (c.k % 16 != 0)
+    return "k " + std::to_string(c.k) +
+           " not a multiple of 16 (TMA rows of A and B)";
+  return "";
 }
+
+bool wgmmaImplements(const GemmContract &c) { return wgmmaRefusal(c).empty(); }
 
 bool blockNSpansTwoScaleBlocksAtMost(int64_t blockN) {
   int64_t g = 128;
@@ -58,7 +88,11 @@ std::optional<Violation> checkFamilyRequest(const GemmContract &c,
                                             const Tuning &t) {
   if (t.isAuto)
     return std::nullopt;
-  if (!wgmmaImplements(c)) {
+  const std::string why = wgmmaRefusal(c);
+  if (t.family == "wgmma" && !why.empty())
+    return refuse("family", "\"wgmma\" does not build this contract: " +
+                                why + "; supported: \"auto\" or \"simt\"");
+  if (t.family == "simt" || (t.family == "auto" && !why.empty())) {
     // Name the first knob the request sets, so a sweep error points at it.
     const char *knob = t.blockM           ? "block_m"
                        : t.blockN         ? "block_n"
@@ -68,15 +102,19 @@ std::optional<Violation> checkFamilyRequest(const GemmContract &c,
                        : t.multicast != "none" ? "multicast"
                        : t.numSms         ? "num_sms"
                                           : nullptr;
-    if (knob)
-      return refuse(knob,
-                    "this contract selects the SIMT family (1x32 scales, "
-                    "groups sharing 128-row blocks, k_contiguous, "
-                    "accumulation or odd n), which has no tile, stages, "
-                    "raster, cluster or grid to tune; leave "
-                    "block_m/block_n/stages/raster/cluster/multicast/num_sms "
-                    "out or use \"tuning\": \"auto\"");
-    return std::nullopt;
+    if (!knob)
+      return std::nullopt;
+    const std::string family =
+        t.family == "simt"
+            ? std::string("\"family\": \"simt\" selects the SIMT family")
+            : "this contract selects the SIMT family (the wgmma family does "
+              "not build " +
+                  why + ")";
+    return refuse(knob, family +
+                            ", which has no tile, stages, raster, cluster or "
+                            "grid to tune; leave "
+                            "block_m/block_n/stages/raster/cluster/multicast/"
+                            "num_sms out or use \"tuning\": \"auto\"");
   }
   const bool wgrad = c.grouping.kind == GroupingKind::KContiguous;
   if (t.cluster == 2 && wgrad)

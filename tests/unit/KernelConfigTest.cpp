@@ -259,3 +259,38 @@ TEST_CASE("knobs on a SIMT-only contract are refused, num_sms included",
   t.numSms = 0;
   CHECK_FALSE(checkTuning(mx, t));
 }
+
+TEST_CASE("tuning.family asks for a family, checked against the contract",
+          "[config][tuning]") {
+  Tuning simt;
+  simt.isAuto = false;
+  simt.family = "simt";
+  // The reference kernel for any contract, without a tile.
+  for (const GemmContract &c : {forward(), forward(ElemType::F32), wgrad()}) {
+    CHECK_FALSE(checkTuning(c, simt));
+    KernelConfig cfg = resolveKernelConfig(c, simt);
+    CHECK(cfg.family == KernelFamily::Simt);
+    CHECK(checkConfigConsistent(cfg).empty());
+  }
+  Tuning tiled = simt;
+  tiled.blockN = 128;
+  std::optional<Violation> v = checkTuning(forward(), tiled);
+  REQUIRE(v);
+  CHECK(v->field == "tuning.block_n");
+  // wgmma: the heuristic's kernel where the family builds the contract,
+  // else refused with the reason.
+  Tuning wg;
+  wg.isAuto = false;
+  wg.family = "wgmma";
+  CHECK(resolveKernelConfig(forward(), wg) ==
+        resolveKernelConfig(forward(), Tuning()));
+  GemmContract mx = forward();
+  mx.a.scale = {1, 32, ElemType::UE8M0, ScaleLayout::Compact};
+  mx.b.scale = {1, 32, ElemType::UE8M0, ScaleLayout::Compact};
+  if (!wgmmaImplements(mx)) {
+    v = checkTuning(mx, wg);
+    REQUIRE(v);
+    CHECK(v->field == "tuning.family");
+    CHECK(v->message.find(wgmmaRefusal(mx)) != std::string::npos);
+  }
+}

@@ -17,6 +17,8 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include "qgemm/Kernels/ConfigRules.h"
+
 #include <set>
 
 using namespace qgemm;
@@ -592,6 +594,25 @@ TEST_CASE("settings that change nothing do not change the identity", "[spec]") {
   CHECK(parseOne(patched(kGemmBase, R"({"tuning": {"num_sms": 66}})")).hash !=
         autoTuned.hash);
 
+  // "family": "wgmma" builds what "auto" builds once it is accepted: the
+  // same identity, alone or beside other knobs; "simt" is another kernel.
+  for (const char *family : {R"("auto")", R"("wgmma")"}) {
+    INFO("family: " << family);
+    CHECK(parseOne(patched(kGemmBase, std::string(R"({"tuning": {"family": )") +
+                                          family + "}}"))
+              .hash == autoTuned.hash);
+    CHECK(parseOne(patched(kGemmBase,
+                           std::string(R"({"tuning": {"num_sms": 66, "family": )") +
+                               family + "}}"))
+              .hash ==
+          parseOne(patched(kGemmBase, R"({"tuning": {"num_sms": 66}})")).hash);
+  }
+  Spec simt = parseOne(patched(kGemmBase, R"({"tuning": {"family": "simt"}})"));
+  CHECK_FALSE(simt.tuning.isAuto);
+  CHECK(simt.tuning.family == "simt");
+  CHECK(simt.hash != autoTuned.hash);
+  CHECK_THAT(simt.canonicalJson, Catch::Contains(R"("family":"simt")"));
+
   // Groupings without padding rows: the default spelled out is the same
   // spec (and how the canonical form reads back); "untouched" is refused
   // (the error table above).
@@ -644,6 +665,40 @@ TEST_CASE("tuning is refused with the spec, at its file and JSON path",
       "m.json");
   REQUIRE_FALSE(simt.ok());
   CHECK(simt.error().path == "tuning.num_sms");
+}
+
+TEST_CASE("tuning.family: values, refusals and sweeps", "[spec]") {
+  auto bad = [](const std::string &patch) {
+    auto r = parseSpecText(patched(kGemmBase, patch), "f.json");
+    REQUIRE_FALSE(r.ok());
+    return r.error();
+  };
+  auto e = bad(R"({"tuning": {"family": "cuda"}})");
+  CHECK(e.path == "tuning.family");
+  CHECK_THAT(e.message, Catch::Contains("auto, wgmma, simt"));
+  // The SIMT family has no tile: its knobs are refused, naming the family.
+  e = bad(R"({"tuning": {"family": "simt", "block_n": 128}})");
+  CHECK(e.path == "tuning.block_n");
+  CHECK_THAT(e.message, Catch::Contains(R"("family": "simt")"));
+  // wgmma where it does not build the contract: the reason, and what works.
+  // (row_group until the wgmma family builds it; then this check lapses.)
+  const std::string rowGroup = R"({"grouping": {"index": "row_group"}})";
+  if (!wgmmaImplements(parseOne(patched(kGemmBase, rowGroup)).gemm)) {
+    e = bad(R"({"grouping": {"index": "row_group"},
+                "tuning": {"family": "wgmma"}})");
+    CHECK(e.path == "tuning.family");
+    CHECK_THAT(e.message, Catch::Contains("row_group"));
+    CHECK_THAT(e.message, Catch::Contains(R"(supported: "auto" or "simt")"));
+  }
+  // A sweep over the family, like any other knob.
+  auto swept = parseSpecText(
+      patched(kGemmBase, R"({"sweep": {"tuning.family": ["auto", "simt"]}})"),
+      "s.json");
+  REQUIRE(swept.ok());
+  REQUIRE(swept.value().size() == 2);
+  CHECK(swept.value()[0].tuning.isAuto);
+  CHECK(swept.value()[1].tuning.family == "simt");
+  CHECK(swept.value()[1].name == "t__tuning.family=simt");
 }
 
 TEST_CASE("quantize specs", "[spec]") {

@@ -25,6 +25,9 @@ namespace qgemm {
 /// or the weight gradient (k_contiguous) with 1x128 f32 scales on both
 /// operands (whole 128-token groups), even k.
 QGEMM_API bool wgmmaImplements(const GemmContract &c);
+/// Why the wgmma family does not implement `c`, in words that complete
+/// "the wgmma family does not build ..."; empty when it does.
+QGEMM_API std::string wgmmaRefusal(const GemmContract &c);
 
 /// Widest tile the consumers can hold: blockN/2 accumulators plus blockN/2
 /// temporaries a thread within the 232-register budget.
@@ -39,8 +42,9 @@ bool blockNSpansTwoScaleBlocksAtMost(int64_t blockN);
 int maxWgmmaStages(KernelConfig cfg);
 
 /// Requests no family can honour for `c`, checked before any choice is
-/// made: tile knobs on a contract only the SIMT family implements, and
-/// cluster / multicast combinations.
+/// made: "family": "wgmma" on a contract it does not build, tile knobs with
+/// the SIMT family (asked for, or the only one that builds the contract),
+/// and cluster / multicast combinations.
 std::optional<Violation> checkFamilyRequest(const GemmContract &c,
                                             const Tuning &t);
 /// An explicit block_m / block_n the wgmma family cannot build.
