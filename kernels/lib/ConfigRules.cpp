@@ -19,7 +19,8 @@ std::string blockText(const ScaleRecipe &s) {
 std::string wgmmaRefusal(const GemmContract &c) {
   // k_contiguous: groups of any multiple of 16 tokens (alignment 16 and 32
   // restart their 1x128 scale blocks at each group; the kernel zeroes the
-  // tokens past a group's end in its last, partial K block).
+  // tokens past a group's end in its last, partial K block). Any k: rows
+  // of an odd width store element by element (Epilogue::storeUnpaired).
   if (c.grouping.kind == GroupingKind::KContiguous) {
     if (c.a.scale.blockRows != 1 || c.a.scale.blockCols != 128 ||
         c.b.scale.blockRows != 1 || c.b.scale.blockCols != 128 ||
@@ -30,8 +31,6 @@ std::string wgmmaRefusal(const GemmContract &c) {
     if (c.grouping.alignment % 16 != 0)
       return "k_contiguous groups of " + std::to_string(c.grouping.alignment) +
              "-token alignment (it builds multiples of 16 tokens)";
-    if (c.k % 2 != 0)
-      return "odd k (" + std::to_string(c.k) + ")";
     return "";
   }
   if (c.grouping.kind == GroupingKind::MContiguous &&
@@ -39,15 +38,12 @@ std::string wgmmaRefusal(const GemmContract &c) {
     return "m_contiguous with index " +
            std::string(toString(c.grouping.index)) +
            " (groups may share a 128-row block; it builds index offsets)";
+  // Forward: with or without accumulation into C, any n.
   if (c.a.scale.blockRows != 1 || c.a.scale.blockCols != 128 ||
       c.b.scale.blockRows != 128 || c.b.scale.blockCols != 128)
     return "scale blocks a " + blockText(c.a.scale) + ", b " +
            blockText(c.b.scale) +
            " (it builds a [1, 128] and b [128, 128] f32 scales)";
-  if (c.accumulate)
-    return "accumulation into C (D = C + A.B)";
-  if (c.n % 2 != 0)
-    return "odd n (" + std::to_string(c.n) + ")";
   if (c.k % 16 != 0)
     return "k " + std::to_string(c.k) +
            " not a multiple of 16 (TMA rows of A and B)";

@@ -294,3 +294,52 @@ TEST_CASE("tuning.family asks for a family, checked against the contract",
     CHECK(v->message.find(wgmmaRefusal(mx)) != std::string::npos);
   }
 }
+
+TEST_CASE("the wgmma family builds accumulation, odd n and odd k",
+          "[config]") {
+  // Forward, every grouping without shared 128-row blocks: D = C + A.B
+  // (f32 D), and rows of an odd width (element stores in the epilogue).
+  for (GroupingKind kind :
+       {GroupingKind::None, GroupingKind::MContiguous, GroupingKind::MMasked}) {
+    GemmContract c = forward(ElemType::F32);
+    c.grouping.kind = kind;
+    c.grouping.index = kind == GroupingKind::None      ? GroupIndex::None
+                       : kind == GroupingKind::MMasked ? GroupIndex::MaskedM
+                                                       : GroupIndex::Offsets;
+    c.grouping.alignment = kind == GroupingKind::MContiguous ? 16 : 1;
+    INFO("grouping " << toString(kind));
+    for (bool acc : {false, true})
+      for (int64_t n : {4096, 4097, 1, 321}) {
+        c.accumulate = acc;
+        c.n = n;
+        INFO("accumulate " << acc << " n " << n);
+        REQUIRE_FALSE(checkGemm(c));
+        CHECK(wgmmaImplements(c));
+        CHECK(wgmmaRefusal(c).empty());
+        KernelConfig cfg = resolveKernelConfig(c, Tuning());
+        CHECK(cfg.family == KernelFamily::Wgmma);
+        // Odd rows never take the staged bf16 epilogue (16-byte chunks).
+        CHECK_FALSE(cfg.stagedEpilogue);
+      }
+  }
+  GemmContract bf = forward(ElemType::BF16, 321);
+  CHECK(wgmmaImplements(bf));
+  CHECK_FALSE(resolveKernelConfig(bf, Tuning()).stagedEpilogue);
+  // The weight gradient at odd k, accumulating or not, every alignment.
+  for (int64_t align : {16, 128})
+    for (int64_t k : {7168, 7169, 1}) {
+      GemmContract c = wgrad();
+      c.grouping.alignment = align;
+      c.k = k;
+      INFO("alignment " << align << " k " << k);
+      REQUIRE_FALSE(checkGemm(c));
+      CHECK(wgmmaImplements(c));
+      c.accumulate = !c.accumulate;
+      CHECK(wgmmaImplements(c));
+    }
+  // Still refused, with a reason: groups that share 128-row blocks.
+  GemmContract rg = forward();
+  rg.grouping.index = GroupIndex::RowGroup;
+  if (!wgmmaImplements(rg))
+    CHECK(wgmmaRefusal(rg).find("row_group") != std::string::npos);
+}

@@ -21,9 +21,9 @@
 namespace qgemm {
 
 /// Whether the wgmma family implements `c`: 1x128 A and 128x128 B f32
-/// scales, groups that never share a 128-row block, no accumulation, even n;
-/// or the weight gradient (k_contiguous) with 1x128 f32 scales on both
-/// operands (whole 128-token groups), even k.
+/// scales, groups that never share a 128-row block (with or without
+/// accumulation, any n); or the weight gradient (k_contiguous) with 1x128
+/// f32 scales on both operands, groups of a multiple of 16 tokens, any k.
 QGEMM_API bool wgmmaImplements(const GemmContract &c);
 /// Why the wgmma family does not implement `c`, in words that complete
 /// "the wgmma family does not build ..."; empty when it does.
