@@ -11,12 +11,13 @@ qgemm.grouped_matmul @straddle3 n = 7168, k = 2048,
 
 // -----
 
-// expected-error @+1 {{tuning.block_n: this contract selects the SIMT family}}
-qgemm.grouped_matmul @simt n = 4097, k = 7168,
+// The SIMT family, asked for, has no tile to tune.
+// expected-error @+1 {{tuning.block_n: "family": "simt" selects the SIMT family}}
+qgemm.grouped_matmul @simt n = 4096, k = 7168,
     a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
     b = #qgemm.operand<e4m3, #qgemm.scale<[128, 128], f32, COMPACT>>,
     d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 128, index = offsets>,
-    padding = <zero> {tuning = #qgemm.tuning<block_m = 0, block_n = 128, stages = 0, cluster = 1, multicast = "none", num_sms = 0, raster = "auto">}
+    padding = <zero> {tuning = #qgemm.tuning<block_m = 0, block_n = 128, stages = 0, cluster = 1, multicast = "none", num_sms = 0, raster = "auto", family = "simt">}
 
 // -----
 

@@ -41,6 +41,10 @@ json tuningJson(const Tuning &t) {
     j["block_n"] = t.blockN;
   if (t.stages)
     j["stages"] = t.stages;
+  // Only a request for another family than the heuristic's is part of the
+  // identity; leaving "auto" out keeps every earlier identity as it was.
+  if (t.family != "auto")
+    j["family"] = t.family;
   return j;
 }
 

@@ -36,7 +36,7 @@ bool picksEverything(const Tuning &t) {
   return t.blockM == dflt.blockM && t.blockN == dflt.blockN &&
          t.stages == dflt.stages && t.cluster == dflt.cluster &&
          t.numSms == dflt.numSms && t.multicast == dflt.multicast &&
-         t.raster == dflt.raster;
+         t.raster == dflt.raster && t.family == dflt.family;
 }
 
 Tuning readTuning(const ObjectReader &top) {
@@ -64,6 +64,7 @@ Tuning readTuning(const ObjectReader &top) {
   t.numSms = r.integer("num_sms", 0, 1024, 0);
   t.multicast = r.choice("multicast", {"none", "a", "b"}, "none");
   t.raster = r.choice("raster", {"auto", "m", "n"}, "auto");
+  t.family = r.choice("family", {"auto", "wgmma", "simt"}, "auto");
   // An object that leaves every knob to the compiler ({}, or defaults
   // spelled out) builds the heuristic's kernel, so it is "auto": one
   // identity, not a second cache entry and kernel name for the same PTX.
@@ -126,5 +127,12 @@ Spec spec_detail::readSpec(const json &doc) {
   if (spec.op == OpKind::GroupedGemm)
     if (auto v = checkTuning(spec.gemm, spec.tuning))
       fail(v->field, v->message + " (or \"tuning\": \"auto\")");
+  // "wgmma", once accepted, is what "auto" picks: one identity (canonical
+  // form, cache key, kernel name) for the one kernel either spelling builds.
+  if (spec.tuning.family == "wgmma") {
+    spec.tuning.family = "auto";
+    if (picksEverything(spec.tuning))
+      spec.tuning = Tuning();
+  }
   return spec;
 }

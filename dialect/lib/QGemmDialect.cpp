@@ -79,12 +79,13 @@ namespace mlir::qgemm {
   t.multicast = getMulticast().str();
   t.numSms = getNumSms();
   t.raster = getRaster().str();
+  t.family = getFamily().str();
   return t;
 }
 
 TuningAttr TuningAttr::get(MLIRContext *ctx, const ::qgemm::Tuning &t) {
   return get(ctx, t.blockM, t.blockN, t.stages, t.cluster, t.multicast,
-             t.numSms, t.raster);
+             t.numSms, t.raster, t.family);
 }
 
 ::qgemm::Tuning GroupedMatmulOp::getTuningRequest() {

@@ -14,29 +14,57 @@ bool isMxfp8(const GemmContract &c) {
   return mx(c.a.scale) && mx(c.b.scale);
 }
 
-bool wgmmaImplements(const GemmContract &c) {
-  // k_contiguous with MXFP8 scales: groups of whole 32-token blocks
-  // (alignment 16 restarts the blocks inside groups: SIMT).
-  if (c.grouping.kind == GroupingKind::KContiguous && isMxfp8(c))
-    return c.grouping.alignment % 32 == 0 && c.k % 2 == 0;
+namespace {
+
+std::string blockText(const ScaleRecipe &s) {
+  return "[" + std::to_string(s.blockRows) + ", " +
+         std::to_string(s.blockCols) + "]";
+}
+
+} // namespace
+
+std::string wgmmaRefusal(const GemmContract &c) {
   // k_contiguous: groups of any multiple of 16 tokens (alignment 16 and 32
   // restart their 1x128 scale blocks at each group; the kernel zeroes the
-  // tokens past a group's end in its last, partial K block).
-  if (c.grouping.kind == GroupingKind::KContiguous)
-    return c.a.scale.blockRows == 1 && c.a.scale.blockCols == 128 &&
-           c.b.scale.blockRows == 1 && c.b.scale.blockCols == 128 &&
-           c.a.scale.dtype == ElemType::F32 && c.b.scale.dtype == ElemType::F32 &&
-           c.grouping.alignment % 16 == 0 && c.k % 2 == 0;
-  const bool groupingOk = c.grouping.kind == GroupingKind::None ||
-                          c.grouping.kind == GroupingKind::MMasked ||
-                          c.grouping.kind == GroupingKind::MContiguous;
-  const bool scalesOk =
-      isMxfp8(c) ||
-      (c.a.scale.blockRows == 1 && c.a.scale.blockCols == 128 &&
-       c.b.scale.blockRows == 128 && c.b.scale.blockCols == 128);
-  return groupingOk && scalesOk && !c.accumulate && c.n % 2 == 0 &&
-         c.k % 16 == 0;
+  // tokens past a group's end in its last, partial K block). Any k: rows
+  // of an odd width store element by element (Epilogue::storeUnpaired).
+  if (c.grouping.kind == GroupingKind::KContiguous) {
+    if (isMxfp8(c))
+      return c.grouping.alignment % 32 == 0
+                 ? ""
+                 : "k_contiguous MXFP8 at alignment " +
+                       std::to_string(c.grouping.alignment) +
+                       " (its 32-token scale blocks restart inside a k32 "
+                       "step; it builds MXFP8 groups of whole 32-token "
+                       "blocks)";
+    if (c.a.scale.blockRows != 1 || c.a.scale.blockCols != 128 ||
+        c.b.scale.blockRows != 1 || c.b.scale.blockCols != 128 ||
+        c.a.scale.dtype != ElemType::F32 || c.b.scale.dtype != ElemType::F32)
+      return "k_contiguous with scale blocks a " + blockText(c.a.scale) +
+             ", b " + blockText(c.b.scale) +
+             " (it builds [1, 128] f32 or MXFP8 [1, 32] scales on both "
+             "operands)";
+    if (c.grouping.alignment % 16 != 0)
+      return "k_contiguous groups of " + std::to_string(c.grouping.alignment) +
+             "-token alignment (it builds multiples of 16 tokens)";
+    return "";
+  }
+  // Forward, any grouping and alignment: with or without accumulation into
+  // C, any n.
+  if (!isMxfp8(c) &&
+      (c.a.scale.blockRows != 1 || c.a.scale.blockCols != 128 ||
+       c.b.scale.blockRows != 128 || c.b.scale.blockCols != 128))
+    return "scale blocks a " + blockText(c.a.scale) + ", b " +
+           blockText(c.b.scale) +
+           " (it builds a [1, 128] and b [128, 128] f32 scales, or MXFP8 "
+           "[1, 32] on both)";
+  if (c.k % 16 != 0)
+    return "k " + std::to_string(c.k) +
+           " not a multiple of 16 (TMA rows of A and B)";
+  return "";
 }
+
+bool wgmmaImplements(const GemmContract &c) { return wgmmaRefusal(c).empty(); }
 
 bool blockNSpansTwoScaleBlocksAtMost(int64_t blockN) {
   int64_t g = 128;
@@ -70,7 +98,11 @@ std::optional<Violation> checkFamilyRequest(const GemmContract &c,
                                             const Tuning &t) {
   if (t.isAuto)
     return std::nullopt;
-  if (!wgmmaImplements(c)) {
+  const std::string why = wgmmaRefusal(c);
+  if (t.family == "wgmma" && !why.empty())
+    return refuse("family", "\"wgmma\" does not build this contract: " +
+                                why + "; supported: \"auto\" or \"simt\"");
+  if (t.family == "simt" || (t.family == "auto" && !why.empty())) {
     // Name the first knob the request sets, so a sweep error points at it.
     const char *knob = t.blockM           ? "block_m"
                        : t.blockN         ? "block_n"
@@ -80,17 +112,19 @@ std::optional<Violation> checkFamilyRequest(const GemmContract &c,
                        : t.multicast != "none" ? "multicast"
                        : t.numSms         ? "num_sms"
                                           : nullptr;
-    if (knob)
-      return refuse(knob,
-                    "this contract selects the SIMT family (row_group "
-                    "groups, MXFP8 k_contiguous below 32-token groups, "
-                    "forward accumulation, odd n or k not a multiple of "
-                    "16), which "
-                    "has no tile, stages, "
-                    "raster, cluster or grid to tune; leave "
-                    "block_m/block_n/stages/raster/cluster/multicast/num_sms "
-                    "out or use \"tuning\": \"auto\"");
-    return std::nullopt;
+    if (!knob)
+      return std::nullopt;
+    const std::string family =
+        t.family == "simt"
+            ? std::string("\"family\": \"simt\" selects the SIMT family")
+            : "this contract selects the SIMT family (the wgmma family does "
+              "not build " +
+                  why + ")";
+    return refuse(knob, family +
+                            ", which has no tile, stages, raster, cluster or "
+                            "grid to tune; leave "
+                            "block_m/block_n/stages/raster/cluster/multicast/"
+                            "num_sms out or use \"tuning\": \"auto\"");
   }
   const bool wgrad = c.grouping.kind == GroupingKind::KContiguous;
   if (t.cluster == 2 && wgrad)

@@ -11,6 +11,12 @@ KernelFamily heuristicFamily(const GemmContract &c) {
   return wgmmaImplements(c) ? KernelFamily::Wgmma : KernelFamily::Simt;
 }
 
+KernelFamily chooseFamily(const GemmContract &c, const Tuning &t) {
+  if (!t.isAuto && t.family == "simt")
+    return KernelFamily::Simt;
+  return heuristicFamily(c);
+}
+
 // Measured on the H100 (bench/results/*tile-sweep*): 192-wide tiles beat
 // 128-wide ones by 0-10% on every MoE shape (fewer operand bytes through L2
 // per FLOP), so take 192 unless its last n-block pads more than 1/16 of n;

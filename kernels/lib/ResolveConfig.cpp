@@ -15,7 +15,7 @@ KernelConfig resolveKernelConfig(const GemmContract &c, const Tuning &t,
       *error = why;
     return out;
   };
-  cfg.family = heuristicFamily(c);
+  cfg.family = chooseFamily(c, t);
   if (cfg.family == KernelFamily::Simt)
     return finish(cfg);
 

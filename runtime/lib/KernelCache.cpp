@@ -224,7 +224,8 @@ std::string tuningText(const Tuning &t) {
          " stages=" + std::to_string(t.stages) +
          " cluster=" + std::to_string(t.cluster) +
          " num_sms=" + std::to_string(t.numSms) + " multicast=" + t.multicast +
-         " raster=" + t.raster;
+         " raster=" + t.raster +
+         (t.family != "auto" ? " family=" + t.family : std::string());
 }
 
 } // namespace

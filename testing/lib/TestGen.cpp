@@ -110,6 +110,14 @@ std::vector<TestCase> generateCases(const Spec &spec, const CaseOptions &opts) {
   };
   for (const Shape &s : shapes)
     add(s, ValueDist::Normal);
+  // Accumulation in place (C and D one buffer) on every shape too: the
+  // kernel must read each C element before its own store overwrites it.
+  if (c.accumulate)
+    for (const Shape &s : shapes) {
+      add(s, ValueDist::Normal);
+      cases.back().name += "/c_is_d";
+      cases.back().cAliasesD = true;
+    }
   // The value distributions on the most irregular shape.
   const Shape &irregular = shapes.back().name == "align_stress"
                               ? shapes[shapes.size() - 2]
@@ -379,6 +387,7 @@ HostProblem buildProblem(const Spec &spec, const TestCase &tc) {
   moveInto(a, p.a, p.scaleAF32, p.scaleAU8);
   moveInto(b, p.b, p.scaleBF32, p.scaleBU8);
   if (c.accumulate) {
+    p.cAliasesD = tc.cAliasesD;
     ValueSource srcC(ValueDist::Normal, tc.seed * 2 + 3, 0.0f);
     p.c.resize(size_t(p.dRows * p.dCols));
     for (float &v : p.c)

@@ -355,3 +355,91 @@ TEST_CASE("the MXFP8 weight gradient runs on wgmma for whole 32-token blocks",
   CHECK(cfg.scalePerColumnB);
   CHECK(cfg.sharedBytes == WgmmaLayout(cfg).totalBytes());
 }
+
+TEST_CASE("tuning.family asks for a family, checked against the contract",
+          "[config][tuning]") {
+  Tuning simt;
+  simt.isAuto = false;
+  simt.family = "simt";
+  // The reference kernel for any contract, without a tile.
+  for (const GemmContract &c : {forward(), forward(ElemType::F32), wgrad()}) {
+    CHECK_FALSE(checkTuning(c, simt));
+    KernelConfig cfg = resolveKernelConfig(c, simt);
+    CHECK(cfg.family == KernelFamily::Simt);
+    CHECK(checkConfigConsistent(cfg).empty());
+  }
+  Tuning tiled = simt;
+  tiled.blockN = 128;
+  std::optional<Violation> v = checkTuning(forward(), tiled);
+  REQUIRE(v);
+  CHECK(v->field == "tuning.block_n");
+  // wgmma: the heuristic's kernel where the family builds the contract,
+  // else refused with the reason.
+  Tuning wg;
+  wg.isAuto = false;
+  wg.family = "wgmma";
+  CHECK(resolveKernelConfig(forward(), wg) ==
+        resolveKernelConfig(forward(), Tuning()));
+  GemmContract mx = forward();
+  mx.a.scale = {1, 32, ElemType::UE8M0, ScaleLayout::Compact};
+  mx.b.scale = {1, 32, ElemType::UE8M0, ScaleLayout::Compact};
+  if (!wgmmaImplements(mx)) {
+    v = checkTuning(mx, wg);
+    REQUIRE(v);
+    CHECK(v->field == "tuning.family");
+    CHECK(v->message.find(wgmmaRefusal(mx)) != std::string::npos);
+  }
+}
+
+TEST_CASE("the wgmma family builds accumulation, odd n and odd k",
+          "[config]") {
+  // Forward, every grouping without shared 128-row blocks: D = C + A.B
+  // (f32 D), and rows of an odd width (element stores in the epilogue).
+  for (GroupingKind kind :
+       {GroupingKind::None, GroupingKind::MContiguous, GroupingKind::MMasked}) {
+    GemmContract c = forward(ElemType::F32);
+    c.grouping.kind = kind;
+    c.grouping.index = kind == GroupingKind::None      ? GroupIndex::None
+                       : kind == GroupingKind::MMasked ? GroupIndex::MaskedM
+                                                       : GroupIndex::Offsets;
+    c.grouping.alignment = kind == GroupingKind::MContiguous ? 16 : 1;
+    INFO("grouping " << toString(kind));
+    for (bool acc : {false, true})
+      for (int64_t n : {4096, 4097, 1, 321}) {
+        c.accumulate = acc;
+        c.n = n;
+        INFO("accumulate " << acc << " n " << n);
+        REQUIRE_FALSE(checkGemm(c));
+        CHECK(wgmmaImplements(c));
+        CHECK(wgmmaRefusal(c).empty());
+        KernelConfig cfg = resolveKernelConfig(c, Tuning());
+        CHECK(cfg.family == KernelFamily::Wgmma);
+        // Odd rows never take the staged bf16 epilogue (16-byte chunks).
+        CHECK_FALSE(cfg.stagedEpilogue);
+      }
+  }
+  GemmContract bf = forward(ElemType::BF16, 321);
+  CHECK(wgmmaImplements(bf));
+  CHECK_FALSE(resolveKernelConfig(bf, Tuning()).stagedEpilogue);
+  // The weight gradient at odd k, accumulating or not, every alignment.
+  for (int64_t align : {16, 128})
+    for (int64_t k : {7168, 7169, 1}) {
+      GemmContract c = wgrad();
+      c.grouping.alignment = align;
+      c.k = k;
+      INFO("alignment " << align << " k " << k);
+      REQUIRE_FALSE(checkGemm(c));
+      CHECK(wgmmaImplements(c));
+      c.accumulate = !c.accumulate;
+      CHECK(wgmmaImplements(c));
+    }
+  // row_group builds; the MXFP8 weight gradient at alignment 16 is refused
+  // with a reason.
+  GemmContract rg = forward();
+  rg.grouping.index = GroupIndex::RowGroup;
+  CHECK(wgmmaImplements(rg));
+  GemmContract mx16 = wgrad();
+  mx16.grouping.alignment = 16;
+  mx16.a.scale = mx16.b.scale = {1, 32, ElemType::UE8M0, ScaleLayout::Compact};
+  CHECK(wgmmaRefusal(mx16).find("MXFP8 at alignment 16") != std::string::npos);
+}

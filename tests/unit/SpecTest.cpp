@@ -17,6 +17,8 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include "qgemm/Kernels/ConfigRules.h"
+
 #include <set>
 
 using namespace qgemm;
@@ -592,6 +594,25 @@ TEST_CASE("settings that change nothing do not change the identity", "[spec]") {
   CHECK(parseOne(patched(kGemmBase, R"({"tuning": {"num_sms": 66}})")).hash !=
         autoTuned.hash);
 
+  // "family": "wgmma" builds what "auto" builds once it is accepted: the
+  // same identity, alone or beside other knobs; "simt" is another kernel.
+  for (const char *family : {R"("auto")", R"("wgmma")"}) {
+    INFO("family: " << family);
+    CHECK(parseOne(patched(kGemmBase, std::string(R"({"tuning": {"family": )") +
+                                          family + "}}"))
+              .hash == autoTuned.hash);
+    CHECK(parseOne(patched(kGemmBase,
+                           std::string(R"({"tuning": {"num_sms": 66, "family": )") +
+                               family + "}}"))
+              .hash ==
+          parseOne(patched(kGemmBase, R"({"tuning": {"num_sms": 66}})")).hash);
+  }
+  Spec simt = parseOne(patched(kGemmBase, R"({"tuning": {"family": "simt"}})"));
+  CHECK_FALSE(simt.tuning.isAuto);
+  CHECK(simt.tuning.family == "simt");
+  CHECK(simt.hash != autoTuned.hash);
+  CHECK_THAT(simt.canonicalJson, Catch::Contains(R"("family":"simt")"));
+
   // Groupings without padding rows: the default spelled out is the same
   // spec (and how the canonical form reads back); "untouched" is refused
   // (the error table above).
@@ -642,6 +663,42 @@ TEST_CASE("tuning is refused with the spec, at its file and JSON path",
       "m.json");
   REQUIRE_FALSE(simt.ok());
   CHECK(simt.error().path == "tuning.num_sms");
+}
+
+TEST_CASE("tuning.family: values, refusals and sweeps", "[spec]") {
+  auto bad = [](const std::string &patch) {
+    auto r = parseSpecText(patched(kGemmBase, patch), "f.json");
+    REQUIRE_FALSE(r.ok());
+    return r.error();
+  };
+  auto e = bad(R"({"tuning": {"family": "cuda"}})");
+  CHECK(e.path == "tuning.family");
+  CHECK_THAT(e.message, Catch::Contains("auto, wgmma, simt"));
+  // The SIMT family has no tile: its knobs are refused, naming the family.
+  e = bad(R"({"tuning": {"family": "simt", "block_n": 128}})");
+  CHECK(e.path == "tuning.block_n");
+  CHECK_THAT(e.message, Catch::Contains(R"("family": "simt")"));
+  // wgmma where it does not build the contract (an MXFP8 weight gradient
+  // at alignment 16, the one left): the reason, and what works.
+  const std::string mxWgrad16 =
+      R"({"grouping": {"kind": "k_contiguous", "alignment": 16},
+          "a": {"scale": {"block": [1, 32]}},
+          "b": {"scale": {"block": [1, 32]}}, "d": {"dtype": "f32"})";
+  REQUIRE_FALSE(wgmmaImplements(parseOne(patched(kGemmBase, mxWgrad16)).gemm));
+  e = bad(mxWgrad16.substr(0, mxWgrad16.size() - 1) +
+          R"(, "tuning": {"family": "wgmma"}})");
+  CHECK(e.path == "tuning.family");
+  CHECK_THAT(e.message, Catch::Contains("k_contiguous MXFP8 at alignment 16"));
+  CHECK_THAT(e.message, Catch::Contains(R"(supported: "auto" or "simt")"));
+  // A sweep over the family, like any other knob.
+  auto swept = parseSpecText(
+      patched(kGemmBase, R"({"sweep": {"tuning.family": ["auto", "simt"]}})"),
+      "s.json");
+  REQUIRE(swept.ok());
+  REQUIRE(swept.value().size() == 2);
+  CHECK(swept.value()[0].tuning.isAuto);
+  CHECK(swept.value()[1].tuning.family == "simt");
+  CHECK(swept.value()[1].name == "t__tuning.family=simt");
 }
 
 TEST_CASE("quantize specs", "[spec]") {

@@ -52,6 +52,8 @@ std::string configOf(const qgemm::Spec &s, const qgemm::CompileOutput &o) {
            (qgemm::restartsTokenBlocks(s.gemm)
                 ? ", token scale blocks restart at each group"
                 : "");
+  if (!s.tuning.isAuto && s.tuning.family != "auto")
+    text += "; family asked for by tuning.family";
   text += s.tuning.isAuto
               ? "; chosen by the heuristic"
               : "; explicit tuning, the rest chosen by the heuristic";

@@ -6,7 +6,9 @@
 // leaves as 16-byte row chunks (coalesced whole sectors; writing the
 // fragments' 4-byte pairs straight to global memory cost 10-25% on the MoE
 // shapes); f32 D leaves from registers as 8-byte pairs, which already fill
-// whole sectors, with C added when the contract accumulates.
+// whole sectors, with C added when the contract accumulates. Rows of an
+// odd width (odd n, or odd k for the weight gradient) put every other row's
+// pairs off their pair alignment: those kernels store element by element.
 //
 //===----------------------------------------------------------------------===//
 #include "WgmmaKernel.h"
@@ -170,7 +172,10 @@ void Epilogue::direct(ValueRange acc, Value lane, Value row0, Value row1) {
       Value v0 = ir.select(valid, acc[size_t(j * 4 + h * 2)], zero);
       Value v1 = ir.select(valid, acc[size_t(j * 4 + h * 2 + 1)], zero);
       Value idx = ir.add(rowBase, ir.toI64(col));
-      storePair(v0, v1, idx);
+      if (k.outCols() % 2 != 0)
+        storeUnpaired(v0, v1, idx, col);
+      else
+        storePair(v0, v1, idx);
     }
   }
 }
@@ -215,4 +220,33 @@ void Epilogue::storePair(Value v0, Value v1, Value idx) {
   // idx counts bf16 elements; the pair starts at an even column of an
   // even-width row, so it is 4-byte aligned.
   ir.store(packed, k.arg(kWgParamD), ir.divU(idx, ir.i64(2)));
+}
+
+/// Odd-width rows: a pair at an even column of the tile starts at an odd
+/// element of D on every other row (not 8- or 4-byte aligned), and the
+/// row's last pair has its second column past the row. Element stores, the
+/// second one only inside the row.
+void Epilogue::storeUnpaired(Value v0, Value v1, Value idx, Value col) {
+  KernelIR &ir = k.ir;
+  ImplicitLocOpBuilder &b = k.b;
+  storeOne(v0, idx);
+  Value second = ir.cmp(arith::CmpIPredicate::slt, ir.add(col, ir.i32(1)),
+                        ir.i32(k.outCols()));
+  auto ifSecond = scf::IfOp::create(b, second, false);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(&ifSecond.getThenRegion().front());
+  storeOne(v1, ir.add(idx, ir.i64(1)));
+}
+
+/// One element of D: f32 (+ C when the contract accumulates) or bf16.
+void Epilogue::storeOne(Value v, Value idx) {
+  KernelIR &ir = k.ir;
+  ImplicitLocOpBuilder &b = k.b;
+  if (k.c.d == ElemType::F32) {
+    if (k.c.accumulate)
+      v = arith::AddFOp::create(b, v, ir.load(ir.f32T(), k.arg(kWgParamC), idx));
+    ir.store(v, k.arg(kWgParamD), idx);
+    return;
+  }
+  ir.store(arith::TruncFOp::create(b, ir.bf16T(), v), k.arg(kWgParamD), idx);
 }

@@ -275,6 +275,8 @@ private:
   Value outRowOf(Value row);
   Value packBf16(Value v0, Value v1);
   void storePair(Value v0, Value v1, Value idx);
+  void storeUnpaired(Value v0, Value v1, Value idx, Value col);
+  void storeOne(Value v, Value idx);
   WgmmaKernel &k;
 };
 

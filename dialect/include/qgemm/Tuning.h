@@ -25,6 +25,10 @@ struct Tuning {
   std::string multicast = "none"; ///< none | a | b
   /// Tile walk order: "n" (n-block fastest), "m" (m-block fastest), "auto".
   std::string raster = "auto";
+  /// Kernel family: "auto" (wgmma wherever it implements the contract),
+  /// "wgmma" (an error where it does not), or "simt" (the reference kernel,
+  /// which has no tile knobs).
+  std::string family = "auto";
 };
 
 } // namespace qgemm

@@ -42,6 +42,9 @@ struct TestCase {
   int64_t trailingPadding = 0;
   ValueDist dist = ValueDist::Normal;
   uint64_t seed = 1;
+  /// Accumulating contracts: C is D's own buffer (in-place D += A.B), the
+  /// way weight-gradient accumulation calls it.
+  bool cAliasesD = false;
 };
 
 /// Size knobs of generation: `baseRows` is the typical group height.
@@ -64,6 +67,7 @@ struct HostProblem {
   std::vector<uint8_t> scaleAU8, scaleBU8;     ///< UE8M0 recipes
   std::vector<int32_t> groupIndex;             ///< offsets / row_group / masked_m
   std::vector<float> c;                        ///< accumulate only, shaped like D
+  bool cAliasesD = false;                      ///< TestCase::cAliasesD
   int64_t dRows = 0, dCols = 0;                ///< D as a row-major matrix
   /// Bytes of one D element (2 for bf16, 4 for f32).
   int dElemBytes() const { return contract.d == ElemType::BF16 ? 2 : 4; }

@@ -21,11 +21,14 @@
 namespace qgemm {
 
 /// Whether the wgmma family implements `c`: 1x128 A and 128x128 B f32
-/// scales, or MXFP8 (isMxfp8), with no grouping, m_masked or m_contiguous
-/// offsets, no accumulation, even n; or the weight gradient (k_contiguous)
-/// with 1x128 f32 scales on both operands (groups of any multiple of 16
-/// tokens) or MXFP8 (groups of whole 32-token blocks), even k.
+/// scales or MXFP8 [1, 32] on both (isMxfp8), any grouping and alignment,
+/// with or without accumulation, any n; or the weight gradient
+/// (k_contiguous) with 1x128 f32 scales on both operands (groups of any
+/// multiple of 16 tokens) or MXFP8 (groups of whole 32-token blocks), any k.
 QGEMM_API bool wgmmaImplements(const GemmContract &c);
+/// Why the wgmma family does not implement `c`, in words that complete
+/// "the wgmma family does not build ..."; empty when it does.
+QGEMM_API std::string wgmmaRefusal(const GemmContract &c);
 
 /// MXFP8: 1x32 UE8M0 scales on both operands.
 QGEMM_API bool isMxfp8(const GemmContract &c);
@@ -43,8 +46,9 @@ bool blockNSpansTwoScaleBlocksAtMost(int64_t blockN);
 int maxWgmmaStages(const GemmContract &c, KernelConfig cfg);
 
 /// Requests no family can honour for `c`, checked before any choice is
-/// made: tile knobs on a contract only the SIMT family implements, and
-/// cluster / multicast combinations.
+/// made: "family": "wgmma" on a contract it does not build, tile knobs with
+/// the SIMT family (asked for, or the only one that builds the contract),
+/// and cluster / multicast combinations.
 std::optional<Violation> checkFamilyRequest(const GemmContract &c,
                                             const Tuning &t);
 /// An explicit block_m / block_n the wgmma family cannot build.

@@ -10,12 +10,18 @@
 
 #include "qgemm/Contract.h"
 #include "qgemm/KernelConfig.h"
+#include "qgemm/Tuning.h"
 
 namespace qgemm {
 
 /// The family a contract is built with: wgmma wherever it implements the
 /// contract, else the SIMT reference kernel.
 KernelFamily heuristicFamily(const GemmContract &c);
+
+/// The family of `t`'s request: "simt" is the reference kernel, whatever
+/// the contract; "auto" and "wgmma" are the heuristic's (a "wgmma" request
+/// the family cannot build is refused by checkFamilyRequest).
+KernelFamily chooseFamily(const GemmContract &c, const Tuning &t);
 
 /// The tile width when the spec does not name one.
 int heuristicBlockN(const GemmContract &c);

@@ -1,0 +1,88 @@
+//===- FamilyChoiceTest.cpp - Every shipped spec builds the wgmma family --===//
+//
+// Issue 10 point 4: the SIMT family is the test reference, chosen for no
+// contract a user can declare; a spec gets it only by asking
+// ("tuning": {"family": "simt"}). Compiles every spec in specs/ and
+// tests/gpu/specs/ (every sweep point) to resolved MLIR, the path `qgemmc
+// explain` takes, and checks the family of the configuration.
+//
+//===----------------------------------------------------------------------===//
+
+#include "qgemm/Compiler.h"
+#include "qgemm/Kernels/ConfigRules.h"
+#include "qgemm/Spec.h"
+
+#include <catch2/catch.hpp>
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+using namespace qgemm;
+
+namespace {
+
+std::vector<std::string> specFilesIn(const std::string &dir) {
+  std::vector<std::string> files;
+  DIR *d = ::opendir(dir.c_str());
+  REQUIRE(d != nullptr);
+  while (dirent *e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n.size() > 5 && n.substr(n.size() - 5) == ".json")
+      files.push_back(dir + "/" + n);
+  }
+  ::closedir(d);
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// The one contract the wgmma family does not build yet (issue 10 stays
+// open on it): an MXFP8 weight gradient at alignment 16, whose 32-token
+// scale blocks restart in the middle of a k32 wgmma step. Nothing else may
+// choose SIMT unasked.
+bool notYetOnWgmma(const GemmContract &c) {
+  return c.grouping.kind == GroupingKind::KContiguous && isMxfp8(c) &&
+         c.grouping.alignment % 32 != 0;
+}
+
+} // namespace
+
+TEST_CASE("every shipped spec builds the wgmma family unless it asks for "
+          "simt",
+          "[family]") {
+  int wgmma = 0, simtAsked = 0, notYet = 0;
+  for (const char *dir : {QGEMM_SPECS_DIR, QGEMM_GPU_SPECS_DIR})
+    for (const std::string &file : specFilesIn(dir)) {
+      auto parsed = parseSpecFile(file);
+      INFO(file);
+      REQUIRE(parsed.ok());
+      for (const Spec &s : parsed.value()) {
+        if (s.op != OpKind::GroupedGemm)
+          continue;
+        INFO(s.name);
+        CompileOutput o;
+        Status st = compileSpec(s, Emit::MLIR, o);
+        INFO(st.message);
+        REQUIRE(st.ok());
+        REQUIRE(o.config);
+        const KernelFamily family = o.config->family;
+        if (!s.tuning.isAuto && s.tuning.family == "simt") {
+          CHECK(family == KernelFamily::Simt);
+          ++simtAsked;
+        } else if (family == KernelFamily::Simt &&
+                   notYetOnWgmma(s.gemm)) {
+          ++notYet;
+        } else {
+          CHECK(family == KernelFamily::Wgmma);
+          ++wgmma;
+        }
+      }
+    }
+  // The reference kernel stays covered by specs that ask for it.
+  CHECK(simtAsked > 0);
+  CHECK(wgmma > 0);
+  WARN(wgmma << " wgmma, " << simtAsked << " simt by request, " << notYet
+             << " not yet (MXFP8 weight gradient at alignment 16)");
+}
