@@ -1,7 +1,7 @@
 // RUN: qgemm-opt %s -split-input-file -qgemm-resolve-config -qgemm-lower-to-nvvm -canonicalize | FileCheck %s
 
-// The SIMT family, the reference for every contract (odd n selects it
-// here), with MXFP8 (1x32) scales. m_contiguous with offsets, COMPACT A
+// The SIMT family, the reference for every contract (asked for with
+// tuning family "simt"), with MXFP8 (1x32) scales. m_contiguous with offsets, COMPACT A
 // scales: scale (row, kb) at row * Kb + kb.
 // CHECK-LABEL: llvm.func @up(
 // CHECK-SAME: %[[A:.*]]: !llvm.ptr<1>, %[[SA:.*]]: !llvm.ptr<1>, %[[B:.*]]: !llvm.ptr<1>, %[[SB:.*]]: !llvm.ptr<1>, %[[D:.*]]: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %[[G:.*]]: !llvm.ptr<1>, %[[ROWS:.*]]: i32, %[[NG:.*]]: i32)
@@ -36,7 +36,7 @@ qgemm.grouped_matmul @up n = 4095, k = 7168,
     a = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, COMPACT>>,
     b = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, COMPACT>>,
     d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 16, index = offsets>,
-    padding = <zero>
+    padding = <zero> {tuning = #qgemm.tuning<block_m = 0, block_n = 0, stages = 0, cluster = 1, multicast = "none", num_sms = 0, raster = "auto", family = "simt">}
 
 // -----
 
@@ -56,7 +56,7 @@ qgemm.grouped_matmul @ready n = 7168, k = 2048,
     a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, GEMM_READY>>,
     b = #qgemm.operand<e4m3, #qgemm.scale<[128, 128], f32, GEMM_READY>>,
     d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 16, index = row_group>,
-    padding = <untouched>
+    padding = <untouched> {tuning = #qgemm.tuning<block_m = 0, block_n = 0, stages = 0, cluster = 1, multicast = "none", num_sms = 0, raster = "auto", family = "simt">}
 
 // -----
 
@@ -123,7 +123,7 @@ qgemm.grouped_matmul @wgrad16 n = 4096, k = 7168,
 
 // -----
 
-// MXFP8 (SIMT for odd n): E8M0 scale bytes become 2^(e-127) through the f32
+// MXFP8 (SIMT, asked for): E8M0 scale bytes become 2^(e-127) through the f32
 // exponent field.
 // CHECK-LABEL: llvm.func @mx(
 // CHECK: scf.yield
@@ -135,4 +135,4 @@ qgemm.grouped_matmul @mx n = 4095, k = 7168,
     a = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, GEMM_READY>>,
     b = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, COMPACT>>,
     d = <bf16>, grouping = #qgemm.grouping<m_masked, align = 1, index = masked_m>,
-    padding = <zero>
+    padding = <zero> {tuning = #qgemm.tuning<block_m = 0, block_n = 0, stages = 0, cluster = 1, multicast = "none", num_sms = 0, raster = "auto", family = "simt">}

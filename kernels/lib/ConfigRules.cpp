@@ -61,6 +61,14 @@ std::string wgmmaRefusal(const GemmContract &c) {
   if (c.k % 16 != 0)
     return "k " + std::to_string(c.k) +
            " not a multiple of 16 (TMA rows of A and B)";
+  // Built from parts that each passed on the GPU, but not yet run together
+  // there (2026-11-23): held on the reference kernel until they have.
+  const bool rowGroup = c.grouping.kind == GroupingKind::MContiguous &&
+                        c.grouping.index == GroupIndex::RowGroup;
+  if ((isMxfp8(c) || rowGroup) && (c.accumulate || c.n % 2 != 0))
+    return std::string(isMxfp8(c) ? "MXFP8" : "row_group") +
+           (c.accumulate ? " with accumulation into C" : " with an odd n") +
+           " (not yet verified on the GPU)";
   return "";
 }
 

@@ -262,9 +262,10 @@ TEST_CASE("every refusal that suggests a fix suggests one that is accepted",
 
 TEST_CASE("knobs on a SIMT-only contract are refused, num_sms included",
           "[config][tuning]") {
-  // An odd n stays SIMT.
-  GemmContract simt = forward();
-  simt.n = 4097;
+  // The MXFP8 weight gradient at alignment 16 stays SIMT.
+  GemmContract simt = wgrad();
+  simt.grouping.alignment = 16;
+  simt.a.scale = simt.b.scale = {1, 32, ElemType::UE8M0, ScaleLayout::Compact};
   REQUIRE_FALSE(wgmmaImplements(simt));
   Tuning t;
   t.isAuto = false;
@@ -366,7 +367,7 @@ TEST_CASE("tuning.family asks for a family, checked against the contract",
     CHECK_FALSE(checkTuning(c, simt));
     KernelConfig cfg = resolveKernelConfig(c, simt);
     CHECK(cfg.family == KernelFamily::Simt);
-    CHECK(checkConfigConsistent(cfg).empty());
+    CHECK(checkConfigConsistent(c, cfg).empty());
   }
   Tuning tiled = simt;
   tiled.blockN = 128;

@@ -562,10 +562,11 @@ TEST_CASE("launch grids beyond the hardware limits are rejected",
   TempDir dir;
   Runtime rt(noDriverOptions(dir.path));
   // 2^24 - 1 columns are 131072 column blocks of 128: more than grid y
-  // allows for the SIMT family (odd n selects it).
+  // allows for the SIMT family (asked for).
   Spec spec = parseOne(R"({"qgemm": 1, "name": "rt_wide", "op": "grouped_gemm",
     "grouping": {"kind": "none"}, "shape": {"n": 16777215, "k": 32},
-    "a": {"scale": {"block": [1, 32]}}, "b": {"scale": {"block": [1, 32]}}})");
+    "a": {"scale": {"block": [1, 32]}}, "b": {"scale": {"block": [1, 32]}},
+    "tuning": {"family": "simt"}})");
   KernelResult k = rt.getKernel(spec);
   REQUIRE(k.ok());
   std::vector<int32_t> meta;

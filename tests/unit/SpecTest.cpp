@@ -655,11 +655,10 @@ TEST_CASE("tuning is refused with the spec, at its file and JSON path",
   CHECK(swept.error().path == R"(sweep["tuning.stages"][2])");
   CHECK_THAT(swept.error().message,
              Catch::Contains("(in sweep point t__tuning.stages=7)"));
-  // num_sms on a contract only the SIMT family implements is refused, not
-  // ignored (it would split the cache identity of identical PTX).
+  // num_sms with the SIMT family is refused, not ignored (it would split the
+  // cache identity of identical PTX).
   auto simt = parseSpecText(
-      patched(kGemmBase, R"({"shape": {"n": 4097},
-                             "tuning": {"num_sms": 8}})"),
+      patched(kGemmBase, R"({"tuning": {"family": "simt", "num_sms": 8}})"),
       "m.json");
   REQUIRE_FALSE(simt.ok());
   CHECK(simt.error().path == "tuning.num_sms");
@@ -683,7 +682,7 @@ TEST_CASE("tuning.family: values, refusals and sweeps", "[spec]") {
   const std::string mxWgrad16 =
       R"({"grouping": {"kind": "k_contiguous", "alignment": 16},
           "a": {"scale": {"block": [1, 32]}},
-          "b": {"scale": {"block": [1, 32]}}, "d": {"dtype": "f32"})";
+          "b": {"scale": {"block": [1, 32]}}, "d": {"dtype": "f32"}})";
   REQUIRE_FALSE(wgmmaImplements(parseOne(patched(kGemmBase, mxWgrad16)).gemm));
   e = bad(mxWgrad16.substr(0, mxWgrad16.size() - 1) +
           R"(, "tuning": {"family": "wgmma"}})");
