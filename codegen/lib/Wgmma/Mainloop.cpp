@@ -40,9 +40,11 @@ Mainloop::BlockScales Mainloop::readScales(Value s, Value rowInTile) {
   return sc;
 }
 
-/// Issues, as one wgmma group, the k32 steps of stage `s` over the whole
-/// tile width into a fresh fragment.
-Value Mainloop::issueMma(Value s, Value consumerIdx) {
+/// Issues, as one wgmma group, `count` k32 steps of stage `s` from step
+/// `first` over the whole tile width into a fresh fragment: the whole K
+/// block for 1x128 scales, one step (one scale block) for MXFP8.
+Value Mainloop::issueSteps(Value s, Value consumerIdx, int64_t first,
+                           int64_t count) {
   KernelIR &ir = k.ir;
   HopperIR &hw = k.hw;
   const int64_t n = k.cfg.blockN;
@@ -53,7 +55,7 @@ Value Mainloop::issueMma(Value s, Value consumerIdx) {
   // The first step overwrites (scale-d = 0): its input registers are
   // don't-care, so no zeros need materializing.
   Value frag = LLVM::UndefOp::create(k.b, hw.accumulatorT(n));
-  for (int step = 0; step < k.cfg.blockK / WgmmaLayout::kMmaK; ++step) {
+  for (int64_t step = first; step < first + count; ++step) {
     const int64_t offset = WgmmaLayout::kMmaK * step;
     Value da = hw.wgmmaDescriptor(ir.add(aAddr, ir.i32(offset)),
                                   WgmmaLayout::kAtomBytes,
@@ -62,7 +64,7 @@ Value Mainloop::issueMma(Value s, Value consumerIdx) {
                                   WgmmaLayout::kAtomBytes,
                                   WgmmaLayout::kSwizzleBytes);
     frag = hw.wgmma(frag, da, db, n, k.c.a.dtype, k.c.b.dtype,
-                    /*accumulate=*/step > 0);
+                    /*accumulate=*/step > first);
   }
   NVVM::WgmmaGroupSyncAlignedOp::create(k.b);
   return frag;
@@ -225,7 +227,8 @@ SmallVector<Value> Mainloop::run(Value it, Value consumerIdx, Value tidInWg,
     k.b.setInsertionPointToStart(&ifTail.getThenRegion().front());
     zeroTokenTail(s, consumerIdx, tidInWg);
   }
-  Value frag = k.hw.wgmmaWait(0, issueMma(s, consumerIdx));
+  Value frag = k.hw.wgmmaWait(
+      0, issueSteps(s, consumerIdx, 0, k.cfg.blockK / WgmmaLayout::kMmaK));
   SmallVector<Value> acc(loop.getRegionIterArgs());
   // Forward, the scales are in registers: release before promoting.
   if (!k.wgrad())

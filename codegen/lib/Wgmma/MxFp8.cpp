@@ -153,30 +153,6 @@ void Producer::mxScales(Value s, Value k0, Value tid) {
   k.hw.mbarrierArrive(k.fullBar(s));
 }
 
-/// One k32 step of stage `s` over the tile width, from zero, as its own
-/// wgmma group.
-Value Mainloop::issueStep(Value s, Value consumerIdx, int64_t step) {
-  KernelIR &ir = k.ir;
-  HopperIR &hw = k.hw;
-  const int64_t n = k.cfg.blockN;
-  NVVM::WgmmaFenceAlignedOp::create(k.b);
-  Value aAddr = ir.add(hw.sharedAddress(k.stageA(s)),
-                       ir.mul(consumerIdx, ir.i32(k.layout.consumerOffsetA(1))));
-  Value bAddr = hw.sharedAddress(k.stageB(s));
-  const int64_t offset = WgmmaLayout::kMmaK * step;
-  Value da = hw.wgmmaDescriptor(ir.add(aAddr, ir.i32(offset)),
-                                WgmmaLayout::kAtomBytes,
-                                WgmmaLayout::kSwizzleBytes);
-  Value db = hw.wgmmaDescriptor(ir.add(bAddr, ir.i32(offset)),
-                                WgmmaLayout::kAtomBytes,
-                                WgmmaLayout::kSwizzleBytes);
-  Value frag = LLVM::UndefOp::create(k.b, hw.accumulatorT(n));
-  frag = hw.wgmma(frag, da, db, n, k.c.a.dtype, k.c.b.dtype,
-                  /*accumulate=*/false);
-  NVVM::WgmmaGroupSyncAlignedOp::create(k.b);
-  return frag;
-}
-
 /// acc[i] += frag[i] * (sa * sb) for step `step`: sa0/sa1 are the thread's
 /// two rows' A scales, the B scales come four columns per shared load.
 void Mainloop::promoteStep(Value frag, Value sa0, Value sa1, Value scalePtr,
@@ -246,7 +222,7 @@ SmallVector<Value> Mainloop::runMx(Value it, Value consumerIdx, Value tidInWg,
   SmallVector<Type> accTypes(size_t(n / 2), ir.f32T());
   for (int64_t step = 0; step < steps; ++step) {
     auto body = [&] {
-      Value frag = k.hw.wgmmaWait(0, issueStep(s, consumerIdx, step));
+      Value frag = k.hw.wgmmaWait(0, issueSteps(s, consumerIdx, step, 1));
       // Separate statements: the IR order does not depend on the host
       // compiler's argument evaluation order.
       Value sa0 = rowScale(0, step);

@@ -247,7 +247,7 @@ private:
     Value row0, row1, row0Hi, row1Hi;
   };
   BlockScales readScales(Value s, Value rowInTile);
-  Value issueMma(Value s, Value consumerIdx);
+  Value issueSteps(Value s, Value consumerIdx, int64_t first, int64_t count);
   void zeroTokenTail(Value s, Value consumerIdx, Value tidInWg);
   void release(Value s, Value tidInWg);
   void promote(Value frag, const BlockScales &sc, Value s, Value lane,
@@ -255,7 +255,6 @@ private:
   // MXFP8 (MxFp8.cpp): a promotion per k32 step.
   SmallVector<Value> runMx(Value it, Value consumerIdx, Value tidInWg,
                            Value rowInTile, Value lane);
-  Value issueStep(Value s, Value consumerIdx, int64_t step);
   void promoteStep(Value frag, Value sa0, Value sa1, Value scalePtr,
                    int64_t step, Value lane, MutableArrayRef<Value> acc);
   WgmmaKernel &k;
