@@ -12,31 +12,16 @@
 #include "qgemm/Kernels/ConfigRules.h"
 #include "qgemm/Spec.h"
 
+#include "TestSupport.h"
+
 #include <catch2/catch.hpp>
 
-#include <dirent.h>
-
-#include <algorithm>
 #include <string>
-#include <vector>
 
 using namespace qgemm;
+using qgemm::testing::specFilesIn;
 
 namespace {
-
-std::vector<std::string> specFilesIn(const std::string &dir) {
-  std::vector<std::string> files;
-  DIR *d = ::opendir(dir.c_str());
-  REQUIRE(d != nullptr);
-  while (dirent *e = ::readdir(d)) {
-    std::string n = e->d_name;
-    if (n.size() > 5 && n.substr(n.size() - 5) == ".json")
-      files.push_back(dir + "/" + n);
-  }
-  ::closedir(d);
-  std::sort(files.begin(), files.end());
-  return files;
-}
 
 // What the wgmma family does not build yet (issue 10 stays open on it): an
 // MXFP8 weight gradient at alignment 16, whose 32-token scale blocks

@@ -8,31 +8,27 @@
 //===----------------------------------------------------------------------===//
 #include "qgemm/TestGen.h"
 
+#include "TestSupport.h"
+
 #include <catch2/catch.hpp>
 
 #include <cmath>
-#include <dirent.h>
 #include <set>
 
 using namespace qgemm;
+using qgemm::testing::specFilesIn;
 
 namespace {
 
 std::vector<Spec> loadAll(const std::string &dir) {
   std::vector<Spec> out;
-  DIR *d = ::opendir(dir.c_str());
-  REQUIRE(d != nullptr);
-  while (dirent *e = ::readdir(d)) {
-    std::string n = e->d_name;
-    if (n.size() < 6 || n.substr(n.size() - 5) != ".json")
-      continue;
-    auto parsed = parseSpecFile(dir + "/" + n);
-    INFO(dir + "/" + n);
+  for (const std::string &file : specFilesIn(dir)) {
+    auto parsed = parseSpecFile(file);
+    INFO(file);
     REQUIRE(parsed.ok());
     for (Spec &s : parsed.value())
       out.push_back(std::move(s));
   }
-  ::closedir(d);
   return out;
 }
 

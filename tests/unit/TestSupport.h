@@ -7,9 +7,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <dirent.h>
 #include <ftw.h>
 #include <string>
 #include <vector>
@@ -20,6 +22,21 @@ namespace qgemm::testing {
 inline const char *const kNoDriver = "/nonexistent/qgemm-test/libcuda.so.1";
 
 /// The single spec `text` describes; fails the test otherwise.
+/// The *.json files of `dir`, sorted (the bundled spec folders).
+inline std::vector<std::string> specFilesIn(const std::string &dir) {
+  std::vector<std::string> files;
+  DIR *d = ::opendir(dir.c_str());
+  REQUIRE(d != nullptr);
+  while (dirent *e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n.size() > 5 && n.substr(n.size() - 5) == ".json")
+      files.push_back(dir + "/" + n);
+  }
+  ::closedir(d);
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
 inline Spec parseOne(const std::string &text) {
   SpecResult<std::vector<Spec>> r = parseSpecText(text, "test.json");
   INFO("spec: " << text);
