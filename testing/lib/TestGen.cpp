@@ -34,6 +34,7 @@ struct Shape {
   std::string name;
   std::vector<int64_t> rows;
   int64_t trailingPadding = 0;
+  std::vector<int64_t> valid; ///< TestCase::validRows
 };
 
 std::vector<Shape> shapesFor(const GemmContract &c, int64_t base) {
@@ -87,6 +88,50 @@ std::vector<Shape> shapesFor(const GemmContract &c, int64_t base) {
           {"align_stress", std::vector<int64_t>(6, align), 0}};
 }
 
+/// Shapes every alignment must survive, added after the distributions so the
+/// cases above keep their seeds: groups of 1 and 15 rows, one row past a
+/// 128 boundary, empty groups between full ones, and one very large group
+/// followed by a one-row group. Groups are padded to the alignment as a
+/// producer pads them: offsets groups carry their zeroed padding rows inside
+/// the group (validRows), row_group groups get -1 rows.
+std::vector<Shape> edgeShapes(const GemmContract &c, const CaseOptions &opts) {
+  const int64_t align = c.grouping.alignment, base = opts.baseRows;
+  const std::vector<int64_t> edge = {1, 15, 0, 129, 0, 0, base};
+  std::vector<Shape> out;
+  switch (c.grouping.kind) {
+  case GroupingKind::None:
+    return {{"past_128", {129}}};
+  case GroupingKind::MMasked:
+    return {{"edge_rows", {1, 15, 0, 129, 0}}};
+  case GroupingKind::KContiguous: {
+    // Token groups stay whole units (the alignment, or the scale block
+    // when the blocks do not restart).
+    const int64_t unit = restartsTokenBlocks(c)
+                             ? align
+                             : std::max(align, contractionBlock(c.a.scale));
+    auto u = [&](int64_t t) { return roundUpTo(t, unit); };
+    out.push_back({"edge_rows", {u(1), u(15), 0, u(129), 0, 0, u(base)}});
+    if (opts.hugeRows > 0)
+      out.push_back({"huge_group", {u(opts.hugeRows), u(1)}});
+    return out;
+  }
+  case GroupingKind::MContiguous:
+    break;
+  }
+  auto shape = [&](std::string name, std::vector<int64_t> valid) {
+    if (c.grouping.index == GroupIndex::RowGroup)
+      return Shape{std::move(name), std::move(valid), 0, {}};
+    Shape s{std::move(name), {}, 0, valid};
+    for (int64_t v : valid)
+      s.rows.push_back(roundUpTo(v, align));
+    return s;
+  };
+  out.push_back(shape("edge_rows", edge));
+  if (opts.hugeRows > 0)
+    out.push_back(shape("huge_group", {opts.hugeRows, 1}));
+  return out;
+}
+
 } // namespace
 
 std::vector<TestCase> generateCases(const Spec &spec, const CaseOptions &opts) {
@@ -101,6 +146,7 @@ std::vector<TestCase> generateCases(const Spec &spec, const CaseOptions &opts) {
     tc.name = s.name + "/" + std::string(toString(d));
     tc.groupRows = s.rows;
     tc.trailingPadding = s.trailingPadding;
+    tc.validRows = s.valid;
     tc.dist = d;
     tc.seed = seed++;
     if (c.grouping.kind == GroupingKind::MMasked)
@@ -127,6 +173,8 @@ std::vector<TestCase> generateCases(const Spec &spec, const CaseOptions &opts) {
     add(irregular, d);
   if (c.a.scale.dtype == ElemType::UE8M0 && c.b.scale.dtype == ElemType::UE8M0)
     add(irregular, ValueDist::ScaleExtremes);
+  for (const Shape &s : edgeShapes(c, opts))
+    add(s, ValueDist::Normal);
   return cases;
 }
 
@@ -186,16 +234,32 @@ struct OperandBuffers {
   std::vector<uint8_t> u8;
 };
 
+/// An E8M0 code written over scale (row, block) of one quantized matrix:
+/// the ScaleExtremes codes no f32 data quantizes to.
+struct CodeOverride {
+  int64_t row = 0, block = 0;
+  uint8_t code = 0;
+};
+
+/// What appendQuantized does to a matrix's rows besides quantizing them.
+struct RowMarks {
+  /// Rows that belong to no group: their scales are poisoned with NaN (or
+  /// the E8M0 NaN code), garbage a kernel must never read into a valid
+  /// output.
+  const std::vector<bool> *padding = nullptr;
+  /// Rows a producer zeroed inside an offsets group (data zero, scales
+  /// zero): the kernel computes them like any row.
+  const std::vector<bool> *zeroed = nullptr;
+  std::vector<CodeOverride> codes;
+};
+
 /// Quantize a (rows, cols) matrix and append it (data and one scale matrix)
-/// to `out`. Padding scale entries hold NaN (or the E8M0 NaN code), and the
-/// scales of rows listed in `paddingRows` are overwritten the same way:
-/// garbage a kernel must never read into a valid output.
+/// to `out`, then apply `marks` to row-wise ([1, b]) scales.
 /// With `tokens`, x is a token-dimension operand of k_contiguous whose scale
 /// blocks restart at each group (quantizeTokens).
 void appendQuantized(const std::vector<float> &x, int64_t rows, int64_t cols,
-                     const ScaleRecipe &r, ElemType fp8,
-                     const std::vector<bool> &paddingRows, OperandBuffers &out,
-                     const TokenBlocks *tokens = nullptr) {
+                     const ScaleRecipe &r, ElemType fp8, const RowMarks &marks,
+                     OperandBuffers &out, const TokenBlocks *tokens = nullptr) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   auto q = tokens ? quantizeTokens(x.data(), rows, cols, r, paramsFor(r, fp8),
                                    *tokens, nan, 0xFF)
@@ -204,20 +268,48 @@ void appendQuantized(const std::vector<float> &x, int64_t rows, int64_t cols,
   if (!q)
     return;
   out.data.insert(out.data.end(), q->data.begin(), q->data.end());
-  ScaleGrid g = scaleGrid(rows, cols, r);
-  for (int64_t i = 0; i < rows && !paddingRows.empty(); ++i) {
-    if (!paddingRows[size_t(i)] || r.blockRows != 1)
-      continue;
-    for (int64_t j = 0; j < g.cols; ++j) {
-      int64_t off = scaleOffset(rows, cols, r, i, j);
-      if (r.dtype == ElemType::UE8M0)
-        q->scalesUE8M0[size_t(off)] = 0xFF;
-      else
-        q->scalesF32[size_t(off)] = nan;
-    }
+  const ScaleGrid g =
+      tokens ? tokenGrid(rows, cols, r, *tokens) : scaleGrid(rows, cols, r);
+  const bool e8m0 = r.dtype == ElemType::UE8M0;
+  auto set = [&](int64_t i, int64_t j, float f32, uint8_t code) {
+    int64_t off = scaleOffset(rows, cols, r, g, i, j);
+    if (e8m0)
+      q->scalesUE8M0[size_t(off)] = code;
+    else
+      q->scalesF32[size_t(off)] = f32;
+  };
+  auto marked = [](const std::vector<bool> *v, int64_t i) {
+    return v && !v->empty() && (*v)[size_t(i)];
+  };
+  for (int64_t i = 0; i < rows && r.blockRows == 1; ++i) {
+    const bool pad = marked(marks.padding, i), zero = marked(marks.zeroed, i);
+    for (int64_t j = 0; j < g.cols && (pad || zero); ++j)
+      set(i, j, pad ? nan : 0.0f, pad ? 0xFF : 0x00);
   }
+  for (const CodeOverride &o : marks.codes)
+    if (e8m0 && o.row < g.rows && o.block < g.cols)
+      set(o.row, o.block, 0.0f, o.code);
   out.f32.insert(out.f32.end(), q->scalesF32.begin(), q->scalesF32.end());
   out.u8.insert(out.u8.end(), q->scalesUE8M0.begin(), q->scalesUE8M0.end());
+}
+
+/// ScaleExtremes' codes: 2^127 on the first valid row's first block and NaN
+/// on the second valid row's second block of A (rows[0], rows[1]); B's
+/// first block of every row at 2^-110, so that 2^127 times any B scale in
+/// that block stays finite (2^17 times the data).
+std::vector<CodeOverride> extremeCodesA(const std::vector<int64_t> &rows) {
+  std::vector<CodeOverride> out;
+  if (!rows.empty())
+    out.push_back({rows[0], 0, 0xFE});
+  if (rows.size() > 1)
+    out.push_back({rows[1], 1, 0xFF});
+  return out;
+}
+std::vector<CodeOverride> extremeCodesB(int64_t rows) {
+  std::vector<CodeOverride> out;
+  for (int64_t i = 0; i < rows; ++i)
+    out.push_back({i, 0, 127 - 110});
+  return out;
 }
 
 /// A (rows, cols) matrix of `src` values; rows flagged as padding are zero,
@@ -323,8 +415,23 @@ HostProblem buildProblem(const Spec &spec, const TestCase &tc) {
       scaleExtremes(xa, c.n, t, true, 0);
       scaleExtremes(xb, c.k, t, false, 1);
     }
-    appendQuantized(xa, c.n, t, c.a.scale, c.a.dtype, {}, a, tb);
-    appendQuantized(xb, c.k, t, c.b.scale, c.b.dtype, {}, b, tb);
+    RowMarks marksA, marksB;
+    if (tc.dist == ValueDist::ScaleExtremes) {
+      marksA.codes = extremeCodesA({0, 1});
+      marksB.codes = extremeCodesB(c.k);
+      // A's row 1 (output row n = 1) is NaN in the group of token block 1.
+      TokenBlocks all = tb ? *tb
+                           : tokenBlocks(p.groupIndex.data(), p.groups, t,
+                                         contractionBlock(c.a.scale), false);
+      if (all.count() > 1 && c.n > 1) {
+        int64_t first = all.ranges[1].first, g = 0;
+        while (p.groupIndex[size_t(g)] <= first)
+          ++g;
+        p.nanRows.push_back(g * c.n + 1);
+      }
+    }
+    appendQuantized(xa, c.n, t, c.a.scale, c.a.dtype, marksA, a, tb);
+    appendQuantized(xb, c.k, t, c.b.scale, c.b.dtype, marksB, b, tb);
     p.dRows = p.groups * c.n;
     p.dCols = c.k;
   } else {
@@ -333,9 +440,30 @@ HostProblem buildProblem(const Spec &spec, const TestCase &tc) {
       std::vector<float> xb = fill(c.n, c.k, srcB, {});
       if (tc.dist == ValueDist::ScaleExtremes)
         scaleExtremes(xb, c.n, c.k, false, g);
-      appendQuantized(xb, c.n, c.k, c.b.scale, c.b.dtype, {}, b);
+      RowMarks marks;
+      if (tc.dist == ValueDist::ScaleExtremes)
+        marks.codes = extremeCodesB(c.n);
+      appendQuantized(xb, c.n, c.k, c.b.scale, c.b.dtype, marks, b);
     }
-    std::vector<bool> padding;
+    std::vector<bool> padding, zeroed;
+    // ScaleExtremes: the first two valid rows of the first group with rows.
+    bool extremesPlaced = tc.dist != ValueDist::ScaleExtremes;
+    auto extremeMarks = [&](const std::vector<bool> &pad, int64_t dRowBase) {
+      RowMarks m;
+      m.padding = &pad;
+      m.zeroed = &zeroed;
+      if (extremesPlaced)
+        return m;
+      std::vector<int64_t> rows;
+      for (int64_t i = 0; i < int64_t(pad.size()) && rows.size() < 2; ++i)
+        if (!pad[size_t(i)] && (zeroed.empty() || !zeroed[size_t(i)]))
+          rows.push_back(i);
+      extremesPlaced = !rows.empty();
+      m.codes = extremeCodesA(rows);
+      if (rows.size() > 1 && ceilDiv(c.k, contractionBlock(c.a.scale)) > 1)
+        p.nanRows.push_back(dRowBase + rows[1]);
+      return m;
+    };
     if (kind == GroupingKind::MMasked) {
       // A: one (M_max, K) matrix per group; rows past masked_m are padding.
       p.rows = tc.maxRows;
@@ -349,7 +477,8 @@ HostProblem buildProblem(const Spec &spec, const TestCase &tc) {
           zeroBlock(xa, p.rows, c.k);
         if (tc.dist == ValueDist::ScaleExtremes)
           scaleExtremes(xa, p.rows, c.k, true, g);
-        appendQuantized(xa, p.rows, c.k, c.a.scale, c.a.dtype, padding, a);
+        appendQuantized(xa, p.rows, c.k, c.a.scale, c.a.dtype,
+                        extremeMarks(padding, g * p.rows), a);
       }
       p.dRows = p.groups * p.rows;
     } else {
@@ -365,19 +494,28 @@ HostProblem buildProblem(const Spec &spec, const TestCase &tc) {
         }
       } else {
         int64_t end = 0;
-        for (int64_t r : tc.groupRows) {
+        for (size_t g = 0; g < tc.groupRows.size(); ++g) {
+          const int64_t r = tc.groupRows[g];
+          const int64_t valid = tc.validRows.empty() ? r : tc.validRows[g];
           p.groupIndex.push_back(int32_t(end += r));
           padding.insert(padding.end(), size_t(r), false);
+          for (int64_t i = 0; i < r; ++i)
+            zeroed.push_back(i >= valid);
         }
         padding.insert(padding.end(), size_t(tc.trailingPadding), true);
+        zeroed.insert(zeroed.end(), size_t(tc.trailingPadding), false);
       }
       p.rows = int64_t(padding.size());
-      std::vector<float> xa = fill(p.rows, c.k, srcA, padding);
+      std::vector<bool> empty = padding;
+      for (size_t i = 0; i < zeroed.size(); ++i)
+        empty[i] = empty[i] || zeroed[i];
+      std::vector<float> xa = fill(p.rows, c.k, srcA, empty);
       if (tc.dist == ValueDist::ZeroBlock)
         zeroBlock(xa, p.rows, c.k);
       if (tc.dist == ValueDist::ScaleExtremes)
         scaleExtremes(xa, p.rows, c.k, true, 0);
-      appendQuantized(xa, p.rows, c.k, c.a.scale, c.a.dtype, padding, a);
+      appendQuantized(xa, p.rows, c.k, c.a.scale, c.a.dtype,
+                      extremeMarks(padding, 0), a);
       p.dRows = p.rows;
       if (kind == GroupingKind::None)
         p.groupIndex.clear();

@@ -8,10 +8,13 @@
 //===----------------------------------------------------------------------===//
 #include "qgemm/TestGen.h"
 
+#include "qgemm/ScaleLayout.h"
+
 #include "TestSupport.h"
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -101,6 +104,7 @@ TEST_CASE("generated problems honour the contract and keep padding out",
   // default sizes.
   CaseOptions small;
   small.baseRows = 16;
+  small.hugeRows = 300;
   // Every 5th (spec, case) pair: each layout, grouping and shape still
   // shows up, at a fifth of the time.
   int problems = 0, pair = 0;
@@ -115,15 +119,20 @@ TEST_CASE("generated problems honour the contract and keep padding out",
       REQUIRE(ref.ok());
       REQUIRE(ref.rows == p.dRows);
       REQUIRE(ref.cols == p.dCols);
-      int64_t paddingRows = 0, nonFinite = 0;
+      int64_t paddingRows = 0, nonFinite = 0, finiteOnNanRow = 0;
       for (int64_t i = 0; i < ref.rows; ++i) {
         paddingRows += ref.isPadding[size_t(i)];
         if (ref.isPadding[size_t(i)])
           continue;
-        for (int64_t j = 0; j < ref.cols; ++j)
-          nonFinite += !std::isfinite(ref.d[size_t(i * ref.cols + j)]);
+        const bool nanRow = std::count(p.nanRows.begin(), p.nanRows.end(), i);
+        for (int64_t j = 0; j < ref.cols; ++j) {
+          double v = ref.d[size_t(i * ref.cols + j)];
+          nonFinite += !nanRow && !std::isfinite(v);
+          finiteOnNanRow += nanRow && !std::isnan(v);
+        }
       }
       CHECK(nonFinite == 0);
+      CHECK(finiteOnNanRow == 0);
       // Shapes with padding must really exercise it.
       bool partialGroup = false;
       for (int64_t r : tc.groupRows)
@@ -153,9 +162,12 @@ TEST_CASE("MXFP8 cases reach the E8M0 extremes", "[testgen][mxfp8]") {
     if (s.gemm.a.scale.dtype != ElemType::UE8M0)
       continue;
     INFO(s.name);
-    TestCase tc = generateCases(s).back();
-    REQUIRE(tc.dist == ValueDist::ScaleExtremes);
-    HostProblem p = buildProblem(s, tc);
+    std::vector<TestCase> cases = generateCases(s);
+    auto it = std::find_if(cases.begin(), cases.end(), [](const TestCase &tc) {
+      return tc.dist == ValueDist::ScaleExtremes;
+    });
+    REQUIRE(it != cases.end());
+    HostProblem p = buildProblem(s, *it);
     // Padding entries hold 0xFF (NaN); among the others A reaches code 0
     // (2^-127, clamped from 2^-125-scaled data) and both reach ~2^33 codes,
     // B goes down to ~2^-67: scale products from far below f32's normal
@@ -172,11 +184,88 @@ TEST_CASE("MXFP8 cases reach the E8M0 extremes", "[testgen][mxfp8]") {
     auto [aLo, aHi] = range(p.scaleAU8);
     auto [bLo, bHi] = range(p.scaleBU8);
     CHECK(aLo == 0);
-    CHECK(aHi >= 150);
+    CHECK(aHi == 0xFE); // 2^127, written over a valid block
+    // One valid block holds the NaN code: its output row is NaN.
+    REQUIRE(p.nanRows.size() == 1);
+    ReferenceResult ref = referenceGemm(p.contract, p.operands());
+    REQUIRE(ref.ok());
+    int64_t nans = 0, nonFinite = 0;
+    for (int64_t i = 0; i < ref.rows; ++i)
+      for (int64_t j = 0; j < ref.cols && !ref.isPadding[size_t(i)]; ++j) {
+        double v = ref.d[size_t(i * ref.cols + j)];
+        bool nanRow = i == p.nanRows[0];
+        nans += nanRow && std::isnan(v);
+        nonFinite += !nanRow && !std::isfinite(v);
+      }
+    CHECK(nans == ref.cols);
+    CHECK(nonFinite == 0);
     CHECK(bLo <= 70);
     CHECK(bHi >= 150);
     CHECK(aLo + bLo - 127 < 1); // a product below 2^-126
     ++checked;
   }
   CHECK(checked >= 10);
+}
+
+TEST_CASE("edge groups at every alignment", "[testgen]") {
+  // Groups of 1 and 15 rows, one row past 128, empty groups between full
+  // ones and a group of 100k rows, padded to each alignment the way a
+  // producer pads them.
+  for (const Spec &s : loadAll(QGEMM_GPU_SPECS_DIR)) {
+    const GemmContract &c = s.gemm;
+    if (c.grouping.kind != GroupingKind::MContiguous ||
+        c.a.scale.dtype == ElemType::UE8M0)
+      continue;
+    INFO(s.name);
+    const int64_t align = c.grouping.alignment;
+    CaseOptions opts;
+    opts.hugeRows = 1000; // the same code path as 100k, in a unit test
+    std::vector<TestCase> cases = generateCases(s, opts);
+    auto find = [&](const std::string &name) {
+      for (const TestCase &tc : cases)
+        if (tc.name == name + "/normal")
+          return tc;
+      FAIL("no case " << name);
+      return TestCase{};
+    };
+    TestCase edge = find("edge_rows"), huge = find("huge_group");
+    const std::vector<int64_t> want = {1, 15, 0, 129, 0, 0, 96};
+    if (c.grouping.index == GroupIndex::RowGroup) {
+      CHECK(edge.groupRows == want);
+      CHECK(huge.groupRows == std::vector<int64_t>{1000, 1});
+      HostProblem p = buildProblem(s, edge);
+      checkMetadata(s, edge, p);
+      // The group of 129 rows is followed by -1 rows up to the alignment.
+      int64_t minusOne = std::count(p.groupIndex.begin(), p.groupIndex.end(), -1);
+      int64_t padded = 0;
+      for (int64_t r : want)
+        padded += roundUp(r, align) - r;
+      CHECK(minusOne == padded);
+      continue;
+    }
+    REQUIRE(edge.validRows == want);
+    for (size_t g = 0; g < want.size(); ++g)
+      CHECK(edge.groupRows[g] == roundUp(want[g], align));
+    CHECK(huge.groupRows[0] == roundUp(1000, align));
+    HostProblem p = buildProblem(s, edge);
+    checkMetadata(s, edge, p);
+    // Zeroed padding inside a group: data zero and scale zero (what a
+    // permute that pads leaves), never the NaN poison of rows past the
+    // last group, which the kernel computes like valid rows.
+    int64_t row = edge.groupRows[0] + edge.validRows[1]; // group 1's first pad
+    if (align > 15) {
+      for (int64_t j = 0; j < c.k; ++j)
+        CHECK(p.a[size_t(dataOffset(p.rows, c.k, c.a.scale, row, j))] == 0);
+      for (int64_t j = 0; j < ceilDiv(c.k, 128); ++j)
+        CHECK(p.scaleAF32[size_t(scaleOffset(p.rows, c.k, c.a.scale, row, j))] ==
+              0.0f);
+    }
+    ReferenceResult ref = referenceGemm(p.contract, p.operands());
+    REQUIRE(ref.ok());
+    int64_t nonFinite = 0;
+    for (int64_t i = 0; i < ref.rows; ++i)
+      for (int64_t j = 0; j < ref.cols && !ref.isPadding[size_t(i)]; ++j)
+        nonFinite += !std::isfinite(ref.d[size_t(i * ref.cols + j)]);
+    CHECK(nonFinite == 0);
+  }
 }

@@ -49,10 +49,12 @@ const char *kUsage = R"(usage:
       --suite)  --warmup N (default 10)  --no-cublas  --threads N (data)
       --json (the report on stdout)  --out DIR (write
       DIR/<date>-<device>.json)
-  qgemmc gen-tests SPEC... [--check] [--rows N]
+  qgemmc gen-tests SPEC... [--check] [--rows N] [--huge-rows N]
       List the cases the spec-driven tests derive from each spec (shapes,
       value distributions); --check builds each one and runs the CPU float64
-      reference over it. --rows sets the typical group height (default 96).
+      reference over it. --rows sets the typical group height (default 96),
+      --huge-rows the rows of the one very large group (default 100000; 0
+      leaves it out, as --check does unless it is given).
   qgemmc --version | --help
 exit codes: 0 ok, 1 user error, 2 internal error
 )";
