@@ -8,12 +8,15 @@
 namespace qgemm {
 
 KernelFamily heuristicFamily(const GemmContract &c) {
-  return wgmmaImplements(c) ? KernelFamily::Wgmma : KernelFamily::Simt;
+  return wgmmaImplements(c) && wgmmaUnverified(c).empty() ? KernelFamily::Wgmma
+                                                          : KernelFamily::Simt;
 }
 
 KernelFamily chooseFamily(const GemmContract &c, const Tuning &t) {
   if (!t.isAuto && t.family == "simt")
     return KernelFamily::Simt;
+  if (!t.isAuto && t.family == "wgmma" && wgmmaImplements(c))
+    return KernelFamily::Wgmma;
   return heuristicFamily(c);
 }
 

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "qgemm/Kernels/ConfigRules.h"
+#include "qgemm/Kernels/Heuristics.h"
 #include "qgemm/Kernels/KernelABI.h"
 #include "qgemm/Kernels/ResolveConfig.h"
 #include "qgemm/Kernels/WgmmaLayout.h"
@@ -121,13 +122,14 @@ TEST_CASE("the weight gradient takes the wgmma family at every alignment "
     c.accumulate = false;
     CHECK(wgmmaImplements(c));
   }
-  // MXFP8 below its block stays SIMT here (1x32 scales are not the wgmma
-  // family's).
+  // MXFP8 below its block: built, but "auto" holds it on SIMT until it has
+  // run on the GPU.
   GemmContract mx = wgrad();
   mx.grouping.alignment = 16;
   mx.a.scale = {1, 32, ElemType::UE8M0, ScaleLayout::Compact};
   mx.b.scale = {1, 32, ElemType::UE8M0, ScaleLayout::Compact};
-  CHECK_FALSE(wgmmaImplements(mx));
+  CHECK(wgmmaImplements(mx));
+  CHECK(heuristicFamily(mx) == KernelFamily::Simt);
 }
 
 TEST_CASE("m_contiguous walks n-blocks in bands of 4", "[config]") {
@@ -262,11 +264,12 @@ TEST_CASE("every refusal that suggests a fix suggests one that is accepted",
 
 TEST_CASE("knobs on a SIMT-only contract are refused, num_sms included",
           "[config][tuning]") {
-  // The MXFP8 weight gradient at alignment 16 stays SIMT.
+  // The MXFP8 weight gradient at alignment 16 stays SIMT under "auto"
+  // until it has run on the GPU.
   GemmContract simt = wgrad();
   simt.grouping.alignment = 16;
   simt.a.scale = simt.b.scale = {1, 32, ElemType::UE8M0, ScaleLayout::Compact};
-  REQUIRE_FALSE(wgmmaImplements(simt));
+  REQUIRE(heuristicFamily(simt) == KernelFamily::Simt);
   Tuning t;
   t.isAuto = false;
   t.numSms = 4;
@@ -346,9 +349,11 @@ TEST_CASE("the MXFP8 weight gradient runs on wgmma for whole 32-token blocks",
     c.grouping.alignment = align;
     CHECK(wgmmaImplements(c));
   }
-  // Alignment 16 restarts the token blocks inside groups: SIMT.
+  // Alignment 16 restarts the token blocks at each group, whose last k32
+  // step may be half the group's: built, held from "auto" until verified.
   c.grouping.alignment = 16;
-  CHECK_FALSE(wgmmaImplements(c));
+  CHECK(wgmmaImplements(c));
+  CHECK(resolveKernelConfig(c, Tuning()).family == KernelFamily::Simt);
   c.grouping.alignment = 32;
   KernelConfig cfg = resolveKernelConfig(c, Tuning());
   CHECK(cfg.family == KernelFamily::Wgmma);
@@ -434,13 +439,25 @@ TEST_CASE("the wgmma family builds accumulation, odd n and odd k",
       c.accumulate = !c.accumulate;
       CHECK(wgmmaImplements(c));
     }
-  // row_group builds; the MXFP8 weight gradient at alignment 16 is refused
-  // with a reason.
+  // row_group builds; the MXFP8 weight gradient at alignment 16 builds but
+  // "auto" holds it on the reference kernel until it has run on the GPU.
   GemmContract rg = forward();
   rg.grouping.index = GroupIndex::RowGroup;
   CHECK(wgmmaImplements(rg));
+  CHECK(wgmmaUnverified(rg).empty());
   GemmContract mx16 = wgrad();
   mx16.grouping.alignment = 16;
   mx16.a.scale = mx16.b.scale = {1, 32, ElemType::UE8M0, ScaleLayout::Compact};
-  CHECK(wgmmaRefusal(mx16).find("MXFP8 at alignment 16") != std::string::npos);
+  CHECK(wgmmaImplements(mx16));
+  CHECK(wgmmaUnverified(mx16).find("MXFP8 at alignment 16") != std::string::npos);
+  CHECK(heuristicFamily(mx16) == KernelFamily::Simt);
+  Tuning asked;
+  asked.isAuto = false;
+  asked.family = "wgmma";
+  CHECK(chooseFamily(mx16, asked) == KernelFamily::Wgmma);
+  // The MXFP8 weight gradient with accumulation ran on the GPU: not held.
+  GemmContract mxAcc = mx16;
+  mxAcc.grouping.alignment = 32;
+  mxAcc.accumulate = true;
+  CHECK(wgmmaUnverified(mxAcc).empty());
 }

@@ -40,6 +40,7 @@
 using namespace mlir;
 using namespace mlir::qgemm::wgmma;
 using mlir::qgemm::emitScaleAddress;
+using mlir::qgemm::emitTokenScaleAddress;
 using mlir::qgemm::ScaleAddress;
 
 namespace {
@@ -71,14 +72,19 @@ SmallVector<Value> Producer::mxRowScales(const ScaleRecipe &recipe,
   KernelIR &ir = k.ir;
   const int64_t steps = k.layout.scaleSteps();
   Value rowLimit = ir.toI64(rows);
-  Value blocks = ir.ceilDiv(ir.toI64(cols), k.cfg.scaleBlockK);
+  // Token blocks that restart at each group: a grid of Tb columns.
+  const bool restart = k.wgrad() && k.restartsTokens();
+  Value blocks = restart ? ir.toI64(k.tile.tokenScaleBlocks)
+                         : ir.ceilDiv(ir.toI64(cols), k.cfg.scaleBlockK);
   Value r = ir.toI64(row);
   Value first = ir.toI64(sb0);
   Value rowOk = ir.cmp(arith::CmpIPredicate::slt, r, rowLimit);
   Value rc = ir.minS(r, ir.sub(rowLimit, ir.i64(1)));
   auto address = [&](Value sb) {
     ScaleAddress a =
-        emitScaleAddress(ir, recipe, rowLimit, ir.toI64(cols), rc, sb);
+        restart ? emitTokenScaleAddress(ir, recipe, rowLimit, blocks, rc, sb)
+                : emitScaleAddress(ir, recipe, rowLimit, ir.toI64(cols), rc,
+                                   sb);
     return matrix ? ir.add(ir.mul(ir.toI64(matrix), a.matrixSize), a.offset)
                   : a.offset;
   };
@@ -112,7 +118,14 @@ void Producer::mxScales(Value s, Value k0, Value tid) {
   const TileState &t = k.tile;
   const int64_t steps = k.layout.scaleSteps();
   Value scales = k.stageScales(s);
-  Value sb0 = ir.divU(k0, ir.i32(cfg.scaleBlockK));
+  // The K block's first scale block: k0 / 32, or with restarted token
+  // blocks start(g) + (k0 - first_g) / 32 (a K block starts a whole number
+  // of 32-token blocks into its group).
+  Value sb0 =
+      k.wgrad() && k.restartsTokens()
+          ? ir.add(t.tokenScaleStart,
+                   ir.divU(ir.sub(k0, t.tokenStart), ir.i32(cfg.scaleBlockK)))
+          : ir.divU(k0, ir.i32(cfg.scaleBlockK));
   Value m0 = k.tileRow0();
   Value n0 = ir.mul(t.nBlock, ir.i32(cfg.blockN));
   // A: (M, K), (M_max, K) per group, or (n, T) for k_contiguous.
@@ -186,8 +199,9 @@ void Mainloop::promoteStep(Value frag, Value sa0, Value sa1, Value scalePtr,
 
 /// The tile's K blocks with MXFP8 scales: per k32 step wgmma, wait, then
 /// promote with the step's scales read from the stage;
-/// k_contiguous skips the steps past the group's last token (groups are
-/// whole 32-token blocks; the TMA box may reach into the next group).
+/// k_contiguous skips the steps past the group's last token (the TMA box
+/// may reach into the next group) and, where groups are multiples of 16
+/// tokens only, zeroes the second half of a step the group ends in.
 SmallVector<Value> Mainloop::runMx(Value it, Value consumerIdx, Value tidInWg,
                                    Value rowInTile, Value lane) {
   KernelIR &ir = k.ir;
@@ -202,6 +216,21 @@ SmallVector<Value> Mainloop::runMx(Value it, Value consumerIdx, Value tidInWg,
   Value kb = loop.getInductionVar();
   Value s = k.stageOf(ir.add(it, kb));
   k.hw.mbarrierWait(k.fullBar(s), k.phaseOf(ir.add(it, kb)));
+  // Groups of 16 (alignment 16, blocks restarting at each group) can end
+  // in the middle of a k32 step: zero the tokens of the group's last K
+  // block past its end, as the 1x128 kernel does; whole steps past it are
+  // skipped below.
+  if (k.restartsTokens()) {
+    Value last = arith::AndIOp::create(
+        b, k.eq(ir.sub(k.tile.kBlockCount, kb), 1),
+        ir.cmp(arith::CmpIPredicate::ne,
+               ir.remU(k.tile.tailTokens, ir.i32(k.cfg.scaleBlockK)),
+               ir.i32(0)));
+    auto ifTail = scf::IfOp::create(b, last, false);
+    OpBuilder::InsertionGuard inTail(b);
+    b.setInsertionPointToStart(&ifTail.getThenRegion().front());
+    zeroTokenTail(s, consumerIdx, tidInWg);
+  }
   Value scalePtr = k.stageScales(s);
   // The thread's two A rows' scales of one step, loaded per step: held
   // for the whole block they cost the 192-wide tile its last free
