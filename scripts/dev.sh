@@ -33,7 +33,8 @@ LLVM_BIN=/usr/lib/llvm-22/bin
 
 # Debian 12 packages qgemm builds with (LLVM/MLIR 22 come from bookworm-security).
 PACKAGES=(cmake ninja-build g++ python3 llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
-          lld-22 libzstd-dev zlib1g-dev libfmt-dev nlohmann-json3-dev catch2 xz-utils)
+          lld-22 libzstd-dev zlib1g-dev libfmt-dev nlohmann-json3-dev catch2 xz-utils
+          pkg-config python3-venv python3-numpy)  # install + Python package tests
 
 log() { printf '\033[1m[qgemm]\033[0m %s\n' "$*" >&2; }
 
