@@ -205,6 +205,13 @@ class CompileTest(unittest.TestCase):
         with self.assertRaisesRegex(qgemm.SpecError, "nonexistent.json"):
             qgemm.compile("/nonexistent.json")
 
+    def test_unsupported_op(self):
+        quantize = {"qgemm": 1, "name": "q", "op": "quantize",
+                    "recipe": "deepseek", "rowwise": {}, "shape": {"k": 7168}}
+        with self.assertRaisesRegex(qgemm.UnsupportedError,
+                                    "has no GPU lowering yet"):
+            qgemm.compile(quantize)
+
     def test_spec_type(self):
         with self.assertRaises(TypeError):
             qgemm.compile(42)

@@ -301,12 +301,19 @@ qgemm_status qgemm_compile(qgemm_runtime *rt, const qgemm_spec *spec,
       *out = new qgemm_kernel{r.kernel, r.stats};
     if (r.ok())
       return QGEMM_OK;
-    // Without a kernel the compiler refused the spec: a spec problem (its
-    // messages name the field) unless it says qgemm is at fault.
-    if (!r.kernel.valid())
-      return fail(r.status.code == Status::UserError ? QGEMM_ERROR_SPEC
-                                                     : QGEMM_ERROR_INTERNAL,
-                  r.status.message);
+    // Without a kernel the compiler refused the spec: an op it parses but
+    // cannot lower yet (the marker the pipeline itself tests, Pipeline.cpp),
+    // else a spec problem (its messages name the field) unless it says
+    // qgemm is at fault.
+    if (!r.kernel.valid()) {
+      qgemm_status code = QGEMM_ERROR_INTERNAL;
+      if (r.status.code == Status::UserError)
+        code = r.status.message.find("has no GPU lowering yet") !=
+                       std::string::npos
+                   ? QGEMM_ERROR_UNSUPPORTED
+                   : QGEMM_ERROR_SPEC;
+      return fail(code, r.status.message);
+    }
     return fromStatus(r.status); // the eager module load
   });
 }

@@ -92,8 +92,9 @@ typedef enum qgemm_status {
    * stub driver, no device, a driver too old for the device. Compiling and
    * querying still work. */
   QGEMM_ERROR_NO_DEVICE = 5,
-  /* Valid input this library version cannot do yet (kept for growth: no
-   * function of this version returns it for a documented use). */
+  /* Valid input this library version cannot do yet: qgemm_compile of an op
+   * that parses but has no GPU lowering in this build (quantize, until its
+   * kernels land). */
   QGEMM_ERROR_UNSUPPORTED = 6
 } qgemm_status;
 
