@@ -2,6 +2,7 @@
 import array
 import ctypes
 import json
+import threading
 from collections import namedtuple
 
 from . import _capi, _tensors
@@ -51,7 +52,9 @@ class Kernel:
             _capi.FAMILIES[cfg.family], cfg.block_m, cfg.block_n, cfg.block_k,
             cfg.stages, cfg.threads, cfg.cluster, bool(cfg.n_fastest),
             cfg.raster_band, cfg.scale_block_k, cfg.num_sms, cfg.shared_bytes)
-        self._args = _capi.GemmArgs(ctypes.sizeof(_capi.GemmArgs))
+        # One argument struct per thread, refilled by each launch: no
+        # allocation per call, and threads launching one kernel never share.
+        self._tls = threading.local()
 
     def __del__(self):
         handle = getattr(self, "_handle", None)
@@ -183,7 +186,10 @@ class Kernel:
             views["groups"] = _tensors.view(groups, "groups", s)
         rows, num_groups = self._check(views, host_groups is not None)
 
-        args = self._args
+        args = getattr(self._tls, "args", None)
+        if args is None:
+            args = self._tls.args = _capi.GemmArgs(
+                ctypes.sizeof(_capi.GemmArgs))
         args.a, args.scale_a = views["a"].ptr, views["scale_a"].ptr
         args.b, args.scale_b = views["b"].ptr, views["scale_b"].ptr
         args.d = views["d"].ptr

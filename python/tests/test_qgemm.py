@@ -12,6 +12,8 @@ fake pointer ever reaches a kernel).
 import ctypes
 import json
 import os
+import shutil
+import subprocess
 import tempfile
 import unittest
 
@@ -215,6 +217,46 @@ class CompileTest(unittest.TestCase):
     def test_spec_type(self):
         with self.assertRaises(TypeError):
             qgemm.compile(42)
+
+
+@unittest.skipUnless(shutil.which("cc"), "no C compiler")
+class AbiTest(unittest.TestCase):
+    """The ctypes structs of _capi.py against qgemm.h as a C compiler lays
+    them out: every field's offset and every struct's size."""
+
+    STRUCTS = {"RuntimeOptions": "qgemm_runtime_options",
+               "ScaleInfo": "qgemm_scale_info",
+               "GemmInfo": "qgemm_gemm_info",
+               "ConfigInfo": "qgemm_config_info",
+               "LaunchGeometry": "qgemm_launch_geometry",
+               "GemmArgs": "qgemm_gemm_args"}
+
+    def test_struct_layouts(self):
+        from qgemm import _capi
+        lines, expected = [], []
+        for py, c in self.STRUCTS.items():
+            cls = getattr(_capi, py)
+            lines.append('printf("%%zu\\n", sizeof(%s));' % c)
+            expected.append(ctypes.sizeof(cls))
+            for field, _ in cls._fields_:
+                lines.append('printf("%%zu\\n", offsetof(%s, %s));'
+                             % (c, field))
+                expected.append(getattr(cls, field).offset)
+        src = ("#include <stddef.h>\n#include <stdio.h>\n"
+               "#include <qgemm/qgemm.h>\nint main(void) {\n%s\nreturn 0;\n}\n"
+               % "\n".join(lines))
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(os.path.join(tmp, "abi.c"), "w") as f:
+                f.write(src)
+            exe = os.path.join(tmp, "abi")
+            subprocess.run(["cc", "-std=c99", "-I",
+                            os.path.join(ROOT, "runtime", "include"),
+                            os.path.join(tmp, "abi.c"), "-o", exe],
+                           check=True)
+            got = [int(x) for x in
+                   subprocess.run([exe], check=True, capture_output=True,
+                                  text=True).stdout.split()]
+        self.assertEqual(got, expected)
 
 
 class LaunchCheckTest(unittest.TestCase):
