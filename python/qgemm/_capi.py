@@ -104,6 +104,9 @@ _SIGNATURES = {
     "qgemm_kernel_config": (c_int, [_P, POINTER(ConfigInfo)]),
     "qgemm_kernel_launch_geometry":
         (c_int, [_P, c_int64, c_int64, c_int64, POINTER(LaunchGeometry)]),
+    "qgemm_kernel_scale_elements":
+        (c_int, [_P, c_int64, c_int64, POINTER(c_int32), POINTER(c_int64),
+                 POINTER(c_int64)]),
     "qgemm_launch_gemm": (c_int, [_P, _P, POINTER(GemmArgs), c_void_p]),
     "qgemm_kernel_load": (c_int, [_P, _P]),
 }

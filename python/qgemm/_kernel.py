@@ -184,7 +184,16 @@ class Kernel:
             views["c"] = _tensors.view(c, "c", s)
         if groups is not None:
             views["groups"] = _tensors.view(groups, "groups", s)
-        rows, num_groups = self._check(views, host_groups is not None)
+        host = None
+        if host_groups is not None:
+            host = host_groups if (isinstance(host_groups, array.array) and
+                                   host_groups.typecode == "i") \
+                else array.array("i", host_groups)
+        host_ptr = ctypes.cast((ctypes.c_int32 * len(host)).from_buffer(host),
+                               ctypes.POINTER(ctypes.c_int32)) \
+            if host else None
+        rows, num_groups = self._check(views, host is not None)
+        self._check_scales(views, rows, num_groups, host_ptr)
 
         args = getattr(self._tls, "args", None)
         if args is None:
@@ -196,19 +205,32 @@ class Kernel:
         args.c = views["c"].ptr if "c" in views else 0
         args.groups = views["groups"].ptr if "groups" in views else 0
         args.rows, args.num_groups = rows, num_groups
-        if host_groups is not None:
-            host = host_groups if (isinstance(host_groups, array.array) and
-                                   host_groups.typecode == "i") \
-                else array.array("i", host_groups)
-            buf = (ctypes.c_int32 * len(host)).from_buffer(host) \
-                if len(host) else None
-            args.host_groups = ctypes.cast(buf, ctypes.POINTER(ctypes.c_int32))
-            args.host_groups_count = len(host)
-        else:
-            args.host_groups = None
-            args.host_groups_count = 0
+        args.host_groups = host_ptr
+        args.host_groups_count = len(host) if host is not None else 0
         check(lib.qgemm_launch_gemm(self.runtime._handle, self._handle,
                                     ctypes.byref(args), s or None))
+
+    def _check_scales(self, views, rows, num_groups, host_ptr):
+        """Scale tensors hold at least what the kernel reads (the library
+        sizes each layout, LAYOUTS.md)."""
+        if self.grouping == "k_contiguous" and host_ptr is None:
+            return  # the launch refuses the missing host offsets itself
+        need_a, need_b = ctypes.c_int64(), ctypes.c_int64()
+        check(lib.qgemm_kernel_scale_elements(
+            self._handle, rows, num_groups, host_ptr, ctypes.byref(need_a),
+            ctypes.byref(need_b)))
+        for name, need, scale in (("scale_a", need_a.value, self.a_scale),
+                                  ("scale_b", need_b.value, self.b_scale)):
+            v = views[name]
+            have = 1
+            for size in v.shape:
+                have *= size
+            if have < need:
+                raise ArgumentError(
+                    "%s has %d elements (shape %s); %s reads %d for these "
+                    "sizes (%s %s scales, blocks %s)"
+                    % (name, have, tuple(v.shape), self.name, need,
+                       scale.layout, scale.dtype, list(scale.block)))
 
     def _check(self, views, have_host_groups):
         """dtype, shape, device and layout checks of the views; returns

@@ -319,6 +319,20 @@ class LaunchCheckTest(unittest.TestCase):
         self.assertRefused(r"groups has shape \(3,\); expected \(2,\)",
                            groups=FakeCuda((3,), "<i4"))
 
+    def test_scale_sizes(self):
+        # [1,128] COMPACT A scales: rows x K/128 = 256 x 4.
+        self.assertRefused(r"scale_a has 1020 elements \(shape \(255, 4\)\); "
+                           r".* reads 1024 .*COMPACT f32 scales, blocks "
+                           r"\[1, 128\]",
+                           scale_a=FakeCuda((255, 4), "<f4"))
+        # G x [128,128] COMPACT: 2 x 2 x 4.
+        self.assertRefused("scale_b has 15 elements .* reads 16",
+                           scale_b=FakeCuda((15,), "<f4"))
+        # Any shape with enough elements is accepted (layouts differ in
+        # their natural shapes).
+        with self.assertRaises(qgemm.DeviceError):
+            self.launch(scale_a=FakeCuda((1024,), "<f4"))
+
     def test_strides(self):
         # A transposed view: (512, 256) storage read as (256, 512).
         self.assertRefused("a with shape .* has strides .* dense row-major",

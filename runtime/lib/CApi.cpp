@@ -550,6 +550,60 @@ qgemm_status qgemm_kernel_launch_geometry(const qgemm_kernel *k, int64_t rows,
   });
 }
 
+qgemm_status qgemm_kernel_scale_elements(const qgemm_kernel *k, int64_t rows,
+                                         int64_t num_groups,
+                                         const int32_t *host_groups,
+                                         int64_t *scale_a_elems,
+                                         int64_t *scale_b_elems) {
+  return guarded("qgemm_kernel_scale_elements", [&] {
+    const char *fn = "qgemm_kernel_scale_elements";
+    const Kernel *kk = kernelOf(k);
+    if (!kk)
+      return invalid(fn, "kernel is NULL");
+    if (!scale_a_elems || !scale_b_elems)
+      return invalid(fn, "scale_a_elems or scale_b_elems is NULL");
+    if (kk->spec().op != OpKind::GroupedGemm)
+      return fail(QGEMM_ERROR_USER, std::string(fn) + ": " + kk->spec().name +
+                                        " is not a grouped_gemm kernel");
+    const GemmContract &c = kk->spec().gemm;
+    GemmArgs a;
+    a.rows = rows;
+    a.numGroups = num_groups;
+    a.hostGroups = host_groups;
+    a.hostGroupsCount = host_groups ? num_groups : 0;
+    // The sizes are only meaningful for arguments a launch would accept:
+    // the host offsets are validated as a launch validates them.
+    if (rows < 0 || rows > kMaxDim || num_groups < 1 ||
+        num_groups > kMaxGroups)
+      return fail(QGEMM_ERROR_USER,
+                  std::string(fn) + ": rows = " + std::to_string(rows) +
+                      ", num_groups = " + std::to_string(num_groups) +
+                      ": expected rows in 0.." + std::to_string(kMaxDim) +
+                      " and num_groups in 1.." + std::to_string(kMaxGroups));
+    if (c.grouping.kind == GroupingKind::KContiguous && restartsTokenBlocks(c)) {
+      if (!host_groups)
+        return fail(QGEMM_ERROR_USER,
+                    std::string(fn) + ": " + kk->spec().name +
+                        " restarts its token scale blocks at each group: "
+                        "the host offsets are needed to size its scales");
+      GemmArgs check = a;
+      check.a = check.b = check.d = check.groups = 16; // pointers are not the point
+      check.scaleA = check.scaleB = 16;
+      check.c = 16;
+      if (Status st = validateGemmArgs(c, check); !st.ok())
+        return fromStatus(st);
+    }
+    int64_t sa = scaleElements(c, a, ScaleOperand::A);
+    int64_t sb = scaleElements(c, a, ScaleOperand::B);
+    if (sa < 0 || sb < 0)
+      return fail(QGEMM_ERROR_INTERNAL,
+                  std::string(fn) + ": no scale layout for " + kk->spec().name);
+    *scale_a_elems = sa;
+    *scale_b_elems = sb;
+    return QGEMM_OK;
+  });
+}
+
 //===----------------------------------------------------------------------===//
 // Launch
 //===----------------------------------------------------------------------===//

@@ -11,6 +11,7 @@
 
 #include "qgemm/Kernels/KernelABI.h"
 #include "qgemm/Runtime.h"
+#include "qgemm/TestGen.h"
 
 #include "TestSupport.h"
 
@@ -318,4 +319,71 @@ TEST_CASE("C API: ops without a lowering are unsupported", "[capi]") {
   CHECK(h.kernel == nullptr);
   CHECK_THAT(qgemm_last_error_message(),
              Catch::Contains("has no GPU lowering yet"));
+}
+
+TEST_CASE("scale sizes agree with the test generator's buffers", "[capi]") {
+  // testing/ quantizes with the reference layouts (ScaleLayout.h); the
+  // library's own table (GemmArgs.cpp) must size every recipe, grouping
+  // and token-block restart the same way.
+  int checked = 0;
+  for (const std::string &file : specFilesIn(QGEMM_GPU_SPECS_DIR)) {
+    auto specs = parseSpecFile(file);
+    REQUIRE(specs.ok());
+    for (const Spec &spec : specs.value()) {
+      std::vector<TestCase> cases = generateCases(spec);
+      for (size_t i = 0; i < cases.size() && i < 3; ++i) {
+        HostProblem p = buildProblem(spec, cases[i]);
+        GemmArgs args;
+        args.rows = p.rows;
+        args.numGroups = p.groups;
+        args.hostGroups = p.groupIndex.empty() ? nullptr : p.groupIndex.data();
+        args.hostGroupsCount = int64_t(p.groupIndex.size());
+        auto bytes = [](const ScaleRecipe &r, int64_t n) {
+          return n * (r.dtype == ElemType::UE8M0 ? 1 : 4);
+        };
+        INFO(spec.name << " case " << cases[i].name);
+        const GemmContract &c = spec.gemm;
+        CHECK(bytes(c.a.scale, scaleElements(c, args, ScaleOperand::A)) ==
+              int64_t(p.scaleABytes()));
+        CHECK(bytes(c.b.scale, scaleElements(c, args, ScaleOperand::B)) ==
+              int64_t(p.scaleBBytes()));
+        ++checked;
+      }
+    }
+  }
+  CHECK(checked > 100);
+}
+
+TEST_CASE("C API: scale sizes", "[capi]") {
+  TempDir dir;
+  Handles h;
+  compileText(h, dir, kFprop);
+  int64_t sa = 0, sb = 0;
+  REQUIRE(qgemm_kernel_scale_elements(h.kernel, 256, 2, nullptr, &sa, &sb) ==
+          QGEMM_OK);
+  CHECK(sa == 256 * 4);     // [1,128] COMPACT: rows x K/128
+  CHECK(sb == 2 * 2 * 4);   // G x [128,128] COMPACT: N/128 x K/128
+  CHECK(qgemm_kernel_scale_elements(h.kernel, -1, 2, nullptr, &sa, &sb) ==
+        QGEMM_ERROR_USER);
+
+  // k_contiguous at alignment 16 with 1x128 scales: Tb from the offsets.
+  Handles w;
+  compileText(w, dir, R"({"qgemm": 1, "name": "capi_wg", "op": "grouped_gemm",
+    "grouping": {"kind": "k_contiguous", "alignment": 16, "index": "offsets"},
+    "shape": {"n": 256, "k": 128},
+    "a": {"scale": {"block": [1, 128]}}, "b": {"scale": {"block": [1, 128]}},
+    "d": {"dtype": "f32"}, "tuning": {"family": "simt"}})");
+  CHECK(qgemm_kernel_scale_elements(w.kernel, 160, 2, nullptr, &sa, &sb) ==
+        QGEMM_ERROR_USER);
+  CHECK_THAT(qgemm_last_error_message(), Catch::Contains("host offsets"));
+  const int32_t offs[2] = {16, 160}; // blocks: 1 + 2 = 3 (not cd(160,128) = 2)
+  REQUIRE(qgemm_kernel_scale_elements(w.kernel, 160, 2, offs, &sa, &sb) ==
+          QGEMM_OK);
+  CHECK(sa == 256 * 3);
+  CHECK(sb == 128 * 3);
+  const int32_t bad[2] = {20, 160};
+  CHECK(qgemm_kernel_scale_elements(w.kernel, 160, 2, bad, &sa, &sb) ==
+        QGEMM_ERROR_USER);
+  CHECK_THAT(qgemm_last_error_message(),
+             Catch::Contains("not a multiple of grouping.alignment = 16"));
 }

@@ -66,7 +66,8 @@ extern "C" {
 
 #define QGEMM_C_API __attribute__((visibility("default")))
 
-/* 1.0: runtime, spec, kernel queries, PTX, grouped_gemm launch. */
+/* 1.0: runtime, spec, kernel queries (scale sizes included), PTX,
+ * grouped_gemm launch. */
 #define QGEMM_API_VERSION_MAJOR 1
 #define QGEMM_API_VERSION_MINOR 0
 #define QGEMM_API_VERSION \
@@ -296,6 +297,17 @@ typedef struct qgemm_launch_geometry {
 QGEMM_C_API qgemm_status qgemm_kernel_launch_geometry(
     const qgemm_kernel *k, int64_t rows, int64_t num_groups,
     int64_t resident_ctas, qgemm_launch_geometry *out);
+
+/* Elements a launch of `rows` rows and `num_groups` groups reads from A's
+ * and B's scale buffers, padding included (f32 scales: floats; UE8M0:
+ * bytes), so a binding can check a scale tensor's size before the launch.
+ * k_contiguous kernels whose alignment is below the scale block need the
+ * host offsets (`host_groups`, num_groups entries) to size the token grid;
+ * elsewhere host_groups may be NULL. Needs no GPU. */
+QGEMM_C_API qgemm_status qgemm_kernel_scale_elements(
+    const qgemm_kernel *k, int64_t rows, int64_t num_groups,
+    const int32_t *host_groups, int64_t *scale_a_elems,
+    int64_t *scale_b_elems);
 
 /*===------------------------------ Launch --------------------------------===*/
 
