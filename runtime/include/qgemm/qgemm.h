@@ -19,8 +19,8 @@
  * qgemm_api_version() is the library's. Within one major version the API
  * only grows: new functions, new enum values, and new fields at the END of
  * the structs that start with `struct_size` (the caller sets it to the
- * sizeof it was compiled with; the library reads no field past it, so an
- * old program runs against a newer library). A program needs
+ * sizeof it was compiled with; the library reads and writes no field past
+ * it, so an old program runs against a newer library). A program needs
  *   qgemm_api_version() / 1000 == QGEMM_API_VERSION / 1000 &&
  *   qgemm_api_version() >= QGEMM_API_VERSION.
  *
@@ -42,8 +42,10 @@
  * functions are thread-safe; one runtime may serve many threads. Strings
  * returned by queries belong to the handle they came from.
  *
- * Ops. This version compiles and queries every op a spec can state, and
- * launches grouped_gemm kernels (qgemm_launch_gemm). Launches of the other
+ * Ops. This version parses every op a spec can state, and compiles,
+ * queries and launches grouped_gemm kernels (qgemm_launch_gemm); a quantize
+ * spec parses, but compiling it is QGEMM_ERROR_UNSUPPORTED until its
+ * lowering lands. Launches of the other
  * ops (quantize, permute, unpermute) come as their own functions with their
  * own argument structs, qgemm_launch_<op>(rt, kernel, const
  * qgemm_<op>_args *, stream), next to new qgemm_op values; qgemm_kernel_op()
