@@ -14,6 +14,9 @@
 #                             racecheck over a subset of the GPU tests
 #   scripts/dev.sh gpu-bench [qgemmc bench options]
 #                             on the GPU machine: the moe_suite benchmark
+#   scripts/dev.sh gpu-python
+#                             on the GPU machine: the Python package's GPU
+#                             tests and launch-overhead benchmark (torch)
 #   scripts/dev.sh gpu-qgemmc ARGS...
 #                             on the GPU machine: the packed qgemmc (e.g. a
 #                             bench of a tuning sweep in bench/sweeps/)
@@ -33,7 +36,8 @@ LLVM_BIN=/usr/lib/llvm-22/bin
 
 # Debian 12 packages qgemm builds with (LLVM/MLIR 22 come from bookworm-security).
 PACKAGES=(cmake ninja-build g++ python3 llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
-          lld-22 libzstd-dev zlib1g-dev libfmt-dev nlohmann-json3-dev catch2 xz-utils)
+          lld-22 libzstd-dev zlib1g-dev libfmt-dev nlohmann-json3-dev catch2 xz-utils
+          pkg-config python3-venv python3-numpy)  # install + Python package tests
 
 log() { printf '\033[1m[qgemm]\033[0m %s\n' "$*" >&2; }
 
@@ -85,6 +89,7 @@ pack() {
   cp -r "$ROOT/specs" "$stage/qgemm/"
   cp -r "$ROOT/tests/gpu/specs" "$stage/qgemm/gpu-specs"
   cp -r "$ROOT/bench/sweeps" "$stage/qgemm/sweeps"
+  cp -r "$ROOT/python" "$stage/qgemm/python"
   local suite="$ROOT/../shared/bench/moe_suite.json"
   [[ -f "$suite" ]] && cp "$suite" "$stage/qgemm/"
   tar -C "$stage" -cJf "$dir/qgemm-gpu.tar.xz" qgemm
@@ -127,6 +132,16 @@ gpu_qgemmc() {
   unpack
   (cd "$dest/qgemm" && QGEMM_CACHE_DIR="$dest/cache" \
     with_timeout ./bin/qgemmc "$@")
+}
+
+# The Python package against the packed libqgemm.so, with the machine's
+# torch: GPU tests, then the launch-overhead numbers (issue 14: <= 10 us).
+gpu_python() {
+  unpack
+  (cd "$dest/qgemm" && export QGEMM_LIBRARY="$dest/qgemm/lib/libqgemm.so" \
+     PYTHONPATH="$dest/qgemm/python" QGEMM_CACHE_DIR="$dest/cache" &&
+   with_timeout python3 -m unittest discover -v -s python/tests/gpu &&
+   with_timeout python3 python/bench/launch_overhead.py --json "$out/launch-overhead.json")
 }
 
 # One spec of each kernel family, grouping and tile variant (straddled B
@@ -193,6 +208,7 @@ case "$cmd" in
   gpu) gpu "$@" ;;
   gpu-bench) gpu_bench "$@" ;;
   gpu-qgemmc) gpu_qgemmc "$@" ;;
+  gpu-python) gpu_python ;;
   gpu-sanitize) gpu_sanitize "$@" ;;
-  *) sed -n '2,16p' "$0"; exit 1 ;;
+  *) sed -n '2,22p' "$0"; exit 1 ;;
 esac

@@ -266,6 +266,62 @@ int64_t qgemm::tokenScaleBlocks(const GemmContract &contract,
   return blocks;
 }
 
+namespace {
+
+int64_t ceilDiv(int64_t x, int64_t b) { return (x + b - 1) / b; }
+int64_t roundUp(int64_t x, int64_t m) { return ceilDiv(x, m) * m; }
+
+/// One scale allocation of a (rows, cols) operand whose scale grid is
+/// (gridRows, gridCols): the table of LAYOUTS.md, "Scale layouts".
+int64_t scaleAlloc(int64_t rows, int64_t cols, const ScaleRecipe &r,
+                   int64_t gridRows, int64_t gridCols) {
+  const bool ready = r.layout == ScaleLayout::GemmReady;
+  if (r.blockRows == 1 && r.blockCols == 128)
+    return ready ? gridCols * roundUp(rows, 4) : rows * gridCols;
+  if (r.blockRows == 128 && r.blockCols == 128)
+    return ready ? gridRows * roundUp(gridCols, 4) : gridRows * gridCols;
+  if (r.blockRows == 128 && r.blockCols == 1)
+    return ready ? gridRows * roundUp(cols, 4) : gridRows * cols;
+  if (r.blockRows == 1 && r.blockCols == 32)
+    return ready ? roundUp(rows, 128) * roundUp(gridCols, 4) : rows * gridCols;
+  return -1;
+}
+
+int64_t scaleAlloc(int64_t rows, int64_t cols, const ScaleRecipe &r) {
+  return scaleAlloc(rows, cols, r, ceilDiv(rows, r.blockRows),
+                    ceilDiv(cols, r.blockCols));
+}
+
+} // namespace
+
+int64_t qgemm::scaleElements(const GemmContract &c, const GemmArgs &args,
+                             ScaleOperand which) {
+  const ScaleRecipe &r = which == ScaleOperand::A ? c.a.scale : c.b.scale;
+  const int64_t groups = args.numGroups;
+  switch (c.grouping.kind) {
+  case GroupingKind::KContiguous: {
+    // A (n, T) and B (k, T): one grid over the tokens, Tb blocks long.
+    if (restartsTokenBlocks(c) && !args.hostGroups)
+      return -1;
+    const int64_t rows = which == ScaleOperand::A ? c.n : c.k;
+    const int64_t tokens = args.rows, tb = tokenScaleBlocks(c, args);
+    int64_t gridRows = ceilDiv(rows, r.blockRows);
+    int64_t gridCols = ceilDiv(tokens, r.blockCols);
+    // Column-wise blocks run along the rows of the (T, rows) matrix.
+    (r.blockCols == 1 ? gridRows : gridCols) = tb;
+    return scaleAlloc(rows, tokens, r, gridRows, gridCols);
+  }
+  default: {
+    // One allocation per group for B and for m_masked A (G stacked
+    // (M_max, K) operands); m_contiguous and none A is one (rows, K).
+    const bool a = which == ScaleOperand::A;
+    const int64_t one = a ? scaleAlloc(args.rows, c.k, r) : scaleAlloc(c.n, c.k, r);
+    const bool stacked = !a || c.grouping.kind == GroupingKind::MMasked;
+    return one < 0 ? -1 : stacked ? groups * one : one;
+  }
+  }
+}
+
 Status qgemm::validateGemmArgs(const GemmContract &contract,
                                const GemmArgs &args) {
   if (Status st = checkSizes(contract, args); !st.ok())

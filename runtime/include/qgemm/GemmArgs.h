@@ -74,6 +74,18 @@ QGEMM_API Status validateGemmArgs(const GemmContract &contract,
 QGEMM_API int64_t tokenScaleBlocks(const GemmContract &contract,
                                    const GemmArgs &args);
 
+/// Elements a launch reads from A's or B's scale buffer, padding included
+/// (LAYOUTS.md, "Scale layouts": 4-byte floats for F32 scales, bytes for
+/// UE8M0): one allocation for A (m_contiguous, none), one per group for B
+/// and for m_masked A, and for k_contiguous the token grid of
+/// tokenScaleBlocks (which reads args.hostGroups below the scale block).
+/// For bindings that check a scale tensor's size before a launch. -1 when
+/// the host offsets are needed but absent, or for a recipe outside
+/// LAYOUTS.md.
+enum class ScaleOperand { A, B };
+QGEMM_API int64_t scaleElements(const GemmContract &contract,
+                                const GemmArgs &args, ScaleOperand which);
+
 } // namespace qgemm
 
 #endif // QGEMM_GEMMARGS_H

@@ -1,0 +1,109 @@
+"""Host-side cost of a Python launch (issue 14: at most 10 us per call over
+the kernel, CUDA graphs off). Needs torch and a GPU:
+
+    QGEMM_LIBRARY=.../libqgemm.so PYTHONPATH=python \
+        python3 python/bench/launch_overhead.py [--calls 2000] [--json OUT]
+
+Three numbers, each the median over repeats of `calls` back-to-back calls:
+  kernel_us    the kernel alone (CUDA events around many launches / calls)
+  ctypes_us    host time of the bare C call qgemm_launch_gemm with a
+               prefilled qgemm_gemm_args (the floor of the ctypes binding)
+  launch_us    host time of Kernel.launch() on torch tensors (DLPack import
+               and every check included)
+The GPU queue is kept short (synchronize between repeats) so host times are
+not inflated by a full launch queue.
+"""
+import argparse
+import ctypes
+import json
+import statistics
+import time
+
+import torch
+
+import qgemm
+from qgemm import _capi
+
+SPEC = {
+    "qgemm": 1, "name": "launch_overhead", "op": "grouped_gemm",
+    "grouping": {"kind": "m_contiguous", "alignment": 128,
+                 "index": "offsets"},
+    "shape": {"n": 512, "k": 512},
+    "a": {"dtype": "e4m3", "scale": {"block": [1, 128]}},
+    "b": {"dtype": "e4m3", "scale": {"block": [128, 128]}},
+    "d": {"dtype": "bf16"},
+}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--groups", type=int, default=8)
+    ap.add_argument("--json")
+    opt = ap.parse_args()
+
+    k = qgemm.compile(SPEC)
+    G, N, K = opt.groups, 512, 512
+    rows = 128 * G
+    offsets = [128 * (g + 1) for g in range(G)]
+    a = torch.zeros(rows, K, dtype=torch.uint8, device="cuda")
+    b = torch.zeros(G, N, K, dtype=torch.uint8, device="cuda")
+    sa = torch.ones(rows, K // 128, device="cuda")
+    sb = torch.ones(G, N // 128, K // 128, device="cuda")
+    d = torch.empty(rows, N, dtype=torch.bfloat16, device="cuda")
+    offs = torch.tensor(offsets, dtype=torch.int32, device="cuda")
+    stream = torch.cuda.current_stream()
+
+    def launch():
+        k.launch(a, sa, b, sb, d, groups=offs, host_groups=offsets,
+                 stream=stream)
+
+    launch()  # load the module, warm every path
+    torch.cuda.synchronize()
+    args = k._tls.args  # this thread's struct, filled by the launch above
+    raw_fn = _capi.lib.qgemm_launch_gemm
+    rt, kh, s = k.runtime._handle, k._handle, stream.cuda_stream or None
+
+    def raw():
+        raw_fn(rt, kh, ctypes.byref(args), s)
+
+    def host_us(fn):
+        times = []
+        for _ in range(opt.repeats):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(opt.calls):
+                fn()
+            times.append((time.perf_counter() - t0) / opt.calls * 1e6)
+        return statistics.median(times)
+
+    def kernel_us():
+        times = []
+        for _ in range(opt.repeats):
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(opt.calls):
+                raw()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) * 1e3 / opt.calls)
+        return statistics.median(times)
+
+    result = {
+        "device": torch.cuda.get_device_name(),
+        "kernel": k.name, "groups": G, "calls": opt.calls,
+        "kernel_us": kernel_us(), "ctypes_us": host_us(raw),
+        "launch_us": host_us(launch),
+    }
+    # What the Python layer adds over the bare C call.
+    result["python_over_ctypes_us"] = result["launch_us"] - result["ctypes_us"]
+    print(json.dumps(result, indent=2))
+    if opt.json:
+        with open(opt.json, "w") as f:
+            json.dump(result, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,28 @@
+"""qgemm: declared FP8 grouped-GEMM kernels for Hopper, from Python.
+
+    import qgemm
+    k = qgemm.compile("specs/dsv3_down_rowgroup.json")  # dict, JSON text or path
+    k.name, k.grouping, k.n, k.k, k.a_scale, k.config.block_n
+    k.launch(a, scale_a, b, scale_b, d, groups=offs, host_groups=offs_list,
+             stream=torch.cuda.current_stream())
+
+A thin ctypes layer over libqgemm.so's C API (qgemm.h), which ships inside
+this package; importing it needs neither LLVM nor the CUDA toolkit, and the
+CUDA driver is opened on the first launch.
+"""
+from ._capi import lib as _lib
+from ._errors import (ArgumentError, DeviceError, Error, InternalError,
+                      SpecError, UnsupportedError)
+from ._kernel import Config, Geometry, Kernel, Scale, compile, compile_all
+from ._runtime import Runtime, default_runtime
+
+__version__ = "0.1.0"
+#: The C API version of the loaded libqgemm.so (major * 1000 + minor).
+api_version = _lib.qgemm_api_version()
+#: The library's version and the LLVM it bundles.
+library_version = _lib.qgemm_version_string().decode()
+
+__all__ = ["compile", "compile_all", "Kernel", "Runtime", "default_runtime",
+           "Error", "SpecError", "ArgumentError", "DeviceError",
+           "UnsupportedError", "InternalError", "Scale", "Config", "Geometry",
+           "api_version", "library_version"]

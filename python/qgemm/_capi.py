@@ -1,0 +1,145 @@
+"""ctypes declarations of qgemm.h, the C API of libqgemm.so.
+
+This is the only module that knows the C ABI: the structs mirror qgemm.h
+field for field, and every function gets its argtypes/restype once, at
+load. Binding choice (docs/PYTHON.md): ctypes over the stable C API, so the
+package needs no compiler and no Python-version-specific build.
+"""
+import ctypes
+import os
+from ctypes import (POINTER, Structure, c_char_p, c_int, c_int32, c_int64,
+                    c_size_t, c_uint64, c_void_p)
+
+# The header this module mirrors (QGEMM_API_VERSION of qgemm.h).
+API_VERSION = 1000
+
+OK = 0
+ERROR_USER = 1
+ERROR_INTERNAL = 2
+ERROR_SPEC = 3
+ERROR_INVALID_ARGUMENT = 4
+ERROR_NO_DEVICE = 5
+ERROR_UNSUPPORTED = 6
+
+DTYPES = ("e4m3", "e5m2", "bf16", "f32", "ue8m0")
+SCALE_LAYOUTS = ("COMPACT", "GEMM_READY")
+GROUPINGS = ("none", "m_contiguous", "m_masked", "k_contiguous")
+GROUP_INDICES = ("none", "offsets", "row_group", "masked_m")
+OPS = ("grouped_gemm", "quantize")
+FAMILIES = ("simt", "wgmma")
+SOURCES = ("memory", "disk", "compiled")
+
+
+class RuntimeOptions(Structure):
+    _fields_ = [("struct_size", c_size_t), ("cache_directory", c_char_p),
+                ("disk_cache", c_int32), ("load_eagerly", c_int32),
+                ("device", c_int32), ("libcuda", c_char_p)]
+
+
+class ScaleInfo(Structure):
+    _fields_ = [("block_rows", c_int32), ("block_cols", c_int32),
+                ("dtype", c_int32), ("layout", c_int32)]
+
+
+class GemmInfo(Structure):
+    _fields_ = [("struct_size", c_size_t), ("grouping", c_int32),
+                ("group_index", c_int32), ("alignment", c_int64),
+                ("n", c_int64), ("k", c_int64), ("a_dtype", c_int32),
+                ("b_dtype", c_int32), ("d_dtype", c_int32),
+                ("accumulate", c_int32), ("a_scale", ScaleInfo),
+                ("b_scale", ScaleInfo), ("padding_rows_zero", c_int32)]
+
+
+class ConfigInfo(Structure):
+    _fields_ = [("struct_size", c_size_t), ("family", c_int32),
+                ("block_m", c_int32), ("block_n", c_int32),
+                ("block_k", c_int32), ("stages", c_int32),
+                ("threads", c_int32), ("cluster", c_int32),
+                ("n_fastest", c_int32), ("raster_band", c_int32),
+                ("scale_block_k", c_int32), ("num_sms", c_int64),
+                ("shared_bytes", c_int64)]
+
+
+class LaunchGeometry(Structure):
+    _fields_ = [("struct_size", c_size_t), ("grid", c_int64 * 3),
+                ("block", c_int32 * 3), ("cluster", c_int32),
+                ("shared_bytes", c_int64)]
+
+
+class GemmArgs(Structure):
+    _fields_ = [("struct_size", c_size_t), ("a", c_uint64),
+                ("scale_a", c_uint64), ("b", c_uint64), ("scale_b", c_uint64),
+                ("d", c_uint64), ("c", c_uint64), ("groups", c_uint64),
+                ("rows", c_int64), ("num_groups", c_int64),
+                ("host_groups", POINTER(c_int32)),
+                ("host_groups_count", c_int64)]
+
+
+_P = c_void_p  # opaque handles
+_SIGNATURES = {
+    "qgemm_last_error_message": (c_char_p, []),
+    "qgemm_last_error_code": (c_int, []),
+    "qgemm_api_version": (c_int, []),
+    "qgemm_version_string": (c_char_p, []),
+    "qgemm_runtime_create": (c_int, [POINTER(RuntimeOptions), POINTER(_P)]),
+    "qgemm_runtime_destroy": (None, [_P]),
+    "qgemm_runtime_cache_directory": (c_char_p, [_P]),
+    "qgemm_spec_parse": (c_int, [c_char_p, c_char_p, POINTER(_P)]),
+    "qgemm_spec_parse_file": (c_int, [c_char_p, POINTER(_P)]),
+    "qgemm_spec_destroy": (None, [_P]),
+    "qgemm_spec_count": (c_size_t, [_P]),
+    "qgemm_spec_name": (c_char_p, [_P, c_size_t]),
+    "qgemm_compile": (c_int, [_P, _P, c_size_t, POINTER(_P)]),
+    "qgemm_kernel_destroy": (None, [_P]),
+    "qgemm_kernel_name": (c_char_p, [_P]),
+    "qgemm_kernel_spec_name": (c_char_p, [_P]),
+    "qgemm_kernel_hash": (c_char_p, [_P]),
+    "qgemm_kernel_canonical_json": (c_char_p, [_P]),
+    "qgemm_kernel_target": (c_char_p, [_P]),
+    "qgemm_kernel_ptx": (c_char_p, [_P]),
+    "qgemm_kernel_cache_note": (c_char_p, [_P]),
+    "qgemm_kernel_source_of": (c_int, [_P]),
+    "qgemm_kernel_op": (c_int, [_P]),
+    "qgemm_kernel_gemm_info": (c_int, [_P, POINTER(GemmInfo)]),
+    "qgemm_kernel_config": (c_int, [_P, POINTER(ConfigInfo)]),
+    "qgemm_kernel_launch_geometry":
+        (c_int, [_P, c_int64, c_int64, c_int64, POINTER(LaunchGeometry)]),
+    "qgemm_kernel_scale_elements":
+        (c_int, [_P, c_int64, c_int64, POINTER(c_int32), POINTER(c_int64),
+                 POINTER(c_int64)]),
+    "qgemm_launch_gemm": (c_int, [_P, _P, POINTER(GemmArgs), c_void_p]),
+    "qgemm_kernel_load": (c_int, [_P, _P]),
+}
+
+
+def library_path():
+    """Where libqgemm.so is loaded from: $QGEMM_LIBRARY, else the copy
+    inside this package (pip install puts it there)."""
+    env = os.environ.get("QGEMM_LIBRARY")
+    if env:
+        return env
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                        "libqgemm.so")
+
+
+def load():
+    path = library_path()
+    if not os.path.exists(path):
+        raise ImportError(
+            "qgemm: %s not found; install the package with pip (it copies "
+            "libqgemm.so from the build) or set QGEMM_LIBRARY to a "
+            "libqgemm.so" % path)
+    lib = ctypes.CDLL(path)
+    for name, (restype, argtypes) in _SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+    version = lib.qgemm_api_version()
+    if version // 1000 != API_VERSION // 1000 or version < API_VERSION:
+        raise ImportError(
+            "qgemm: %s has C API %d; this package needs %d.x, at least %d"
+            % (path, version, API_VERSION // 1000, API_VERSION))
+    return lib
+
+
+lib = load()

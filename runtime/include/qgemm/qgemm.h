@@ -1,0 +1,359 @@
+/*===- qgemm.h - The stable C API of libqgemm.so ---------------------------===*
+ *
+ * The one boundary every language binding uses (Python's `qgemm` package is
+ * ctypes over exactly these functions). Plain C99; nothing here throws, and
+ * no C++ type crosses it.
+ *
+ *   qgemm_runtime *rt;  qgemm_spec *spec;  qgemm_kernel *k;
+ *   if (qgemm_runtime_create(NULL, &rt) ||
+ *       qgemm_spec_parse_file("specs/dsv3_up_fprop.json", &spec) ||
+ *       qgemm_compile(rt, spec, 0, &k)) {
+ *     fprintf(stderr, "%s\n", qgemm_last_error_message());
+ *     return 1;
+ *   }
+ *   qgemm_gemm_args args = QGEMM_GEMM_ARGS_INIT;   // device pointers, sizes
+ *   args.a = (uint64_t)a_dev; ...                  // and group metadata
+ *   qgemm_status st = qgemm_launch_gemm(rt, k, &args, stream);
+ *
+ * Versioning. QGEMM_API_VERSION is (major * 1000 + minor) of the header;
+ * qgemm_api_version() is the library's. Within one major version the API
+ * only grows: new functions, new enum values, and new fields at the END of
+ * the structs that start with `struct_size` (the caller sets it to the
+ * sizeof it was compiled with; the library reads and writes no field past
+ * it, so an old program runs against a newer library). A program needs
+ *   qgemm_api_version() / 1000 == QGEMM_API_VERSION / 1000 &&
+ *   qgemm_api_version() >= QGEMM_API_VERSION.
+ *
+ * Errors. Every function that can fail returns a qgemm_status; QGEMM_OK is
+ * 0. On failure the message (the same text the C++ API gives: the spec
+ * file, the JSON path and what is allowed, or the launch argument, its value
+ * and what was expected) is kept per thread and read with
+ * qgemm_last_error_message(). Why thread-local rather than an out-parameter:
+ * the success path (a launch) costs no allocation and no extra argument,
+ * every binding reads the message with one call only when it needs it, and
+ * threads sharing one runtime never see each other's messages. The message
+ * stays until the next failing call on the same thread (successful calls
+ * leave it as it is, like errno).
+ *
+ * Lifetimes. Handles are owned by the caller and released with their
+ * _destroy function (NULL is accepted there). A kernel stays valid after its
+ * spec and its runtime are destroyed; keep it alive while launches from it
+ * may still run (its CUDA modules are unloaded with the last handle). All
+ * functions are thread-safe; one runtime may serve many threads. Strings
+ * returned by queries belong to the handle they came from.
+ *
+ * Ops. This version parses every op a spec can state, and compiles,
+ * queries and launches grouped_gemm kernels (qgemm_launch_gemm); a quantize
+ * spec parses, but compiling it is QGEMM_ERROR_UNSUPPORTED until its
+ * lowering lands. Launches of the other
+ * ops (quantize, permute, unpermute) come as their own functions with their
+ * own argument structs, qgemm_launch_<op>(rt, kernel, const
+ * qgemm_<op>_args *, stream), next to new qgemm_op values; qgemm_kernel_op()
+ * says which launch function a kernel takes, and a launch function given a
+ * kernel of another op fails with QGEMM_ERROR_USER naming both. A launch
+ * form that needs no host copy of the group metadata (checked on the device,
+ * for CUDA graphs and torch.compile) comes later as new fields of
+ * qgemm_gemm_args.
+ *
+ *===----------------------------------------------------------------------===*/
+#ifndef QGEMM_QGEMM_H
+#define QGEMM_QGEMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define QGEMM_C_API __attribute__((visibility("default")))
+
+/* 1.0: runtime, spec, kernel queries (scale sizes included), PTX,
+ * grouped_gemm launch. */
+#define QGEMM_API_VERSION_MAJOR 1
+#define QGEMM_API_VERSION_MINOR 0
+#define QGEMM_API_VERSION \
+  (QGEMM_API_VERSION_MAJOR * 1000 + QGEMM_API_VERSION_MINOR)
+
+/*===------------------------------ Errors --------------------------------===*/
+
+typedef enum qgemm_status {
+  QGEMM_OK = 0,
+  /* Bad input other than the spec: launch arguments that do not fit the
+   * contract, a target the device cannot run, ... (the C++ UserError). */
+  QGEMM_ERROR_USER = 1,
+  /* A bug in qgemm (the C++ InternalError), e.g. a driver call that should
+   * not fail, or an exception caught at this boundary. */
+  QGEMM_ERROR_INTERNAL = 2,
+  /* The spec (JSON text or file) is invalid or cannot be built: the message
+   * is `file: json.path: what is allowed`. */
+  QGEMM_ERROR_SPEC = 3,
+  /* The C API itself was misused: a NULL handle or out-pointer, an index
+   * out of range, a struct_size smaller than the first version's. */
+  QGEMM_ERROR_INVALID_ARGUMENT = 4,
+  /* No usable GPU: no CUDA driver (libcuda.so.1 not found), the toolkit's
+   * stub driver, no device, a driver too old for the device. Compiling and
+   * querying still work. */
+  QGEMM_ERROR_NO_DEVICE = 5,
+  /* Valid input this library version cannot do yet: qgemm_compile of an op
+   * that parses but has no GPU lowering in this build (quantize, until its
+   * kernels land). */
+  QGEMM_ERROR_UNSUPPORTED = 6
+} qgemm_status;
+
+/* The message of the last failing call on this thread ("" when none). The
+ * pointer is valid until the next failing call on this thread. */
+QGEMM_C_API const char *qgemm_last_error_message(void);
+/* The code of the last failing call on this thread (QGEMM_OK when none). */
+QGEMM_C_API qgemm_status qgemm_last_error_code(void);
+/* "QGEMM_ERROR_SPEC", ...; "unknown" for other values. */
+QGEMM_C_API const char *qgemm_status_name(qgemm_status status);
+
+/*===----------------------------- Versions -------------------------------===*/
+
+/* The library's QGEMM_API_VERSION. */
+QGEMM_C_API int qgemm_api_version(void);
+/* The library's version and the LLVM it bundles, for reports. */
+QGEMM_C_API const char *qgemm_version_string(void);
+
+/*===------------------------------ Runtime -------------------------------===*/
+
+/* A JIT runtime: a memory cache of compiled kernels over the disk cache
+ * ($QGEMM_CACHE_DIR, else ~/.cache/qgemm; used only when private, mode
+ * 0700), and the CUDA driver, opened with dlopen on first use. */
+typedef struct qgemm_runtime qgemm_runtime;
+
+typedef struct qgemm_runtime_options {
+  size_t struct_size;          /* sizeof(qgemm_runtime_options) */
+  const char *cache_directory; /* NULL or "": the default above */
+  int32_t disk_cache;          /* 0: memory cache only */
+  int32_t load_eagerly;        /* load the module in qgemm_compile when a
+                                  driver is present */
+  int32_t device;              /* device whose primary context is used on a
+                                  thread with no current context */
+  const char *libcuda;         /* NULL: $QGEMM_LIBCUDA or libcuda.so.1 */
+} qgemm_runtime_options;
+
+#define QGEMM_RUNTIME_OPTIONS_INIT \
+  { sizeof(qgemm_runtime_options), NULL, 1, 1, 0, NULL }
+
+/* `options` may be NULL (the defaults of QGEMM_RUNTIME_OPTIONS_INIT). */
+QGEMM_C_API qgemm_status qgemm_runtime_create(
+    const qgemm_runtime_options *options, qgemm_runtime **out);
+QGEMM_C_API void qgemm_runtime_destroy(qgemm_runtime *rt);
+/* The disk cache directory in use ("" when none). */
+QGEMM_C_API const char *qgemm_runtime_cache_directory(const qgemm_runtime *rt);
+
+/*===------------------------------- Specs --------------------------------===*/
+
+/* A parsed, validated spec document: one or more canonical specs (a spec
+ * with a "sweep" expands into its cross product, in the order qgemmc
+ * writes them). Parsing needs neither the compiler nor a GPU. */
+typedef struct qgemm_spec qgemm_spec;
+
+/* `source_name` names the text in messages (NULL: "<spec>"). */
+QGEMM_C_API qgemm_status qgemm_spec_parse(const char *json_text,
+                                          const char *source_name,
+                                          qgemm_spec **out);
+QGEMM_C_API qgemm_status qgemm_spec_parse_file(const char *path,
+                                               qgemm_spec **out);
+QGEMM_C_API void qgemm_spec_destroy(qgemm_spec *spec);
+/* Number of kernels the document states (1 without a sweep). */
+QGEMM_C_API size_t qgemm_spec_count(const qgemm_spec *spec);
+/* Name of variant `index` (`name__a.scale.layout=GEMM_READY` in a sweep);
+ * NULL when the index is out of range. */
+QGEMM_C_API const char *qgemm_spec_name(const qgemm_spec *spec, size_t index);
+
+/*===------------------------------ Kernels -------------------------------===*/
+
+typedef struct qgemm_kernel qgemm_kernel;
+
+/* The kernel of variant `index` of `spec`: from the runtime's memory, else
+ * the disk cache, else compiled. Needs no GPU. A spec the compiler refuses
+ * is QGEMM_ERROR_SPEC. When a driver is present and load_eagerly is set,
+ * the module is loaded too; if only that fails, the error is returned AND
+ * *out is set (the PTX is there to inspect): release it. */
+QGEMM_C_API qgemm_status qgemm_compile(qgemm_runtime *rt,
+                                       const qgemm_spec *spec, size_t index,
+                                       qgemm_kernel **out);
+QGEMM_C_API void qgemm_kernel_destroy(qgemm_kernel *kernel);
+
+/* Element types, scale layouts, groupings (LAYOUTS.md, SPEC.md). */
+typedef enum qgemm_dtype {
+  QGEMM_DTYPE_E4M3 = 0,
+  QGEMM_DTYPE_E5M2 = 1,
+  QGEMM_DTYPE_BF16 = 2,
+  QGEMM_DTYPE_F32 = 3,
+  QGEMM_DTYPE_UE8M0 = 4
+} qgemm_dtype;
+typedef enum qgemm_scale_layout {
+  QGEMM_SCALE_COMPACT = 0,
+  QGEMM_SCALE_GEMM_READY = 1
+} qgemm_scale_layout;
+typedef enum qgemm_grouping {
+  QGEMM_GROUPING_NONE = 0,
+  QGEMM_GROUPING_M_CONTIGUOUS = 1,
+  QGEMM_GROUPING_M_MASKED = 2,
+  QGEMM_GROUPING_K_CONTIGUOUS = 3
+} qgemm_grouping;
+typedef enum qgemm_group_index {
+  QGEMM_GROUP_INDEX_NONE = 0,
+  QGEMM_GROUP_INDEX_OFFSETS = 1,  /* int32 [G]: cumulative end rows/tokens */
+  QGEMM_GROUP_INDEX_ROW_GROUP = 2,/* int32 [rows]: group of each row, -1 pad */
+  QGEMM_GROUP_INDEX_MASKED_M = 3  /* int32 [G]: valid rows of each group */
+} qgemm_group_index;
+typedef enum qgemm_op {
+  QGEMM_OP_GROUPED_GEMM = 0,
+  QGEMM_OP_QUANTIZE = 1
+} qgemm_op;
+typedef enum qgemm_family {
+  QGEMM_FAMILY_SIMT = 0,
+  QGEMM_FAMILY_WGMMA = 1
+} qgemm_family;
+/* Where qgemm_compile found the kernel. */
+typedef enum qgemm_kernel_source {
+  QGEMM_SOURCE_MEMORY = 0,
+  QGEMM_SOURCE_DISK = 1,
+  QGEMM_SOURCE_COMPILED = 2
+} qgemm_kernel_source;
+
+/* Spellings as in specs: "e4m3", "COMPACT", "m_contiguous", "offsets",
+ * "grouped_gemm", "wgmma"; "<invalid>" for other values. */
+QGEMM_C_API const char *qgemm_dtype_name(qgemm_dtype v);
+QGEMM_C_API const char *qgemm_scale_layout_name(qgemm_scale_layout v);
+QGEMM_C_API const char *qgemm_grouping_name(qgemm_grouping v);
+QGEMM_C_API const char *qgemm_group_index_name(qgemm_group_index v);
+QGEMM_C_API const char *qgemm_op_name(qgemm_op v);
+QGEMM_C_API const char *qgemm_family_name(qgemm_family v);
+
+/* String queries; "" for a NULL kernel. */
+QGEMM_C_API const char *qgemm_kernel_name(const qgemm_kernel *k); /* PTX entry */
+QGEMM_C_API const char *qgemm_kernel_spec_name(const qgemm_kernel *k);
+/* Identity: 16 hex digits, FNV-1a 64 of the canonical spec. */
+QGEMM_C_API const char *qgemm_kernel_hash(const qgemm_kernel *k);
+QGEMM_C_API const char *qgemm_kernel_canonical_json(const qgemm_kernel *k);
+QGEMM_C_API const char *qgemm_kernel_target(const qgemm_kernel *k); /* sm_90a */
+QGEMM_C_API const char *qgemm_kernel_ptx(const qgemm_kernel *k);
+/* Why the disk cache was not used for this kernel ("" when it was fine). */
+QGEMM_C_API const char *qgemm_kernel_cache_note(const qgemm_kernel *k);
+QGEMM_C_API qgemm_kernel_source qgemm_kernel_source_of(const qgemm_kernel *k);
+/* The op, which says the launch function to use (QGEMM_OP_GROUPED_GEMM for
+ * a NULL kernel). */
+QGEMM_C_API qgemm_op qgemm_kernel_op(const qgemm_kernel *k);
+
+typedef struct qgemm_scale_info {
+  int32_t block_rows, block_cols; /* [1,128], [128,128], [1,32], ... */
+  int32_t dtype;                  /* qgemm_dtype: F32 or UE8M0 */
+  int32_t layout;                 /* qgemm_scale_layout */
+} qgemm_scale_info;
+
+/* The data contract of a grouped_gemm kernel. */
+typedef struct qgemm_gemm_info {
+  size_t struct_size;     /* sizeof(qgemm_gemm_info) */
+  int32_t grouping;       /* qgemm_grouping */
+  int32_t group_index;    /* qgemm_group_index */
+  int64_t alignment;      /* grouping.alignment: rows (tokens) per group
+                             are a multiple of it */
+  int64_t n, k;           /* shape.n, shape.k */
+  int32_t a_dtype, b_dtype, d_dtype; /* qgemm_dtype */
+  int32_t accumulate;     /* D = C + A.B with an f32 C */
+  qgemm_scale_info a_scale, b_scale;
+  int32_t padding_rows_zero; /* d.padding_rows: 1 zero, 0 untouched */
+} qgemm_gemm_info;
+
+/* How the kernel is built and launched (the resolved configuration). */
+typedef struct qgemm_config_info {
+  size_t struct_size;     /* sizeof(qgemm_config_info) */
+  int32_t family;         /* qgemm_family */
+  int32_t block_m, block_n, block_k;
+  int32_t stages;
+  int32_t threads;        /* threads per CTA */
+  int32_t cluster;        /* CTAs per cluster */
+  int32_t n_fastest;      /* tile walk: n-block fastest (1) or m (0) */
+  int32_t raster_band;    /* n-units per band (0: none) */
+  int32_t scale_block_k;  /* contraction elements per promotion */
+  int64_t num_sms;        /* cap on the persistent grid (0: every SM) */
+  int64_t shared_bytes;   /* dynamic shared memory per CTA */
+} qgemm_config_info;
+
+/* Fails with QGEMM_ERROR_USER for a kernel of another op. */
+QGEMM_C_API qgemm_status qgemm_kernel_gemm_info(const qgemm_kernel *k,
+                                                qgemm_gemm_info *out);
+QGEMM_C_API qgemm_status qgemm_kernel_config(const qgemm_kernel *k,
+                                             qgemm_config_info *out);
+
+typedef struct qgemm_launch_geometry {
+  size_t struct_size;     /* sizeof(qgemm_launch_geometry) */
+  int64_t grid[3];
+  int32_t block[3];
+  int32_t cluster;        /* CTAs per cluster along x */
+  int64_t shared_bytes;   /* dynamic shared memory per CTA */
+} qgemm_launch_geometry;
+
+/* The grid a launch of `rows` rows (M_total, M_max or tokens) and
+ * `num_groups` groups uses. The wgmma kernels are persistent: their grid is
+ * at most `resident_ctas` CTAs (the device's SM count; with clusters of 2
+ * the runtime uses the driver's occupancy query, which can be lower on GPUs
+ * whose GPCs have an odd SM count) and at most one per work unit. Needs no
+ * GPU. */
+QGEMM_C_API qgemm_status qgemm_kernel_launch_geometry(
+    const qgemm_kernel *k, int64_t rows, int64_t num_groups,
+    int64_t resident_ctas, qgemm_launch_geometry *out);
+
+/* Elements a launch of `rows` rows and `num_groups` groups reads from A's
+ * and B's scale buffers, padding included (f32 scales: floats; UE8M0:
+ * bytes), so a binding can check a scale tensor's size before the launch.
+ * k_contiguous kernels whose alignment is below the scale block need the
+ * host offsets (`host_groups`, num_groups entries) to size the token grid;
+ * elsewhere host_groups may be NULL. Needs no GPU. */
+QGEMM_C_API qgemm_status qgemm_kernel_scale_elements(
+    const qgemm_kernel *k, int64_t rows, int64_t num_groups,
+    const int32_t *host_groups, int64_t *scale_a_elems,
+    int64_t *scale_b_elems);
+
+/*===------------------------------ Launch --------------------------------===*/
+
+/* Operands of one grouped GEMM launch: device addresses (CUdeviceptr
+ * values) in the layouts the spec declares (LAYOUTS.md). */
+typedef struct qgemm_gemm_args {
+  size_t struct_size;     /* sizeof(qgemm_gemm_args) */
+  uint64_t a, scale_a;    /* FP8 A and its scales */
+  uint64_t b, scale_b;    /* FP8 B, (G, N, K) for m-groupings */
+  uint64_t d;             /* output; may alias c when accumulating */
+  uint64_t c;             /* f32 C of D = C + A.B; only when accumulating */
+  uint64_t groups;        /* int32 group metadata (qgemm_group_index) */
+  int64_t rows;           /* M_total, M_max (m_masked) or tokens
+                             (k_contiguous); 0 launches nothing except for
+                             k_contiguous, which still writes D */
+  int64_t num_groups;     /* G; 1 for grouping none */
+  /* Host copy of `groups`, checked before the launch (offsets monotonic,
+   * within rows, multiples of the alignment; row ids in range; masked_m <=
+   * rows): required whenever the kernel reads group metadata. */
+  const int32_t *host_groups;
+  int64_t host_groups_count;
+} qgemm_gemm_args;
+
+#define QGEMM_GEMM_ARGS_INIT \
+  { sizeof(qgemm_gemm_args), 0, 0, 0, 0, 0, 0, 0, 0, 1, NULL, 0 }
+
+/* Check `args` against the kernel's contract, then launch on `stream` (a
+ * CUstream; NULL is the legacy default stream) in the calling thread's
+ * current context (the primary context of the runtime's device when none is
+ * current). Asynchronous: returns once the launch is queued. Bad arguments
+ * are QGEMM_ERROR_USER before the driver is touched, so they are reported
+ * the same way on a machine without a GPU. */
+QGEMM_C_API qgemm_status qgemm_launch_gemm(qgemm_runtime *rt,
+                                           const qgemm_kernel *k,
+                                           const qgemm_gemm_args *args,
+                                           void *stream);
+
+/* Load the kernel's module into the calling thread's context now (a launch
+ * does it on first use). */
+QGEMM_C_API qgemm_status qgemm_kernel_load(qgemm_runtime *rt,
+                                           const qgemm_kernel *k);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* QGEMM_QGEMM_H */

@@ -1,0 +1,649 @@
+//===- CApi.cpp - qgemm.h over the C++ runtime ----------------------------===//
+//
+// Each C function converts its arguments, calls the C++ API, and turns a
+// Status into a code plus the thread's last message. Nothing throws out of
+// here: every entry point runs inside `guarded`, which reports a caught
+// exception as QGEMM_ERROR_INTERNAL.
+//
+//===----------------------------------------------------------------------===//
+#include "qgemm/qgemm.h"
+
+#include "qgemm/CudaDriver.h"
+#include "qgemm/Kernels/KernelABI.h"
+#include "qgemm/Runtime.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+using namespace qgemm;
+
+struct qgemm_runtime {
+  explicit qgemm_runtime(RuntimeOptions o) : rt(std::move(o)) {}
+  Runtime rt;
+};
+
+struct qgemm_spec {
+  std::vector<Spec> specs;
+};
+
+struct qgemm_kernel {
+  Kernel kernel;
+  KernelStats stats;
+};
+
+namespace {
+
+struct LastError {
+  qgemm_status code = QGEMM_OK;
+  std::string message;
+};
+thread_local LastError lastError;
+
+qgemm_status fail(qgemm_status code, std::string message) {
+  lastError.code = code;
+  lastError.message = std::move(message);
+  return code;
+}
+
+/// The driver's "not usable here" outcomes, which CudaDriver reports as
+/// user errors: dlopen failing, or one of the CUresults that describe the
+/// machine rather than the call (CudaDriver.cpp, `check`).
+bool isNoDevice(const std::string &m) {
+  static const char *const marks[] = {
+      "CUDA driver not found", "CUDA_ERROR_NO_DEVICE",
+      "CUDA_ERROR_STUB_LIBRARY", "CUDA_ERROR_INVALID_DEVICE",
+      "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
+      "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE"};
+  for (const char *mark : marks)
+    if (m.find(mark) != std::string::npos)
+      return true;
+  // A driver library that is found but lacks entry points (CudaDriver.cpp:
+  // "CUDA driver <lib> ...") is also a fact of the machine.
+  return m.rfind("CUDA driver ", 0) == 0;
+}
+
+/// A runtime or driver Status as a C code.
+qgemm_status fromStatus(const Status &st) {
+  if (st.ok())
+    return QGEMM_OK;
+  if (isNoDevice(st.message))
+    return fail(QGEMM_ERROR_NO_DEVICE, st.message);
+  return fail(st.code == Status::UserError ? QGEMM_ERROR_USER
+                                           : QGEMM_ERROR_INTERNAL,
+              st.message);
+}
+
+qgemm_status invalid(const char *fn, const std::string &what) {
+  return fail(QGEMM_ERROR_INVALID_ARGUMENT, std::string(fn) + ": " + what);
+}
+
+/// Runs `body`, turning any exception into QGEMM_ERROR_INTERNAL.
+template <typename F> qgemm_status guarded(const char *fn, F &&body) {
+  try {
+    return body();
+  } catch (const std::exception &e) {
+    return fail(QGEMM_ERROR_INTERNAL,
+                std::string(fn) + ": unexpected exception: " + e.what());
+  } catch (...) {
+    return fail(QGEMM_ERROR_INTERNAL,
+                std::string(fn) + ": unexpected exception");
+  }
+}
+
+/// A struct from the caller: at least as large as the first version's
+/// (every field of version 1.0 is then readable).
+template <typename T>
+bool sizeOk(const T *p, size_t firstVersionSize) {
+  return p && p->struct_size >= firstVersionSize;
+}
+
+qgemm_status fromSpecError(const SpecError &e) {
+  return fail(QGEMM_ERROR_SPEC, e.str());
+}
+
+template <typename E> const char *nameOf(E v) {
+  // spellingOf returns views of string literals: NUL-terminated.
+  return spellingOf(v).data();
+}
+
+const Kernel *kernelOf(const qgemm_kernel *k) {
+  return k && k->kernel.valid() ? &k->kernel : nullptr;
+}
+
+const char *str(const qgemm_kernel *k, const std::string &(*get)(const Kernel &)) {
+  const Kernel *kk = kernelOf(k);
+  return kk ? get(*kk).c_str() : "";
+}
+
+int32_t cDtype(ElemType t) {
+  switch (t) {
+  case ElemType::E4M3: return QGEMM_DTYPE_E4M3;
+  case ElemType::E5M2: return QGEMM_DTYPE_E5M2;
+  case ElemType::BF16: return QGEMM_DTYPE_BF16;
+  case ElemType::F32: return QGEMM_DTYPE_F32;
+  case ElemType::UE8M0: return QGEMM_DTYPE_UE8M0;
+  }
+  return -1;
+}
+
+qgemm_scale_info cScale(const ScaleRecipe &r) {
+  qgemm_scale_info s;
+  s.block_rows = int32_t(r.blockRows);
+  s.block_cols = int32_t(r.blockCols);
+  s.dtype = cDtype(r.dtype);
+  s.layout = r.layout == ScaleLayout::Compact ? QGEMM_SCALE_COMPACT
+                                              : QGEMM_SCALE_GEMM_READY;
+  return s;
+}
+
+int32_t cGrouping(GroupingKind g) {
+  switch (g) {
+  case GroupingKind::None: return QGEMM_GROUPING_NONE;
+  case GroupingKind::MContiguous: return QGEMM_GROUPING_M_CONTIGUOUS;
+  case GroupingKind::MMasked: return QGEMM_GROUPING_M_MASKED;
+  case GroupingKind::KContiguous: return QGEMM_GROUPING_K_CONTIGUOUS;
+  }
+  return -1;
+}
+
+int32_t cGroupIndex(GroupIndex g) {
+  switch (g) {
+  case GroupIndex::None: return QGEMM_GROUP_INDEX_NONE;
+  case GroupIndex::Offsets: return QGEMM_GROUP_INDEX_OFFSETS;
+  case GroupIndex::RowGroup: return QGEMM_GROUP_INDEX_ROW_GROUP;
+  case GroupIndex::MaskedM: return QGEMM_GROUP_INDEX_MASKED_M;
+  }
+  return -1;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Errors and versions
+//===----------------------------------------------------------------------===//
+
+const char *qgemm_last_error_message(void) {
+  return lastError.message.c_str();
+}
+
+qgemm_status qgemm_last_error_code(void) { return lastError.code; }
+
+const char *qgemm_status_name(qgemm_status s) {
+  switch (s) {
+  case QGEMM_OK: return "QGEMM_OK";
+  case QGEMM_ERROR_USER: return "QGEMM_ERROR_USER";
+  case QGEMM_ERROR_INTERNAL: return "QGEMM_ERROR_INTERNAL";
+  case QGEMM_ERROR_SPEC: return "QGEMM_ERROR_SPEC";
+  case QGEMM_ERROR_INVALID_ARGUMENT: return "QGEMM_ERROR_INVALID_ARGUMENT";
+  case QGEMM_ERROR_NO_DEVICE: return "QGEMM_ERROR_NO_DEVICE";
+  case QGEMM_ERROR_UNSUPPORTED: return "QGEMM_ERROR_UNSUPPORTED";
+  }
+  return "unknown";
+}
+
+int qgemm_api_version(void) { return QGEMM_API_VERSION; }
+
+const char *qgemm_version_string(void) {
+  static const std::string *v = new std::string(versionString());
+  return v->c_str();
+}
+
+//===----------------------------------------------------------------------===//
+// Runtime
+//===----------------------------------------------------------------------===//
+
+qgemm_status qgemm_runtime_create(const qgemm_runtime_options *options,
+                                  qgemm_runtime **out) {
+  return guarded("qgemm_runtime_create", [&] {
+    if (!out)
+      return invalid("qgemm_runtime_create", "out is NULL");
+    *out = nullptr;
+    RuntimeOptions o;
+    if (options) {
+      if (!sizeOk(options, sizeof(qgemm_runtime_options)))
+        return invalid("qgemm_runtime_create",
+                       "options->struct_size = " +
+                           std::to_string(options->struct_size) +
+                           " is smaller than qgemm_runtime_options of API "
+                           "1.0; set it to sizeof(qgemm_runtime_options)");
+      if (options->cache_directory)
+        o.cacheDirectory = options->cache_directory;
+      o.diskCache = options->disk_cache != 0;
+      o.loadEagerly = options->load_eagerly != 0;
+      o.device = options->device;
+      if (options->libcuda)
+        o.libcuda = options->libcuda;
+    }
+    *out = new qgemm_runtime(std::move(o));
+    return QGEMM_OK;
+  });
+}
+
+void qgemm_runtime_destroy(qgemm_runtime *rt) { delete rt; }
+
+const char *qgemm_runtime_cache_directory(const qgemm_runtime *rt) {
+  return rt ? rt->rt.cacheDirectory().c_str() : "";
+}
+
+//===----------------------------------------------------------------------===//
+// Specs
+//===----------------------------------------------------------------------===//
+
+namespace {
+qgemm_status wrapSpecs(SpecResult<std::vector<Spec>> r, qgemm_spec **out) {
+  if (!r)
+    return fromSpecError(r.error());
+  *out = new qgemm_spec{std::move(r.value())};
+  return QGEMM_OK;
+}
+} // namespace
+
+qgemm_status qgemm_spec_parse(const char *json_text, const char *source_name,
+                              qgemm_spec **out) {
+  return guarded("qgemm_spec_parse", [&] {
+    if (!out)
+      return invalid("qgemm_spec_parse", "out is NULL");
+    *out = nullptr;
+    if (!json_text)
+      return invalid("qgemm_spec_parse", "json_text is NULL");
+    return wrapSpecs(parseSpecText(json_text, source_name ? source_name
+                                                          : "<spec>"),
+                     out);
+  });
+}
+
+qgemm_status qgemm_spec_parse_file(const char *path, qgemm_spec **out) {
+  return guarded("qgemm_spec_parse_file", [&] {
+    if (!out)
+      return invalid("qgemm_spec_parse_file", "out is NULL");
+    *out = nullptr;
+    if (!path)
+      return invalid("qgemm_spec_parse_file", "path is NULL");
+    return wrapSpecs(parseSpecFile(path), out);
+  });
+}
+
+void qgemm_spec_destroy(qgemm_spec *spec) { delete spec; }
+
+size_t qgemm_spec_count(const qgemm_spec *spec) {
+  return spec ? spec->specs.size() : 0;
+}
+
+const char *qgemm_spec_name(const qgemm_spec *spec, size_t index) {
+  if (!spec || index >= spec->specs.size())
+    return nullptr;
+  return spec->specs[index].name.c_str();
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
+
+qgemm_status qgemm_compile(qgemm_runtime *rt, const qgemm_spec *spec,
+                           size_t index, qgemm_kernel **out) {
+  return guarded("qgemm_compile", [&] {
+    if (!out)
+      return invalid("qgemm_compile", "out is NULL");
+    *out = nullptr;
+    if (!rt || !spec)
+      return invalid("qgemm_compile", rt ? "spec is NULL" : "rt is NULL");
+    if (index >= spec->specs.size())
+      return invalid("qgemm_compile",
+                     "index " + std::to_string(index) + " is out of range: " +
+                         "the spec has " + std::to_string(spec->specs.size()) +
+                         " kernel(s)");
+    KernelResult r = rt->rt.getKernel(spec->specs[index]);
+    if (r.kernel.valid())
+      *out = new qgemm_kernel{r.kernel, r.stats};
+    if (r.ok())
+      return QGEMM_OK;
+    // Without a kernel the compiler refused the spec: an op it parses but
+    // cannot lower yet (the marker the pipeline itself tests, Pipeline.cpp),
+    // else a spec problem (its messages name the field) unless it says
+    // qgemm is at fault.
+    if (!r.kernel.valid()) {
+      qgemm_status code = QGEMM_ERROR_INTERNAL;
+      if (r.status.code == Status::UserError)
+        code = r.status.message.find("has no GPU lowering yet") !=
+                       std::string::npos
+                   ? QGEMM_ERROR_UNSUPPORTED
+                   : QGEMM_ERROR_SPEC;
+      return fail(code, r.status.message);
+    }
+    return fromStatus(r.status); // the eager module load
+  });
+}
+
+void qgemm_kernel_destroy(qgemm_kernel *kernel) { delete kernel; }
+
+const char *qgemm_dtype_name(qgemm_dtype v) {
+  switch (v) {
+  case QGEMM_DTYPE_E4M3: return nameOf(ElemType::E4M3);
+  case QGEMM_DTYPE_E5M2: return nameOf(ElemType::E5M2);
+  case QGEMM_DTYPE_BF16: return nameOf(ElemType::BF16);
+  case QGEMM_DTYPE_F32: return nameOf(ElemType::F32);
+  case QGEMM_DTYPE_UE8M0: return nameOf(ElemType::UE8M0);
+  }
+  return "<invalid>";
+}
+
+const char *qgemm_scale_layout_name(qgemm_scale_layout v) {
+  switch (v) {
+  case QGEMM_SCALE_COMPACT: return nameOf(ScaleLayout::Compact);
+  case QGEMM_SCALE_GEMM_READY: return nameOf(ScaleLayout::GemmReady);
+  }
+  return "<invalid>";
+}
+
+const char *qgemm_grouping_name(qgemm_grouping v) {
+  switch (v) {
+  case QGEMM_GROUPING_NONE: return nameOf(GroupingKind::None);
+  case QGEMM_GROUPING_M_CONTIGUOUS: return nameOf(GroupingKind::MContiguous);
+  case QGEMM_GROUPING_M_MASKED: return nameOf(GroupingKind::MMasked);
+  case QGEMM_GROUPING_K_CONTIGUOUS: return nameOf(GroupingKind::KContiguous);
+  }
+  return "<invalid>";
+}
+
+const char *qgemm_group_index_name(qgemm_group_index v) {
+  switch (v) {
+  case QGEMM_GROUP_INDEX_NONE: return nameOf(GroupIndex::None);
+  case QGEMM_GROUP_INDEX_OFFSETS: return nameOf(GroupIndex::Offsets);
+  case QGEMM_GROUP_INDEX_ROW_GROUP: return nameOf(GroupIndex::RowGroup);
+  case QGEMM_GROUP_INDEX_MASKED_M: return nameOf(GroupIndex::MaskedM);
+  }
+  return "<invalid>";
+}
+
+const char *qgemm_op_name(qgemm_op v) {
+  switch (v) {
+  case QGEMM_OP_GROUPED_GEMM: return "grouped_gemm";
+  case QGEMM_OP_QUANTIZE: return "quantize";
+  }
+  return "<invalid>";
+}
+
+const char *qgemm_family_name(qgemm_family v) {
+  switch (v) {
+  case QGEMM_FAMILY_SIMT: return nameOf(KernelFamily::Simt);
+  case QGEMM_FAMILY_WGMMA: return nameOf(KernelFamily::Wgmma);
+  }
+  return "<invalid>";
+}
+
+const char *qgemm_kernel_name(const qgemm_kernel *k) {
+  return str(k, [](const Kernel &x) -> const std::string & { return x.name(); });
+}
+const char *qgemm_kernel_spec_name(const qgemm_kernel *k) {
+  return str(k, [](const Kernel &x) -> const std::string & {
+    return x.spec().name;
+  });
+}
+const char *qgemm_kernel_hash(const qgemm_kernel *k) {
+  return str(k, [](const Kernel &x) -> const std::string & {
+    return x.spec().hash;
+  });
+}
+const char *qgemm_kernel_canonical_json(const qgemm_kernel *k) {
+  return str(k, [](const Kernel &x) -> const std::string & {
+    return x.spec().canonicalJson;
+  });
+}
+const char *qgemm_kernel_target(const qgemm_kernel *k) {
+  return str(k, [](const Kernel &x) -> const std::string & {
+    return x.spec().target;
+  });
+}
+const char *qgemm_kernel_ptx(const qgemm_kernel *k) {
+  return str(k, [](const Kernel &x) -> const std::string & { return x.ptx(); });
+}
+const char *qgemm_kernel_cache_note(const qgemm_kernel *k) {
+  return k ? k->stats.cacheNote.c_str() : "";
+}
+
+qgemm_kernel_source qgemm_kernel_source_of(const qgemm_kernel *k) {
+  if (!k)
+    return QGEMM_SOURCE_COMPILED;
+  switch (k->stats.source) {
+  case KernelSource::MemoryHit: return QGEMM_SOURCE_MEMORY;
+  case KernelSource::DiskHit: return QGEMM_SOURCE_DISK;
+  case KernelSource::Compiled: return QGEMM_SOURCE_COMPILED;
+  }
+  return QGEMM_SOURCE_COMPILED;
+}
+
+qgemm_op qgemm_kernel_op(const qgemm_kernel *k) {
+  const Kernel *kk = kernelOf(k);
+  return kk && kk->spec().op == OpKind::Quantize ? QGEMM_OP_QUANTIZE
+                                                 : QGEMM_OP_GROUPED_GEMM;
+}
+
+qgemm_status qgemm_kernel_gemm_info(const qgemm_kernel *k,
+                                    qgemm_gemm_info *out) {
+  return guarded("qgemm_kernel_gemm_info", [&] {
+    const Kernel *kk = kernelOf(k);
+    if (!kk)
+      return invalid("qgemm_kernel_gemm_info", "kernel is NULL");
+    if (!sizeOk(out, sizeof(qgemm_gemm_info)))
+      return invalid("qgemm_kernel_gemm_info",
+                     "out is NULL or out->struct_size is smaller than "
+                     "sizeof(qgemm_gemm_info) of API 1.0");
+    if (kk->spec().op != OpKind::GroupedGemm)
+      return fail(QGEMM_ERROR_USER, "qgemm_kernel_gemm_info: " +
+                                        kk->spec().name +
+                                        " is not a grouped_gemm kernel");
+    const GemmContract &c = kk->spec().gemm;
+    qgemm_gemm_info i;
+    std::memset(&i, 0, sizeof(i));
+    i.struct_size = sizeof(i);
+    i.grouping = cGrouping(c.grouping.kind);
+    i.group_index = cGroupIndex(c.grouping.index);
+    i.alignment = c.grouping.alignment;
+    i.n = c.n;
+    i.k = c.k;
+    i.a_dtype = cDtype(c.a.dtype);
+    i.b_dtype = cDtype(c.b.dtype);
+    i.d_dtype = cDtype(c.d);
+    i.accumulate = c.accumulate ? 1 : 0;
+    i.a_scale = cScale(c.a.scale);
+    i.b_scale = cScale(c.b.scale);
+    i.padding_rows_zero = c.paddingRows == PaddingRows::Zero ? 1 : 0;
+    // Fill only what the caller's struct has room for (older callers).
+    std::memcpy(out, &i, std::min(out->struct_size, sizeof(i)));
+    out->struct_size = std::min(out->struct_size, sizeof(i));
+    return QGEMM_OK;
+  });
+}
+
+qgemm_status qgemm_kernel_config(const qgemm_kernel *k,
+                                 qgemm_config_info *out) {
+  return guarded("qgemm_kernel_config", [&] {
+    const Kernel *kk = kernelOf(k);
+    if (!kk)
+      return invalid("qgemm_kernel_config", "kernel is NULL");
+    if (!sizeOk(out, sizeof(qgemm_config_info)))
+      return invalid("qgemm_kernel_config",
+                     "out is NULL or out->struct_size is smaller than "
+                     "sizeof(qgemm_config_info) of API 1.0");
+    const KernelConfig &cfg = kk->config();
+    qgemm_config_info i;
+    std::memset(&i, 0, sizeof(i));
+    i.struct_size = sizeof(i);
+    i.family = cfg.family == KernelFamily::Wgmma ? QGEMM_FAMILY_WGMMA
+                                                 : QGEMM_FAMILY_SIMT;
+    i.block_m = cfg.blockM;
+    i.block_n = cfg.blockN;
+    i.block_k = cfg.blockK;
+    i.stages = cfg.stages;
+    i.threads = cfg.threads;
+    i.cluster = cfg.cluster;
+    i.n_fastest = cfg.nFastest ? 1 : 0;
+    i.raster_band = cfg.rasterBand;
+    i.scale_block_k = cfg.scaleBlockK;
+    i.num_sms = cfg.numSms;
+    i.shared_bytes = cfg.sharedBytes;
+    std::memcpy(out, &i, std::min(out->struct_size, sizeof(i)));
+    out->struct_size = std::min(out->struct_size, sizeof(i));
+    return QGEMM_OK;
+  });
+}
+
+qgemm_status qgemm_kernel_launch_geometry(const qgemm_kernel *k, int64_t rows,
+                                          int64_t num_groups,
+                                          int64_t resident_ctas,
+                                          qgemm_launch_geometry *out) {
+  return guarded("qgemm_kernel_launch_geometry", [&] {
+    const char *fn = "qgemm_kernel_launch_geometry";
+    const Kernel *kk = kernelOf(k);
+    if (!kk)
+      return invalid(fn, "kernel is NULL");
+    if (!sizeOk(out, sizeof(qgemm_launch_geometry)))
+      return invalid(fn, "out is NULL or out->struct_size is smaller than "
+                         "sizeof(qgemm_launch_geometry) of API 1.0");
+    if (kk->spec().op != OpKind::GroupedGemm)
+      return fail(QGEMM_ERROR_USER, std::string(fn) + ": " + kk->spec().name +
+                                        " is not a grouped_gemm kernel");
+    if (rows < 0 || rows > kMaxDim)
+      return fail(QGEMM_ERROR_USER, std::string(fn) + ": rows = " +
+                                        std::to_string(rows) +
+                                        " is out of range: expected 0.." +
+                                        std::to_string(kMaxDim));
+    if (num_groups < 1 || num_groups > kMaxGroups)
+      return fail(QGEMM_ERROR_USER,
+                  std::string(fn) + ": num_groups = " +
+                      std::to_string(num_groups) +
+                      " is out of range: expected 1.." +
+                      std::to_string(kMaxGroups));
+    const KernelConfig &cfg = kk->config();
+    const GemmContract &c = kk->spec().gemm;
+    qgemm_launch_geometry g;
+    std::memset(&g, 0, sizeof(g));
+    g.struct_size = sizeof(g);
+    std::array<int64_t, 3> grid;
+    if (cfg.family == KernelFamily::Wgmma) {
+      if (resident_ctas < 1)
+        return fail(QGEMM_ERROR_USER,
+                    std::string(fn) + ": resident_ctas = " +
+                        std::to_string(resident_ctas) +
+                        " must be >= 1 (the device's SM count) for the "
+                        "persistent wgmma kernel");
+      grid = wgmmaGrid(c, cfg, rows, num_groups, resident_ctas);
+      g.block[0] = cfg.threads;
+      g.cluster = cfg.cluster;
+      g.shared_bytes = cfg.sharedBytes;
+    } else {
+      grid = simtGemmGrid(c, rows, num_groups);
+      g.block[0] = kSimtBlockThreads;
+      g.cluster = 1;
+      g.shared_bytes = 0;
+    }
+    g.block[1] = g.block[2] = 1;
+    for (int i = 0; i < 3; ++i)
+      g.grid[i] = grid[i];
+    std::memcpy(out, &g, std::min(out->struct_size, sizeof(g)));
+    out->struct_size = std::min(out->struct_size, sizeof(g));
+    return QGEMM_OK;
+  });
+}
+
+qgemm_status qgemm_kernel_scale_elements(const qgemm_kernel *k, int64_t rows,
+                                         int64_t num_groups,
+                                         const int32_t *host_groups,
+                                         int64_t *scale_a_elems,
+                                         int64_t *scale_b_elems) {
+  return guarded("qgemm_kernel_scale_elements", [&] {
+    const char *fn = "qgemm_kernel_scale_elements";
+    const Kernel *kk = kernelOf(k);
+    if (!kk)
+      return invalid(fn, "kernel is NULL");
+    if (!scale_a_elems || !scale_b_elems)
+      return invalid(fn, "scale_a_elems or scale_b_elems is NULL");
+    if (kk->spec().op != OpKind::GroupedGemm)
+      return fail(QGEMM_ERROR_USER, std::string(fn) + ": " + kk->spec().name +
+                                        " is not a grouped_gemm kernel");
+    const GemmContract &c = kk->spec().gemm;
+    GemmArgs a;
+    a.rows = rows;
+    a.numGroups = num_groups;
+    a.hostGroups = host_groups;
+    a.hostGroupsCount = host_groups ? num_groups : 0;
+    // The sizes are only meaningful for arguments a launch would accept:
+    // the host offsets are validated as a launch validates them.
+    if (rows < 0 || rows > kMaxDim || num_groups < 1 ||
+        num_groups > kMaxGroups)
+      return fail(QGEMM_ERROR_USER,
+                  std::string(fn) + ": rows = " + std::to_string(rows) +
+                      ", num_groups = " + std::to_string(num_groups) +
+                      ": expected rows in 0.." + std::to_string(kMaxDim) +
+                      " and num_groups in 1.." + std::to_string(kMaxGroups));
+    if (c.grouping.kind == GroupingKind::KContiguous && restartsTokenBlocks(c)) {
+      if (!host_groups)
+        return fail(QGEMM_ERROR_USER,
+                    std::string(fn) + ": " + kk->spec().name +
+                        " restarts its token scale blocks at each group: "
+                        "the host offsets are needed to size its scales");
+      GemmArgs check = a;
+      check.a = check.b = check.d = check.groups = 16; // pointers are not the point
+      check.scaleA = check.scaleB = 16;
+      check.c = 16;
+      if (Status st = validateGemmArgs(c, check); !st.ok())
+        return fromStatus(st);
+    }
+    int64_t sa = scaleElements(c, a, ScaleOperand::A);
+    int64_t sb = scaleElements(c, a, ScaleOperand::B);
+    if (sa < 0 || sb < 0)
+      return fail(QGEMM_ERROR_INTERNAL,
+                  std::string(fn) + ": no scale layout for " + kk->spec().name);
+    *scale_a_elems = sa;
+    *scale_b_elems = sb;
+    return QGEMM_OK;
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Launch
+//===----------------------------------------------------------------------===//
+
+qgemm_status qgemm_launch_gemm(qgemm_runtime *rt, const qgemm_kernel *k,
+                               const qgemm_gemm_args *args, void *stream) {
+  return guarded("qgemm_launch_gemm", [&] {
+    const char *fn = "qgemm_launch_gemm";
+    const Kernel *kk = kernelOf(k);
+    if (!rt || !kk)
+      return invalid(fn, rt ? "kernel is NULL" : "rt is NULL");
+    if (!sizeOk(args, sizeof(qgemm_gemm_args)))
+      return invalid(fn, "args is NULL or args->struct_size is smaller than "
+                         "sizeof(qgemm_gemm_args) of API 1.0");
+    if (kk->spec().op != OpKind::GroupedGemm)
+      return fail(QGEMM_ERROR_USER,
+                  std::string(fn) + ": " + kk->spec().name + " is a " +
+                      qgemm_op_name(qgemm_kernel_op(k)) +
+                      " kernel, not a grouped_gemm kernel");
+    GemmArgs a;
+    a.a = args->a;
+    a.scaleA = args->scale_a;
+    a.b = args->b;
+    a.scaleB = args->scale_b;
+    a.d = args->d;
+    a.c = args->c;
+    a.groups = args->groups;
+    a.rows = args->rows;
+    a.numGroups = args->num_groups;
+    a.hostGroups = args->host_groups;
+    a.hostGroupsCount = args->host_groups_count;
+    return fromStatus(rt->rt.launch(*kk, a, stream));
+  });
+}
+
+qgemm_status qgemm_kernel_load(qgemm_runtime *rt, const qgemm_kernel *k) {
+  return guarded("qgemm_kernel_load", [&] {
+    const Kernel *kk = kernelOf(k);
+    if (!rt || !kk)
+      return invalid("qgemm_kernel_load", rt ? "kernel is NULL" : "rt is NULL");
+    return fromStatus(rt->rt.load(*kk));
+  });
+}
