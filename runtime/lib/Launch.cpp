@@ -8,6 +8,7 @@
 #include "RuntimeImpl.h"
 
 #include "qgemm/Kernels/KernelABI.h"
+#include "qgemm/Kernels/QuantizeABI.h"
 #include "qgemm/Kernels/WgmmaLayout.h"
 
 #include <array>
@@ -145,6 +146,12 @@ Status loadModule(const CudaDriver &d, const Kernel::State &k,
     if (st.ok() && cfg.family == KernelFamily::Wgmma)
       st = residentCtas(d, m.function, cfg, m.residentCtas);
   }
+  // The quantize kernel stages a 128 x 128 f32 tile: past the default 48 KB.
+  if (st.ok() && k.spec.op == OpKind::Quantize)
+    st = d.check(d.funcSetAttribute(
+                     m.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                     int(kQuantSharedBytes)),
+                 "cuFuncSetAttribute(" + k.name + ", dynamic shared memory)");
   if (!st.ok())
     d.moduleUnload(m.module);
   return st;

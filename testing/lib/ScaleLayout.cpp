@@ -14,7 +14,7 @@ using namespace qgemm;
 
 namespace {
 
-enum class BlockKind { Row128, Block128, Col128, Row32, Unknown };
+enum class BlockKind { Row128, Block128, Col128, Row32, Col32, Unknown };
 
 BlockKind blockKind(const ScaleRecipe &r) {
   if (r.blockRows == 1 && r.blockCols == 128)
@@ -25,11 +25,23 @@ BlockKind blockKind(const ScaleRecipe &r) {
     return BlockKind::Col128;
   if (r.blockRows == 1 && r.blockCols == 32)
     return BlockKind::Row32;
+  if (r.blockRows == 32 && r.blockCols == 1)
+    return BlockKind::Col32;
   return BlockKind::Unknown;
 }
 
 bool isGemmReady(const ScaleRecipe &r) {
   return r.layout == ScaleLayout::GemmReady;
+}
+
+/// The MXFP8 GEMM_READY byte of scale (i, j) in a grid of `cb` columns:
+/// 128x4 tiles of scales, each 512 contiguous bytes, tiles row-major over
+/// the padded (r128(R), r4(cb)) grid; inside a tile, the 32-row quarters
+/// interleave so that one 16-byte vector holds rows i, i+32, i+64, i+96.
+int64_t swizzle128x4(int64_t cb, int64_t i, int64_t j) {
+  int64_t tilesPerRow = roundUp(cb, 4) / 4;
+  return ((i / 128) * tilesPerRow + j / 4) * 512 + (i % 32) * 16 +
+         ((i % 128) / 32) * 4 + j % 4;
 }
 
 } // namespace
@@ -63,6 +75,9 @@ int64_t qgemm::scaleAllocSize(int64_t rows, int64_t cols,
     return ready ? g.rows * roundUp(cols, 4) : g.rows * cols;
   case BlockKind::Row32:
     return ready ? roundUp(rows, 128) * roundUp(g.cols, 4) : rows * g.cols;
+  case BlockKind::Col32:
+    // GEMM_READY: the [1,32] swizzle of the transposed (C, Rb) grid.
+    return ready ? roundUp(cols, 128) * roundUp(g.rows, 4) : g.rows * cols;
   case BlockKind::Unknown:
     break;
   }
@@ -86,16 +101,13 @@ int64_t qgemm::scaleOffset(int64_t rows, int64_t cols,
     return ready ? i * roundUp(g.cols, 4) + j : i * g.cols + j;
   case BlockKind::Col128:
     return ready ? i * roundUp(cols, 4) + j : i * cols + j;
-  case BlockKind::Row32: {
-    if (!ready)
-      return i * g.cols + j;
-    // 128x4 tiles of scales, each 512 contiguous bytes, tiles row-major over
-    // the padded (r128(R), r4(Cb)) grid; inside a tile, the 32-row quarters
-    // interleave so that one 16-byte vector holds rows i, i+32, i+64, i+96.
-    int64_t tilesPerRow = roundUp(g.cols, 4) / 4;
-    return ((i / 128) * tilesPerRow + j / 4) * 512 + (i % 32) * 16 +
-           ((i % 128) / 32) * 4 + j % 4;
-  }
+  case BlockKind::Row32:
+    return ready ? swizzle128x4(g.cols, i, j) : i * g.cols + j;
+  case BlockKind::Col32:
+    // Like [128,1]: COMPACT (Rb, C) row-major; GEMM_READY the [1,32]
+    // GEMM_READY layout of the transposed (C, R) matrix, whose row is j and
+    // whose column block is i.
+    return ready ? swizzle128x4(g.rows, j, i) : i * cols + j;
   case BlockKind::Unknown:
     break;
   }
@@ -149,7 +161,9 @@ ScaleGrid qgemm::tokenGrid(int64_t rows, int64_t cols,
 }
 
 bool qgemm::isDataTransposed(const ScaleRecipe &recipe) {
-  return blockKind(recipe) == BlockKind::Col128 && isGemmReady(recipe);
+  BlockKind k = blockKind(recipe);
+  return (k == BlockKind::Col128 || k == BlockKind::Col32) &&
+         isGemmReady(recipe);
 }
 
 int64_t qgemm::dataOffset(int64_t rows, int64_t cols, const ScaleRecipe &recipe,

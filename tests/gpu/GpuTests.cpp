@@ -18,6 +18,8 @@
 #include "qgemm/Runtime.h"
 #include "qgemm/TestGen.h"
 
+#include "QuantizeGpu.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -281,7 +283,7 @@ int run(const Options &opt) {
               dev.name.c_str(), dev.smCount, dev.clockKHz / 1000,
               dev.driverVersion);
 
-  std::vector<Spec> specs;
+  std::vector<Spec> specs, quantizeSpecs;
   for (const std::string &dir : opt.specDirs)
     for (const std::string &f : specFiles(dir)) {
       auto parsed = parseSpecFile(f);
@@ -289,10 +291,14 @@ int run(const Options &opt) {
         std::cerr << parsed.error().str() << "\n";
         return 1;
       }
-      for (Spec &s : parsed.value())
-        if (s.op == OpKind::GroupedGemm &&
-            (opt.filter.empty() || s.name.find(opt.filter) != std::string::npos))
+      for (Spec &s : parsed.value()) {
+        if (!opt.filter.empty() && s.name.find(opt.filter) == std::string::npos)
+          continue;
+        if (s.op == OpKind::GroupedGemm)
           specs.push_back(std::move(s));
+        else if (s.op == OpKind::Quantize)
+          quantizeSpecs.push_back(std::move(s));
+      }
     }
 
   json report;
@@ -405,6 +411,15 @@ int run(const Options &opt) {
     // After every spec, so a run cut short still leaves its results.
     writeReport(report, cases, path);
   }
+  // Quantize kernels: bytes against the CPU quantizers (QuantizeGpu.cpp).
+  gputest::QuantizeTally qt;
+  if (!opt.maxCases || total < opt.maxCases)
+    qt = gputest::runQuantizeSpecs(rt, *drv, quantizeSpecs,
+                                   opt.maxCases ? opt.maxCases - total : 0,
+                                   cases);
+  passed += qt.passed;
+  failed += qt.failed;
+  total += qt.passed + qt.failed;
   writeReport(report, cases, path);
   std::printf("results: %s\n", path.c_str());
   std::printf("%lld passed, %lld failed\n", (long long)passed, (long long)failed);

@@ -158,6 +158,28 @@ TEST_CASE("Recipes outside LAYOUTS.md are rejected", "[layout]") {
   CHECK(isSupportedScaleRecipe(recipe(1, 32, kReady, ElemType::UE8M0)));
   CHECK_FALSE(isSupportedScaleRecipe(recipe(64, 64, kCompact)));
   CHECK_FALSE(isSupportedScaleRecipe(recipe(1, 64, kReady)));
-  CHECK_FALSE(isSupportedScaleRecipe(recipe(32, 1, kCompact)));
+  CHECK(isSupportedScaleRecipe(recipe(32, 1, kCompact, ElemType::UE8M0)));
+  CHECK_FALSE(isSupportedScaleRecipe(recipe(32, 32, kCompact)));
   CHECK_FALSE(isSupportedScaleRecipe(recipe(1, 128, kCompact, ElemType::BF16)));
+}
+
+TEST_CASE("32x1 is laid out like 128x1: COMPACT (Rb, C), GEMM_READY the "
+          "1x32 swizzle of the transposed matrix",
+          "[layout]") {
+  ScaleRecipe c = recipe(32, 1, kCompact, ElemType::UE8M0);
+  // (R, C) = (100, 5): Rb = 4.
+  CHECK(scaleAllocSize(100, 5, c) == 20);
+  CHECK(scaleOffset(100, 5, c, 3, 4) == 19);
+  CHECK_FALSE(isDataTransposed(c));
+  allOffsets(100, 5, c);
+  ScaleRecipe r = recipe(32, 1, kReady, ElemType::UE8M0);
+  ScaleRecipe t = recipe(1, 32, kReady, ElemType::UE8M0);
+  CHECK(isDataTransposed(r));
+  CHECK(dataOffset(100, 5, r, 7, 3) == 3 * 100 + 7);
+  // The transposed (C, R) = (200, 70) matrix: 200 rows, cd(70, 32) = 3.
+  CHECK(scaleAllocSize(70, 200, r) == scaleAllocSize(200, 70, t));
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 200; ++j)
+      CHECK(scaleOffset(70, 200, r, i, j) == scaleOffset(200, 70, t, j, i));
+  allOffsets(70, 200, r);
 }

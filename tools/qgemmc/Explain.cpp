@@ -10,6 +10,8 @@
 #include "qgemm/Kernels/ConfigRules.h"
 
 
+#include "qgemm/Kernels/QuantizeABI.h"
+
 #include <nlohmann/json.hpp>
 
 #include <iostream>
@@ -21,7 +23,12 @@ namespace {
 /// The configuration the compiler resolved (CompileOutput::config), in words.
 std::string configOf(const qgemm::Spec &s, const qgemm::CompileOutput &o) {
   if (s.op != qgemm::OpKind::GroupedGemm)
-    return "quantize: no GPU lowering yet";
+    return "kernel family: quantize (one 256-thread CTA per 128x128 input "
+           "tile staged in " +
+           std::to_string(qgemm::kQuantSharedBytes) +
+           " B dynamic shared memory; row-wise and column-wise amaxes from "
+           "the one staged tile); grid (cd(K, 128), cd(M, 128) + token "
+           "groups, tensors)";
   if (!o.config)
     return "not resolved (compilation failed)";
   const qgemm::KernelConfig &cfg = *o.config;

@@ -22,6 +22,7 @@
 #include "qgemm/GemmArgs.h"
 #include "qgemm/KernelConfig.h"
 #include "qgemm/KernelCache.h"
+#include "qgemm/QuantizeArgs.h"
 #include "qgemm/Spec.h"
 
 #include <cstdint>
@@ -139,6 +140,10 @@ public:
   /// launch on `stream` (a CUstream; null is the legacy default stream).
   /// rows = 0 launches nothing for m-groupings; k_contiguous still writes D.
   Status launch(const Kernel &kernel, const GemmArgs &args,
+                void *stream = nullptr);
+  /// The same for a quantize kernel (validateQuantizeArgs, then the grid of
+  /// QuantizeABI.h). rows = 0 launches nothing.
+  Status launch(const Kernel &kernel, const QuantizeArgs &args,
                 void *stream = nullptr);
 
   /// The driver, opened on first use; null with the reason when absent.

@@ -34,8 +34,9 @@ struct ScaleGrid {
   int64_t cols = 0;
 };
 
-/// Whether LAYOUTS.md defines the recipe: blocks [1,128], [128,128], [128,1]
-/// and [1,32] in either layout, with F32 or UE8M0 scales. The layout of the
+/// Whether LAYOUTS.md defines the recipe: blocks [1,128], [128,128], [128,1],
+/// [1,32] and [32,1] (the MXFP8 column-wise quantizer output, laid out like
+/// [128,1]) in either layout, with F32 or UE8M0 scales. The layout of the
 /// entries depends only on the block and layout; the dtype only says how
 /// wide an element is.
 bool isSupportedScaleRecipe(const ScaleRecipe &recipe);
@@ -53,6 +54,8 @@ ScaleGrid scaleGrid(int64_t rows, int64_t cols,
 ///   [128,1]   GEMM_READY  Rb * r4(C)   (data stored transposed, (C, R))
 ///   [1,32]    COMPACT     R * Cb       (unpadded; see scaleOffset)
 ///   [1,32]    GEMM_READY  r128(R) * r4(Cb)
+///   [32,1]    COMPACT     Rb * C
+///   [32,1]    GEMM_READY  r128(C) * r4(Rb)  (data stored transposed, (C, R))
 /// Grouped operands stack one such allocation per group.
 int64_t scaleAllocSize(int64_t rows, int64_t cols,
                                  const ScaleRecipe &recipe);
@@ -68,6 +71,9 @@ int64_t scaleAllocSize(int64_t rows, int64_t cols,
 ///   [1,32]    COMPACT     i*Cb + j
 ///   [1,32]    GEMM_READY  the 128x4 swizzle with R' = r128(R), C' = r4(Cb):
 ///     ((i/128)*(C'/4) + j/4)*512 + (i%32)*16 + ((i%128)/32)*4 + j%4
+///   [32,1]    COMPACT     i*C + j
+///   [32,1]    GEMM_READY  the [1,32] GEMM_READY offset of (j, i) in the
+///                         transposed (C, Rb) grid (data stored (C, R))
 /// For [128,1] the (i, j) are those of the logical (R, C) matrix in both
 /// layouts: i is the block of 128 rows, j the column. In GEMM_READY form the
 /// data is stored as the transposed (C, R) matrix and the scales are exactly
@@ -125,7 +131,7 @@ ScaleGrid tokenGrid(int64_t rows, int64_t cols, const ScaleRecipe &recipe,
                     const TokenBlocks &tb);
 
 /// Whether the FP8 data of the operand is stored transposed, (C, R)
-/// row-major: only [128,1] GEMM_READY.
+/// row-major: only [128,1] and [32,1] GEMM_READY.
 bool isDataTransposed(const ScaleRecipe &recipe);
 
 /// Element offset of data (r, c) of the logical (R, C) matrix: r*C + c, or

@@ -11,6 +11,8 @@ namespace mlir::qgemm {
 /// the op, next to it. The caller erases the op.
 void lowerSimtGemm(GroupedMatmulOp op);
 void lowerWgmmaGemm(GroupedMatmulOp op, const ::qgemm::KernelConfig &cfg);
+/// The quantize kernel (qgemm/Kernels/QuantizeABI.h), codegen/lib/Quantize/.
+void lowerQuantize(QuantizeOp op);
 
 } // namespace mlir::qgemm
 

@@ -1,0 +1,65 @@
+//===- QuantizeABI.h - Parameters and launch geometry of quantizers -*- C++ -*-===//
+//
+// What the runtime passes to a generated quantize kernel, in order, and the
+// grid it launches; codegen declares the kernel's parameters from the same
+// enum (the way KernelABI.h does for the GEMMs).
+//
+// One CTA quantizes one tile of kQuantTileRows x kQuantTileCols input
+// elements: it stages the tile in shared memory as f32 (one pass over the
+// input), then reduces the row-wise amaxes from its rows and the
+// column-wise amaxes from its columns, and writes both outputs.
+//
+//===----------------------------------------------------------------------===//
+#ifndef QGEMM_KERNELS_QUANTIZEABI_H
+#define QGEMM_KERNELS_QUANTIZEABI_H
+
+#include "qgemm/Contract.h"
+
+#include <array>
+#include <cstdint>
+
+namespace qgemm {
+
+/// Parameters of a quantize kernel, in order. Pointers are device pointers
+/// (global memory); an output the contract does not produce is passed as 0.
+enum QuantizeParam : unsigned {
+  kQParamInput = 0, ///< bf16 / f32 (rows, cols) row-major; (G, rows, cols)
+                    ///< for multi_tensor
+  kQParamInputTable, ///< multi_tensor: device array of G input pointers, or
+                     ///< 0 to read the one stacked tensor at kQParamInput
+  kQParamRowData,    ///< FP8 row-wise data
+  kQParamRowScales,  ///< row-wise scales (f32 or ue8m0 bytes)
+  kQParamColData,    ///< FP8 column-wise data
+  kQParamColScales,  ///< column-wise scales
+  kQParamOffsets,    ///< int32 [numGroups] cumulative group ends, or 0
+  kQParamRows,       ///< i32 M (N for weights)
+  kQParamCols,       ///< i32 K
+  kQParamNumGroups,  ///< i32: token groups when offsets are given, else 0
+  kNumQuantizeParams
+};
+
+/// Tile of one CTA: 128 rows (one 128-row column-wise block, four 32-row
+/// MX ones) by 128 columns (one 1x128 block, four 1x32 ones).
+constexpr int64_t kQuantTileRows = 128;
+constexpr int64_t kQuantTileCols = 128;
+constexpr int kQuantThreads = 256;
+/// Shared row stride in floats: 129 makes both the row walk (lanes over
+/// columns) and the column walk (lanes over rows) free of bank conflicts.
+constexpr int64_t kQuantSmemStride = kQuantTileCols + 1;
+/// The staged tile plus one float per warp for the 128x128 tile amax.
+constexpr int64_t kQuantSharedBytes =
+    kQuantTileRows * kQuantSmemStride * 4 + (kQuantThreads / 32) * 4;
+
+/// Grid: x column tiles, y row tiles, z tensors (multi_tensor) or 1. With
+/// token groups each group's row tiles start at its first row, plus the
+/// rows past the last group as one more segment, so at most `groups` more
+/// tiles than cd(rows, 128); CTAs past the last tile exit at once.
+inline std::array<int64_t, 3> quantizeGrid(int64_t rows, int64_t cols,
+                                           int64_t groups, int64_t tensors) {
+  return {(cols + kQuantTileCols - 1) / kQuantTileCols,
+          (rows + kQuantTileRows - 1) / kQuantTileRows + groups, tensors};
+}
+
+} // namespace qgemm
+
+#endif // QGEMM_KERNELS_QUANTIZEABI_H

@@ -1,0 +1,61 @@
+//===- QuantizeArgs.h - Run-time arguments of a quantize launch -*- C++ -*-===//
+//
+// What a caller hands to Runtime::launch for a `quantize` kernel, and the
+// checks made against the spec's QuantizeContract before anything reaches
+// the GPU. Like GemmArgs, the checks need no driver.
+//
+// Outputs are caller-provided buffers, written in place (so one set of
+// buffers can be reused across calls, e.g. every optimizer step's weight
+// quantization): an output the spec declares needs its data and scale
+// pointers; one it does not declare must be 0.
+//
+//===----------------------------------------------------------------------===//
+#ifndef QGEMM_QUANTIZEARGS_H
+#define QGEMM_QUANTIZEARGS_H
+
+#include "qgemm/Compiler.h"
+#include "qgemm/Contract.h"
+#include "qgemm/Export.h"
+#include "qgemm/GemmArgs.h"
+
+#include <cstdint>
+
+namespace qgemm {
+
+struct QuantizeArgs {
+  /// bf16 / f32 input, (rows, cols) row-major; (numTensors, rows, cols)
+  /// stacked for multi_tensor.
+  DevicePtr input = 0;
+  /// multi_tensor only, instead of `input`: a device array of numTensors
+  /// device pointers, one (rows, cols) tensor each (separate allocations).
+  DevicePtr inputTable = 0;
+  /// Row-wise FP8 data (rows, cols) and scales (Quantize.h / LAYOUTS.md);
+  /// multi_tensor stacks one of each per tensor.
+  DevicePtr rowData = 0, rowScales = 0;
+  /// Column-wise FP8 data ((cols, rows) when stored transposed) and scales.
+  DevicePtr colData = 0, colScales = 0;
+  /// Token groups over the rows (int32 [numGroups], cumulative ends): the
+  /// column-wise scale blocks restart at each group's first row
+  /// (LAYOUTS.md "Grouping"); rows past the last group are quantized at
+  /// scale 1 and get no scale. 0 with numGroups 0: no groups.
+  DevicePtr groupOffsets = 0;
+  int64_t rows = 0; ///< M (N for weights); 0 launches nothing
+  int64_t cols = 0; ///< K; must equal the spec's shape.k when it is set
+  int64_t numTensors = 1; ///< G for multi_tensor, else 1
+  int64_t numGroups = 0;  ///< token groups, 0 for none
+  /// Host copy of the offsets, checked before launch (required with groups).
+  const int32_t *hostGroupOffsets = nullptr;
+};
+
+/// Check `args` against `contract`: the pointers each declared output needs
+/// (and none for undeclared ones), input and scale alignment, sizes in
+/// range and within the launch grid's limits, multi_tensor counts, and the
+/// groups (column-wise [128,1] / [32,1] output only, no multi_tensor, no
+/// [128,128] row-wise output; offsets non-decreasing within 0..rows).
+/// A UserError names the argument, its value and what was expected.
+QGEMM_API Status validateQuantizeArgs(const QuantizeContract &contract,
+                                      const QuantizeArgs &args);
+
+} // namespace qgemm
+
+#endif // QGEMM_QUANTIZEARGS_H

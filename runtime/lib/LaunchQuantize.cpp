@@ -1,0 +1,58 @@
+//===- LaunchQuantize.cpp - Launch quantize kernels -----------------------===//
+//
+// Validates, then launches the grid of QuantizeABI.h: one 256-thread CTA per
+// 128 x 128 tile, the staged tile in dynamic shared memory (its limit is
+// raised once when the module loads, Launch.cpp).
+//
+//===----------------------------------------------------------------------===//
+#include "RuntimeImpl.h"
+
+#include "qgemm/Kernels/QuantizeABI.h"
+#include "qgemm/QuantizeArgs.h"
+
+using namespace qgemm;
+
+Status Runtime::launch(const Kernel &kernel, const QuantizeArgs &args,
+                       void *stream) {
+  if (!kernel.valid())
+    return Status::user("launch: the kernel handle is empty");
+  const Spec &spec = kernel.spec();
+  if (spec.op != OpKind::Quantize)
+    return Status::user("launch: " + spec.name +
+                        " is not a quantize kernel; pass GemmArgs");
+  if (Status st = validateQuantizeArgs(spec.quantize, args); !st.ok())
+    return Status::user(spec.name + ": " + st.message);
+  if (args.rows == 0)
+    return Status();
+  Kernel::State::Module m;
+  if (Status st = impl->functionFor(*kernel.state, m); !st.ok())
+    return st;
+
+  const auto grid =
+      quantizeGrid(args.rows, args.cols, args.numGroups, args.numTensors);
+  CUdeviceptr ptrs[kNumQuantizeParams] = {};
+  ptrs[kQParamInput] = args.input;
+  ptrs[kQParamInputTable] = args.inputTable;
+  ptrs[kQParamRowData] = args.rowData;
+  ptrs[kQParamRowScales] = args.rowScales;
+  ptrs[kQParamColData] = args.colData;
+  ptrs[kQParamColScales] = args.colScales;
+  ptrs[kQParamOffsets] = args.numGroups > 0 ? args.groupOffsets : 0;
+  // All three fit i32 after validation (at most 2^24 and 65535).
+  int32_t rows = int32_t(args.rows), cols = int32_t(args.cols),
+          groups = int32_t(args.numGroups);
+  void *params[kNumQuantizeParams];
+  for (unsigned i = 0; i < kNumQuantizeParams; ++i)
+    params[i] = &ptrs[i];
+  params[kQParamRows] = &rows;
+  params[kQParamCols] = &cols;
+  params[kQParamNumGroups] = &groups;
+  const CudaDriver *d = impl->driver.load(std::memory_order_acquire);
+  return d->check(d->launchKernel(m.function, unsigned(grid[0]),
+                                  unsigned(grid[1]), unsigned(grid[2]),
+                                  kQuantThreads, 1, 1,
+                                  unsigned(kQuantSharedBytes),
+                                  static_cast<CUstream>(stream), params,
+                                  nullptr),
+                  "cuLaunchKernel(" + kernel.name() + ")");
+}

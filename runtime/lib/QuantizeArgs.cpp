@@ -1,0 +1,172 @@
+//===- QuantizeArgs.cpp - Checks of quantize launch arguments -------------===//
+//
+// The quantize kernel trusts its arguments like the GEMMs do: a pointer
+// missing, a size past the grid or an offset past the rows would make it
+// read or write out of bounds, silently. Every message names the argument,
+// its value and what was expected.
+//
+//===----------------------------------------------------------------------===//
+#include "qgemm/QuantizeArgs.h"
+
+#include "qgemm/Kernels/QuantizeABI.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <optional>
+#include <string>
+
+using namespace qgemm;
+
+namespace {
+
+std::string hex(DevicePtr p) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "0x%" PRIx64, static_cast<uint64_t>(p));
+  return buf;
+}
+std::string num(int64_t v) { return std::to_string(v); }
+
+Status needPointer(DevicePtr p, const std::string &arg, const std::string &what,
+                   int64_t align) {
+  if (p == 0)
+    return Status::user(arg + " is null: " + what + " is required");
+  if (p % uint64_t(align) != 0)
+    return Status::user(arg + " = " + hex(p) + " is not " + num(align) +
+                        "-byte aligned (" + what + ")");
+  return Status();
+}
+
+Status noPointer(DevicePtr p, const std::string &arg, const std::string &why) {
+  if (p != 0)
+    return Status::user(arg + " = " + hex(p) + " must be 0: " + why);
+  return Status();
+}
+
+/// Data and scale pointers of one output: both needed when the spec
+/// declares it, both 0 otherwise.
+Status checkOutput(const std::optional<ScaleRecipe> &r, DevicePtr data,
+                   DevicePtr scales, const std::string &name) {
+  if (!r) {
+    std::string why = "the spec declares no " + name + " output";
+    if (Status st = noPointer(data, name + "Data", why); !st.ok())
+      return st;
+    return noPointer(scales, name + "Scales", why);
+  }
+  if (Status st = needPointer(data, name + "Data", name + " FP8 data", 1);
+      !st.ok())
+    return st;
+  return needPointer(scales, name + "Scales",
+                     name + (r->dtype == ElemType::UE8M0
+                                 ? " E8M0 scales"
+                                 : " f32 scales, 4-byte aligned"),
+                     r->dtype == ElemType::UE8M0 ? 1 : 4);
+}
+
+Status checkInput(const QuantizeContract &c, const QuantizeArgs &a) {
+  const int64_t elem = c.input == ElemType::F32 ? 4 : 2;
+  const std::string what = "the " + std::string(toString(c.input)) +
+                           " input, " + num(elem) + "-byte aligned";
+  if (!c.multiTensor || a.inputTable == 0) {
+    if (Status st = noPointer(a.inputTable, "inputTable",
+                              "a pointer table is for multi_tensor kernels");
+        !st.ok())
+      return st;
+    return needPointer(a.input, "input", what, elem);
+  }
+  // One of input and inputTable, not both: which one the kernel reads
+  // would be a guess.
+  if (Status st = noPointer(a.input, "input",
+                            "inputTable is given, the tensors are read "
+                            "through it");
+      !st.ok())
+    return st;
+  return needPointer(a.inputTable, "inputTable",
+                     "the device array of input pointers", 8);
+}
+
+Status checkSizes(const QuantizeContract &c, const QuantizeArgs &a) {
+  if (a.rows < 0 || a.rows > kMaxDim)
+    return Status::user("rows = " + num(a.rows) + " is out of range; allowed: "
+                        "0.." + num(kMaxDim));
+  if (a.cols < 1 || a.cols > kMaxDim)
+    return Status::user("cols = " + num(a.cols) + " is out of range; allowed: "
+                        "1.." + num(kMaxDim));
+  if (c.k != 0 && a.cols != c.k)
+    return Status::user("cols = " + num(a.cols) + " does not match the "
+                        "spec's shape.k = " + num(c.k));
+  if (!c.multiTensor && a.numTensors != 1)
+    return Status::user("numTensors = " + num(a.numTensors) +
+                        " needs a multi_tensor spec; allowed: 1");
+  if (a.numTensors < 1 || a.numTensors > kMaxGroups)
+    return Status::user("numTensors = " + num(a.numTensors) +
+                        " is out of range; allowed: 1.." + num(kMaxGroups));
+  if (a.numGroups < 0 || a.numGroups > kMaxGroups)
+    return Status::user("numGroups = " + num(a.numGroups) +
+                        " is out of range; allowed: 0.." + num(kMaxGroups));
+  // The elements of all tensors are indexed in i64, but rows and cols reach
+  // the kernel as i32 and the grid has limits of its own.
+  auto grid = quantizeGrid(a.rows, a.cols, a.numGroups, a.numTensors);
+  if (grid[1] > 65535)
+    return Status::user(
+        "rows = " + num(a.rows) + " with " + num(a.numGroups) +
+        " groups needs " + num(grid[1]) + " row tiles of " +
+        num(kQuantTileRows) + "; the launch grid allows 65535");
+  return Status();
+}
+
+Status checkGroups(const QuantizeContract &c, const QuantizeArgs &a) {
+  if (a.numGroups == 0)
+    return noPointer(a.groupOffsets, "groupOffsets",
+                     "numGroups is 0 (no token groups)");
+  if (!c.columnwise || c.columnwise->blockCols != 1)
+    return Status::user(
+        "numGroups = " + num(a.numGroups) +
+        ": token groups restart the column-wise [128,1] / [32,1] scale "
+        "blocks; this spec has no such output");
+  if (c.rowwise && c.rowwise->blockRows != 1)
+    return Status::user("numGroups = " + num(a.numGroups) +
+                        ": a [128,128] row-wise output does not follow token "
+                        "groups; quantize it in a launch without groups");
+  if (c.multiTensor)
+    return Status::user("numGroups = " + num(a.numGroups) +
+                        ": a multi_tensor launch takes no token groups");
+  if (Status st = needPointer(a.groupOffsets, "groupOffsets",
+                              "the int32 device offsets", 4);
+      !st.ok())
+    return st;
+  if (!a.hostGroupOffsets)
+    return Status::user("hostGroupOffsets is null: the host copy of the " +
+                        num(a.numGroups) +
+                        " offsets is checked before the launch");
+  int64_t prev = 0;
+  for (int64_t g = 0; g < a.numGroups; ++g) {
+    int64_t end = a.hostGroupOffsets[g];
+    if (end < prev || end > a.rows)
+      return Status::user("groupOffsets[" + num(g) + "] = " + num(end) +
+                          " is invalid: offsets are cumulative group ends, "
+                          "non-decreasing from " + num(prev) +
+                          " and at most rows = " + num(a.rows));
+    prev = end;
+  }
+  return Status();
+}
+
+} // namespace
+
+Status qgemm::validateQuantizeArgs(const QuantizeContract &c,
+                                   const QuantizeArgs &a) {
+  if (Status st = checkSizes(c, a); !st.ok())
+    return st;
+  if (Status st = checkGroups(c, a); !st.ok())
+    return st;
+  // An empty input has nothing to read or write; frameworks hand out null
+  // pointers for empty tensors.
+  if (a.rows == 0)
+    return Status();
+  if (Status st = checkInput(c, a); !st.ok())
+    return st;
+  if (Status st = checkOutput(c.rowwise, a.rowData, a.rowScales, "row");
+      !st.ok())
+    return st;
+  return checkOutput(c.columnwise, a.colData, a.colScales, "col");
+}

@@ -1,0 +1,388 @@
+//===- QuantizeGpu.cpp - GPU quantize kernels vs the CPU quantizers -------===//
+//
+// Every output buffer is filled with the byte 0xA5 before the launch and the
+// CPU tensors pad their scale allocations with the same bytes, so the
+// comparison covers the whole allocation: a kernel that writes a padding
+// entry, or misses a valid one, fails. The comparison is byte for byte,
+// with one exception stated here: an f32 scale that is NaN on both sides
+// passes whatever its payload (PTX arithmetic returns the canonical NaN
+// 0x7FFFFFFF where the host keeps the input's payload; both are the NaN
+// scale of a block holding a NaN).
+//
+//===----------------------------------------------------------------------===//
+#include "QuantizeGpu.h"
+
+#include "qgemm/Fp8.h"
+#include "qgemm/Quantize.h"
+#include "qgemm/QuantizeEdges.h"
+#include "qgemm/ScaleLayout.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+
+using namespace qgemm;
+using json = nlohmann::json;
+
+namespace qgemm::gputest {
+namespace {
+
+constexpr uint8_t kPoison = 0xA5;
+
+struct QCase {
+  std::string name;
+  int64_t rows = 0, cols = 0, tensors = 1;
+  bool edges = false;
+  bool table = false;             ///< multi_tensor through a pointer table
+  std::vector<int32_t> offsets;   ///< token groups
+};
+
+std::vector<QCase> casesFor(const QuantizeContract &c) {
+  std::vector<QCase> out;
+  const int64_t shapes[][2] = {{1, 16}, {128, 128}, {130, 200}, {257, 384},
+                               {300, 1000}};
+  for (auto &s : shapes)
+    for (bool edges : {false, true}) {
+      if (edges && s[0] < kEdgeRows)
+        continue;
+      QCase q;
+      q.rows = s[0];
+      q.cols = s[1];
+      q.edges = edges;
+      q.name = std::string(edges ? "edges" : "random") + "_" +
+               std::to_string(s[0]) + "x" + std::to_string(s[1]);
+      if (c.multiTensor) {
+        q.tensors = 3;
+        out.push_back(q);
+        q.table = true;
+        q.name += "_table";
+      }
+      out.push_back(q);
+    }
+  const bool groups = c.columnwise && c.columnwise->blockCols == 1 &&
+                      (!c.rowwise || c.rowwise->blockRows == 1) &&
+                      !c.multiTensor;
+  if (groups) {
+    // Alignment 16 and 32, an empty group, a group shorter than a block,
+    // rows past the last group, a group crossing a 128-row tile.
+    const std::vector<std::vector<int32_t>> sets = {
+        {16, 48, 48, 208, 240}, {32, 32, 96, 288}, {144, 160, 300}};
+    int i = 0;
+    for (const auto &o : sets)
+      for (bool edges : {false, true}) {
+        QCase q;
+        q.rows = 300;
+        q.cols = 200;
+        q.edges = edges;
+        q.offsets = o;
+        q.name = std::string(edges ? "edges" : "random") + "_groups" +
+                 std::to_string(i++);
+        out.push_back(q);
+      }
+  }
+  return out;
+}
+
+std::vector<float> inputMatrix(const QCase &q, int64_t tensor, bool bf16) {
+  if (q.edges)
+    return quantizeEdgeMatrix(q.rows, q.cols, bf16, 7 + unsigned(tensor));
+  std::mt19937 rng(unsigned(q.rows * 131 + q.cols + tensor));
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(size_t(q.rows * q.cols));
+  for (int64_t r = 0; r < q.rows; ++r)
+    for (int64_t c = 0; c < q.cols; ++c) {
+      float v = dist(rng) * std::ldexp(1.0f, int(r % 9) - 4);
+      x[size_t(r * q.cols + c)] = bf16 ? decodeBF16(encodeBF16(v)) : v;
+    }
+  return x;
+}
+
+std::vector<uint8_t> inputBytes(const std::vector<float> &x, bool bf16) {
+  std::vector<uint8_t> b(x.size() * (bf16 ? 2 : 4));
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (bf16) {
+      uint16_t h = encodeBF16(x[i]);
+      std::memcpy(&b[i * 2], &h, 2);
+    } else {
+      std::memcpy(&b[i * 4], &x[i], 4);
+    }
+  }
+  return b;
+}
+
+/// The CPU quantizer's bytes of one output of one tensor: data, scales
+/// (padding poisoned like the GPU buffers).
+struct Expected {
+  std::vector<uint8_t> data, scales;
+};
+
+Expected expectRow(const std::vector<float> &x, const QCase &q,
+                   const ScaleRecipe &r, const QuantizeParams &p) {
+  float pad;
+  std::memset(&pad, kPoison, 4);
+  auto t = quantize(x.data(), q.rows, q.cols, r, p, pad, kPoison);
+  Expected e;
+  if (!t)
+    return e;
+  e.data = t->data;
+  const uint8_t *s = static_cast<const uint8_t *>(t->scales());
+  size_t bytes = r.dtype == ElemType::UE8M0 ? t->scalesUE8M0.size()
+                                            : t->scalesF32.size() * 4;
+  e.scales.assign(s, s + bytes);
+  return e;
+}
+
+Expected expectCol(const std::vector<float> &x, const QCase &q,
+                   const ScaleRecipe &r, const QuantizeParams &p) {
+  float pad;
+  std::memset(&pad, kPoison, 4);
+  std::optional<QuantizedTensor> t;
+  if (r.blockCols != 1) {
+    // [128,128] column-wise: the [128,128] quantization of x^T.
+    std::vector<float> xt(x.size());
+    for (int64_t i = 0; i < q.rows; ++i)
+      for (int64_t j = 0; j < q.cols; ++j)
+        xt[size_t(j * q.rows + i)] = x[size_t(i * q.cols + j)];
+    t = quantize(xt.data(), q.cols, q.rows, r, p, pad, kPoison);
+  } else if (!q.offsets.empty()) {
+    TokenBlocks tb = tokenBlocks(q.offsets.data(), int64_t(q.offsets.size()),
+                                 q.rows, r.blockRows, /*restart=*/true);
+    t = quantizeTokens(x.data(), q.rows, q.cols, r, p, tb, pad, kPoison);
+  } else {
+    t = quantize(x.data(), q.rows, q.cols, r, p, pad, kPoison);
+  }
+  Expected e;
+  if (!t)
+    return e;
+  e.data = t->data;
+  const uint8_t *s = static_cast<const uint8_t *>(t->scales());
+  size_t bytes = r.dtype == ElemType::UE8M0 ? t->scalesUE8M0.size()
+                                            : t->scalesF32.size() * 4;
+  e.scales.assign(s, s + bytes);
+  return e;
+}
+
+/// Mismatching bytes (f32 scales: mismatching floats, NaN == NaN).
+int64_t mismatches(const std::vector<uint8_t> &want,
+                   const std::vector<uint8_t> &got, size_t offset, bool f32,
+                   std::string &first) {
+  int64_t bad = 0;
+  const size_t step = f32 ? 4 : 1;
+  for (size_t i = 0; i < want.size(); i += step) {
+    bool same = std::memcmp(&want[i], &got[offset + i], step) == 0;
+    if (!same && f32) {
+      float a, b;
+      std::memcpy(&a, &want[i], 4);
+      std::memcpy(&b, &got[offset + i], 4);
+      same = std::isnan(a) && std::isnan(b);
+    }
+    if (!same && bad++ == 0) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "first at byte %zu: want 0x%02x got 0x%02x",
+                    i, want[i], got[offset + i]);
+      first = buf;
+    }
+  }
+  return bad;
+}
+
+class Buf {
+public:
+  explicit Buf(const CudaDriver &d) : d(d) {}
+  ~Buf() {
+    if (ptr)
+      d.memFree(ptr);
+  }
+  Status alloc(size_t bytes, bool poison) {
+    bytes = std::max<size_t>(bytes, 256);
+    if (Status st = d.check(d.memAlloc(&ptr, bytes), "cuMemAlloc"); !st.ok())
+      return st;
+    size = bytes;
+    return poison ? d.check(d.memsetD8(ptr, kPoison, bytes), "cuMemsetD8")
+                  : Status();
+  }
+  Status upload(const void *host, size_t bytes) {
+    if (Status st = alloc(bytes, false); !st.ok())
+      return st;
+    return d.check(d.memcpyHtoD(ptr, host, bytes), "cuMemcpyHtoD");
+  }
+  Status download(std::vector<uint8_t> &out, size_t bytes) {
+    out.assign(bytes, 0);
+    return d.check(d.memcpyDtoH(out.data(), ptr, bytes), "cuMemcpyDtoH");
+  }
+  CUdeviceptr ptr = 0;
+  size_t size = 0;
+
+private:
+  const CudaDriver &d;
+};
+
+/// One case: returns an error message, empty when every byte matched.
+std::string runCase(Runtime &rt, const CudaDriver &drv, const Kernel &k,
+                    const QuantizeContract &c, const QCase &q) {
+  const bool bf16 = c.input == ElemType::BF16;
+  const QuantizeParams p = quantizeParams(c);
+  std::vector<Expected> rowWant, colWant;
+  std::vector<std::vector<uint8_t>> inputs;
+  for (int64_t t = 0; t < q.tensors; ++t) {
+    std::vector<float> x = inputMatrix(q, t, bf16);
+    inputs.push_back(inputBytes(x, bf16));
+    if (c.rowwise)
+      rowWant.push_back(expectRow(x, q, *c.rowwise, p));
+    if (c.columnwise)
+      colWant.push_back(expectCol(x, q, *c.columnwise, p));
+  }
+  auto sizeOf = [&](const std::vector<Expected> &w, bool scales) {
+    return w.empty() ? size_t(0)
+                     : (scales ? w[0].scales.size() : w[0].data.size()) *
+                           size_t(q.tensors);
+  };
+  Buf in(drv), table(drv), rowData(drv), rowScales(drv), colData(drv),
+      colScales(drv), offsets(drv);
+  std::vector<std::unique_ptr<Buf>> separate;
+  std::vector<uint8_t> stacked;
+  for (auto &v : inputs)
+    stacked.insert(stacked.end(), v.begin(), v.end());
+  Status st;
+  QuantizeArgs a;
+  if (q.table) {
+    std::vector<uint64_t> ptrs;
+    for (auto &v : inputs) {
+      separate.push_back(std::make_unique<Buf>(drv));
+      if (!(st = separate.back()->upload(v.data(), v.size())).ok())
+        return st.message;
+      ptrs.push_back(separate.back()->ptr);
+    }
+    if (!(st = table.upload(ptrs.data(), ptrs.size() * 8)).ok())
+      return st.message;
+    a.inputTable = table.ptr;
+  } else {
+    if (!(st = in.upload(stacked.data(), stacked.size())).ok())
+      return st.message;
+    a.input = in.ptr;
+  }
+  if (c.rowwise) {
+    if (!(st = rowData.alloc(sizeOf(rowWant, false), true)).ok() ||
+        !(st = rowScales.alloc(sizeOf(rowWant, true), true)).ok())
+      return st.message;
+    a.rowData = rowData.ptr;
+    a.rowScales = rowScales.ptr;
+  }
+  if (c.columnwise) {
+    if (!(st = colData.alloc(sizeOf(colWant, false), true)).ok() ||
+        !(st = colScales.alloc(sizeOf(colWant, true), true)).ok())
+      return st.message;
+    a.colData = colData.ptr;
+    a.colScales = colScales.ptr;
+  }
+  if (!q.offsets.empty()) {
+    if (!(st = offsets.upload(q.offsets.data(), q.offsets.size() * 4)).ok())
+      return st.message;
+    a.groupOffsets = offsets.ptr;
+    a.numGroups = int64_t(q.offsets.size());
+    a.hostGroupOffsets = q.offsets.data();
+  }
+  a.rows = q.rows;
+  a.cols = q.cols;
+  a.numTensors = q.tensors;
+  if (!(st = rt.launch(k, a, nullptr)).ok())
+    return st.message;
+  if (!(st = drv.check(drv.ctxSynchronize(), "kernel execution")).ok())
+    return st.message;
+
+  std::string err;
+  auto check = [&](const char *what, Buf &buf, const std::vector<Expected> &w,
+                   bool scales, bool f32) {
+    if (w.empty() || !err.empty())
+      return;
+    std::vector<uint8_t> got;
+    size_t total = sizeOf(w, scales);
+    if (Status s = buf.download(got, total); !s.ok()) {
+      err = s.message;
+      return;
+    }
+    size_t off = 0;
+    for (int64_t t = 0; t < q.tensors; ++t) {
+      const std::vector<uint8_t> &want = scales ? w[size_t(t)].scales
+                                                : w[size_t(t)].data;
+      std::string first;
+      int64_t bad = mismatches(want, got, off, f32 && scales, first);
+      if (bad) {
+        err = std::string(what) + " of tensor " + std::to_string(t) + ": " +
+              std::to_string(bad) + " mismatches, " + first;
+        return;
+      }
+      off += want.size();
+    }
+  };
+  if (c.rowwise) {
+    if (rowWant[0].data.empty())
+      return "the CPU quantizer refused the row-wise recipe";
+    check("row data", rowData, rowWant, false, false);
+    check("row scales", rowScales, rowWant, true,
+          c.rowwise->dtype == ElemType::F32);
+  }
+  if (c.columnwise) {
+    if (colWant[0].data.empty())
+      return "the CPU quantizer refused the column-wise recipe";
+    check("col data", colData, colWant, false, false);
+    check("col scales", colScales, colWant, true,
+          c.columnwise->dtype == ElemType::F32);
+  }
+  return err;
+}
+
+std::string recipeName(const ScaleRecipe &r) {
+  return std::to_string(r.blockRows) + "x" + std::to_string(r.blockCols) +
+         ":" + std::string(toString(r.layout));
+}
+
+} // namespace
+
+QuantizeTally runQuantizeSpecs(Runtime &rt, const CudaDriver &drv,
+                               const std::vector<Spec> &specs,
+                               int64_t maxCases, json &cases) {
+  QuantizeTally tally;
+  int64_t total = 0;
+  for (const Spec &spec : specs) {
+    const QuantizeContract &c = spec.quantize;
+    KernelResult k = rt.getKernel(spec);
+    if (k.ok())
+      k.status = rt.load(*k);
+    for (const QCase &q : casesFor(c)) {
+      if (maxCases && total >= maxCases)
+        return tally;
+      ++total;
+      std::string err = k.ok() ? runCase(rt, drv, *k, c, q) : k.status.message;
+      const bool ok = err.empty();
+      (ok ? tally.passed : tally.failed)++;
+      json jc = {{"name", spec.name + "/" + q.name},
+                 {"spec", spec.name},
+                 {"case", q.name},
+                 {"op", "quantize"},
+                 {"recipe", std::string(toString(c.recipe))},
+                 {"input", std::string(toString(c.input))},
+                 {"output", std::string(toString(c.output))},
+                 {"rowwise", c.rowwise ? recipeName(*c.rowwise) : ""},
+                 {"columnwise", c.columnwise ? recipeName(*c.columnwise) : ""},
+                 {"rows", q.rows},
+                 {"cols", q.cols},
+                 {"tensors", q.tensors},
+                 {"groups", int64_t(q.offsets.size())},
+                 {"passed", ok}};
+      if (!ok)
+        jc["error"] = err;
+      cases.push_back(jc);
+      std::printf("%-4s %-70s quantize%s%s\n", ok ? "ok" : "FAIL",
+                  jc["name"].get<std::string>().c_str(), ok ? "" : "  ",
+                  err.c_str());
+      std::fflush(stdout);
+    }
+  }
+  return tally;
+}
+
+} // namespace qgemm::gputest

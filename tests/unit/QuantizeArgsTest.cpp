@@ -1,0 +1,116 @@
+//===- QuantizeArgsTest.cpp - Quantize launch arguments are checked -------===//
+//
+// validateQuantizeArgs refuses, with the argument named, every launch that
+// would make the kernel read or write out of bounds; the runtime applies it
+// before opening the driver.
+//
+//===----------------------------------------------------------------------===//
+#include "qgemm/QuantizeArgs.h"
+
+#include <catch2/catch.hpp>
+
+using namespace qgemm;
+
+namespace {
+
+QuantizeContract act() {
+  QuantizeContract c;
+  ScaleRecipe row;
+  row.blockRows = 1;
+  row.blockCols = 128;
+  ScaleRecipe col;
+  col.blockRows = 128;
+  col.blockCols = 1;
+  c.rowwise = row;
+  c.columnwise = col;
+  return c;
+}
+
+QuantizeArgs good() {
+  QuantizeArgs a;
+  a.input = 0x1000;
+  a.rowData = 0x2000;
+  a.rowScales = 0x3000;
+  a.colData = 0x4000;
+  a.colScales = 0x5000;
+  a.rows = 300;
+  a.cols = 7168;
+  return a;
+}
+
+std::string why(const QuantizeContract &c, const QuantizeArgs &a) {
+  Status st = validateQuantizeArgs(c, a);
+  CHECK(st.code == (st.ok() ? st.code : Status::UserError));
+  return st.message;
+}
+
+} // namespace
+
+TEST_CASE("quantize arguments: pointers, sizes, groups", "[runtime][quantize]") {
+  QuantizeContract c = act();
+  CHECK(validateQuantizeArgs(c, good()).ok());
+
+  QuantizeArgs a = good();
+  a.rowScales = 0;
+  CHECK_THAT(why(c, a), Catch::Contains("rowScales is null"));
+  a = good();
+  a.colScales = 0x5002;
+  CHECK_THAT(why(c, a), Catch::Contains("not 4-byte aligned"));
+  a = good();
+  a.input = 0x1001;
+  CHECK_THAT(why(c, a), Catch::Contains("input = 0x1001 is not 2-byte aligned"));
+  QuantizeContract rowOnly = c;
+  rowOnly.columnwise.reset();
+  CHECK_THAT(why(rowOnly, good()),
+             Catch::Contains("colData = 0x4000 must be 0: the spec declares no "
+                             "col output"));
+  a = good();
+  a.cols = 0;
+  CHECK_THAT(why(c, a), Catch::Contains("cols = 0 is out of range"));
+  QuantizeContract fixedK = c;
+  fixedK.k = 4096;
+  CHECK_THAT(why(fixedK, good()), Catch::Contains("shape.k = 4096"));
+  a = good();
+  a.rows = 9000000;
+  CHECK_THAT(why(c, a), Catch::Contains("the launch grid allows 65535"));
+  a = good();
+  a.numTensors = 4;
+  CHECK_THAT(why(c, a), Catch::Contains("needs a multi_tensor spec"));
+  a = good();
+  a.inputTable = 0x8000;
+  CHECK_THAT(why(c, a), Catch::Contains("inputTable = 0x8000 must be 0"));
+  // Empty input: nothing is read, null pointers are fine.
+  QuantizeArgs empty;
+  empty.cols = 7168;
+  CHECK(validateQuantizeArgs(c, empty).ok());
+
+  // Groups: host copy required and checked.
+  const int32_t offsets[] = {16, 48, 40};
+  a = good();
+  a.groupOffsets = 0x9000;
+  a.numGroups = 3;
+  CHECK_THAT(why(c, a), Catch::Contains("hostGroupOffsets is null"));
+  a.hostGroupOffsets = offsets;
+  CHECK_THAT(why(c, a), Catch::Contains("groupOffsets[2] = 40 is invalid"));
+  const int32_t ok[] = {16, 48, 300};
+  a.hostGroupOffsets = ok;
+  CHECK(validateQuantizeArgs(c, a).ok());
+  QuantizeContract blocks = c;
+  blocks.rowwise->blockRows = 128;
+  CHECK_THAT(why(blocks, a), Catch::Contains("[128,128] row-wise output"));
+  QuantizeContract multi = c;
+  multi.multiTensor = true;
+  CHECK_THAT(why(multi, a), Catch::Contains("multi_tensor launch takes no"));
+  a = good();
+  a.groupOffsets = 0x9000;
+  CHECK_THAT(why(c, a), Catch::Contains("groupOffsets = 0x9000 must be 0"));
+
+  // multi_tensor: stacked input or a pointer table, not both.
+  a = good();
+  a.numTensors = 32;
+  CHECK(validateQuantizeArgs(multi, a).ok());
+  a.inputTable = 0x8000;
+  CHECK_THAT(why(multi, a), Catch::Contains("input = 0x1000 must be 0"));
+  a.input = 0;
+  CHECK(validateQuantizeArgs(multi, a).ok());
+}
