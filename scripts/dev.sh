@@ -79,7 +79,7 @@ pack() {
   stage="$(mktemp -d)"
   mkdir -p "$dir" "$stage/qgemm/bin" "$stage/qgemm/lib"
   cp "$BUILD_DIR/lib/libqgemm.so" "$stage/qgemm/lib/"
-  for b in qgemmc qgemm-gpu-tests; do
+  for b in qgemmc qgemm-gpu-tests qgemm-gpu-dispatch-tests; do
     [[ -x "$BUILD_DIR/bin/$b" ]] && cp "$BUILD_DIR/bin/$b" "$stage/qgemm/bin/"
   done
   cp -r "$ROOT/specs" "$stage/qgemm/"
@@ -180,6 +180,11 @@ gpu() {
       stdbuf -oL -eL "$dest/qgemm/bin/qgemm-gpu-tests" \
       --specs "$dest/qgemm/gpu-specs" --specs "$dest/qgemm/specs" --out "$out/tests" "$@" ||
       { rc=$?; ((rc == 124 || rc == 137)) && echo "GPU tests timed out (hung kernel?)"; return $rc; }
+  fi
+  if [[ -x "$dest/qgemm/bin/qgemm-gpu-dispatch-tests" ]]; then
+    QGEMM_CACHE_DIR="$dest/cache" with_timeout \
+      stdbuf -oL -eL "$dest/qgemm/bin/qgemm-gpu-dispatch-tests" \
+      --specs "$dest/qgemm/gpu-specs" --specs "$dest/qgemm/specs" | tee "$out/dispatch.txt"
   fi
 }
 

@@ -23,7 +23,7 @@ struct LowerToNVVMPass
   void runOnOperation() override {
     SmallVector<Operation *> kernels;
     getOperation().walk([&](Operation *op) {
-      if (isa<GroupedMatmulOp, QuantizeOp>(op))
+      if (isa<GroupedMatmulOp, QuantizeOp, PermuteOp, UnpermuteOp>(op))
         kernels.push_back(op);
     });
     for (Operation *op : kernels) {
@@ -38,6 +38,16 @@ struct LowerToNVVMPass
           lowerWgmmaGemm(mm, *cfg);
         else
           lowerSimtGemm(mm);
+        op->erase();
+        continue;
+      }
+      if (auto p = dyn_cast<PermuteOp>(op)) {
+        lowerPermute(p);
+        op->erase();
+        continue;
+      }
+      if (auto u = dyn_cast<UnpermuteOp>(op)) {
+        lowerUnpermute(u);
         op->erase();
         continue;
       }

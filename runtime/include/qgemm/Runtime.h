@@ -18,6 +18,7 @@
 #define QGEMM_RUNTIME_H
 
 #include "qgemm/Compiler.h"
+#include "qgemm/DispatchArgs.h"
 #include "qgemm/Export.h"
 #include "qgemm/GemmArgs.h"
 #include "qgemm/KernelConfig.h"
@@ -139,6 +140,14 @@ public:
   /// launch on `stream` (a CUstream; null is the legacy default stream).
   /// rows = 0 launches nothing for m-groupings; k_contiguous still writes D.
   Status launch(const Kernel &kernel, const GemmArgs &args,
+                void *stream = nullptr);
+
+  /// permute / unpermute kernels: validate (validatePermuteArgs,
+  /// validateUnpermuteArgs), then launch their stages in order on `stream`
+  /// with no host synchronization (DispatchLaunch.cpp).
+  Status launch(const Kernel &kernel, const PermuteArgs &args,
+                void *stream = nullptr);
+  Status launch(const Kernel &kernel, const UnpermuteArgs &args,
                 void *stream = nullptr);
 
   /// The driver, opened on first use; null with the reason when absent.

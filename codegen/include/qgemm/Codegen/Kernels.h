@@ -11,6 +11,9 @@ namespace mlir::qgemm {
 /// the op, next to it. The caller erases the op.
 void lowerSimtGemm(GroupedMatmulOp op);
 void lowerWgmmaGemm(GroupedMatmulOp op, const ::qgemm::KernelConfig &cfg);
+/// Token dispatch / combine: one kernel per stage (qgemm/Kernels/DispatchABI.h).
+void lowerPermute(PermuteOp op);
+void lowerUnpermute(UnpermuteOp op);
 
 } // namespace mlir::qgemm
 
