@@ -229,7 +229,7 @@ std::vector<int32_t> qgemm::randomRouting(int64_t tokens, int64_t topk,
                                           uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<int32_t> routing(size_t(tokens * topk), -1);
-  std::vector<int32_t> ids(size_t(experts));
+  std::vector<int32_t> ids(static_cast<size_t>(experts));
   for (int64_t t = 0; t < tokens; ++t) {
     for (int64_t e = 0; e < experts; ++e)
       ids[size_t(e)] = int32_t(e);

@@ -39,7 +39,7 @@ PermuteContract fp8Contract(int64_t block, ScaleLayout in, ScaleLayout out,
 PermuteInputs randomInputs(const PermuteContract &c, int64_t tokens,
                            int64_t experts, std::vector<int32_t> routing,
                            uint64_t seed) {
-  std::mt19937 rng(uint32_t(seed));
+  std::mt19937 rng(static_cast<uint32_t>(seed));
   PermuteInputs in;
   in.tokens = tokens;
   in.experts = experts;
