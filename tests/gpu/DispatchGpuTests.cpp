@@ -103,6 +103,9 @@ std::vector<Routing> routingsFor(int64_t topk) {
   r.push_back({"all_to_one", 200, 8, one});
   r.push_back({"all_dropped", 40, 4, std::vector<int32_t>(size_t(40 * topk), -1)});
   r.push_back({"one_token", 1, 7, randomRouting(1, topk, 7, 0.0, 3)});
+  // No tokens: only the padding of the empty groups (route, offsets and
+  // fill run; scatter, combine and spread launch no CTA).
+  r.push_back({"no_tokens", 0, 5, {}});
   r.push_back({"many_experts", 64, 300, randomRouting(64, topk, 300, 0.1, 4)});
   if (topk > 1) {
     std::vector<int32_t> dup = randomRouting(50, topk, 8, 0.0, 5);
@@ -222,6 +225,14 @@ PermuteOutputs layoutOf(const Routing &r, int64_t topk, int64_t alignment) {
   return o;
 }
 
+/// `n` floats of poison bytes (not 0: a gradient the kernel forgets to
+/// write, 0 for a dropped copy included, must show).
+std::vector<float> poisonedFloats(size_t n) {
+  std::vector<float> v(n);
+  std::memset(v.data(), kPoison, n * sizeof(float));
+  return v;
+}
+
 std::vector<uint16_t> asBf16(const std::vector<uint8_t> &bytes) {
   std::vector<uint16_t> v(bytes.size() / 2);
   std::memcpy(v.data(), bytes.data(), v.size() * 2);
@@ -254,7 +265,7 @@ std::string combineCase(Runtime &rt, const Kernel &k, const CudaDriver &d,
     if (probs)
       referencePermuteProbsGrad(lay.rowMap, rowProbs, refProbs);
     gotOut.assign(size_t(T * kDim), 0xA5A5);
-    gotProbs.assign(refProbs.size(), 0.0f);
+    gotProbs = poisonedFloats(refProbs.size());
     PermuteArgs a;
     a.gradY = buf.up(rows);
     a.rowMap = buf.up(lay.rowMap);
@@ -291,7 +302,7 @@ std::string combineCase(Runtime &rt, const Kernel &k, const CudaDriver &d,
                                probs ? p : std::vector<float>(), rows, refOut,
                                refProbs);
     gotOut.assign(size_t(R * kDim), 0xA5A5);
-    gotProbs.assign(refProbs.size(), 0.0f);
+    gotProbs = poisonedFloats(refProbs.size());
     UnpermuteArgs a;
     a.gradOut = buf.up(toks);
     a.rowMap = buf.up(lay.rowMap);

@@ -35,9 +35,19 @@ void mlir::qgemm::buildCombine(DispatchIR &d, int64_t k, int64_t topk,
     d.ifThen(ir.cmp(P::eq, tid, ir.i32(0)), [&] {
       for (int64_t j = 0; j < topk; ++j) {
         Value entry = ir.toI64(ir.add(ir.mul(t, ir.i32(topk)), ir.i32(j)));
-        Value rc = ir.select(has[j], row[j], ir.i32(0));
-        Value g = ir.load(ir.f32T(), d.arg(kDpRowProbs), ir.toI64(rc));
-        ir.store(ir.select(has[j], g, ir.f32(0.0)), d.arg(kDpGradProbs), entry);
+        // The gradient row is read only for a kept copy: with every copy
+        // dropped R may be 0, and no row of grad_probs_out exists to read.
+        auto read = scf::IfOp::create(b, TypeRange{ir.f32T()}, has[j],
+                                      /*withElse=*/true);
+        {
+          OpBuilder::InsertionGuard g(b);
+          b.setInsertionPointToStart(read.thenBlock());
+          scf::YieldOp::create(b, ir.load(ir.f32T(), d.arg(kDpRowProbs),
+                                          ir.toI64(row[j])));
+          b.setInsertionPointToStart(read.elseBlock());
+          scf::YieldOp::create(b, ir.f32(0.0));
+        }
+        ir.store(read.getResult(0), d.arg(kDpGradProbs), entry);
       }
     });
   const int64_t nvec = k / 8;
