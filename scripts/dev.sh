@@ -165,6 +165,23 @@ gpu_sanitize() {
       fi
     done
   done
+  # The dispatch stages: memcheck (out-of-bounds global accesses, the error
+  # path's routings included) and synccheck (their ballots, shuffles and
+  # barrier run on whole warps / CTAs). They use no shared memory, so
+  # racecheck has nothing to look at.
+  if [[ -x "$dest/qgemm/bin/qgemm-gpu-dispatch-tests" ]]; then
+    for tool in memcheck synccheck; do
+      i=$((i + 1))
+      if QGEMM_CACHE_DIR="$dest/cache" "$san" --tool "$tool" --error-exitcode 3 \
+          "$dest/qgemm/bin/qgemm-gpu-dispatch-tests" --specs "$dest/qgemm/gpu-specs" \
+          >"$logs/$i.log" 2>&1; then
+        echo "$tool clean ($(grep -c '^ok ' "$logs/$i.log") cases): dispatch"
+      else
+        echo "$tool FAILED: dispatch"; failed=1
+        tail -20 "$logs/$i.log"
+      fi
+    done
+  fi
   return $failed
 }
 
