@@ -83,7 +83,7 @@ pack() {
   stage="$(mktemp -d)"
   mkdir -p "$dir" "$stage/qgemm/bin" "$stage/qgemm/lib"
   cp "$BUILD_DIR/lib/libqgemm.so" "$stage/qgemm/lib/"
-  for b in qgemmc qgemm-gpu-tests; do
+  for b in qgemmc qgemm-gpu-tests qgemm-gpu-dispatch-tests; do
     [[ -x "$BUILD_DIR/bin/$b" ]] && cp "$BUILD_DIR/bin/$b" "$stage/qgemm/bin/"
   done
   cp -r "$ROOT/specs" "$stage/qgemm/"
@@ -180,6 +180,23 @@ gpu_sanitize() {
       fi
     done
   done
+  # The dispatch stages: memcheck (out-of-bounds global accesses, the error
+  # path's routings included) and synccheck (their ballots, shuffles and
+  # barrier run on whole warps / CTAs). They use no shared memory, so
+  # racecheck has nothing to look at.
+  if [[ -x "$dest/qgemm/bin/qgemm-gpu-dispatch-tests" ]]; then
+    for tool in memcheck synccheck; do
+      i=$((i + 1))
+      if QGEMM_CACHE_DIR="$dest/cache" "$san" --tool "$tool" --error-exitcode 3 \
+          "$dest/qgemm/bin/qgemm-gpu-dispatch-tests" --specs "$dest/qgemm/gpu-specs" \
+          >"$logs/$i.log" 2>&1; then
+        echo "$tool clean ($(grep -c '^ok ' "$logs/$i.log") cases): dispatch"
+      else
+        echo "$tool FAILED: dispatch"; failed=1
+        tail -20 "$logs/$i.log"
+      fi
+    done
+  fi
   return $failed
 }
 
@@ -195,6 +212,11 @@ gpu() {
       stdbuf -oL -eL "$dest/qgemm/bin/qgemm-gpu-tests" \
       --specs "$dest/qgemm/gpu-specs" --specs "$dest/qgemm/specs" --out "$out/tests" "$@" ||
       { rc=$?; ((rc == 124 || rc == 137)) && echo "GPU tests timed out (hung kernel?)"; return $rc; }
+  fi
+  if [[ -x "$dest/qgemm/bin/qgemm-gpu-dispatch-tests" ]]; then
+    QGEMM_CACHE_DIR="$dest/cache" with_timeout \
+      stdbuf -oL -eL "$dest/qgemm/bin/qgemm-gpu-dispatch-tests" \
+      --specs "$dest/qgemm/gpu-specs" --specs "$dest/qgemm/specs" | tee "$out/dispatch.txt"
   fi
 }
 

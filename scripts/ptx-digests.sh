@@ -5,6 +5,14 @@
 # (so a kernel renamed on purpose, by a change of its spec identity, can
 # still be shown to be the same code).
 #
+# A permute / unpermute module holds one entry per stage (DispatchABI.h):
+# its line is followed by one line per stage, named <kernel>_<stage>, with
+# the digests of that entry's text alone (from `.visible .entry` to its
+# closing brace), so a change to one stage shows which. In these modules the
+# kernel name is replaced wherever it starts a word (entry and parameter
+# names extend it); GEMM lines keep the whole-word rule their recorded
+# digests were made with.
+#
 #   scripts/ptx-digests.sh [QGEMMC] > digests.txt
 #   diff before.txt after.txt
 set -euo pipefail
@@ -20,7 +28,26 @@ for spec in "$ROOT"/specs/*.json "$ROOT"/tests/gpu/specs/*.json "$ROOT"/bench/sw
   for ptx in "$dir"/*.ptx; do
     name="$(basename "$ptx" .ptx)"
     raw="$(sha256sum <"$ptx" | cut -c1-16)"
-    anon="$(sed "s/\b$name\b/KERNEL/g" "$ptx" | sha256sum | cut -c1-16)"
+    # A GEMM module's one entry carries the kernel's name; a dispatch
+    # module's entries are <kernel>_<stage>.
+    if grep -q "^\.visible \.entry $name(" "$ptx"; then
+      anon="$(sed "s/\b$name\b/KERNEL/g" "$ptx" | sha256sum | cut -c1-16)"
+      printf '%-44s %-72s %s %s\n' "$rel" "$name" "$raw" "$anon"
+      continue
+    fi
+    anon="$(sed "s/\b$name/KERNEL/g" "$ptx" | sha256sum | cut -c1-16)"
     printf '%-44s %-72s %s %s\n' "$rel" "$name" "$raw" "$anon"
+    # One file per entry, in the module's order.
+    stages="$dir/$name.stages"
+    mkdir -p "$stages"
+    awk -v out="$stages" '
+      /^\.visible \.entry / { n = $3; sub(/\(.*/, "", n); f = out "/" n; in_entry = 1 }
+      in_entry { print > f }
+      in_entry && /^}/ { close(f); in_entry = 0 }' "$ptx"
+    for entry in $(grep '^\.visible \.entry ' "$ptx" | sed 's/^\.visible \.entry \([A-Za-z0-9_]*\).*/\1/'); do
+      eraw="$(sha256sum <"$stages/$entry" | cut -c1-16)"
+      eanon="$(sed "s/\b$name/KERNEL/g" "$stages/$entry" | sha256sum | cut -c1-16)"
+      printf '%-44s %-72s %s %s\n' "$rel" "$entry" "$eraw" "$eanon"
+    done
   done
 done

@@ -23,7 +23,7 @@ struct LowerToNVVMPass
   void runOnOperation() override {
     SmallVector<Operation *> kernels;
     getOperation().walk([&](Operation *op) {
-      if (isa<GroupedMatmulOp, QuantizeOp>(op))
+      if (isa<GroupedMatmulOp, QuantizeOp, PermuteOp, UnpermuteOp>(op))
         kernels.push_back(op);
     });
     for (Operation *op : kernels) {
@@ -41,7 +41,12 @@ struct LowerToNVVMPass
         op->erase();
         continue;
       }
-      lowerQuantize(cast<QuantizeOp>(op));
+      if (auto p = dyn_cast<PermuteOp>(op))
+        lowerPermute(p);
+      else if (auto u = dyn_cast<UnpermuteOp>(op))
+        lowerUnpermute(u);
+      else
+        lowerQuantize(cast<QuantizeOp>(op));
       op->erase();
     }
   }

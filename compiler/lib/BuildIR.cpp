@@ -63,6 +63,22 @@ OwningOpRef<ModuleOp> buildModule(MLIRContext &ctx, const Spec &spec,
         spec.tuning.isAuto ? q::TuningAttr()
                            : q::TuningAttr::get(&ctx, spec.tuning),
         q::KernelConfigAttr());
+  } else if (spec.op == OpKind::Permute) {
+    const PermuteContract &c = spec.permute;
+    q::PermuteOp::create(
+        b, loc, b.getStringAttr(kernelName), q::ElemTypeAttr::get(&ctx, c.dtype),
+        b.getI64IntegerAttr(c.k), b.getI64IntegerAttr(c.topk),
+        b.getI64IntegerAttr(c.alignment),
+        c.scale ? toAttr(&ctx, *c.scale) : nullptr,
+        c.scale ? toAttr(&ctx, permutedScale(c)) : nullptr,
+        c.probs ? b.getUnitAttr() : nullptr,
+        c.backward ? b.getUnitAttr() : nullptr);
+  } else if (spec.op == OpKind::Unpermute) {
+    const UnpermuteContract &c = spec.unpermute;
+    q::UnpermuteOp::create(b, loc, b.getStringAttr(kernelName),
+                           b.getI64IntegerAttr(c.k), b.getI64IntegerAttr(c.topk),
+                           c.probs ? b.getUnitAttr() : nullptr,
+                           c.backward ? b.getUnitAttr() : nullptr);
   } else {
     const QuantizeContract &c = spec.quantize;
     q::QuantizeOp::create(

@@ -75,6 +75,28 @@ void addQuantizeJson(json &j, const QuantizeContract &q) {
   j["shape"] = {{"k", q.k}};
 }
 
+json dispatchShapeJson(int64_t k, int64_t topk) {
+  return {{"k", k}, {"topk", topk}};
+}
+
+void addPermuteJson(json &j, const PermuteContract &c) {
+  j["tokens"] = {{"dtype", str(toString(c.dtype))}};
+  if (c.scale) {
+    j["tokens"]["scale"] = scaleJson(*c.scale);
+    j["output"] = {{"scale_layout", str(toString(c.outLayout))}};
+  }
+  j["shape"] = dispatchShapeJson(c.k, c.topk);
+  j["alignment"] = c.alignment;
+  j["probs"] = c.probs;
+  j["backward"] = c.backward;
+}
+
+void addUnpermuteJson(json &j, const UnpermuteContract &c) {
+  j["shape"] = dispatchShapeJson(c.k, c.topk);
+  j["probs"] = c.probs;
+  j["backward"] = c.backward;
+}
+
 } // namespace
 
 void spec_detail::canonicalize(Spec &spec) {
@@ -83,10 +105,12 @@ void spec_detail::canonicalize(Spec &spec) {
             {"op", str(kOpNames[size_t(spec.op)])},
             {"target", spec.target},
             {"tuning", tuningJson(spec.tuning)}};
-  if (spec.op == OpKind::GroupedGemm)
-    addGemmJson(j, spec.gemm);
-  else
-    addQuantizeJson(j, spec.quantize);
+  switch (spec.op) {
+  case OpKind::GroupedGemm: addGemmJson(j, spec.gemm); break;
+  case OpKind::Quantize: addQuantizeJson(j, spec.quantize); break;
+  case OpKind::Permute: addPermuteJson(j, spec.permute); break;
+  case OpKind::Unpermute: addUnpermuteJson(j, spec.unpermute); break;
+  }
   spec.canonicalJson = j.dump();
   spec.hash = stableHash(spec.canonicalJson);
 }

@@ -16,6 +16,7 @@
 //   SpecTopLevel.cpp   keys every spec has; one spec without a sweep
 //   SpecGemm.cpp       the grouped_gemm section
 //   SpecQuantize.cpp   the quantize section
+//   SpecDispatch.cpp   the permute and unpermute sections
 //   SpecReader.cpp     typed readers of JSON values, paths and messages
 //   SpecCanonical.cpp  canonical JSON and its hash
 //
@@ -146,6 +147,26 @@ inline constexpr KeySchema kQuantizeKeys[] = {{"input"},
 inline constexpr ObjectSchema kQuantizeSchema{
     kQuantizeKeys, std::size(kQuantizeKeys), &kHeaderSchema};
 
+// permute / unpermute (SpecDispatch.cpp, DispatchContract.h).
+inline constexpr KeySchema kDispatchShapeKeys[] = {{"k"}, {"topk"}};
+inline constexpr ObjectSchema kDispatchShapeSchema{
+    kDispatchShapeKeys, std::size(kDispatchShapeKeys)};
+inline constexpr KeySchema kPermuteOutputKeys[] = {{"scale_layout"}};
+inline constexpr ObjectSchema kPermuteOutputSchema{
+    kPermuteOutputKeys, std::size(kPermuteOutputKeys)};
+inline constexpr KeySchema kPermuteKeys[] = {
+    {"tokens", &kOperandSchema},       {"output", &kPermuteOutputSchema},
+    {"shape", &kDispatchShapeSchema},  {"alignment"},
+    {"probs"},                         {"backward"},
+    {"tuning", &kTuningSchema}};
+inline constexpr ObjectSchema kPermuteSchema{
+    kPermuteKeys, std::size(kPermuteKeys), &kHeaderSchema};
+inline constexpr KeySchema kUnpermuteKeys[] = {
+    {"shape", &kDispatchShapeSchema}, {"probs"}, {"backward"},
+    {"tuning", &kTuningSchema}};
+inline constexpr ObjectSchema kUnpermuteSchema{
+    kUnpermuteKeys, std::size(kUnpermuteKeys), &kHeaderSchema};
+
 /// The top-level keys of a spec of `op`.
 const ObjectSchema &topSchema(OpKind op);
 
@@ -238,6 +259,9 @@ Spec readSpec(const json &doc);
 GemmContract readGemm(const ObjectReader &top);
 /// The quantize section, checked against Contract.h. SpecQuantize.cpp.
 QuantizeContract readQuantize(const ObjectReader &top);
+/// The permute / unpermute sections. SpecDispatch.cpp.
+PermuteContract readPermute(const ObjectReader &top);
+UnpermuteContract readUnpermute(const ObjectReader &top);
 
 /// The specs of a document with a `sweep`, named after their points.
 /// SpecSweep.cpp.

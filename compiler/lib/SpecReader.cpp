@@ -104,7 +104,13 @@ std::string ObjectSchema::allowedList() const {
 }
 
 const ObjectSchema &spec_detail::topSchema(OpKind op) {
-  return op == OpKind::GroupedGemm ? kGemmSchema : kQuantizeSchema;
+  switch (op) {
+  case OpKind::GroupedGemm: return kGemmSchema;
+  case OpKind::Quantize: return kQuantizeSchema;
+  case OpKind::Permute: return kPermuteSchema;
+  case OpKind::Unpermute: return kUnpermuteSchema;
+  }
+  return kGemmSchema;
 }
 
 //===----------------------------------------------------------------------===//

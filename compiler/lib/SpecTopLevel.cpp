@@ -97,13 +97,10 @@ ObjectReader spec_detail::readHeader(const json &doc, Spec &spec) {
 
   const json *op = find("op");
   if (!op)
-    fail("op", "missing required key \"op\"; allowed: grouped_gemm, quantize");
-  size_t opIndex =
-      readChoice(*op, "op", {std::begin(kOpNames), std::end(kOpNames)});
-  if (opIndex > size_t(OpKind::Quantize))
-    fail("op", quote(op->get_ref<const std::string &>()) +
-                   " is not implemented yet; allowed: grouped_gemm, quantize");
-  spec.op = OpKind(opIndex);
+    fail("op", "missing required key \"op\"; allowed: " +
+                   join({std::begin(kOpNames), std::end(kOpNames)}));
+  spec.op = OpKind(
+      readChoice(*op, "op", {std::begin(kOpNames), std::end(kOpNames)}));
 
   ObjectReader top(doc, "", topSchema(spec.op));
   spec.name = readString(top.require("name"), "name");
@@ -118,11 +115,17 @@ ObjectReader spec_detail::readHeader(const json &doc, Spec &spec) {
 Spec spec_detail::readSpec(const json &doc) {
   Spec spec;
   ObjectReader top = readHeader(doc, spec);
-  if (spec.op == OpKind::GroupedGemm)
-    spec.gemm = readGemm(top);
-  else
-    spec.quantize = readQuantize(top);
+  switch (spec.op) {
+  case OpKind::GroupedGemm: spec.gemm = readGemm(top); break;
+  case OpKind::Quantize: spec.quantize = readQuantize(top); break;
+  case OpKind::Permute: spec.permute = readPermute(top); break;
+  case OpKind::Unpermute: spec.unpermute = readUnpermute(top); break;
+  }
   spec.tuning = readTuning(top);
+  if ((spec.op == OpKind::Permute || spec.op == OpKind::Unpermute) &&
+      !spec.tuning.isAuto)
+    fail("tuning", str(kOpNames[size_t(spec.op)]) +
+                       " kernels have no tuning knobs yet; allowed: \"auto\"");
   // Tuning is checked here, with the rest of the spec, so a refusal names
   // the file and the JSON path (or the sweep entry) of the value.
   if (spec.op == OpKind::GroupedGemm)

@@ -161,6 +161,32 @@ std::optional<::qgemm::KernelConfig> GroupedMatmulOp::getKernelConfig() {
   return c;
 }
 
+::qgemm::PermuteContract PermuteOp::getContract() {
+  ::qgemm::PermuteContract c;
+  c.dtype = getDtype().getValue();
+  c.k = getK();
+  c.topk = getTopk();
+  c.alignment = getAlignment();
+  if (auto r = getScaleAttr())
+    c.scale = toContract(r);
+  if (auto r = getOutScaleAttr())
+    c.outLayout = r.getLayout();
+  else if (c.scale)
+    c.outLayout = c.scale->layout;
+  c.probs = getProbs();
+  c.backward = getBackward();
+  return c;
+}
+
+::qgemm::UnpermuteContract UnpermuteOp::getContract() {
+  ::qgemm::UnpermuteContract c;
+  c.k = getK();
+  c.topk = getTopk();
+  c.probs = getProbs();
+  c.backward = getBackward();
+  return c;
+}
+
 } // namespace mlir::qgemm
 
 static LogicalResult report(Operation *op,
@@ -176,4 +202,23 @@ LogicalResult GroupedMatmulOp::verify() {
 
 LogicalResult QuantizeOp::verify() {
   return report(getOperation(), ::qgemm::checkQuantize(getContract()));
+}
+
+LogicalResult PermuteOp::verify() {
+  // The permuted scales differ from the input's in layout only.
+  if (auto out = getOutScaleAttr()) {
+    auto in = getScaleAttr();
+    if (!in)
+      return emitOpError() << "out_scale: needs an input scale recipe";
+    if (in.getBlockRows() != out.getBlockRows() ||
+        in.getBlockCols() != out.getBlockCols() ||
+        in.getDtype() != out.getDtype())
+      return emitOpError() << "out_scale: the permuted scales keep the input's "
+                              "block and type; only the layout may change";
+  }
+  return report(getOperation(), ::qgemm::checkPermute(getContract()));
+}
+
+LogicalResult UnpermuteOp::verify() {
+  return report(getOperation(), ::qgemm::checkUnpermute(getContract()));
 }

@@ -363,6 +363,8 @@ const char *qgemm_op_name(qgemm_op v) {
   switch (v) {
   case QGEMM_OP_GROUPED_GEMM: return "grouped_gemm";
   case QGEMM_OP_QUANTIZE: return "quantize";
+  case QGEMM_OP_PERMUTE: return "permute";
+  case QGEMM_OP_UNPERMUTE: return "unpermute";
   }
   return "<invalid>";
 }
@@ -418,8 +420,15 @@ qgemm_kernel_source qgemm_kernel_source_of(const qgemm_kernel *k) {
 
 qgemm_op qgemm_kernel_op(const qgemm_kernel *k) {
   const Kernel *kk = kernelOf(k);
-  return kk && kk->spec().op == OpKind::Quantize ? QGEMM_OP_QUANTIZE
-                                                 : QGEMM_OP_GROUPED_GEMM;
+  if (!kk)
+    return QGEMM_OP_GROUPED_GEMM;
+  switch (kk->spec().op) {
+  case OpKind::GroupedGemm: return QGEMM_OP_GROUPED_GEMM;
+  case OpKind::Quantize: return QGEMM_OP_QUANTIZE;
+  case OpKind::Permute: return QGEMM_OP_PERMUTE;
+  case OpKind::Unpermute: return QGEMM_OP_UNPERMUTE;
+  }
+  return QGEMM_OP_GROUPED_GEMM;
 }
 
 qgemm_status qgemm_kernel_gemm_info(const qgemm_kernel *k,

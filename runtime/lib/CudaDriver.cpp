@@ -101,6 +101,7 @@ std::unique_ptr<OpenResult> openOnce(const std::string &library) {
   resolve(lib, "cuMemcpyHtoD_v2", d.memcpyHtoD, missing);
   resolve(lib, "cuMemcpyDtoH_v2", d.memcpyDtoH, missing);
   resolve(lib, "cuMemcpyDtoHAsync_v2", d.memcpyDtoHAsync, missing);
+  resolve(lib, "cuMemcpyDtoDAsync_v2", d.memcpyDtoDAsync, missing);
   resolve(lib, "cuMemsetD8_v2", d.memsetD8, missing);
   resolve(lib, "cuMemsetD8Async", d.memsetD8Async, missing);
   resolve(lib, "cuEventCreate", d.eventCreate, missing);

@@ -131,8 +131,11 @@ Status loadModule(const CudaDriver &d, const Kernel::State &k,
       st.message += "\n" + std::string(log);
     return st;
   }
-  st = d.check(d.moduleGetFunction(&m.function, m.module, k.name.c_str()),
-               "cuModuleGetFunction(" + k.name + ")");
+  if (k.spec.op == OpKind::Permute || k.spec.op == OpKind::Unpermute)
+    st = loadDispatchStages(d, k, m);
+  else
+    st = d.check(d.moduleGetFunction(&m.function, m.module, k.name.c_str()),
+                 "cuModuleGetFunction(" + k.name + ")");
   // The wgmma family's stage ring lives in dynamic shared memory beyond the
   // default 48 KB: raise the function's limit once, here, not per launch.
   if (st.ok() && k.spec.op == OpKind::GroupedGemm) {

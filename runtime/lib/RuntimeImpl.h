@@ -40,6 +40,9 @@ struct Kernel::State {
     /// wgmma family: CTAs of this kernel that can run at once on the
     /// context's device (the persistent grid's cap), queried at load.
     int residentCtas = 0;
+    /// permute / unpermute: the stage entry points in launch order
+    /// (DispatchABI.h); `function` is the first.
+    std::vector<CUfunction> stages;
   };
   std::mutex mutex; ///< Guards modules and driver.
   std::vector<Module> modules;
@@ -70,6 +73,11 @@ struct Runtime::Impl {
   /// module there first if needed (Launch.cpp).
   Status functionFor(Kernel::State &kernel, Kernel::State::Module &out);
 };
+
+/// Look up the stage entry points of a permute / unpermute module
+/// (DispatchLaunch.cpp).
+Status loadDispatchStages(const CudaDriver &d, const Kernel::State &k,
+                          Kernel::State::Module &m);
 
 } // namespace qgemm
 

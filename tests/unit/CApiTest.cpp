@@ -307,7 +307,8 @@ TEST_CASE("C API: the CUDA stub driver is no device", "[capi]") {
   CHECK(WEXITSTATUS(status) == 0);
 }
 
-TEST_CASE("C API: ops without a lowering are unsupported", "[capi]") {
+TEST_CASE("C API: quantize kernels compile, say their op, refuse GEMM "
+          "queries", "[capi]") {
   TempDir dir;
   qgemm_runtime_options o = noDriver(dir.path);
   Handles h;
@@ -315,10 +316,14 @@ TEST_CASE("C API: ops without a lowering are unsupported", "[capi]") {
   REQUIRE(qgemm_spec_parse(R"({"qgemm": 1, "name": "q", "op": "quantize",
     "recipe": "deepseek", "rowwise": {}, "shape": {"k": 7168}})",
                            "q.json", &h.spec) == QGEMM_OK);
-  CHECK(qgemm_compile(h.rt, h.spec, 0, &h.kernel) == QGEMM_ERROR_UNSUPPORTED);
-  CHECK(h.kernel == nullptr);
+  REQUIRE(qgemm_compile(h.rt, h.spec, 0, &h.kernel) == QGEMM_OK);
+  CHECK(qgemm_kernel_op(h.kernel) == QGEMM_OP_QUANTIZE);
+  CHECK(std::string(qgemm_op_name(qgemm_kernel_op(h.kernel))) == "quantize");
+  qgemm_gemm_info info;
+  info.struct_size = sizeof(info);
+  CHECK(qgemm_kernel_gemm_info(h.kernel, &info) == QGEMM_ERROR_USER);
   CHECK_THAT(qgemm_last_error_message(),
-             Catch::Contains("has no GPU lowering yet"));
+             Catch::Contains("is not a grouped_gemm kernel"));
 }
 
 TEST_CASE("scale sizes agree with the test generator's buffers", "[capi]") {

@@ -136,11 +136,13 @@ const BadSpec kBadSpecs[] = {
    "is not a valid name"},
   {Doc::Gemm, R"({"name": 5})", "name", "expected a string, got an integer"},
   {Doc::Gemm, R"({"op": null})", "op",
-   "missing required key \"op\"; allowed: grouped_gemm, quantize"},
-  {Doc::Gemm, R"({"op": "permute"})", "op", "\"permute\" is not implemented yet"},
-  {Doc::Gemm, R"({"op": "unpermute"})", "op", "is not implemented yet"},
+   "missing required key \"op\"; allowed: grouped_gemm, quantize, permute, "
+   "unpermute"},
+  // A GEMM's sections are not a permute's.
+  {Doc::Gemm, R"({"op": "permute"})", "grouping", "unknown key \"grouping\""},
+  {Doc::Gemm, R"({"op": "unpermute"})", "grouping", "unknown key"},
   {Doc::Gemm, R"({"op": "gemm"})", "op",
-   "\"gemm\" is not one of grouped_gemm, quantize"},
+   "\"gemm\" is not one of grouped_gemm, quantize, permute, unpermute"},
   {Doc::Gemm, R"({"op": 1})", "op", "expected a string, got an integer"},
   {Doc::Gemm, R"({"target": "sm_80"})", "target", "\"sm_80\" is not one of sm_90a"},
   {Doc::Gemm, R"({"foo": 1})", "foo",

@@ -20,6 +20,7 @@
 #include "Driver.h"
 
 #include "qgemm/Bench.h"
+#include "qgemm/DispatchBench.h"
 #include "qgemm/Runtime.h"
 
 #include <nlohmann/json.hpp>
@@ -338,23 +339,41 @@ int suiteJob(const BenchArgs &a, const qgemm::SuiteEntry &e,
   return kOk;
 }
 
-/// Suite mode: every selected row, in each selected layout.
-int suiteJobs(const BenchArgs &a, std::vector<Job> &jobs) {
+/// The data-path sections `qgemmc bench --suite` runs besides the GEMMs
+/// (DispatchBench.h).
+bool isDispatchSection(const std::string &s) {
+  return s == "permute" || s == "unpermute";
+}
+
+/// Suite mode: every selected row, in each selected layout; the selected
+/// permute / unpermute rows go to `dispatch`.
+int suiteJobs(const BenchArgs &a, std::vector<Job> &jobs,
+              std::vector<qgemm::DispatchSuiteRow> &dispatch) {
   qgemm::Suite suite;
   if (qgemm::Status st = qgemm::parseSuiteFile(a.suite, suite); !st.ok())
     return report(st);
+  std::vector<qgemm::DispatchSuiteRow> dispatchRows;
+  if (qgemm::Status st = qgemm::parseDispatchSuiteFile(a.suite, dispatchRows);
+      !st.ok())
+    return report(st);
   const std::vector<std::string> &sections = qgemm::suiteGemmSections();
-  if (!a.section.empty() && std::find(sections.begin(), sections.end(),
-                                      a.section) == sections.end()) {
+  if (!a.section.empty() && !isDispatchSection(a.section) &&
+      std::find(sections.begin(), sections.end(), a.section) ==
+          sections.end()) {
     std::string known;
     for (const std::string &s : sections)
       known += (known.empty() ? "" : ", ") + s;
     return usageError("--section: \"" + a.section + "\" is not one of " +
-                      known);
+                      known + ", permute, unpermute");
   }
   for (const std::string &s : suite.skippedSections)
-    std::cerr << "note: " << a.suite << ": section \"" << s
-              << "\" is not a GEMM; skipped\n";
+    if (!isDispatchSection(s))
+      std::cerr << "note: " << a.suite << ": section \"" << s
+                << "\" is not a GEMM; skipped\n";
+  for (const qgemm::DispatchSuiteRow &r : dispatchRows)
+    if ((a.section.empty() || r.section == a.section) &&
+        r.label.find(a.filter) != std::string::npos)
+      dispatch.push_back(r);
   std::vector<qgemm::ScaleLayout> layouts;
   if (a.layout != "GEMM_READY")
     layouts.push_back(qgemm::ScaleLayout::Compact);
@@ -369,7 +388,7 @@ int suiteJobs(const BenchArgs &a, std::vector<Job> &jobs) {
       return rc;
     jobs.push_back(std::move(j));
   }
-  if (jobs.empty())
+  if (jobs.empty() && dispatch.empty())
     return usageError("no suite row matches --section/--filter");
   return kOk;
 }
@@ -534,7 +553,10 @@ int qgemmc::runBench(const std::vector<std::string> &args) {
   if (std::string err = parseArgs(args, a); !err.empty())
     return usageError(err);
   std::vector<Job> jobs;
-  if (int rc = a.suite.empty() ? specJobs(a, jobs) : suiteJobs(a, jobs); rc)
+  std::vector<qgemm::DispatchSuiteRow> dispatch;
+  if (int rc = a.suite.empty() ? specJobs(a, jobs)
+                               : suiteJobs(a, jobs, dispatch);
+      rc)
     return rc;
   if (!a.out.empty() && !ensureDirectory(a.out))
     return kUserError;
@@ -586,6 +608,45 @@ int qgemmc::runBench(const std::vector<std::string> &args) {
     }
   }
 
+  // The data-path rows: each kernel beside a device copy of its bytes.
+  json dataPath = json::array();
+  for (const qgemm::DispatchSuiteRow &r : dispatch) {
+    ++current;
+    currentName = r.label;
+    qgemm::DispatchBenchRow m =
+        qgemm::measureDispatchRow(rt, r, opts.timing, opts.flushBytes);
+    json row = {{"suite", r.section},
+                {"label", r.label},
+                {"bytes", m.bytes},
+                {"qgemm_gbps", std::isnan(m.qgemmGbps) ? json(nullptr)
+                                                       : json(m.qgemmGbps)},
+                {"copy_gbps", std::isnan(m.copyGbps) ? json(nullptr)
+                                                     : json(m.copyGbps)},
+                {"kernel", m.kernelName},
+                {"qgemm_ms", m.qgemm.measured() ? json(m.qgemm.medianMs)
+                                                : json(nullptr)},
+                {"copy_ms", m.copy.measured() ? json(m.copy.medianMs)
+                                              : json(nullptr)}};
+    if (!m.status.ok())
+      row["error"] = m.status.message;
+    dataPath.push_back(row);
+    if (!a.json) {
+      if (m.status.ok())
+        std::printf("%-10s %-48s %12.0f B  qgemm %8.1f GB/s  copy %8.1f GB/s  "
+                    "(%.0f%%)\n",
+                    r.section.c_str(), r.label.c_str(), m.bytes, m.qgemmGbps,
+                    m.copyGbps, 100.0 * m.qgemmGbps / m.copyGbps);
+      else
+        std::printf("%-10s %-48s not measured: %s\n", r.section.c_str(),
+                    r.label.c_str(), m.status.message.c_str());
+      std::fflush(stdout);
+    }
+    // A row qgemm has no kernel for (the fused form) is reported, not an
+    // error of the run.
+    if (!m.status.ok() && !m.unsupported)
+      worst = std::max(worst, int(kInternalError));
+  }
+
   json doc = {{"device", dev.name},
               {"date", today()},
               {"sm_clock_mhz", dev.clockKHz / 1000},
@@ -605,7 +666,8 @@ int qgemmc::runBench(const std::vector<std::string> &args) {
               {"timing", "CUDA events around the launch (cuBLASLt: around "
                          "its G calls), L2 flushed by a memset before each "
                          "run, median of the runs after the warm-up"},
-              {"rows", rows}};
+              {"rows", rows},
+              {"data_path", dataPath}};
   if (a.json)
     std::cout << doc.dump(1) << "\n";
   if (!a.out.empty()) {

@@ -44,7 +44,8 @@ const char *kUsage = R"(usage:
       or the listed sizes; --imbalance X draws uniform(1-X, 1+X)*M rounded
       up to the alignment with a fixed seed; --max-m sets M_max of m_masked.
       --suite runs every GEMM row of a suite file (moe_suite.json) in both
-      A scale layouts unless --layout picks one.
+      A scale layouts unless --layout picks one, then its permute and
+      unpermute rows beside a device copy of the same bytes (GB/s).
       options: --runs N (median of N timed runs, default 50, >= 50 with
       --suite)  --warmup N (default 10)  --no-cublas  --threads N (data)
       --json (the report on stdout)  --out DIR (write

@@ -10,6 +10,7 @@
 #define QGEMM_SPEC_H
 
 #include "qgemm/Contract.h"
+#include "qgemm/DispatchContract.h"
 #include "qgemm/Export.h"
 #include "qgemm/Tuning.h"
 
@@ -20,7 +21,7 @@
 
 namespace qgemm {
 
-enum class OpKind { GroupedGemm, Quantize };
+enum class OpKind { GroupedGemm, Quantize, Permute, Unpermute };
 
 /// One canonical, validated spec.
 struct Spec {
@@ -30,6 +31,8 @@ struct Spec {
   std::string target = "sm_90a";
   GemmContract gemm;         ///< Meaningful when op == GroupedGemm.
   QuantizeContract quantize; ///< Meaningful when op == Quantize.
+  PermuteContract permute;     ///< Meaningful when op == Permute.
+  UnpermuteContract unpermute; ///< Meaningful when op == Unpermute.
   Tuning tuning;
   /// Canonical JSON text: defaults filled, keys sorted, no sweep, compact.
   std::string canonicalJson;

@@ -49,6 +49,9 @@ struct CudaDriver {
   decltype(&::cuMemcpyHtoD_v2) memcpyHtoD = nullptr;
   decltype(&::cuMemcpyDtoH_v2) memcpyDtoH = nullptr;
   decltype(&::cuMemcpyDtoHAsync_v2) memcpyDtoHAsync = nullptr;
+  /// Device-to-device copies: the bandwidth anchor of the data-path
+  /// benchmarks (permute / unpermute).
+  decltype(&::cuMemcpyDtoDAsync_v2) memcpyDtoDAsync = nullptr;
   decltype(&::cuMemsetD8_v2) memsetD8 = nullptr;
   decltype(&::cuMemsetD8Async) memsetD8Async = nullptr;
   // Events time device work (benchmarks). cuEventElapsedTime_v2 where the

@@ -18,6 +18,7 @@
 #define QGEMM_RUNTIME_H
 
 #include "qgemm/Compiler.h"
+#include "qgemm/DispatchArgs.h"
 #include "qgemm/Export.h"
 #include "qgemm/GemmArgs.h"
 #include "qgemm/KernelConfig.h"
@@ -144,6 +145,14 @@ public:
   /// The same for a quantize kernel (validateQuantizeArgs, then the grid of
   /// QuantizeABI.h). rows = 0 launches nothing.
   Status launch(const Kernel &kernel, const QuantizeArgs &args,
+                void *stream = nullptr);
+
+  /// permute / unpermute kernels: validate (validatePermuteArgs,
+  /// validateUnpermuteArgs), then launch their stages in order on `stream`
+  /// with no host synchronization (DispatchLaunch.cpp).
+  Status launch(const Kernel &kernel, const PermuteArgs &args,
+                void *stream = nullptr);
+  Status launch(const Kernel &kernel, const UnpermuteArgs &args,
                 void *stream = nullptr);
 
   /// The driver, opened on first use; null with the reason when absent.

@@ -42,10 +42,9 @@
  * functions are thread-safe; one runtime may serve many threads. Strings
  * returned by queries belong to the handle they came from.
  *
- * Ops. This version parses every op a spec can state, and compiles,
- * queries and launches grouped_gemm kernels (qgemm_launch_gemm); a quantize
- * spec parses, but compiling it is QGEMM_ERROR_UNSUPPORTED until its
- * lowering lands. Launches of the other
+ * Ops. This version parses and compiles every op a spec can state
+ * (grouped_gemm, quantize, permute, unpermute) and launches grouped_gemm
+ * kernels (qgemm_launch_gemm). Launches of the other
  * ops (quantize, permute, unpermute) come as their own functions with their
  * own argument structs, qgemm_launch_<op>(rt, kernel, const
  * qgemm_<op>_args *, stream), next to new qgemm_op values; qgemm_kernel_op()
@@ -96,8 +95,8 @@ typedef enum qgemm_status {
    * querying still work. */
   QGEMM_ERROR_NO_DEVICE = 5,
   /* Valid input this library version cannot do yet: qgemm_compile of an op
-   * that parses but has no GPU lowering in this build (quantize, until its
-   * kernels land). */
+   * that parses but has no GPU lowering in this build (none in this
+   * version; kept for ops a later spec format adds before their kernels). */
   QGEMM_ERROR_UNSUPPORTED = 6
 } qgemm_status;
 
@@ -204,7 +203,9 @@ typedef enum qgemm_group_index {
 } qgemm_group_index;
 typedef enum qgemm_op {
   QGEMM_OP_GROUPED_GEMM = 0,
-  QGEMM_OP_QUANTIZE = 1
+  QGEMM_OP_QUANTIZE = 1,
+  QGEMM_OP_PERMUTE = 2,
+  QGEMM_OP_UNPERMUTE = 3
 } qgemm_op;
 typedef enum qgemm_family {
   QGEMM_FAMILY_SIMT = 0,

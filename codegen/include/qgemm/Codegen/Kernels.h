@@ -13,6 +13,9 @@ void lowerSimtGemm(GroupedMatmulOp op);
 void lowerWgmmaGemm(GroupedMatmulOp op, const ::qgemm::KernelConfig &cfg);
 /// The quantize kernel (qgemm/Kernels/QuantizeABI.h), codegen/lib/Quantize/.
 void lowerQuantize(QuantizeOp op);
+/// Token dispatch / combine: one kernel per stage (qgemm/Kernels/DispatchABI.h).
+void lowerPermute(PermuteOp op);
+void lowerUnpermute(UnpermuteOp op);
 
 } // namespace mlir::qgemm
 

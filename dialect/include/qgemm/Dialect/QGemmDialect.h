@@ -10,6 +10,7 @@
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/SymbolTable.h"
 #include "qgemm/Contract.h"
+#include "qgemm/DispatchContract.h"
 #include "qgemm/KernelConfig.h"
 #include "qgemm/Tuning.h"
 

@@ -74,4 +74,54 @@ def QGemm_QuantizeOp : QGemm_Op<"quantize", [Symbol]> {
   }];
 }
 
+def QGemm_PermuteOp : QGemm_Op<"permute", [Symbol]> {
+  let summary = "token dispatch: routing -> expert-major rows padded per group";
+  let description = [{
+    Moves each token's copies (one per non-dropped routing entry) to
+    expert-major rows, FP8 data with its scales (`scale` = the input's
+    recipe, `out_scale` = the permuted one) or bf16 data, and pads each
+    expert's group to `align` rows; with `backward`, the gradient op.
+    The run-time I/O contract: qgemm/DispatchContract.h.
+
+    ```mlir
+    qgemm.permute @dispatch <e4m3> k = 7168, topk = 8, align = 128
+        scale = #qgemm.scale<[1, 128], f32, COMPACT>
+        out_scale = #qgemm.scale<[1, 128], f32, GEMM_READY> probs
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, QGemm_ElemTypeAttr:$dtype,
+                       I64Attr:$k, I64Attr:$topk, I64Attr:$alignment,
+                       OptionalAttr<QGemm_ScaleRecipeAttr>:$scale,
+                       OptionalAttr<QGemm_ScaleRecipeAttr>:$out_scale,
+                       UnitAttr:$probs, UnitAttr:$backward);
+  let assemblyFormat = [{
+    $sym_name $dtype `k` `=` $k `,` `topk` `=` $topk `,` `align` `=` $alignment
+    (`scale` `=` qualified($scale)^)? (`out_scale` `=` qualified($out_scale)^)?
+    (`probs` $probs^)? (`backward` $backward^)? attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::qgemm::PermuteContract getContract();
+  }];
+}
+
+def QGemm_UnpermuteOp : QGemm_Op<"unpermute", [Symbol]> {
+  let summary = "token combine: bf16 expert rows -> tokens, weighted by probs";
+  let description = [{
+    ```mlir
+    qgemm.unpermute @combine k = 7168, topk = 8 probs
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$k, I64Attr:$topk,
+                       UnitAttr:$probs, UnitAttr:$backward);
+  let assemblyFormat = [{
+    $sym_name `k` `=` $k `,` `topk` `=` $topk (`probs` $probs^)?
+    (`backward` $backward^)? attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::qgemm::UnpermuteContract getContract();
+  }];
+}
+
 #endif // QGEMM_OPS_TD

@@ -1,0 +1,110 @@
+//===- DispatchABI.h - Kernels of permute / unpermute and their launch -*- C++ -*-===//
+//
+// A permute or unpermute spec compiles to one PTX module holding a few
+// kernels (stages) that the runtime launches in order on one stream, with no
+// host synchronization between them: what one stage leaves on the device
+// (ranks, counts, the error word) is what the next reads. Every stage takes
+// the same parameter list (unused pointers are passed as 0), declared here
+// for codegen and the runtime alike.
+//
+//===----------------------------------------------------------------------===//
+#ifndef QGEMM_KERNELS_DISPATCHABI_H
+#define QGEMM_KERNELS_DISPATCHABI_H
+
+#include "qgemm/DispatchContract.h"
+
+#include <array>
+#include <string>
+#include <cstdint>
+#include <vector>
+
+namespace qgemm {
+
+/// Parameters of every dispatch stage, in order; pointers are global device
+/// pointers, the last three i32. Roles per op (DispatchContract.h names):
+enum DispatchParam : unsigned {
+  kDpRouting = 0, ///< permute fwd: routing (T, topk)
+  kDpProbs,       ///< probs (T, topk) (permute fwd, unpermute fwd/bwd)
+  kDpSrc,         ///< permute fwd x (T,k); permute bwd grad_y (R,k);
+                  ///< unpermute fwd y (R,k); unpermute bwd grad_out (T,k)
+  kDpSrcScales,   ///< permute fwd: x's scales
+  kDpDst,         ///< permute fwd y (R,k); permute bwd grad_x (T,k);
+                  ///< unpermute fwd out (T,k); unpermute bwd grad_y (R,k)
+  kDpDstScales,   ///< permute fwd: y's scales
+  kDpOffsets,     ///< permute fwd: offsets [G]
+  kDpCounts,      ///< permute fwd: counts [G]
+  kDpRowGroup,    ///< permute fwd out / unpermute bwd in: row_group [R]
+  kDpRowMap,      ///< row_map (T, topk): permute fwd out, all others in
+  kDpRowProbs,    ///< permute fwd: probs_out [R]; permute bwd: its gradient
+  kDpGradProbs,   ///< backward ops: grad_probs (T, topk)
+  kDpAux,         ///< unpermute bwd: y (R, k) for the probability gradient
+  kDpError,       ///< permute fwd: the error word
+  kDpTokens,      ///< i32 T
+  kDpExperts,     ///< i32 G
+  kDpRows,        ///< i32 R (capacity)
+  kNumDispatchParams
+};
+
+/// What a stage does (and how it is launched).
+enum class DispatchStage {
+  Route,    ///< one warp per expert: ranks in token order, counts, errors
+  Offsets,  ///< one warp: padded cumulative ends, error word
+  Scatter,  ///< one CTA per token: rows, scales, probs, row_map
+  Fill,     ///< one CTA per row: row_group, padding rows zeroed
+  Combine,  ///< one CTA per token: sum of its copies (weighted)
+  Spread,   ///< one CTA per token: copies of the output gradient, dots
+  ZeroRows, ///< one CTA per row: rows with row_group -1 zeroed
+};
+
+constexpr int kDispatchThreads = 128;
+constexpr int kRouteWarpsPerCta = kDispatchThreads / 32;
+
+/// The entry point of stage `s` of the kernel named `kernel`.
+inline std::string dispatchEntryName(const std::string &kernel,
+                                     DispatchStage s) {
+  static const char *const suffix[] = {"route",   "offsets", "scatter",
+                                       "fill",    "combine", "spread",
+                                       "zero_rows"};
+  return kernel + "_" + suffix[int(s)];
+}
+
+/// The stages of a permute / unpermute, in launch order.
+inline std::vector<DispatchStage> permuteStages(const PermuteContract &c) {
+  if (c.backward)
+    return {DispatchStage::Combine};
+  return {DispatchStage::Route, DispatchStage::Offsets, DispatchStage::Scatter,
+          DispatchStage::Fill};
+}
+inline std::vector<DispatchStage> unpermuteStages(const UnpermuteContract &c) {
+  if (c.backward)
+    return {DispatchStage::ZeroRows, DispatchStage::Spread};
+  return {DispatchStage::Combine};
+}
+
+/// Grid (x) of a stage for T tokens, G experts, R rows; 0 = launch nothing.
+inline int64_t dispatchGrid(DispatchStage s, int64_t tokens, int64_t experts,
+                            int64_t rows) {
+  switch (s) {
+  case DispatchStage::Route:
+    return (experts + kRouteWarpsPerCta - 1) / kRouteWarpsPerCta;
+  case DispatchStage::Offsets:
+    return 1;
+  case DispatchStage::Scatter:
+  case DispatchStage::Combine:
+  case DispatchStage::Spread:
+    return tokens;
+  case DispatchStage::Fill:
+  case DispatchStage::ZeroRows:
+    return rows;
+  }
+  return 0;
+}
+
+/// Threads of a stage's CTA.
+inline int dispatchThreads(DispatchStage s) {
+  return s == DispatchStage::Offsets ? 32 : kDispatchThreads;
+}
+
+} // namespace qgemm
+
+#endif // QGEMM_KERNELS_DISPATCHABI_H

@@ -1,0 +1,143 @@
+//===- DispatchLaunch.cpp - Load and launch permute / unpermute stages ----===//
+//
+// A dispatch kernel is a few stage entry points (DispatchABI.h) launched in
+// order on the caller's stream; nothing is read back to the host between
+// them, so a launch never synchronizes.
+//
+//===----------------------------------------------------------------------===//
+#include "RuntimeImpl.h"
+
+#include "qgemm/DispatchArgs.h"
+#include "qgemm/Kernels/DispatchABI.h"
+
+#include <limits>
+
+using namespace qgemm;
+
+namespace {
+
+std::vector<DispatchStage> stagesOf(const Spec &s) {
+  return s.op == OpKind::Permute ? permuteStages(s.permute)
+                                 : unpermuteStages(s.unpermute);
+}
+
+Status launchStages(const CudaDriver &d, const Kernel::State::Module &m,
+                    const std::string &name, const Spec &spec,
+                    std::array<CUdeviceptr, kNumDispatchParams> ptrs,
+                    int64_t tokens, int64_t experts, int64_t rows,
+                    CUstream stream) {
+  int32_t t32 = int32_t(tokens), g32 = int32_t(experts), r32 = int32_t(rows);
+  void *params[kNumDispatchParams];
+  for (unsigned i = 0; i < kNumDispatchParams; ++i)
+    params[i] = &ptrs[i];
+  params[kDpTokens] = &t32;
+  params[kDpExperts] = &g32;
+  params[kDpRows] = &r32;
+  std::vector<DispatchStage> stages = stagesOf(spec);
+  for (size_t i = 0; i < stages.size(); ++i) {
+    int64_t grid = dispatchGrid(stages[i], tokens, experts, rows);
+    if (grid == 0)
+      continue;
+    if (grid > std::numeric_limits<int32_t>::max())
+      return Status::user(name + ": launch grid " + std::to_string(grid) +
+                          " is out of range");
+    std::string entry = dispatchEntryName(name, stages[i]);
+    if (Status st = d.check(
+            d.launchKernel(m.stages[i], unsigned(grid), 1, 1,
+                           unsigned(dispatchThreads(stages[i])), 1, 1, 0,
+                           stream, params, nullptr),
+            "cuLaunchKernel(" + entry + ")");
+        !st.ok())
+      return st;
+  }
+  return Status();
+}
+
+} // namespace
+
+Status qgemm::loadDispatchStages(const CudaDriver &d, const Kernel::State &k,
+                                 Kernel::State::Module &m) {
+  m.stages.clear();
+  for (DispatchStage s : stagesOf(k.spec)) {
+    std::string entry = dispatchEntryName(k.name, s);
+    CUfunction fn = nullptr;
+    if (Status st = d.check(d.moduleGetFunction(&fn, m.module, entry.c_str()),
+                            "cuModuleGetFunction(" + entry + ")");
+        !st.ok())
+      return st;
+    m.stages.push_back(fn);
+  }
+  m.function = m.stages.front();
+  return Status();
+}
+
+Status Runtime::launch(const Kernel &kernel, const PermuteArgs &a,
+                       void *stream) {
+  if (!kernel.valid())
+    return Status::user("launch: the kernel handle is empty");
+  const Spec &spec = kernel.spec();
+  if (spec.op != OpKind::Permute)
+    return Status::user("launch: " + spec.name + " is not a permute kernel");
+  const PermuteContract &c = spec.permute;
+  if (Status st = validatePermuteArgs(c, a); !st.ok())
+    return st;
+  std::array<CUdeviceptr, kNumDispatchParams> p = {};
+  if (c.backward) {
+    p[kDpSrc] = a.gradY;
+    p[kDpDst] = a.gradX;
+    p[kDpRowMap] = a.rowMap;
+    p[kDpRowProbs] = c.probs ? a.gradRowProbs : 0;
+    p[kDpGradProbs] = c.probs ? a.gradProbs : 0;
+  } else {
+    p[kDpRouting] = a.routing;
+    p[kDpProbs] = c.probs ? a.probs : 0;
+    p[kDpSrc] = a.x;
+    p[kDpSrcScales] = c.scale ? a.xScales : 0;
+    p[kDpDst] = a.y;
+    p[kDpDstScales] = c.scale ? a.yScales : 0;
+    p[kDpOffsets] = a.offsets;
+    p[kDpCounts] = a.counts;
+    p[kDpRowGroup] = a.rowGroup;
+    p[kDpRowMap] = a.rowMap;
+    p[kDpRowProbs] = c.probs ? a.rowProbs : 0;
+    p[kDpError] = a.error;
+  }
+  Kernel::State::Module m;
+  if (Status st = impl->functionFor(*kernel.state, m); !st.ok())
+    return st;
+  return launchStages(*impl->driver.load(std::memory_order_acquire), m,
+                      kernel.name(), spec, p, a.tokens,
+                      c.backward ? 1 : a.experts, a.rows,
+                      static_cast<CUstream>(stream));
+}
+
+Status Runtime::launch(const Kernel &kernel, const UnpermuteArgs &a,
+                       void *stream) {
+  if (!kernel.valid())
+    return Status::user("launch: the kernel handle is empty");
+  const Spec &spec = kernel.spec();
+  if (spec.op != OpKind::Unpermute)
+    return Status::user("launch: " + spec.name + " is not an unpermute kernel");
+  const UnpermuteContract &c = spec.unpermute;
+  if (Status st = validateUnpermuteArgs(c, a); !st.ok())
+    return st;
+  std::array<CUdeviceptr, kNumDispatchParams> p = {};
+  p[kDpRowMap] = a.rowMap;
+  p[kDpProbs] = c.probs ? a.probs : 0;
+  if (c.backward) {
+    p[kDpSrc] = a.gradOut;
+    p[kDpDst] = a.gradY;
+    p[kDpRowGroup] = a.rowGroup;
+    p[kDpAux] = c.probs ? a.y : 0;
+    p[kDpGradProbs] = c.probs ? a.gradProbs : 0;
+  } else {
+    p[kDpSrc] = a.y;
+    p[kDpDst] = a.out;
+  }
+  Kernel::State::Module m;
+  if (Status st = impl->functionFor(*kernel.state, m); !st.ok())
+    return st;
+  return launchStages(*impl->driver.load(std::memory_order_acquire), m,
+                      kernel.name(), spec, p, a.tokens, 1, a.rows,
+                      static_cast<CUstream>(stream));
+}
