@@ -60,8 +60,8 @@ qgemm.grouped_matmul @ready n = 7168, k = 2048,
 
 // -----
 
-// k_contiguous with MXFP8 scales below the scale block (align = 16: SIMT;
-// whole 32-token groups take the wgmma family, lower-wgmma.mlir): f32
+// k_contiguous with MXFP8 scales below the scale block on the SIMT kernel
+// (asked for: the heuristic takes the wgmma family, lower-wgmma.mlir): f32
 // output, accumulation into C, contraction over the group's token range
 // [offsets[g-1], offsets[g]).
 // CHECK-LABEL: llvm.func @wgrad(
@@ -79,7 +79,7 @@ qgemm.grouped_matmul @wgrad n = 4096, k = 7168,
     a = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, COMPACT>>,
     b = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, COMPACT>>,
     d = <f32>, grouping = #qgemm.grouping<k_contiguous, align = 16, index = offsets>,
-    padding = <zero> accumulate
+    padding = <zero> accumulate {tuning = #qgemm.tuning<block_m = 0, block_n = 0, stages = 0, cluster = 1, multicast = "none", num_sms = 0, raster = "auto", family = "simt">}
 
 // -----
 

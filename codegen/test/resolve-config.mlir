@@ -67,11 +67,10 @@ qgemm.grouped_matmul @mx n = 4096, k = 7168,
 
 // -----
 
-// The one contract the wgmma family does not build yet, MXFP8 weight
-// gradients whose 32-token scale blocks restart at 16-token groups, takes
-// the SIMT family, with nothing to tune.
+// MXFP8 weight gradients whose 32-token scale blocks restart at 16-token
+// groups take the wgmma family too, one k32 step per scale block.
 // CHECK-LABEL: qgemm.grouped_matmul @simt
-// CHECK-SAME: config = #qgemm.config<simt, tile = [128, 128, 128], stages = 6, threads = 128, raster = "n", band = 0, cluster = 1, num_sms = 0, scales_b = "tile", epilogue = "registers", smem = 0>
+// CHECK-SAME: config = #qgemm.config<wgmma, tile = [128, 160, 128], stages = 4, threads = 384, raster = "n", band = 0, cluster = 1, num_sms = 0, scales_b = "column", epilogue = "registers", smem = 165952, scale_k = 32>
 qgemm.grouped_matmul @simt n = 4096, k = 7168,
     a = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, COMPACT>>,
     b = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, COMPACT>>,

@@ -131,12 +131,9 @@ Spec spec_detail::readSpec(const json &doc) {
   if (spec.op == OpKind::GroupedGemm)
     if (auto v = checkTuning(spec.gemm, spec.tuning))
       fail(v->field, v->message + " (or \"tuning\": \"auto\")");
-  // "wgmma", once accepted, is what "auto" picks (unless "auto" holds the
-  // contract on the SIMT kernel until it is verified on the GPU): one
-  // identity (canonical form, cache key, kernel name) for the one kernel
-  // either spelling builds.
-  if (spec.tuning.family == "wgmma" &&
-      (spec.op != OpKind::GroupedGemm || wgmmaUnverified(spec.gemm).empty())) {
+  // "wgmma", once accepted, is what "auto" picks: one identity (canonical
+  // form, cache key, kernel name) for the one kernel either spelling builds.
+  if (spec.tuning.family == "wgmma") {
     spec.tuning.family = "auto";
     if (picksEverything(spec.tuning))
       spec.tuning = Tuning();

@@ -64,27 +64,6 @@ std::string wgmmaRefusal(const GemmContract &c) {
 
 bool wgmmaImplements(const GemmContract &c) { return wgmmaRefusal(c).empty(); }
 
-std::string wgmmaUnverified(const GemmContract &c) {
-  if (!wgmmaImplements(c))
-    return "";
-  // Built from parts that each passed on the GPU, but not yet run together
-  // there (2026-11-23): "auto" keeps them on the reference kernel until the
-  // GPU tests, which ask for "wgmma" (tests/gpu/specs), have passed.
-  const bool rowGroup = c.grouping.kind == GroupingKind::MContiguous &&
-                        c.grouping.index == GroupIndex::RowGroup;
-  const bool forward = c.grouping.kind != GroupingKind::KContiguous;
-  if (forward && (isMxfp8(c) || rowGroup) && (c.accumulate || c.n % 2 != 0))
-    return std::string(isMxfp8(c) ? "MXFP8" : "row_group") +
-           (c.accumulate ? " with accumulation into C" : " with an odd n");
-  // Groups ending inside a k32 step (the 1x128 kernel's tail zeroing with
-  // the MXFP8 steps), written 2026-11-23 without a GPU.
-  if (isMxfp8(c) && restartsTokenBlocks(c))
-    return "k_contiguous MXFP8 at alignment " +
-           std::to_string(c.grouping.alignment) +
-           " (32-token scale blocks restarting at each group)";
-  return "";
-}
-
 bool blockNSpansTwoScaleBlocksAtMost(int64_t blockN) {
   int64_t g = 128;
   for (int64_t a = blockN % 128; a != 0;) {
@@ -121,16 +100,9 @@ std::optional<Violation> checkFamilyRequest(const GemmContract &c,
   if (t.family == "wgmma" && !refusal.empty())
     return refuse("family", "\"wgmma\" does not build this contract: " +
                                 refusal + "; supported: \"auto\" or \"simt\"");
-  // Why "auto" stays on the SIMT kernel: a refusal, or a combination not
-  // yet verified on the GPU.
-  const std::string unverified = wgmmaUnverified(c);
-  const std::string why =
-      !refusal.empty()
-          ? "the wgmma family does not build " + refusal
-          : unverified + " is not yet verified on the GPU; \"family\": "
-                         "\"wgmma\" builds it";
-  if (t.family == "simt" ||
-      (t.family == "auto" && (!refusal.empty() || !unverified.empty()))) {
+  // Why "auto" stays on the SIMT kernel: the wgmma family's refusal.
+  const std::string why = "the wgmma family does not build " + refusal;
+  if (t.family == "simt" || (t.family == "auto" && !refusal.empty())) {
     // Name the first knob the request sets, so a sweep error points at it.
     const char *knob = t.blockM           ? "block_m"
                        : t.blockN         ? "block_n"

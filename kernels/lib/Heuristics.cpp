@@ -8,8 +8,7 @@
 namespace qgemm {
 
 KernelFamily heuristicFamily(const GemmContract &c) {
-  return wgmmaImplements(c) && wgmmaUnverified(c).empty() ? KernelFamily::Wgmma
-                                                          : KernelFamily::Simt;
+  return wgmmaImplements(c) ? KernelFamily::Wgmma : KernelFamily::Simt;
 }
 
 KernelFamily chooseFamily(const GemmContract &c, const Tuning &t) {

@@ -122,14 +122,13 @@ TEST_CASE("the weight gradient takes the wgmma family at every alignment "
     c.accumulate = false;
     CHECK(wgmmaImplements(c));
   }
-  // MXFP8 below its block: built, but "auto" holds it on SIMT until it has
-  // run on the GPU.
+  // MXFP8 below its block too.
   GemmContract mx = wgrad();
   mx.grouping.alignment = 16;
   mx.a.scale = {1, 32, ElemType::UE8M0, ScaleLayout::Compact};
   mx.b.scale = {1, 32, ElemType::UE8M0, ScaleLayout::Compact};
   CHECK(wgmmaImplements(mx));
-  CHECK(heuristicFamily(mx) == KernelFamily::Simt);
+  CHECK(heuristicFamily(mx) == KernelFamily::Wgmma);
 }
 
 TEST_CASE("m_contiguous walks n-blocks in bands of 4", "[config]") {
@@ -262,23 +261,25 @@ TEST_CASE("every refusal that suggests a fix suggests one that is accepted",
   CHECK_FALSE(checkTuning(forward(), explicitStages(4)));
 }
 
-TEST_CASE("knobs on a SIMT-only contract are refused, num_sms included",
+TEST_CASE("knobs with the SIMT family are refused, num_sms included",
           "[config][tuning]") {
-  // The MXFP8 weight gradient at alignment 16 stays SIMT under "auto"
-  // until it has run on the GPU.
-  GemmContract simt = wgrad();
-  simt.grouping.alignment = 16;
-  simt.a.scale = simt.b.scale = {1, 32, ElemType::UE8M0, ScaleLayout::Compact};
-  REQUIRE(heuristicFamily(simt) == KernelFamily::Simt);
+  GemmContract c = wgrad();
+  c.grouping.alignment = 16;
+  c.a.scale = c.b.scale = {1, 32, ElemType::UE8M0, ScaleLayout::Compact};
   Tuning t;
   t.isAuto = false;
+  t.family = "simt";
   t.numSms = 4;
-  std::optional<Violation> v = checkTuning(simt, t);
+  std::optional<Violation> v = checkTuning(c, t);
   REQUIRE(v);
   CHECK(v->field == "tuning.num_sms");
   CHECK(v->message.find("SIMT") != std::string::npos);
   t.numSms = 0;
-  CHECK_FALSE(checkTuning(simt, t));
+  CHECK_FALSE(checkTuning(c, t));
+  // The same knob under "auto" tunes the wgmma kernel.
+  t.family = "auto";
+  t.numSms = 4;
+  CHECK_FALSE(checkTuning(c, t));
 }
 
 namespace {
@@ -350,10 +351,10 @@ TEST_CASE("the MXFP8 weight gradient runs on wgmma for whole 32-token blocks",
     CHECK(wgmmaImplements(c));
   }
   // Alignment 16 restarts the token blocks at each group, whose last k32
-  // step may be half the group's: built, held from "auto" until verified.
+  // step may be half the group's.
   c.grouping.alignment = 16;
   CHECK(wgmmaImplements(c));
-  CHECK(resolveKernelConfig(c, Tuning()).family == KernelFamily::Simt);
+  CHECK(resolveKernelConfig(c, Tuning()).family == KernelFamily::Wgmma);
   c.grouping.alignment = 32;
   KernelConfig cfg = resolveKernelConfig(c, Tuning());
   CHECK(cfg.family == KernelFamily::Wgmma);
@@ -439,25 +440,22 @@ TEST_CASE("the wgmma family builds accumulation, odd n and odd k",
       c.accumulate = !c.accumulate;
       CHECK(wgmmaImplements(c));
     }
-  // row_group builds; the MXFP8 weight gradient at alignment 16 builds but
-  // "auto" holds it on the reference kernel until it has run on the GPU.
+  // row_group and the MXFP8 weight gradient at alignment 16 (with and
+  // without accumulation) take the wgmma family; "simt" still asks for the
+  // reference kernel.
   GemmContract rg = forward();
   rg.grouping.index = GroupIndex::RowGroup;
-  CHECK(wgmmaImplements(rg));
-  CHECK(wgmmaUnverified(rg).empty());
+  rg.accumulate = true;
+  rg.n = 4095;
+  CHECK(heuristicFamily(rg) == KernelFamily::Wgmma);
   GemmContract mx16 = wgrad();
   mx16.grouping.alignment = 16;
   mx16.a.scale = mx16.b.scale = {1, 32, ElemType::UE8M0, ScaleLayout::Compact};
-  CHECK(wgmmaImplements(mx16));
-  CHECK(wgmmaUnverified(mx16).find("MXFP8 at alignment 16") != std::string::npos);
-  CHECK(heuristicFamily(mx16) == KernelFamily::Simt);
-  Tuning asked;
-  asked.isAuto = false;
-  asked.family = "wgmma";
-  CHECK(chooseFamily(mx16, asked) == KernelFamily::Wgmma);
-  // The MXFP8 weight gradient with accumulation ran on the GPU: not held.
-  GemmContract mxAcc = mx16;
-  mxAcc.grouping.alignment = 32;
-  mxAcc.accumulate = true;
-  CHECK(wgmmaUnverified(mxAcc).empty());
+  CHECK(heuristicFamily(mx16) == KernelFamily::Wgmma);
+  mx16.accumulate = true;
+  CHECK(heuristicFamily(mx16) == KernelFamily::Wgmma);
+  Tuning simt;
+  simt.isAuto = false;
+  simt.family = "simt";
+  CHECK(chooseFamily(mx16, simt) == KernelFamily::Simt);
 }

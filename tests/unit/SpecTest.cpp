@@ -7,6 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "qgemm/Kernels/ConfigRules.h"
+#include "qgemm/Kernels/Heuristics.h"
 #include "qgemm/Spec.h"
 
 #include "TestSupport.h"
@@ -17,7 +19,6 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
-#include "qgemm/Kernels/ConfigRules.h"
 
 #include <set>
 
@@ -681,27 +682,25 @@ TEST_CASE("tuning.family: values, refusals and sweeps", "[spec]") {
   CHECK_THAT(e.message, Catch::Contains(R"("family": "simt")"));
   // (No contract a spec can declare is refused by the wgmma family any more:
   // KernelConfigTest checks the refusal on contracts built by hand.)
-  // A contract wgmma builds but that has not run on the GPU yet (an MXFP8
-  // weight gradient at alignment 16): "auto" keeps the reference kernel,
-  // "wgmma" builds it and keeps its own identity, and knobs that only the
-  // wgmma family has are refused under "auto" with the reason.
+  // The MXFP8 weight gradient at alignment 16 (the last contract "auto"
+  // held on the reference kernel until its GPU run): "auto" and "wgmma"
+  // are one kernel with one identity, and the wgmma knobs are accepted.
   const std::string mxWgrad16 =
       R"({"grouping": {"kind": "k_contiguous", "alignment": 16},
           "a": {"scale": {"block": [1, 32]}},
           "b": {"scale": {"block": [1, 32]}}, "d": {"dtype": "f32"}})";
-  Spec held = parseOne(patched(kGemmBase, mxWgrad16));
-  CHECK(wgmmaImplements(held.gemm));
-  CHECK_THAT(wgmmaUnverified(held.gemm),
-             Catch::Contains("k_contiguous MXFP8 at alignment 16"));
+  Spec picked = parseOne(patched(kGemmBase, mxWgrad16));
+  CHECK(wgmmaImplements(picked.gemm));
+  CHECK(chooseFamily(picked.gemm, picked.tuning) == KernelFamily::Wgmma);
   Spec asked = parseOne(patched(
       kGemmBase, mxWgrad16.substr(0, mxWgrad16.size() - 1) +
                      R"(, "tuning": {"family": "wgmma"}})"));
-  CHECK(asked.tuning.family == "wgmma");
-  CHECK(asked.hash != held.hash);
-  e = bad(mxWgrad16.substr(0, mxWgrad16.size() - 1) +
-          R"(, "tuning": {"block_n": 128}})");
-  CHECK(e.path == "tuning.block_n");
-  CHECK_THAT(e.message, Catch::Contains("not yet verified on the GPU"));
+  CHECK(asked.tuning.isAuto);
+  CHECK(asked.hash == picked.hash);
+  Spec knob = parseOne(patched(
+      kGemmBase, mxWgrad16.substr(0, mxWgrad16.size() - 1) +
+                     R"(, "tuning": {"block_n": 128}})"));
+  CHECK(knob.tuning.blockN == 128);
   // A sweep over the family, like any other knob.
   auto swept = parseSpecText(
       patched(kGemmBase, R"({"sweep": {"tuning.family": ["auto", "simt"]}})"),

@@ -63,13 +63,6 @@ std::string configOf(const qgemm::Spec &s, const qgemm::CompileOutput &o) {
                 : "");
   if (!s.tuning.isAuto && s.tuning.family != "auto")
     text += "; family asked for by tuning.family";
-  const std::string unverified = qgemm::wgmmaUnverified(s.gemm);
-  if (!unverified.empty())
-    text += cfg.family == qgemm::KernelFamily::Wgmma
-                ? "; " + unverified + " is not yet verified on the GPU"
-                : "; the wgmma family builds " + unverified +
-                      " but it is not yet verified on the GPU (\"tuning\": "
-                      "{\"family\": \"wgmma\"} asks for it)";
   text += s.tuning.isAuto
               ? "; chosen by the heuristic"
               : "; explicit tuning, the rest chosen by the heuristic";

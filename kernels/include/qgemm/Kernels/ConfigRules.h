@@ -29,13 +29,6 @@ QGEMM_API bool wgmmaImplements(const GemmContract &c);
 /// Why the wgmma family does not implement `c`, in words that complete
 /// "the wgmma family does not build ..."; empty when it does.
 QGEMM_API std::string wgmmaRefusal(const GemmContract &c);
-/// Why "auto" holds a contract the wgmma family builds on the SIMT kernel:
-/// a combination of parts that each passed on the GPU but have not run
-/// there together yet, in words that complete "... not yet verified on the
-/// GPU"; empty when "auto" picks wgmma (or wgmma does not build it at all).
-/// "tuning": {"family": "wgmma"} builds it: that is how the GPU tests
-/// verify it before "auto" takes it.
-QGEMM_API std::string wgmmaUnverified(const GemmContract &c);
 
 /// MXFP8: 1x32 UE8M0 scales on both operands.
 QGEMM_API bool isMxfp8(const GemmContract &c);
