@@ -786,6 +786,11 @@ TEST_CASE("bench: CLI argument errors exit 1 with a message", "[bench][cli]") {
        "median of at least 50 runs, got 20"},
       {"bench --suite " + suite + " --section bogus",
        "--section: \"bogus\" is not one of m_contiguous_fprop"},
+      // Repeated --section selects each (the last does not replace the
+      // others), and every one is checked.
+      {"bench --suite " + suite +
+           " --section m_contiguous_fprop --section bogus",
+       "--section: \"bogus\" is not one of m_contiguous_fprop"},
       {"bench --suite " + suite + " --filter nothing-matches",
        "no suite row matches"},
       {"bench --suite " + suite + " --layout compact",

@@ -2,7 +2,7 @@
 //
 //   qgemmc bench SPEC --groups G (--m M | --rows R1,R2,...) [--imbalance X]
 //                [--max-m M] [--label TEXT] [options]
-//   qgemmc bench --suite FILE [--section NAME] [--filter TEXT]
+//   qgemmc bench --suite FILE [--section NAME]... [--filter TEXT]
 //                [--layout COMPACT|GEMM_READY|both] [options]
 //
 // Suite rows of the *_align16 sections are also measured with their groups
@@ -38,7 +38,8 @@ using json = nlohmann::json;
 namespace {
 
 struct BenchArgs {
-  std::string spec, suite, section, filter, label, out;
+  std::string spec, suite, filter, label, out;
+  std::vector<std::string> sections; ///< --section, repeatable; empty: all.
   std::string layout = "both";
   int64_t groups = 0;
   int64_t m = -1;
@@ -105,7 +106,14 @@ std::string parseArgs(const std::vector<std::string> &args, BenchArgs &a) {
       return value(v) && parseInt(o, v, lo, hi, out, err);
     };
     int64_t n = 0;
-    if (o == "--suite" || o == "--section" || o == "--filter" ||
+    if (o == "--section") {
+      std::string v;
+      if (!value(v))
+        return err;
+      if (v.empty())
+        return o + " needs a non-empty value";
+      a.sections.push_back(v);
+    } else if (o == "--suite" || o == "--filter" ||
         o == "--label" || o == "--out" || o == "--layout") {
       std::string v;
       if (!value(v))
@@ -113,7 +121,6 @@ std::string parseArgs(const std::vector<std::string> &args, BenchArgs &a) {
       if (v.empty())
         return o + " needs a non-empty value";
       (o == "--suite"     ? a.suite
-       : o == "--section" ? a.section
        : o == "--filter"  ? a.filter
        : o == "--label"   ? a.label
        : o == "--out"     ? a.out
@@ -200,7 +207,7 @@ std::string parseArgs(const std::vector<std::string> &args, BenchArgs &a) {
              std::to_string(a.runs);
     return "";
   }
-  if (!a.section.empty() || !a.filter.empty() || a.layout != "both")
+  if (!a.sections.empty() || !a.filter.empty() || a.layout != "both")
     return "--section, --filter and --layout select suite rows; they need "
            "--suite";
   if (a.spec.empty())
@@ -357,21 +364,26 @@ int suiteJobs(const BenchArgs &a, std::vector<Job> &jobs,
       !st.ok())
     return report(st);
   const std::vector<std::string> &sections = qgemm::suiteGemmSections();
-  if (!a.section.empty() && !isDispatchSection(a.section) &&
-      std::find(sections.begin(), sections.end(), a.section) ==
-          sections.end()) {
-    std::string known;
-    for (const std::string &s : sections)
-      known += (known.empty() ? "" : ", ") + s;
-    return usageError("--section: \"" + a.section + "\" is not one of " +
-                      known + ", permute, unpermute");
-  }
+  for (const std::string &asked : a.sections)
+    if (!isDispatchSection(asked) &&
+        std::find(sections.begin(), sections.end(), asked) == sections.end()) {
+      std::string known;
+      for (const std::string &s : sections)
+        known += (known.empty() ? "" : ", ") + s;
+      return usageError("--section: \"" + asked + "\" is not one of " +
+                        known + ", permute, unpermute");
+    }
+  auto selected = [&](const std::string &section) {
+    return a.sections.empty() ||
+           std::find(a.sections.begin(), a.sections.end(), section) !=
+               a.sections.end();
+  };
   for (const std::string &s : suite.skippedSections)
     if (!isDispatchSection(s))
       std::cerr << "note: " << a.suite << ": section \"" << s
                 << "\" is not a GEMM; skipped\n";
   for (const qgemm::DispatchSuiteRow &r : dispatchRows)
-    if ((a.section.empty() || r.section == a.section) &&
+    if (selected(r.section) &&
         r.label.find(a.filter) != std::string::npos)
       dispatch.push_back(r);
   std::vector<qgemm::ScaleLayout> layouts;
@@ -380,7 +392,7 @@ int suiteJobs(const BenchArgs &a, std::vector<Job> &jobs,
   if (a.layout != "COMPACT")
     layouts.push_back(qgemm::ScaleLayout::GemmReady);
   for (const qgemm::SuiteEntry &e : suite.entries) {
-    if ((!a.section.empty() && e.section != a.section) ||
+    if (!selected(e.section) ||
         e.label.find(a.filter) == std::string::npos)
       continue;
     Job j;

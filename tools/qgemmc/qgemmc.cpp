@@ -36,7 +36,7 @@ const char *kUsage = R"(usage:
       and the ptxas resource report.
   qgemmc bench SPEC --groups G (--m M | --rows R1,R2,...) [--imbalance X]
                [--max-m M] [--label TEXT] [options]
-  qgemmc bench --suite FILE [--section NAME] [--filter TEXT]
+  qgemmc bench --suite FILE [--section NAME]... [--filter TEXT]
                [--layout COMPACT|GEMM_READY|both] [options]
       Time kernels on the GPU and print one line per kernel and shape: ms,
       TFLOP/s, GB/s and cuBLASLt's block-scaled FP8 GEMM (one call per group)
