@@ -83,7 +83,7 @@ pack() {
   stage="$(mktemp -d)"
   mkdir -p "$dir" "$stage/qgemm/bin" "$stage/qgemm/lib"
   cp "$BUILD_DIR/lib/libqgemm.so" "$stage/qgemm/lib/"
-  for b in qgemmc qgemm-gpu-tests qgemm-gpu-dispatch-tests; do
+  for b in qgemmc qgemm-gpu-tests qgemm-gpu-dispatch-tests qgemm-gpu-chain-tests; do
     [[ -x "$BUILD_DIR/bin/$b" ]] && cp "$BUILD_DIR/bin/$b" "$stage/qgemm/bin/"
   done
   cp -r "$ROOT/specs" "$stage/qgemm/"
@@ -230,6 +230,11 @@ gpu() {
     QGEMM_CACHE_DIR="$dest/cache" with_timeout \
       stdbuf -oL -eL "$dest/qgemm/bin/qgemm-gpu-dispatch-tests" \
       "${spec_dirs[@]}" | tee "$out/dispatch.txt"
+  fi
+  # The layer chain (its specs are built in): with the full run only.
+  if [[ -z "${QGEMM_GPU_ONLY:-}" && -x "$dest/qgemm/bin/qgemm-gpu-chain-tests" ]]; then
+    QGEMM_CACHE_DIR="$dest/cache" with_timeout \
+      stdbuf -oL -eL "$dest/qgemm/bin/qgemm-gpu-chain-tests" | tee "$out/chain.txt"
   fi
 }
 

@@ -12,6 +12,7 @@
 // "N passed, M failed"; exit status 1 when any failed.
 //
 //===----------------------------------------------------------------------===//
+#include "DeviceBuffers.h"
 #include "qgemm/CudaDriver.h"
 #include "qgemm/Dispatch.h"
 #include "qgemm/Fp8.h"
@@ -44,38 +45,7 @@ std::vector<std::string> specFiles(const std::string &dir) {
   return files;
 }
 
-/// Device buffers of one case, freed at the end.
-class Buffers {
-public:
-  explicit Buffers(const CudaDriver &d) : d(d) {}
-  ~Buffers() {
-    for (CUdeviceptr p : owned)
-      d.memFree(p);
-  }
-  /// A device copy of `bytes` (at least 256 bytes, so never null).
-  template <typename T> DevicePtr up(const std::vector<T> &v) {
-    size_t bytes = v.size() * sizeof(T);
-    CUdeviceptr p = 0;
-    check(d.memAlloc(&p, std::max<size_t>(bytes, 256)), "cuMemAlloc");
-    if (bytes)
-      check(d.memcpyHtoD(p, v.data(), bytes), "cuMemcpyHtoD");
-    owned.push_back(p);
-    return p;
-  }
-  template <typename T> void down(DevicePtr p, std::vector<T> &v) {
-    if (!v.empty())
-      check(d.memcpyDtoH(v.data(), p, v.size() * sizeof(T)), "cuMemcpyDtoH");
-  }
-  void check(CUresult r, const char *what) {
-    Status st = d.check(r, what);
-    if (!st.ok())
-      throw std::runtime_error(st.message);
-  }
-
-private:
-  const CudaDriver &d;
-  std::vector<CUdeviceptr> owned;
-};
+using Buffers = gputest::DeviceBuffers;
 
 template <typename T>
 int64_t firstDiff(const std::vector<T> &a, const std::vector<T> &b) {
