@@ -157,7 +157,17 @@ SANITIZE_FILTERS=(
   "t_cluster__a.scale.layout=COMPACT__tuning.block_n=192__tuning.num_sms=4"
   "t_cluster_masked__d.padding_rows=untouched__tuning.block_n=144"
   "t_mxfp8__a.dtype=e4m3__a.scale.layout=GEMM_READY__b.scale.layout=COMPACT"
-  "t_dense__a.dtype=e5m2__b.dtype=e4m3__d.dtype=bf16")
+  "t_dense__a.dtype=e5m2__b.dtype=e4m3__d.dtype=bf16"
+  # Variants first run on the GPU 2026-11-23 (issue 10): alignment 1 and 16
+  # groups, MXFP8 with accumulation / odd n / restarted token blocks.
+  "t_mcontig_offsets__a.scale.layout=GEMM_READY__b.scale.layout=COMPACT__d.dtype=bf16__grouping.alignment=1"
+  "t_mxfp8_align__a.scale.layout=COMPACT__d.dtype=bf16__d.padding_rows=zero__grouping.alignment=16"
+  "t_fwd_acc_mcontig__d.padding_rows=untouched__grouping.alignment=16__grouping.index=row_group__shape.n=321"
+  "t_mxfp8_acc_odd__grouping.index=row_group__shape.n=321"
+  "t_mxfp8_wgrad__a.scale.layout=GEMM_READY__b.scale.layout=COMPACT__grouping.alignment=16"
+  "t_wgrad16_acc"
+  "t_quantize_1x128"
+  "t_quantize_mx")
 
 gpu_sanitize() {
   unpack
@@ -169,7 +179,9 @@ gpu_sanitize() {
   for tool in memcheck racecheck; do
     for f in "${SANITIZE_FILTERS[@]}"; do
       i=$((i + 1))
-      if QGEMM_CACHE_DIR="$dest/cache" "$san" --tool "$tool" --error-exitcode 3 \
+      # Each spec under its own limit: a hang ends that spec, not the lease.
+      if QGEMM_CACHE_DIR="$dest/cache" timeout -k 5 "${QGEMM_SANITIZE_TIMEOUT:-120}" \
+          "$san" --tool "$tool" --error-exitcode 3 \
           "$dest/qgemm/bin/qgemm-gpu-tests" --specs "$dest/qgemm/gpu-specs" \
           --filter "$f" --max-cases 4 --no-latency --out "$logs" \
           >"$logs/$i.log" 2>&1; then
@@ -187,7 +199,8 @@ gpu_sanitize() {
   if [[ -x "$dest/qgemm/bin/qgemm-gpu-dispatch-tests" ]]; then
     for tool in memcheck synccheck; do
       i=$((i + 1))
-      if QGEMM_CACHE_DIR="$dest/cache" "$san" --tool "$tool" --error-exitcode 3 \
+      if QGEMM_CACHE_DIR="$dest/cache" timeout -k 5 "${QGEMM_SANITIZE_TIMEOUT:-120}" \
+          "$san" --tool "$tool" --error-exitcode 3 \
           "$dest/qgemm/bin/qgemm-gpu-dispatch-tests" --specs "$dest/qgemm/gpu-specs" \
           >"$logs/$i.log" 2>&1; then
         echo "$tool clean ($(grep -c '^ok ' "$logs/$i.log") cases): dispatch"
