@@ -8,7 +8,9 @@
 #   scripts/dev.sh pack       build, then pack what the GPU machine needs into
 #                             .pack/qgemm-gpu.tar.xz (git-ignored; carry it)
 #   scripts/dev.sh gpu        on the GPU machine: unpack .pack/ and run the GPU
-#                             tests (results under $OUT when set)
+#                             tests (results under $OUT when set); a full run
+#                             takes ~25 min on an H100, past one call's 10:
+#                             QGEMM_GPU_SHARD=1/4 .. 4/4 splits it
 #   scripts/dev.sh gpu-sanitize [FILTER...]
 #                             on the GPU machine: compute-sanitizer memcheck and
 #                             racecheck over a subset of the GPU tests
@@ -219,6 +221,17 @@ gpu() {
   # (stems from tests/gpu/specs/; "specs" adds the bundled specs/): a run too
   # long for one device call is split into several.
   local spec_dirs=(--specs "$dest/qgemm/gpu-specs" --specs "$dest/qgemm/specs")
+  # QGEMM_GPU_SHARD=i/n: the i-th of n interleaved shares of the spec files
+  # (the bundled specs/ go with share 1), one device call each.
+  if [[ -n "${QGEMM_GPU_SHARD:-}" ]]; then
+    local i=${QGEMM_GPU_SHARD%/*} n=${QGEMM_GPU_SHARD#*/} f j=0
+    QGEMM_GPU_ONLY=""
+    ((i == 1)) && QGEMM_GPU_ONLY="specs"
+    for f in "$dest"/qgemm/gpu-specs/*.json; do
+      ((j % n == i - 1)) && QGEMM_GPU_ONLY+=" $(basename "$f" .json)"
+      j=$((j + 1))
+    done
+  fi
   if [[ -n "${QGEMM_GPU_ONLY:-}" ]]; then
     local only="$dest/only" s
     rm -rf "$only" && mkdir -p "$only"
@@ -244,8 +257,8 @@ gpu() {
       stdbuf -oL -eL "$dest/qgemm/bin/qgemm-gpu-dispatch-tests" \
       "${spec_dirs[@]}" | tee "$out/dispatch.txt"
   fi
-  # The layer chain (its specs are built in): with the full run only.
-  if [[ -z "${QGEMM_GPU_ONLY:-}" && -x "$dest/qgemm/bin/qgemm-gpu-chain-tests" ]]; then
+  # The layer chain (its specs are built in): with the full run or share 1.
+  if [[ ( -z "${QGEMM_GPU_ONLY:-}" || "${QGEMM_GPU_SHARD:-}" == 1/* ) && -x "$dest/qgemm/bin/qgemm-gpu-chain-tests" ]]; then
     QGEMM_CACHE_DIR="$dest/cache" with_timeout \
       stdbuf -oL -eL "$dest/qgemm/bin/qgemm-gpu-chain-tests" | tee "$out/chain.txt"
   fi
