@@ -796,6 +796,11 @@ TEST_CASE("bench: CLI argument errors exit 1 with a message", "[bench][cli]") {
       {"bench --suite " + suite + " --layout compact",
        "--layout: \"compact\" is not one of COMPACT, GEMM_READY, both"},
       {"bench --suite /nonexistent/suite.json", "cannot open the suite file"},
+      // The baseline is checked before any GPU time is spent.
+      {"bench --suite " + suite + " --compare /nonexistent/base.json",
+       "--compare: cannot open the baseline /nonexistent/base.json"},
+      {"bench --suite " + suite + " --compare " + suite,
+       "is not a qgemmc bench results file"},
   };
   for (const Case &c : cases) {
     CliResult r = qgemmc(c.args, dir.path);

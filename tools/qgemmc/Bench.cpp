@@ -10,6 +10,7 @@
 // rows; m_contiguous_fprop_mxfp8 rows are compared with cuBLASLt bf16
 // (bf16_cublaslt_*).
 //   options: --runs N --warmup N --no-cublas --threads N --json --out DIR
+//            --compare BASELINE (exit 3 when a row regressed)
 //
 // Everything that can be wrong with the command line, the spec or the suite
 // is reported (exit 1) before the driver is opened, so mistakes cost no GPU
@@ -19,6 +20,7 @@
 //===----------------------------------------------------------------------===//
 #include "Driver.h"
 
+#include "qgemm/BaselineCompare.h"
 #include "qgemm/Bench.h"
 #include "qgemm/DispatchBench.h"
 #include "qgemm/Runtime.h"
@@ -39,6 +41,7 @@ namespace {
 
 struct BenchArgs {
   std::string spec, suite, filter, label, out;
+  std::string compare; ///< --compare BASELINE: a results file to gate on
   std::vector<std::string> sections; ///< --section, repeatable; empty: all.
   std::string layout = "both";
   int64_t groups = 0;
@@ -113,7 +116,7 @@ std::string parseArgs(const std::vector<std::string> &args, BenchArgs &a) {
       if (v.empty())
         return o + " needs a non-empty value";
       a.sections.push_back(v);
-    } else if (o == "--suite" || o == "--filter" ||
+    } else if (o == "--suite" || o == "--filter" || o == "--compare" ||
         o == "--label" || o == "--out" || o == "--layout") {
       std::string v;
       if (!value(v))
@@ -121,6 +124,7 @@ std::string parseArgs(const std::vector<std::string> &args, BenchArgs &a) {
       if (v.empty())
         return o + " needs a non-empty value";
       (o == "--suite"     ? a.suite
+       : o == "--compare" ? a.compare
        : o == "--filter"  ? a.filter
        : o == "--label"   ? a.label
        : o == "--out"     ? a.out
@@ -558,12 +562,53 @@ int worstOf(const std::vector<qgemm::BenchRow> &rows) {
   return worst;
 }
 
+/// Reads a results file of an earlier run; "" or why it cannot be used.
+std::string loadBaseline(const std::string &path, json &out) {
+  std::ifstream f(path);
+  if (!f)
+    return "--compare: cannot open the baseline " + path;
+  out = json::parse(f, nullptr, /*allow_exceptions=*/false);
+  if (out.is_discarded() || !out.is_object() || !out.contains("rows") ||
+      !out["rows"].is_array())
+    return "--compare: " + path +
+           " is not a qgemmc bench results file (no \"rows\" array)";
+  return "";
+}
+
+/// The gate's table on stderr; true when a row regressed.
+bool printComparison(const json &doc, const json &baseline,
+                     const std::string &path) {
+  bool regressed = false;
+  std::fprintf(stderr, "\ncompared with %s (ratio to the same run's anchor; "
+                       "a row more than 3%% below its baseline fails):\n",
+               path.c_str());
+  for (const qgemm::BaselineComparison &c :
+       qgemm::compareWithBaseline(doc, baseline)) {
+    if (!c.skipped.empty()) {
+      std::fprintf(stderr, "  %-60s skipped: %s\n", c.key.c_str(),
+                   c.skipped.c_str());
+      continue;
+    }
+    regressed |= c.regressed;
+    std::fprintf(stderr, "  %-60s %-13s %.3f -> %.3f  %+6.1f%%%s\n",
+                 c.key.c_str(), c.anchor.c_str(), c.baseline, c.current,
+                 100.0 * c.change, c.regressed ? "  REGRESSION" : "");
+  }
+  return regressed;
+}
+
 } // namespace
 
 int qgemmc::runBench(const std::vector<std::string> &args) {
   BenchArgs a;
   if (std::string err = parseArgs(args, a); !err.empty())
     return usageError(err);
+  // The baseline is read before anything runs: a typo must not cost a
+  // whole suite's GPU time.
+  json baseline;
+  if (!a.compare.empty())
+    if (std::string err = loadBaseline(a.compare, baseline); !err.empty())
+      return usageError(err);
   std::vector<Job> jobs;
   std::vector<qgemm::DispatchSuiteRow> dispatch;
   if (int rc = a.suite.empty() ? specJobs(a, jobs)
@@ -693,5 +738,8 @@ int qgemmc::runBench(const std::vector<std::string> &args) {
     }
     std::cerr << "results: " << path << "\n";
   }
+  if (!a.compare.empty() && printComparison(doc, baseline, a.compare) &&
+      worst == kOk)
+    return kRegression;
   return worst;
 }

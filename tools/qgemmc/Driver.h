@@ -11,7 +11,8 @@
 namespace qgemmc {
 
 /// Exit codes of qgemmc.
-enum ExitCode { kOk = 0, kUserError = 1, kInternalError = 2 };
+/// kRegression: `bench --compare` found a row slower than its baseline.
+enum ExitCode { kOk = 0, kUserError = 1, kInternalError = 2, kRegression = 3 };
 
 /// Print `status` to stderr and turn it into an exit code.
 int report(const qgemm::Status &status);

@@ -48,6 +48,9 @@ const char *kUsage = R"(usage:
       unpermute rows beside a device copy of the same bytes (GB/s).
       options: --runs N (median of N timed runs, default 50, >= 50 with
       --suite)  --warmup N (default 10)  --no-cublas  --threads N (data)
+      --compare BASELINE (an earlier results file: each row's ratio to its
+      same-run anchor, cuBLASLt or a device copy, against the baseline's;
+      exit status 3 when one is more than 3% lower)
       --json (the report on stdout)  --out DIR (write
       DIR/<date>-<device>.json)
   qgemmc gen-tests SPEC... [--check] [--rows N] [--huge-rows N]
