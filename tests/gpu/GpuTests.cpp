@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -32,6 +33,7 @@
 #include <fstream>
 #include <future>
 #include <iostream>
+#include <thread>
 #include <unistd.h>
 
 using namespace qgemm;
@@ -265,6 +267,52 @@ std::string today() {
   return buf;
 }
 
+/// Compiles and loads the specs' kernels ahead of the cases, on worker
+/// threads. Each takes ~0.8 s (MLIR to PTX, then the driver's JIT of the
+/// PTX); done one spec at a time between the cases that was about a fifth
+/// of a full GPU run (~400 spec variants). Runtime::getKernel and load are
+/// thread-safe and load into the primary context every thread shares.
+class KernelPrefetch {
+public:
+  KernelPrefetch(Runtime &rt, const std::vector<Spec> &specs)
+      : rt(rt), specs(specs), slots(specs.size()) {
+    for (Slot &s : slots)
+      s.result = s.promise.get_future();
+    // Two workers stay well ahead of the cases (a spec's cases take ~4 s)
+    // and leave the other cores to the references.
+    const size_t n = std::min<size_t>(2, specs.size());
+    for (size_t i = 0; i < n; ++i)
+      workers.emplace_back([this] { work(); });
+  }
+  ~KernelPrefetch() {
+    stop = true;
+    for (std::thread &t : workers)
+      t.join();
+  }
+  /// Spec i's kernel, loaded (k.status says why not); waits for it.
+  KernelResult get(size_t i) { return slots[i].result.get(); }
+
+private:
+  struct Slot {
+    std::promise<KernelResult> promise;
+    std::future<KernelResult> result;
+  };
+  void work() {
+    for (size_t i; !stop && (i = next++) < specs.size();) {
+      KernelResult k = rt.getKernel(specs[i]);
+      if (k.ok())
+        k.status = rt.load(*k);
+      slots[i].promise.set_value(std::move(k));
+    }
+  }
+  Runtime &rt;
+  const std::vector<Spec> &specs;
+  std::vector<Slot> slots;
+  std::atomic<size_t> next{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> workers;
+};
+
 int run(const Options &opt) {
   Runtime rt;
   const CudaDriver *drv = nullptr;
@@ -316,10 +364,10 @@ int run(const Options &opt) {
     name += std::isalnum(static_cast<unsigned char>(ch)) ? char(std::tolower(ch)) : '-';
   const std::string path = opt.out + "/" + name + ".json";
 
-  for (const Spec &spec : specs) {
-    KernelResult k = rt.getKernel(spec);
-    if (k.ok())
-      k.status = rt.load(*k);
+  KernelPrefetch prefetch(rt, specs);
+  for (size_t si = 0; si < specs.size(); ++si) {
+    const Spec &spec = specs[si];
+    KernelResult k = prefetch.get(si);
     std::vector<TestCase> tcs = generateCases(spec);
     // References run on the host's cores while the GPU works through cases.
     // Quantizing big operands dominates the host time: build the cases'
