@@ -409,7 +409,9 @@ std::string specText(const SuiteEntry &e, const std::string &section,
   std::string lower;
   for (char ch : layoutName)
     lower += char(std::tolower(static_cast<unsigned char>(ch)));
-  const bool mx = isMxfp8Section(section);
+  // `section` is the base section of a variant; the scales come from the
+  // row's own section (MXFP8 rows build on m_contiguous_fprop).
+  const bool mx = isMxfp8Section(e.section);
   json scaleA = {{"block", {1, 128}}, {"layout", layoutName}};
   if (mx)
     scaleA = {{"block", {1, 32}}, {"dtype", "ue8m0"}, {"layout", layoutName}};

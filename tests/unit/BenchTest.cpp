@@ -292,6 +292,51 @@ TEST_CASE("bench: suite rows become the specs the issue names",
   CHECK(suiteSpecText(unknown, ScaleLayout::Compact).empty());
 }
 
+TEST_CASE("bench: the 2026-11-23 sections build their own contracts",
+          "[bench][suite]") {
+  Suite s = parseSuiteOk(R"({
+    "m_contiguous_fprop_align16": [
+      {"label": "a16", "G": 8, "m": 4096, "N": 4096, "K": 7168,
+       "alignment": 16, "imbalance": 0.3}],
+    "m_contiguous_fprop_mxfp8": [
+      {"label": "mx", "G": 8, "m": 4096, "N": 4096, "K": 7168,
+       "alignment": 32}],
+    "k_contiguous_wgrad_align16": [
+      {"label": "w16", "G": 8, "m": 4096, "N": 4096, "K": 7168,
+       "alignment": 16, "imbalance": 0.3}]})");
+  REQUIRE(s.entries.size() == 3);
+  const ScaleRecipe mxScale{1, 32, ElemType::UE8M0, ScaleLayout::Compact};
+  for (const SuiteEntry &e : s.entries) {
+    INFO(e.section);
+    const Spec spec = parseOne(suiteSpecText(e, ScaleLayout::Compact));
+    const GemmContract &c = spec.gemm;
+    if (e.section == "m_contiguous_fprop_mxfp8") {
+      // Both operands MXFP8 (a first version benched these rows with the
+      // 1x128 kernel: the scales came from the base section).
+      CHECK(c.a.scale == mxScale);
+      CHECK(c.b.scale == mxScale);
+      CHECK(c.grouping.kind == GroupingKind::MContiguous);
+      CHECK(c.grouping.alignment == 32);
+      CHECK(spec.name.find("mxfp8") != std::string::npos);
+      CHECK(suiteAnchor(e) == BenchAnchor::Bf16);
+      CHECK_FALSE(suiteHasPadded128(e));
+    } else {
+      CHECK(c.a.scale.blockCols == 128);
+      CHECK(c.a.scale.dtype == ElemType::F32);
+      CHECK(c.grouping.alignment == 16);
+      CHECK(suiteAnchor(e) == BenchAnchor::Fp8Blockwise);
+      REQUIRE(suiteHasPadded128(e));
+      const Spec padded =
+          parseOne(suitePadded128SpecText(e, ScaleLayout::Compact));
+      CHECK(padded.gemm.grouping.alignment == 128);
+      CHECK(padded.gemm.a.scale == c.a.scale);
+      CHECK(c.grouping.kind == (e.section == "k_contiguous_wgrad_align16"
+                                    ? GroupingKind::KContiguous
+                                    : GroupingKind::MContiguous));
+    }
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Group sizes and work counts
 //===----------------------------------------------------------------------===//
