@@ -8,8 +8,7 @@
 #include "Driver.h"
 
 #include "qgemm/Kernels/ConfigRules.h"
-
-
+#include "qgemm/Kernels/DispatchABI.h"
 #include "qgemm/Kernels/QuantizeABI.h"
 
 #include <nlohmann/json.hpp>
@@ -20,8 +19,56 @@ using namespace qgemmc;
 
 namespace {
 
+/// A permute / unpermute: its stage kernels in launch order, each with the
+/// grid the runtime gives it (DispatchABI.h).
+std::string dispatchStagesOf(const qgemm::Spec &s) {
+  using qgemm::DispatchStage;
+  const std::vector<DispatchStage> stages =
+      s.op == qgemm::OpKind::Permute ? qgemm::permuteStages(s.permute)
+                                     : qgemm::unpermuteStages(s.unpermute);
+  std::string text = "kernel family: dispatch, " +
+                     std::to_string(stages.size()) +
+                     " stage kernel(s) launched in order on one stream, no "
+                     "host synchronization:";
+  for (DispatchStage st : stages) {
+    const char *what = "";
+    switch (st) {
+    case DispatchStage::Route:
+      what = "route (grid cd(G, 4) x 128 threads, a warp per expert: ranks "
+             "in token order, counts, routing errors)";
+      break;
+    case DispatchStage::Offsets:
+      what = "offsets (1 x 32 threads: padded cumulative ends, error word)";
+      break;
+    case DispatchStage::Scatter:
+      what = "scatter (grid T x 128: each token's row, scales and "
+             "probability to its copies' rows)";
+      break;
+    case DispatchStage::Fill:
+      what = "fill (grid R x 128: row_group, padding rows zeroed)";
+      break;
+    case DispatchStage::Combine:
+      what = "combine (grid T x 128: the sum of a token's copies, fixed "
+             "order)";
+      break;
+    case DispatchStage::Spread:
+      what = "spread (grid T x 128: the output gradient to the copies' rows, "
+             "probability gradients)";
+      break;
+    case DispatchStage::ZeroRows:
+      what = "zero_rows (grid R x 128: rows with row_group -1 zeroed)";
+      break;
+    }
+    text += std::string(" ") + what + ";";
+  }
+  text.pop_back();
+  return text;
+}
+
 /// The configuration the compiler resolved (CompileOutput::config), in words.
 std::string configOf(const qgemm::Spec &s, const qgemm::CompileOutput &o) {
+  if (s.op == qgemm::OpKind::Permute || s.op == qgemm::OpKind::Unpermute)
+    return dispatchStagesOf(s);
   if (s.op != qgemm::OpKind::GroupedGemm)
     return "kernel family: quantize (one 256-thread CTA per 128x128 input "
            "tile staged in " +
