@@ -71,7 +71,9 @@ class GemmArgs(Structure):
                 ("scale_a", c_uint64), ("b", c_uint64), ("scale_b", c_uint64),
                 ("d", c_uint64), ("c", c_uint64), ("groups", c_uint64),
                 ("rows", c_int64), ("num_groups", c_int64),
-                ("host_groups", POINTER(c_int32)),
+                # const int32_t *: an address (array.array's buffer), set
+                # without building a ctypes pointer per launch.
+                ("host_groups", c_void_p),
                 ("host_groups_count", c_int64)]
 
 
@@ -105,7 +107,7 @@ _SIGNATURES = {
     "qgemm_kernel_launch_geometry":
         (c_int, [_P, c_int64, c_int64, c_int64, POINTER(LaunchGeometry)]),
     "qgemm_kernel_scale_elements":
-        (c_int, [_P, c_int64, c_int64, POINTER(c_int32), POINTER(c_int64),
+        (c_int, [_P, c_int64, c_int64, c_void_p, POINTER(c_int64),
                  POINTER(c_int64)]),
     "qgemm_launch_gemm": (c_int, [_P, _P, POINTER(GemmArgs), c_void_p]),
     "qgemm_kernel_load": (c_int, [_P, _P]),
