@@ -161,7 +161,13 @@ class AbiTest(unittest.TestCase):
                "GemmInfo": "qgemm_gemm_info",
                "ConfigInfo": "qgemm_config_info",
                "LaunchGeometry": "qgemm_launch_geometry",
-               "GemmArgs": "qgemm_gemm_args"}
+               "GemmArgs": "qgemm_gemm_args",
+               "QuantizeInfo": "qgemm_quantize_info",
+               "QuantizeSizes": "qgemm_quantize_sizes",
+               "QuantizeArgs": "qgemm_quantize_args",
+               "DispatchInfo": "qgemm_dispatch_info",
+               "PermuteArgs": "qgemm_permute_args",
+               "UnpermuteArgs": "qgemm_unpermute_args"}
 
     def test_struct_layouts(self):
         from qgemm import _capi
