@@ -164,7 +164,7 @@ _SIGNATURES = {
     "qgemm_kernel_load": (c_int, [_P, _P]),
     "qgemm_kernel_quantize_info": (c_int, [_P, POINTER(QuantizeInfo)]),
     "qgemm_kernel_quantize_sizes":
-        (c_int, [_P, c_int64, c_int64, c_int64, c_void_p,
+        (c_int, [_P, c_int64, c_int64, c_int64, c_int64, c_void_p,
                  POINTER(QuantizeSizes)]),
     "qgemm_launch_quantize":
         (c_int, [_P, _P, POINTER(QuantizeArgs), c_void_p]),

@@ -6,7 +6,8 @@ from collections import namedtuple
 from . import _capi
 from ._capi import lib
 from ._errors import ArgumentError
-from ._gemm_launch import GemmLaunch
+from ._gemm_launch import GemmLaunch, host_groups_array
+from ._op_launch import PermuteLaunch, QuantizeLaunch, UnpermuteLaunch
 from ._runtime import _Spec, check, default_runtime
 
 Scale = namedtuple("Scale", "block dtype layout")
@@ -136,6 +137,78 @@ class Kernel:
                     % (self.name, self.op))
             plan = self._gemm_launch = GemmLaunch(self)
         plan(a, scale_a, b, scale_b, d, groups, host_groups, c, stream)
+
+
+    # The other ops (C API 1.1). One method per op rather than one launch()
+    # dispatching on the op: their operands share nothing, so each method
+    # names its own, and a kernel of another op is refused by name.
+    def _op(self, op, cls):
+        plans = self.__dict__.setdefault("_op_launches", {})
+        plan = plans.get(op)
+        if plan is None:
+            if self.op != op:
+                raise ArgumentError("%s is a %s kernel; %s() runs %s kernels"
+                                    % (self.name, self.op, op, op))
+            plan = plans[op] = cls(self)
+        return plan
+
+    def quantize(self, x, *, row_data=None, row_scales=None, col_data=None,
+                 col_scales=None, group_offsets=None, host_group_offsets=None,
+                 stream=None):
+        """Quantize `x` ((rows, k), or (G, rows, k) for multi_tensor, the
+        spec's input dtype) into the outputs the spec declares: row_data
+        (rows, k) and row_scales; col_data ((k, rows) when the column-wise
+        layout is GEMM_READY, else (rows, k)) and col_scales. FP8 outputs
+        may be uint8; scales any shape with at least quantize_sizes()
+        elements. `group_offsets` (int32 [groups], cumulative ends) restarts
+        the column-wise blocks at each group and needs `host_group_offsets`.
+        """
+        plan = self._op("quantize", QuantizeLaunch)
+        tensors = {"x": x, "row_data": row_data, "row_scales": row_scales,
+                   "col_data": col_data, "col_scales": col_scales,
+                   "group_offsets": group_offsets}
+        given = {n: t for n, t in tensors.items() if t is not None}
+        plan(given, host_group_offsets, stream)
+
+    def quantize_sizes(self, rows, cols=0, num_tensors=1,
+                       host_group_offsets=None):
+        """Elements of each output of a quantize launch of `rows` rows and
+        `cols` columns (0: the spec's shape.k):
+        {"row_data", "row_scales", "col_data", "col_scales"} (0 for an
+        output the spec does not declare). Needs no GPU."""
+        plan = self._op("quantize", QuantizeLaunch)
+        host = None if host_group_offsets is None \
+            else host_groups_array(host_group_offsets)
+        sizes = plan.sizes(rows, cols, num_tensors, len(host) if host else 0,
+                           host)
+        return dict(zip(("row_data", "row_scales", "col_data", "col_scales"),
+                        sizes))
+
+    def permute(self, *, host_routing=None, stream=None, **tensors):
+        """Run a permute kernel. Forward: routing (T, topk) int32, x (T, k)
+        [, x_scales] [, probs (T, topk) f32] in; y (R, k) [, y_scales],
+        offsets and counts (G,) int32, row_group (R,), row_map (T, topk),
+        [row_probs (R,),] error (1,) int32 out, with R at least
+        permute_rows(T, G). Backward: grad_y (R, k) bf16, row_map
+        [, grad_row_probs (R,)] in; grad_x (T, k) bf16 [, grad_probs] out.
+        `host_routing` (T * topk ints), when given, is checked first."""
+        self._op("permute", PermuteLaunch)(tensors, host_routing, stream)
+
+    def permute_rows(self, tokens, experts):
+        """R, the rows every permuted output needs for `tokens` tokens and
+        `experts` groups: tokens * topk + experts * (alignment - 1)."""
+        self._op("permute", PermuteLaunch)
+        rows = ctypes.c_int64()
+        check(lib.qgemm_kernel_permute_rows(self._handle, tokens, experts,
+                                            ctypes.byref(rows)))
+        return rows.value
+
+    def unpermute(self, *, stream=None, **tensors):
+        """Run an unpermute kernel. Forward: y (R, k) bf16, row_map
+        (T, topk) int32 [, probs (T, topk) f32] in; out (T, k) bf16 out.
+        Backward: grad_out (T, k), row_map, row_group (R,) [, probs, y] in;
+        grad_y (R, k) bf16 [, grad_probs (T, topk) f32] out."""
+        self._op("unpermute", UnpermuteLaunch)(tensors, stream)
 
 
 def _compile_parsed(parsed, runtime):

@@ -117,7 +117,7 @@ qgemm_status qgemm_kernel_quantize_info(const qgemm_kernel *k,
 }
 
 qgemm_status qgemm_kernel_quantize_sizes(const qgemm_kernel *k, int64_t rows,
-                                         int64_t num_tensors,
+                                         int64_t cols, int64_t num_tensors,
                                          int64_t num_groups,
                                          const int32_t *host_offsets,
                                          qgemm_quantize_sizes *out) {
@@ -135,8 +135,10 @@ qgemm_status qgemm_kernel_quantize_sizes(const qgemm_kernel *k, int64_t rows,
     // Sizes only of launches that would be accepted: the launch's own
     // checks, with stand-in pointers for everything the spec declares.
     QuantizeArgs a;
+    if (cols == 0)
+      cols = c.k;
     a.rows = rows;
-    a.cols = c.k;
+    a.cols = cols;
     a.numTensors = num_tensors;
     a.numGroups = num_groups;
     a.hostGroupOffsets = host_offsets;
@@ -149,7 +151,6 @@ qgemm_status qgemm_kernel_quantize_sizes(const qgemm_kernel *k, int64_t rows,
       a.groupOffsets = 256;
     if (Status v = validateQuantizeArgs(c, a); !v.ok())
       return fail(QGEMM_ERROR_USER, std::string(fn) + ": " + v.message);
-    const int64_t cols = c.k;
     auto s = zeroed<qgemm_quantize_sizes>();
     if (c.rowwise) {
       const ScaleRecipe &r = *c.rowwise;

@@ -121,7 +121,7 @@ TEST_CASE("C API: quantize info and sizes", "[capi]") {
   REQUIRE(col);
   qgemm_quantize_sizes sz;
   sz.struct_size = sizeof(sz);
-  REQUIRE(qgemm_kernel_quantize_sizes(q.kernel, rows, 1, 0, nullptr, &sz) ==
+  REQUIRE(qgemm_kernel_quantize_sizes(q.kernel, rows, 0, 1, 0, nullptr, &sz) ==
           QGEMM_OK);
   CHECK(sz.row_data == int64_t(row->data.size()));
   CHECK(sz.row_scales == int64_t(row->scalesF32.size()));
@@ -134,19 +134,24 @@ TEST_CASE("C API: quantize info and sizes", "[capi]") {
   auto grouped = quantizeTokens(x.data(), rows, cols, *c.columnwise,
                                 quantizeParams(c), tb);
   REQUIRE(grouped);
-  REQUIRE(qgemm_kernel_quantize_sizes(q.kernel, rows, 1, 3, offsets, &sz) ==
+  REQUIRE(qgemm_kernel_quantize_sizes(q.kernel, rows, 0, 1, 3, offsets, &sz) ==
           QGEMM_OK);
   CHECK(sz.col_scales == int64_t(grouped->scalesF32.size()));
   CHECK(sz.col_scales != int64_t(col->scalesF32.size()));
 
   // Sizes of launches that would be refused are refused the same way.
   const int32_t bad[2] = {200, 100};
-  CHECK(qgemm_kernel_quantize_sizes(q.kernel, rows, 1, 2, bad, &sz) ==
+  CHECK(qgemm_kernel_quantize_sizes(q.kernel, rows, 0, 1, 2, bad, &sz) ==
         QGEMM_ERROR_USER);
   CHECK_THAT(lastMessage(), Catch::Contains("groupOffsets[1] = 100"));
-  CHECK(qgemm_kernel_quantize_sizes(q.kernel, rows, 2, 0, nullptr, &sz) ==
+  CHECK(qgemm_kernel_quantize_sizes(q.kernel, rows, 0, 2, 0, nullptr, &sz) ==
         QGEMM_ERROR_USER);
   CHECK_THAT(lastMessage(), Catch::Contains("numTensors = 2"));
+  CHECK(qgemm_kernel_quantize_sizes(q.kernel, rows, 256, 1, 0, nullptr, &sz) ==
+        QGEMM_ERROR_USER);
+  CHECK_THAT(lastMessage(), Catch::Contains("512"));
+  CHECK(qgemm_kernel_quantize_sizes(q.kernel, rows, 512, 1, 0, nullptr, &sz) ==
+        QGEMM_OK);
 }
 
 TEST_CASE("C API: quantize launches", "[capi]") {

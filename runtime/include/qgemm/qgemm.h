@@ -366,14 +366,16 @@ typedef struct qgemm_quantize_info {
   qgemm_scale_info columnwise;
   int32_t columnwise_transposed; /* column-wise data stored (cols, rows) */
   int32_t multi_tensor;       /* G tensors in one launch */
-  int64_t k;                  /* shape.k: the columns of every input */
+  int64_t k;                  /* shape.k: the columns of every input; 0
+                                 when the spec leaves the width open */
 } qgemm_quantize_info;
 
 /* Fails with QGEMM_ERROR_USER for a kernel of another op. */
 QGEMM_C_API qgemm_status qgemm_kernel_quantize_info(
     const qgemm_kernel *k, qgemm_quantize_info *out);
 
-/* Elements of each output of a launch of `rows` rows (all tensors
+/* Elements of each output of a launch of `rows` rows and `cols` columns
+ * (0: the spec's shape.k; a spec without shape.k takes any width) (all tensors
  * together: num_tensors of them for multi_tensor, else 1), padding
  * included: FP8 data in bytes, scales in floats (F32) or bytes (UE8M0);
  * 0 for an output the spec does not declare. With token groups
@@ -387,7 +389,7 @@ typedef struct qgemm_quantize_sizes {
 } qgemm_quantize_sizes;
 
 QGEMM_C_API qgemm_status qgemm_kernel_quantize_sizes(
-    const qgemm_kernel *k, int64_t rows, int64_t num_tensors,
+    const qgemm_kernel *k, int64_t rows, int64_t cols, int64_t num_tensors,
     int64_t num_groups, const int32_t *host_offsets,
     qgemm_quantize_sizes *out);
 
