@@ -213,13 +213,15 @@ class GemmLaunch:
                 fg in (None, fa):
             if fa is not _read_generic:
                 _order(fa, s, dev)
-        else:
+        else:  # tensors of several frameworks: each orders its own
+            device = max(r[3] for r in (ra, rsa, rb, rsb, rd, rc, rg)
+                         if r is not None)
             done = []
             for f in (fa, fsa, fb, fsb, fd, fc, fg):
                 if f is not None and f is not _read_generic and \
                         f not in done:
                     done.append(f)
-                    _order(f, s, dev)
+                    _order(f, s, device)
 
         state = getattr(self.tls, "state", None)
         if state is None:

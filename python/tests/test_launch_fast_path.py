@@ -129,9 +129,11 @@ class TorchPathTest(unittest.TestCase):
                                        index=1))
 
     def test_mixed_frameworks(self):
-        # The array interface has no device id: it agrees with any.
+        # The array interface has no device id: it agrees with any, and the
+        # torch tensors still order the stream (on their device).
         with self.assertRaises(qgemm.DeviceError):
-            self.launch(scale_a=FakeCuda((256, 4), "<f4"))
+            self.launch(a=FakeCuda((256, 512), "|u1"), stream=0x99)
+        self.assertEqual(self.streams.ordered, [(0x99, 0)])
 
     def test_scale_sizes_checked_every_launch(self):
         with self.assertRaises(qgemm.DeviceError):
