@@ -19,6 +19,7 @@ The GPU queue is kept short (synchronize between repeats) so host times are
 not inflated by a full launch queue.
 """
 import argparse
+import array
 import ctypes
 import json
 import statistics
@@ -67,6 +68,10 @@ def main():
     launch()  # load the module, warm every path
     torch.cuda.synchronize()
     args = k._gemm_launch.args()  # this thread's struct, filled above
+    # The launch's host offsets were a temporary: the bare calls point at a
+    # copy that outlives them (else the runtime would read freed memory).
+    host = array.array("i", offsets)
+    args.host_groups = host.buffer_info()[0]
     raw_fn = _capi.lib.qgemm_launch_gemm
     rt, kh, s = k.runtime._handle, k._handle, stream.cuda_stream or None
 
