@@ -11,7 +11,7 @@ from ctypes import (POINTER, Structure, c_char_p, c_int, c_int32, c_int64,
                     c_size_t, c_uint64, c_void_p)
 
 # The header this module mirrors (QGEMM_API_VERSION of qgemm.h).
-API_VERSION = 1000
+API_VERSION = 1001
 
 OK = 0
 ERROR_USER = 1
@@ -71,8 +71,61 @@ class GemmArgs(Structure):
                 ("scale_a", c_uint64), ("b", c_uint64), ("scale_b", c_uint64),
                 ("d", c_uint64), ("c", c_uint64), ("groups", c_uint64),
                 ("rows", c_int64), ("num_groups", c_int64),
-                ("host_groups", POINTER(c_int32)),
+                # const int32_t *: an address (array.array's buffer), set
+                # without building a ctypes pointer per launch.
+                ("host_groups", c_void_p),
                 ("host_groups_count", c_int64)]
+
+
+# API 1.1: quantize, permute and unpermute.
+class QuantizeInfo(Structure):
+    _fields_ = [("struct_size", c_size_t), ("input_dtype", c_int32),
+                ("output_dtype", c_int32), ("has_rowwise", c_int32),
+                ("has_columnwise", c_int32), ("rowwise", ScaleInfo),
+                ("columnwise", ScaleInfo),
+                ("columnwise_transposed", c_int32),
+                ("multi_tensor", c_int32), ("k", c_int64)]
+
+
+class QuantizeSizes(Structure):
+    _fields_ = [("struct_size", c_size_t), ("row_data", c_int64),
+                ("row_scales", c_int64), ("col_data", c_int64),
+                ("col_scales", c_int64)]
+
+
+class QuantizeArgs(Structure):
+    _fields_ = [("struct_size", c_size_t), ("input", c_uint64),
+                ("input_table", c_uint64), ("row_data", c_uint64),
+                ("row_scales", c_uint64), ("col_data", c_uint64),
+                ("col_scales", c_uint64), ("group_offsets", c_uint64),
+                ("rows", c_int64), ("cols", c_int64),
+                ("num_tensors", c_int64), ("num_groups", c_int64),
+                ("host_group_offsets", c_void_p)]
+
+
+class DispatchInfo(Structure):
+    _fields_ = [("struct_size", c_size_t), ("op", c_int32),
+                ("backward", c_int32), ("dtype", c_int32),
+                ("has_scale", c_int32), ("scale", ScaleInfo),
+                ("out_scale", ScaleInfo), ("k", c_int64), ("topk", c_int64),
+                ("alignment", c_int64), ("probs", c_int32)]
+
+
+class PermuteArgs(Structure):
+    _fields_ = [("struct_size", c_size_t)] + [
+        (name, c_uint64) for name in (
+            "routing", "probs", "x", "x_scales", "y", "y_scales", "offsets",
+            "counts", "row_group", "row_map", "row_probs", "error", "grad_y",
+            "grad_row_probs", "grad_x", "grad_probs")] + [
+        ("tokens", c_int64), ("experts", c_int64), ("rows", c_int64),
+        ("host_routing", c_void_p)]
+
+
+class UnpermuteArgs(Structure):
+    _fields_ = [("struct_size", c_size_t)] + [
+        (name, c_uint64) for name in (
+            "y", "row_map", "probs", "out", "grad_out", "row_group", "grad_y",
+            "grad_probs")] + [("tokens", c_int64), ("rows", c_int64)]
 
 
 _P = c_void_p  # opaque handles
@@ -105,10 +158,22 @@ _SIGNATURES = {
     "qgemm_kernel_launch_geometry":
         (c_int, [_P, c_int64, c_int64, c_int64, POINTER(LaunchGeometry)]),
     "qgemm_kernel_scale_elements":
-        (c_int, [_P, c_int64, c_int64, POINTER(c_int32), POINTER(c_int64),
+        (c_int, [_P, c_int64, c_int64, c_void_p, POINTER(c_int64),
                  POINTER(c_int64)]),
     "qgemm_launch_gemm": (c_int, [_P, _P, POINTER(GemmArgs), c_void_p]),
     "qgemm_kernel_load": (c_int, [_P, _P]),
+    "qgemm_kernel_quantize_info": (c_int, [_P, POINTER(QuantizeInfo)]),
+    "qgemm_kernel_quantize_sizes":
+        (c_int, [_P, c_int64, c_int64, c_int64, c_int64, c_void_p,
+                 POINTER(QuantizeSizes)]),
+    "qgemm_launch_quantize":
+        (c_int, [_P, _P, POINTER(QuantizeArgs), c_void_p]),
+    "qgemm_kernel_dispatch_info": (c_int, [_P, POINTER(DispatchInfo)]),
+    "qgemm_kernel_permute_rows":
+        (c_int, [_P, c_int64, c_int64, POINTER(c_int64)]),
+    "qgemm_launch_permute": (c_int, [_P, _P, POINTER(PermuteArgs), c_void_p]),
+    "qgemm_launch_unpermute":
+        (c_int, [_P, _P, POINTER(UnpermuteArgs), c_void_p]),
 }
 
 

@@ -1,13 +1,13 @@
 """Kernel: a compiled qgemm kernel, its queries and its launch."""
-import array
 import ctypes
 import json
-import threading
 from collections import namedtuple
 
-from . import _capi, _tensors
+from . import _capi
 from ._capi import lib
 from ._errors import ArgumentError
+from ._gemm_launch import GemmLaunch, host_groups_array
+from ._op_launch import PermuteLaunch, QuantizeLaunch, UnpermuteLaunch
 from ._runtime import _Spec, check, default_runtime
 
 Scale = namedtuple("Scale", "block dtype layout")
@@ -15,22 +15,6 @@ Config = namedtuple(
     "Config", "family block_m block_n block_k stages threads cluster "
     "n_fastest raster_band scale_block_k num_sms shared_bytes")
 Geometry = namedtuple("Geometry", "grid block cluster shared_bytes")
-
-
-def _stream_handle(stream):
-    """A CUstream value from None, an int, or a framework stream object
-    (torch.cuda.Stream.cuda_stream, CuPy's .ptr, __cuda_stream__)."""
-    if stream is None:
-        return 0
-    if isinstance(stream, int):
-        return stream
-    if hasattr(stream, "__cuda_stream__"):
-        return int(stream.__cuda_stream__()[1])
-    for attr in ("cuda_stream", "ptr", "handle"):
-        if hasattr(stream, attr):
-            return int(getattr(stream, attr))
-    raise ArgumentError("stream must be None, an int (CUstream) or a CUDA "
-                        "stream object, not %s" % type(stream).__name__)
 
 
 class Kernel:
@@ -52,9 +36,8 @@ class Kernel:
             _capi.FAMILIES[cfg.family], cfg.block_m, cfg.block_n, cfg.block_k,
             cfg.stages, cfg.threads, cfg.cluster, bool(cfg.n_fastest),
             cfg.raster_band, cfg.scale_block_k, cfg.num_sms, cfg.shared_bytes)
-        # One argument struct per thread, refilled by each launch: no
-        # allocation per call, and threads launching one kernel never share.
-        self._tls = threading.local()
+        # Built on the first launch (_gemm_launch.py).
+        self._gemm_launch = None
 
     def __del__(self):
         handle = getattr(self, "_handle", None)
@@ -130,177 +113,102 @@ class Kernel:
         check(lib.qgemm_kernel_load(self.runtime._handle, self._handle))
 
     # Launch.
-    def _expected_shapes(self, a, b, d):
-        """(rows, G, {operand: shape}) from A, B and D's shapes, per
-        LAYOUTS.md "Grouping"."""
-        n, k, grouping = self.n, self.k, self.grouping
-        if grouping == "k_contiguous":
-            # A (n, T) and B (k, T), contiguous along the T tokens;
-            # D (and C) (G, n, k).
-            rows = a.shape[-1] if a.shape else 0
-            groups = d.shape[0] if len(d.shape) == 3 else 0
-            return rows, groups, {"a": (n, rows), "b": (k, rows),
-                                  "d": (groups, n, k)}
-        if grouping == "m_masked":
-            groups = a.shape[0] if len(a.shape) == 3 else 0
-            rows = a.shape[1] if len(a.shape) == 3 else 0
-            return rows, groups, {"a": (groups, rows, k),
-                                  "b": (groups, n, k),
-                                  "d": (groups, rows, n)}
-        rows = a.shape[0] if a.shape else 0
-        if grouping == "none":
-            bshape = (1, n, k) if len(b.shape) == 3 else (n, k)
-            return rows, 1, {"a": (rows, k), "b": bshape, "d": (rows, n)}
-        groups = b.shape[0] if len(b.shape) == 3 else 0
-        return rows, groups, {"a": (rows, k), "b": (groups, n, k),
-                              "d": (rows, n)}
-
     def launch(self, a, scale_a, b, scale_b, d, *, groups=None,
                host_groups=None, c=None, stream=None):
         """Run D = A.B (or C + A.B) on `stream`.
 
-        Tensors are anything with __dlpack__ or __cuda_array_interface__, on
-        one CUDA device, dense row-major, in the spec's layouts: FP8 data as
-        float8 or uint8, f32 scales as float32, UE8M0 scales as float8_e8m0
-        or uint8, D as the spec's bf16/f32, groups as int32. Rows and the
-        group count come from the shapes. `host_groups` is a host copy of
-        `groups` (list or array of ints), required when the kernel reads
-        group metadata: it is checked before the launch (offsets monotonic,
-        multiples of the alignment, ...). Every check runs before anything
-        is launched; a failure raises qgemm.ArgumentError.
+        Tensors are torch tensors or anything with __dlpack__ or
+        __cuda_array_interface__, on one CUDA device, dense row-major, in
+        the spec's layouts: FP8 data as float8 or uint8, f32 scales as
+        float32, UE8M0 scales as float8_e8m0 or uint8, D as the spec's
+        bf16/f32, groups as int32. Rows and the group count come from the
+        shapes. `host_groups` is a host copy of `groups` (list or array of
+        ints), required when the kernel reads group metadata: it is checked
+        before the launch (offsets monotonic, multiples of the alignment,
+        ...). Every check runs before anything is launched; a failure
+        raises qgemm.ArgumentError. The work queued on the tensors'
+        current torch stream runs before the launch (as DLPack orders it).
         """
-        if self._gemm is None:
-            raise ArgumentError("%s is a %s kernel; launch() runs "
-                                "grouped_gemm kernels" % (self.name, self.op))
-        s = _stream_handle(stream)
-        views = {
-            "a": _tensors.view(a, "a", s),
-            "scale_a": _tensors.view(scale_a, "scale_a", s),
-            "b": _tensors.view(b, "b", s),
-            "scale_b": _tensors.view(scale_b, "scale_b", s),
-            "d": _tensors.view(d, "d", s, writable=True),
-        }
-        if c is not None:
-            views["c"] = _tensors.view(c, "c", s)
-        if groups is not None:
-            views["groups"] = _tensors.view(groups, "groups", s)
-        host = None
-        if host_groups is not None:
-            host = host_groups if (isinstance(host_groups, array.array) and
-                                   host_groups.typecode == "i") \
-                else array.array("i", host_groups)
-        host_ptr = ctypes.cast((ctypes.c_int32 * len(host)).from_buffer(host),
-                               ctypes.POINTER(ctypes.c_int32)) \
-            if host else None
-        rows, num_groups = self._check(views, host is not None)
-        self._check_scales(views, rows, num_groups, host_ptr)
-
-        args = getattr(self._tls, "args", None)
-        if args is None:
-            args = self._tls.args = _capi.GemmArgs(
-                ctypes.sizeof(_capi.GemmArgs))
-        args.a, args.scale_a = views["a"].ptr, views["scale_a"].ptr
-        args.b, args.scale_b = views["b"].ptr, views["scale_b"].ptr
-        args.d = views["d"].ptr
-        args.c = views["c"].ptr if "c" in views else 0
-        args.groups = views["groups"].ptr if "groups" in views else 0
-        args.rows, args.num_groups = rows, num_groups
-        args.host_groups = host_ptr
-        args.host_groups_count = len(host) if host is not None else 0
-        check(lib.qgemm_launch_gemm(self.runtime._handle, self._handle,
-                                    ctypes.byref(args), s or None))
-
-    def _check_scales(self, views, rows, num_groups, host_ptr):
-        """Scale tensors hold at least what the kernel reads (the library
-        sizes each layout, LAYOUTS.md)."""
-        if self.grouping == "k_contiguous" and host_ptr is None:
-            return  # the launch refuses the missing host offsets itself
-        need_a, need_b = ctypes.c_int64(), ctypes.c_int64()
-        check(lib.qgemm_kernel_scale_elements(
-            self._handle, rows, num_groups, host_ptr, ctypes.byref(need_a),
-            ctypes.byref(need_b)))
-        for name, need, scale in (("scale_a", need_a.value, self.a_scale),
-                                  ("scale_b", need_b.value, self.b_scale)):
-            v = views[name]
-            have = 1
-            for size in v.shape:
-                have *= size
-            if have < need:
+        plan = self._gemm_launch
+        if plan is None:
+            if self._gemm is None:
                 raise ArgumentError(
-                    "%s has %d elements (shape %s); %s reads %d for these "
-                    "sizes (%s %s scales, blocks %s)"
-                    % (name, have, tuple(v.shape), self.name, need,
-                       scale.layout, scale.dtype, list(scale.block)))
+                    "%s is a %s kernel; launch() runs grouped_gemm kernels"
+                    % (self.name, self.op))
+            plan = self._gemm_launch = GemmLaunch(self)
+        plan(a, scale_a, b, scale_b, d, groups, host_groups, c, stream)
 
-    def _check(self, views, have_host_groups):
-        """dtype, shape, device and layout checks of the views; returns
-        (rows, num_groups)."""
-        for v in views.values():
-            if v.device_type not in (_tensors.DL_CUDA,
-                                     _tensors.DL_CUDA_MANAGED):
-                raise _tensors._not_cuda(v.name, v.device_type)
-        ids = {v.device_id for v in views.values() if v.device_id >= 0}
-        if len(ids) > 1:
-            raise ArgumentError(
-                "the tensors are on different CUDA devices (%s); a launch "
-                "runs on one" % ", ".join(
-                    "%s on cuda:%d" % (v.name, v.device_id)
-                    for v in views.values() if v.device_id >= 0))
-        for v in views.values():
-            if not _tensors.is_contiguous(v):
-                raise ArgumentError(
-                    "%s with shape %s has strides %s: qgemm reads dense "
-                    "row-major tensors (call .contiguous())"
-                    % (v.name, v.shape, v.strides))
 
-        def want(name, dtypes):
-            v = views[name]
-            if v.dtype not in dtypes:
-                raise ArgumentError("%s has dtype %s; the kernel %s expects %s"
-                                    % (name, v.dtype, self.name,
-                                       " or ".join(dtypes)))
+    # The other ops (C API 1.1). One method per op rather than one launch()
+    # dispatching on the op: their operands share nothing, so each method
+    # names its own, and a kernel of another op is refused by name.
+    def _op(self, op, cls):
+        plans = self.__dict__.setdefault("_op_launches", {})
+        plan = plans.get(op)
+        if plan is None:
+            if self.op != op:
+                raise ArgumentError("%s is a %s kernel; %s() runs %s kernels"
+                                    % (self.name, self.op, op, op))
+            plan = plans[op] = cls(self)
+        return plan
 
-        fp8 = lambda t: (t, "uint8")  # raw bytes stand in for FP8
-        want("a", fp8(self.a_dtype))
-        want("b", fp8(self.b_dtype))
-        for name, scale in (("scale_a", self.a_scale),
-                            ("scale_b", self.b_scale)):
-            want(name, ("f32",) if scale.dtype == "f32" else fp8("ue8m0"))
-        want("d", (self.d_dtype,))
+    def quantize(self, x, *, row_data=None, row_scales=None, col_data=None,
+                 col_scales=None, group_offsets=None, host_group_offsets=None,
+                 stream=None):
+        """Quantize `x` ((rows, k), or (G, rows, k) for multi_tensor, the
+        spec's input dtype) into the outputs the spec declares: row_data
+        (rows, k) and row_scales; col_data ((k, rows) when the column-wise
+        layout is GEMM_READY, else (rows, k)) and col_scales. FP8 outputs
+        may be uint8; scales any shape with at least quantize_sizes()
+        elements. `group_offsets` (int32 [groups], cumulative ends) restarts
+        the column-wise blocks at each group and needs `host_group_offsets`.
+        """
+        plan = self._op("quantize", QuantizeLaunch)
+        tensors = {"x": x, "row_data": row_data, "row_scales": row_scales,
+                   "col_data": col_data, "col_scales": col_scales,
+                   "group_offsets": group_offsets}
+        given = {n: t for n, t in tensors.items() if t is not None}
+        plan(given, host_group_offsets, stream)
 
-        rows, num_groups, shapes = self._expected_shapes(
-            views["a"], views["b"], views["d"])
-        if self.accumulate:
-            if "c" not in views:
-                raise ArgumentError("c is missing: %s accumulates D = C + A.B"
-                                    % self.name)
-            want("c", ("f32",))
-            shapes["c"] = shapes["d"]
-        elif "c" in views:
-            raise ArgumentError("c is given but %s does not accumulate (add "
-                                "\"c\": {\"dtype\": \"f32\"} to the spec)"
-                                % self.name)
-        index = self.group_index
-        if index != "none":
-            if "groups" not in views:
-                raise ArgumentError("groups is missing: %s reads %s (int32 "
-                                    "on the device)" % (self.name, index))
-            want("groups", ("int32",))
-            shapes["groups"] = (rows,) if index == "row_group" \
-                else (num_groups,)
-            if not have_host_groups:
-                raise ArgumentError(
-                    "host_groups is missing: a host copy of %s is checked "
-                    "before the launch (a kernel cannot report bad group "
-                    "metadata)" % index)
-        for name, shape in shapes.items():
-            got = views[name].shape
-            if tuple(got) != tuple(shape):
-                raise ArgumentError(
-                    "%s has shape %s; expected %s for %s (%s, n = %d, k = %d)"
-                    % (name, tuple(got), tuple(shape), self.name,
-                       self.grouping, self.n, self.k))
-        return rows, num_groups
+    def quantize_sizes(self, rows, cols=0, num_tensors=1,
+                       host_group_offsets=None):
+        """Elements of each output of a quantize launch of `rows` rows and
+        `cols` columns (0: the spec's shape.k):
+        {"row_data", "row_scales", "col_data", "col_scales"} (0 for an
+        output the spec does not declare). Needs no GPU."""
+        plan = self._op("quantize", QuantizeLaunch)
+        host = None if host_group_offsets is None \
+            else host_groups_array(host_group_offsets)
+        sizes = plan.sizes(rows, cols, num_tensors, len(host) if host else 0,
+                           host)
+        return dict(zip(("row_data", "row_scales", "col_data", "col_scales"),
+                        sizes))
+
+    def permute(self, *, host_routing=None, stream=None, **tensors):
+        """Run a permute kernel. Forward: routing (T, topk) int32, x (T, k)
+        [, x_scales] [, probs (T, topk) f32] in; y (R, k) [, y_scales],
+        offsets and counts (G,) int32, row_group (R,), row_map (T, topk),
+        [row_probs (R,),] error (1,) int32 out, with R at least
+        permute_rows(T, G). Backward: grad_y (R, k) bf16, row_map
+        [, grad_row_probs (R,)] in; grad_x (T, k) bf16 [, grad_probs] out.
+        `host_routing` (T * topk ints), when given, is checked first."""
+        self._op("permute", PermuteLaunch)(tensors, host_routing, stream)
+
+    def permute_rows(self, tokens, experts):
+        """R, the rows every permuted output needs for `tokens` tokens and
+        `experts` groups: tokens * topk + experts * (alignment - 1)."""
+        self._op("permute", PermuteLaunch)
+        rows = ctypes.c_int64()
+        check(lib.qgemm_kernel_permute_rows(self._handle, tokens, experts,
+                                            ctypes.byref(rows)))
+        return rows.value
+
+    def unpermute(self, *, stream=None, **tensors):
+        """Run an unpermute kernel. Forward: y (R, k) bf16, row_map
+        (T, topk) int32 [, probs (T, topk) f32] in; out (T, k) bf16 out.
+        Backward: grad_out (T, k), row_map, row_group (R,) [, probs, y] in;
+        grad_y (R, k) bf16 [, grad_probs (T, topk) f32] out."""
+        self._op("unpermute", UnpermuteLaunch)(tensors, stream)
 
 
 def _compile_parsed(parsed, runtime):

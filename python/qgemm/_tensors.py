@@ -1,11 +1,18 @@
 """Device tensors from any framework: DLPack or the CUDA array interface.
 
-`view(obj, name)` turns a tensor (torch, CuPy, JAX, ...) into a plain
-TensorView (device address, shape, strides in elements, element type,
-device), or raises ArgumentError naming the argument. Nothing here touches
-the GPU; a launch checks every view before anything runs.
+Two entry points, one per need:
+  read(obj, name, stream, writable) -> (ptr, shape, dtype, device_id, dense)
+      the launch hot path: torch tensors through their C getters
+      (_torch_tensors.py), anything else through DLPack or the CUDA array
+      interface; the reader is picked once per type.
+  view(obj, name) -> TensorView (device address, shape, strides in
+      elements, element type, device): everything, for error messages.
+Both raise ArgumentError naming the argument. Nothing here touches the GPU;
+a launch checks every tensor before anything runs.
 """
 import ctypes
+import struct
+import sys
 from collections import namedtuple
 
 from ._errors import ArgumentError
@@ -36,30 +43,22 @@ TensorView = namedtuple(
     "TensorView", "name ptr shape strides dtype device_type device_id")
 
 
-class _DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class _DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
-                ("lanes", ctypes.c_uint16)]
-
-
-class _DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice),
-                ("ndim", ctypes.c_int32), ("dtype", _DLDataType),
-                ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)),
-                ("byte_offset", ctypes.c_uint64)]
-
-
+# DLTensor (dlpack.h) read with one struct.unpack rather than a ctypes
+# field access per member: data, device {type, id}, ndim, dtype {code, bits,
+# lanes}, shape, strides, byte_offset; 48 bytes on 64-bit platforms.
+_DLTENSOR = struct.Struct("=QiiiBBHQQQ")
 # DLManagedTensor begins with its DLTensor; DLManagedTensorVersioned (DLPack
-# 1.0, capsule "dltensor_versioned") has version, manager_ctx, deleter and
-# flags before it.
-class _DLManagedTensorVersioned(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
-                ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p),
-                ("flags", ctypes.c_uint64), ("dl_tensor", _DLTensor)]
+# 1.0, capsule "dltensor_versioned") has version (2 x u32), manager_ctx,
+# deleter and flags (8 bytes each) before it.
+_VERSIONED_DLTENSOR_OFFSET = 32
+_INT64S = {}
+
+
+def _int64s(addr, count):
+    unpack = _INT64S.get(count)
+    if unpack is None:
+        unpack = _INT64S[count] = struct.Struct("=%dq" % count).unpack
+    return unpack(ctypes.string_at(addr, 8 * count))
 
 
 _capsule_ptr = ctypes.pythonapi.PyCapsule_GetPointer
@@ -74,28 +73,31 @@ def _device_name(t):
     return _DEVICE_NAMES.get(t, "device type %d" % t)
 
 
+def not_cuda_message(name, where):
+    return ("%s is on %s, not on a CUDA device: qgemm launches read and "
+            "write device memory (move it with .cuda() / .to('cuda'))"
+            % (name, where))
+
+
 def _not_cuda(name, device_type):
-    return ArgumentError(
-        "%s is on %s, not on a CUDA device: qgemm launches read and write "
-        "device memory (move it with .cuda() / .to('cuda'))"
-        % (name, _device_name(device_type)))
+    return ArgumentError(not_cuda_message(name, _device_name(device_type)))
 
 
-def _from_dltensor(name, t):
-    if t.dtype.lanes != 1:
+def _from_dltensor(name, addr):
+    (data, device_type, device_id, ndim, code, bits, lanes, shape_ptr,
+     strides_ptr, byte_offset) = _DLTENSOR.unpack(
+        ctypes.string_at(addr, _DLTENSOR.size))
+    if lanes != 1:
         raise ArgumentError("%s has vector elements (%d lanes); expected "
-                            "scalars" % (name, t.dtype.lanes))
-    dtype = _DL_TYPES.get((t.dtype.code, t.dtype.bits))
+                            "scalars" % (name, lanes))
+    dtype = _DL_TYPES.get((code, bits))
     if dtype is None:
         raise ArgumentError("%s has DLPack type code %d with %d bits, which "
-                            "qgemm does not read" % (name, t.dtype.code,
-                                                     t.dtype.bits))
-    shape = tuple(t.shape[i] for i in range(t.ndim))
-    strides = (tuple(t.strides[i] for i in range(t.ndim))
-               if t.strides else None)
-    ptr = (t.data or 0) + t.byte_offset
-    return TensorView(name, ptr, shape, strides, dtype, t.device.device_type,
-                      t.device.device_id)
+                            "qgemm does not read" % (name, code, bits))
+    shape = _int64s(shape_ptr, ndim) if ndim else ()
+    strides = _int64s(strides_ptr, ndim) if ndim and strides_ptr else None
+    return TensorView(name, data + byte_offset, shape, strides, dtype,
+                      device_type, device_id)
 
 
 def _from_dlpack(obj, name, stream):
@@ -108,13 +110,12 @@ def _from_dlpack(obj, name, stream):
     # The capsule is only borrowed: it is not renamed "used_dltensor", so
     # its destructor frees the producer's DLManagedTensor when the capsule
     # goes away; `obj` keeps the memory alive through the launch call.
-    if _capsule_valid(capsule, b"dltensor_versioned"):
-        managed = _DLManagedTensorVersioned.from_address(
-            _capsule_ptr(capsule, b"dltensor_versioned"))
-        return _from_dltensor(name, managed.dl_tensor)
     if _capsule_valid(capsule, b"dltensor"):
+        return _from_dltensor(name, _capsule_ptr(capsule, b"dltensor"))
+    if _capsule_valid(capsule, b"dltensor_versioned"):
         return _from_dltensor(
-            name, _DLTensor.from_address(_capsule_ptr(capsule, b"dltensor")))
+            name, _capsule_ptr(capsule, b"dltensor_versioned") +
+            _VERSIONED_DLTENSOR_OFFSET)
     raise ArgumentError("%s.__dlpack__() did not return a DLPack capsule"
                         % name)
 
@@ -130,14 +131,15 @@ def _from_cai(obj, name, writable):
     if writable and readonly:
         raise ArgumentError("%s is read-only (__cuda_array_interface__ data "
                             "flag); qgemm writes it" % name)
-    shape = tuple(int(s) for s in cai["shape"])
+    shape = tuple(map(int, cai["shape"]))
     strides = cai.get("strides")
     if strides is not None:
         item = ITEMSIZE[dtype]
         if any(s % item for s in strides):
             raise ArgumentError("%s has byte strides %r that are not whole "
                                 "elements" % (name, tuple(strides)))
-        strides = tuple(int(s) // item for s in strides)
+        strides = tuple(int(s) // item for s in strides) if item > 1 \
+            else tuple(map(int, strides))
     # The interface has no device id: its pointers are device pointers
     # (CUDA unified addressing says which device).
     return TensorView(name, ptr or 0, shape, strides, dtype, DL_CUDA, -1)
@@ -162,11 +164,61 @@ def view(obj, name, stream=0, writable=False):
 
 def is_contiguous(v):
     """Row-major and dense (strides of size-1 dimensions do not matter)."""
-    if v.strides is None:
+    return _dense(v.shape, v.strides)
+
+
+def _dense(shape, strides):
+    if strides is None:
         return True
     expected = 1
-    for size, stride in zip(reversed(v.shape), reversed(v.strides)):
+    for size, stride in zip(reversed(shape), reversed(strides)):
         if size != 1 and stride != expected:
             return False
         expected *= size
     return True
+
+
+def _read_generic(obj, name, stream, writable):
+    """DLPack or the CUDA array interface, through view()."""
+    v = view(obj, name, stream, writable)
+    if v.device_type not in (DL_CUDA, DL_CUDA_MANAGED):
+        raise _not_cuda(name, v.device_type)
+    return (v.ptr, v.shape, v.dtype, v.device_id, _dense(v.shape, v.strides))
+
+
+# type -> reader; filled as types are met (torch.Tensor and its subclasses
+# get the torch reader; register() adds others, e.g. the tests' stand-ins).
+_READERS = {}
+
+
+def register(cls, reader):
+    """Read instances of exactly `cls` with `reader` (same signature and
+    result as read())."""
+    _READERS[cls] = reader
+
+
+def _reader_of(obj):
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, torch.Tensor):
+        from ._torch_tensors import reader_for_torch
+        reader = _READERS[type(obj)] = reader_for_torch()
+        return reader
+    return _read_generic  # not cached: such objects may vary per instance
+
+
+def read(obj, name, stream, writable=False):
+    """(ptr, shape, dtype, device_id, dense) of a CUDA tensor; device_id is
+    -1 when the interface does not say (CUDA array interface)."""
+    reader = _READERS.get(type(obj))
+    if reader is None:
+        reader = _reader_of(obj)
+    return reader(obj, name, stream, writable)
+
+
+def strides_of(obj, name, stream):
+    """Strides in elements, for a message about a tensor read() found not
+    dense."""
+    reader = _READERS.get(type(obj))
+    if reader is not None and hasattr(reader, "strides"):
+        return reader.strides(obj)
+    return view(obj, name, stream).strides

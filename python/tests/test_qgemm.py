@@ -18,6 +18,7 @@ import tempfile
 import unittest
 
 import qgemm
+from fake_tensors import FakeCuda, FakeDLPack
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -46,73 +47,6 @@ def setUpModule():
 
 def tearDownModule():
     _cache.cleanup()
-
-
-class FakeCuda:
-    """A device tensor as CuPy / Numba describe one: only the CUDA array
-    interface, with a made-up (aligned) device address."""
-
-    def __init__(self, shape, typestr, ptr=0x7f0000000000, strides=None,
-                 readonly=False):
-        self.__cuda_array_interface__ = {
-            "shape": tuple(shape), "typestr": typestr,
-            "data": (ptr, readonly), "strides": strides, "version": 3}
-
-
-class _DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class _DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
-                ("lanes", ctypes.c_uint16)]
-
-
-class _DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice),
-                ("ndim", ctypes.c_int32), ("dtype", _DLDataType),
-                ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)),
-                ("byte_offset", ctypes.c_uint64)]
-
-
-class _DLManagedTensor(ctypes.Structure):
-    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p),
-                ("deleter", ctypes.c_void_p)]
-
-
-_capsule_new = ctypes.pythonapi.PyCapsule_New
-_capsule_new.restype = ctypes.py_object
-_capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-
-
-class FakeDLPack:
-    """A tensor exposing DLPack (a legacy "dltensor" capsule built here);
-    device_type 2 is CUDA, 1 is CPU. Type codes: 10 float8_e4m3fn, 4 bf16,
-    2 float, 0 int, 1 uint."""
-
-    def __init__(self, shape, code, bits, device_type=2, device_id=0,
-                 ptr=0x7f0000000000, strides=None):
-        self.shape = (ctypes.c_int64 * len(shape))(*shape)
-        self.strides = (ctypes.c_int64 * len(shape))(*strides) \
-            if strides else None
-        self.managed = _DLManagedTensor()
-        t = self.managed.dl_tensor
-        t.data = ptr
-        t.device = _DLDevice(device_type, device_id)
-        t.ndim = len(shape)
-        t.dtype = _DLDataType(code, bits, 1)
-        t.shape = self.shape
-        t.strides = self.strides
-        self.streams = []
-
-    def __dlpack_device__(self):
-        return (self.managed.dl_tensor.device.device_type,
-                self.managed.dl_tensor.device.device_id)
-
-    def __dlpack__(self, stream=None):
-        self.streams.append(stream)
-        return _capsule_new(ctypes.addressof(self.managed), b"dltensor", None)
 
 
 def fprop_operands(rows=256, groups=2, n=256, k=512):
@@ -227,7 +161,13 @@ class AbiTest(unittest.TestCase):
                "GemmInfo": "qgemm_gemm_info",
                "ConfigInfo": "qgemm_config_info",
                "LaunchGeometry": "qgemm_launch_geometry",
-               "GemmArgs": "qgemm_gemm_args"}
+               "GemmArgs": "qgemm_gemm_args",
+               "QuantizeInfo": "qgemm_quantize_info",
+               "QuantizeSizes": "qgemm_quantize_sizes",
+               "QuantizeArgs": "qgemm_quantize_args",
+               "DispatchInfo": "qgemm_dispatch_info",
+               "PermuteArgs": "qgemm_permute_args",
+               "UnpermuteArgs": "qgemm_unpermute_args"}
 
     def test_struct_layouts(self):
         from qgemm import _capi

@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "qgemm/GemmArgs.h"
 
+#include "ScaleAlloc.h"
+
 #include <cinttypes>
 #include <cstdio>
 #include <string>
@@ -284,6 +286,10 @@ int64_t scaleAlloc(int64_t rows, int64_t cols, const ScaleRecipe &r,
     return ready ? gridRows * roundUp(cols, 4) : gridRows * cols;
   if (r.blockRows == 1 && r.blockCols == 32)
     return ready ? roundUp(rows, 128) * roundUp(gridCols, 4) : rows * gridCols;
+  // MXFP8 column-wise (quantize outputs): GEMM_READY is the [1,32] swizzle
+  // of the transposed (cols, gridRows) grid.
+  if (r.blockRows == 32 && r.blockCols == 1)
+    return ready ? roundUp(cols, 128) * roundUp(gridRows, 4) : gridRows * cols;
   return -1;
 }
 
@@ -293,6 +299,12 @@ int64_t scaleAlloc(int64_t rows, int64_t cols, const ScaleRecipe &r) {
 }
 
 } // namespace
+
+int64_t qgemm::scaleAllocElements(int64_t rows, int64_t cols,
+                                  const ScaleRecipe &r, int64_t gridRows,
+                                  int64_t gridCols) {
+  return scaleAlloc(rows, cols, r, gridRows, gridCols);
+}
 
 int64_t qgemm::scaleElements(const GemmContract &c, const GemmArgs &args,
                              ScaleOperand which) {

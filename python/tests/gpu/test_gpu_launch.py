@@ -83,13 +83,73 @@ class GpuLaunchTest(unittest.TestCase):
         self.run_launch(True, torch.cuda.Stream())
 
     def test_float8_tensors_on_the_current_stream(self):
-        try:
-            torch.empty(1, dtype=torch.float8_e4m3fn, device="cuda") \
-                .__dlpack__()
-        except (BufferError, RuntimeError, TypeError) as e:
-            self.skipTest("this torch exports no float8 through DLPack: %s"
-                          % e)
+        # torch tensors are read through data_ptr()/dtype (no DLPack), so
+        # float8 dtypes work whatever this torch's DLPack exports.
         self.run_launch(False, torch.cuda.current_stream())
+
+    def test_side_stream_waits_for_the_current_stream(self):
+        """D is filled on torch's current stream right before a launch on
+        another stream with no stream context: the torch reader makes the
+        launch stream wait (as __dlpack__(stream) would), so the kernel
+        reads the data that work wrote."""
+        a, sa, b, sb = operands()
+        a8 = torch.zeros(ROWS, K, dtype=torch.uint8, device="cuda")
+        offs = torch.tensor(OFFSETS, dtype=torch.int32, device="cuda")
+        d = torch.empty(ROWS, N, dtype=torch.bfloat16, device="cuda")
+        side = torch.cuda.Stream()
+        torch.cuda._sleep(50_000_000)  # keep the current stream busy
+        a8.copy_(a.to(torch.float8_e4m3fn).view(torch.uint8).cuda())
+        self.k.launch(a8, sa.cuda(),
+                      b.to(torch.float8_e4m3fn).view(torch.uint8).cuda(),
+                      sb.cuda(), d, groups=offs, host_groups=OFFSETS,
+                      stream=side)
+        side.synchronize()
+        torch.testing.assert_close(d.double().cpu(), reference(a, sa, b, sb),
+                                   rtol=2 ** -7, atol=2 ** -6)
+
+    def test_dlpack_path_agrees_with_the_torch_path(self):
+        class DLPackOnly:
+            def __init__(self, t):
+                self.t = t
+
+            def __dlpack__(self, stream=None):
+                return self.t.__dlpack__(stream=stream)
+
+            def __dlpack_device__(self):
+                return self.t.__dlpack_device__()
+        a, sa, b, sb = operands()
+        ins = [a.to(torch.float8_e4m3fn).view(torch.uint8).cuda(), sa.cuda(),
+               b.to(torch.float8_e4m3fn).view(torch.uint8).cuda(), sb.cuda()]
+        offs = torch.tensor(OFFSETS, dtype=torch.int32, device="cuda")
+        d1 = torch.empty(ROWS, N, dtype=torch.bfloat16, device="cuda")
+        d2 = torch.empty_like(d1)
+        self.k.launch(*ins, d1, groups=offs, host_groups=OFFSETS)
+        self.k.launch(*[DLPackOnly(t) for t in ins], DLPackOnly(d2),
+                      groups=DLPackOnly(offs), host_groups=OFFSETS)
+        torch.cuda.synchronize()
+        self.assertTrue(torch.equal(d1, d2))
+
+    def test_torch_launch_overhead(self):
+        """Host time per launch on torch tensors; issue 14's target is 10
+        us over the bare C call (the bench reports it exactly); this test
+        holds a loose bound so a regression to the DLPack path (~290 us per
+        call on an H100 host) fails."""
+        import time
+        a, sa, b, sb = operands()
+        ins = [a.to(torch.float8_e4m3fn).cuda(), sa.cuda(),
+               b.to(torch.float8_e4m3fn).cuda(), sb.cuda()]
+        offs = torch.tensor(OFFSETS, dtype=torch.int32, device="cuda")
+        d = torch.empty(ROWS, N, dtype=torch.bfloat16, device="cuda")
+        self.k.launch(*ins, d, groups=offs, host_groups=OFFSETS)
+        torch.cuda.synchronize()
+        calls = 500
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            self.k.launch(*ins, d, groups=offs, host_groups=OFFSETS)
+        us = (time.perf_counter() - t0) / calls * 1e6
+        torch.cuda.synchronize()
+        print("\ntorch launch: %.1f us per call (host)" % us)
+        self.assertLess(us, 60.0)
 
     def test_cpu_tensor_is_refused(self):
         a, sa, b, sb = operands()

@@ -42,14 +42,16 @@
  * functions are thread-safe; one runtime may serve many threads. Strings
  * returned by queries belong to the handle they came from.
  *
- * Ops. This version parses and compiles every op a spec can state
- * (grouped_gemm, quantize, permute, unpermute) and launches grouped_gemm
- * kernels (qgemm_launch_gemm). Launches of the other
- * ops (quantize, permute, unpermute) come as their own functions with their
- * own argument structs, qgemm_launch_<op>(rt, kernel, const
- * qgemm_<op>_args *, stream), next to new qgemm_op values; qgemm_kernel_op()
- * says which launch function a kernel takes, and a launch function given a
- * kernel of another op fails with QGEMM_ERROR_USER naming both. A launch
+ * Ops. Every op a spec can state is parsed, compiled and launched, each
+ * through its own function and argument struct, qgemm_launch_<op>(rt,
+ * kernel, const qgemm_<op>_args *, stream): grouped_gemm
+ * (qgemm_launch_gemm, 1.0), quantize, permute and unpermute (1.1; the
+ * backward direction of permute / unpermute is the spec field "backward",
+ * and uses the same function with the gradient fields of the struct).
+ * qgemm_kernel_op() says which launch function a kernel takes, and a launch
+ * function given a kernel of another op fails with QGEMM_ERROR_USER naming
+ * both. Each op has an info query (the contract a binding checks tensors
+ * against) and a size query (what to allocate for the outputs). A launch
  * form that needs no host copy of the group metadata (checked on the device,
  * for CUDA graphs and torch.compile) comes later as new fields of
  * qgemm_gemm_args.
@@ -68,9 +70,12 @@ extern "C" {
 #define QGEMM_C_API __attribute__((visibility("default")))
 
 /* 1.0: runtime, spec, kernel queries (scale sizes included), PTX,
- * grouped_gemm launch. */
+ * grouped_gemm launch.
+ * 1.1: quantize, permute and unpermute launches (forward and backward),
+ * their info and output size queries. Additions only: a 1.0 program runs
+ * unchanged. */
 #define QGEMM_API_VERSION_MAJOR 1
-#define QGEMM_API_VERSION_MINOR 0
+#define QGEMM_API_VERSION_MINOR 1
 #define QGEMM_API_VERSION \
   (QGEMM_API_VERSION_MAJOR * 1000 + QGEMM_API_VERSION_MINOR)
 
@@ -347,6 +352,157 @@ QGEMM_C_API qgemm_status qgemm_launch_gemm(qgemm_runtime *rt,
                                            const qgemm_kernel *k,
                                            const qgemm_gemm_args *args,
                                            void *stream);
+
+/*===------------------- Quantize (API 1.1) ------------------------------===*/
+
+/* The contract of a quantize kernel. */
+typedef struct qgemm_quantize_info {
+  size_t struct_size;         /* sizeof(qgemm_quantize_info) */
+  int32_t input_dtype;        /* qgemm_dtype: BF16 or F32 */
+  int32_t output_dtype;       /* qgemm_dtype: E4M3 or E5M2 */
+  int32_t has_rowwise;        /* the row-wise output (data + scales) */
+  int32_t has_columnwise;     /* the column-wise output */
+  qgemm_scale_info rowwise;   /* zero when absent */
+  qgemm_scale_info columnwise;
+  int32_t columnwise_transposed; /* column-wise data stored (cols, rows) */
+  int32_t multi_tensor;       /* G tensors in one launch */
+  int64_t k;                  /* shape.k: the columns of every input; 0
+                                 when the spec leaves the width open */
+} qgemm_quantize_info;
+
+/* Fails with QGEMM_ERROR_USER for a kernel of another op. */
+QGEMM_C_API qgemm_status qgemm_kernel_quantize_info(
+    const qgemm_kernel *k, qgemm_quantize_info *out);
+
+/* Elements of each output of a launch of `rows` rows and `cols` columns
+ * (0: the spec's shape.k; a spec without shape.k takes any width) (all tensors
+ * together: num_tensors of them for multi_tensor, else 1), padding
+ * included: FP8 data in bytes, scales in floats (F32) or bytes (UE8M0);
+ * 0 for an output the spec does not declare. With token groups
+ * (num_groups > 0) the column-wise scale blocks restart at each group, so
+ * the host offsets (num_groups entries, validated as a launch validates
+ * them) size the column-wise scales. Needs no GPU. */
+typedef struct qgemm_quantize_sizes {
+  size_t struct_size;         /* sizeof(qgemm_quantize_sizes) */
+  int64_t row_data, row_scales;
+  int64_t col_data, col_scales;
+} qgemm_quantize_sizes;
+
+QGEMM_C_API qgemm_status qgemm_kernel_quantize_sizes(
+    const qgemm_kernel *k, int64_t rows, int64_t cols, int64_t num_tensors,
+    int64_t num_groups, const int32_t *host_offsets,
+    qgemm_quantize_sizes *out);
+
+/* Operands of one quantize launch (device addresses): the input, bf16 or
+ * f32 (rows, cols) row-major, (num_tensors, rows, cols) stacked for
+ * multi_tensor, or `input_table` (a device array of num_tensors pointers)
+ * instead; each declared output's data and scales, written in place (an
+ * undeclared output's pointers must be 0). */
+typedef struct qgemm_quantize_args {
+  size_t struct_size;         /* sizeof(qgemm_quantize_args) */
+  uint64_t input, input_table;
+  uint64_t row_data, row_scales;
+  uint64_t col_data, col_scales;
+  uint64_t group_offsets;     /* int32 [num_groups] cumulative ends, or 0 */
+  int64_t rows;               /* M (N for weights); 0 launches nothing */
+  int64_t cols;               /* K; must equal shape.k */
+  int64_t num_tensors;        /* multi_tensor's G, else 1 */
+  int64_t num_groups;         /* token groups, 0 for none */
+  const int32_t *host_group_offsets; /* host copy, required with groups */
+} qgemm_quantize_args;
+
+#define QGEMM_QUANTIZE_ARGS_INIT \
+  { sizeof(qgemm_quantize_args), 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, NULL }
+
+/* Check `args` against the kernel's contract, then launch on `stream`, as
+ * qgemm_launch_gemm does. */
+QGEMM_C_API qgemm_status qgemm_launch_quantize(qgemm_runtime *rt,
+                                               const qgemm_kernel *k,
+                                               const qgemm_quantize_args *args,
+                                               void *stream);
+
+/*===------------- Permute and unpermute (API 1.1) -----------------------===*/
+
+/* The contract of a permute or unpermute kernel (LAYOUTS.md "Dispatch").
+ * Unpermute kernels move bf16 rows and have no scale, alignment or dtype
+ * choice: those fields read BF16, 0 and 1. */
+typedef struct qgemm_dispatch_info {
+  size_t struct_size;         /* sizeof(qgemm_dispatch_info) */
+  int32_t op;                 /* qgemm_op: PERMUTE or UNPERMUTE */
+  int32_t backward;           /* the gradient op (spec "backward") */
+  int32_t dtype;              /* qgemm_dtype of the moved rows */
+  int32_t has_scale;          /* FP8 rows move with their scales */
+  qgemm_scale_info scale;     /* the input's scales (zero when none) */
+  qgemm_scale_info out_scale; /* the permuted scales' recipe and layout */
+  int64_t k;                  /* hidden size: columns of every row */
+  int64_t topk;               /* copies per token */
+  int64_t alignment;          /* each group padded to a multiple of it */
+  int32_t probs;              /* f32 routing probabilities travel along */
+} qgemm_dispatch_info;
+
+/* Fails with QGEMM_ERROR_USER for a kernel of another op. */
+QGEMM_C_API qgemm_status qgemm_kernel_dispatch_info(const qgemm_kernel *k,
+                                                    qgemm_dispatch_info *out);
+
+/* The rows R every permuted output of a forward permute needs for
+ * `tokens` tokens and `experts` groups, whatever the routing:
+ * tokens * topk + experts * (alignment - 1). Needs no GPU. */
+QGEMM_C_API qgemm_status qgemm_kernel_permute_rows(const qgemm_kernel *k,
+                                                   int64_t tokens,
+                                                   int64_t experts,
+                                                   int64_t *rows);
+
+/* Operands of a permute launch (device addresses). Forward: routing
+ * (int32 (T, topk) expert ids, -1 unused), probs (f32 (T, topk), with the
+ * spec's probs), x (T, k) and x_scales in; y (R, k), y_scales, offsets,
+ * counts (int32 [G]), row_group (int32 [R]), row_map (int32 [T*topk]),
+ * row_probs (f32 [R], with probs) and error (int32 [1]) out. Backward:
+ * grad_y (R, k) bf16, row_map and grad_row_probs (with probs) in; grad_x
+ * (T, k) bf16 and grad_probs (T, topk) (with probs) out. Pointers the
+ * kernel's direction does not use are not read. */
+typedef struct qgemm_permute_args {
+  size_t struct_size;         /* sizeof(qgemm_permute_args) */
+  uint64_t routing, probs, x, x_scales;
+  uint64_t y, y_scales, offsets, counts, row_group, row_map, row_probs,
+      error;
+  uint64_t grad_y, grad_row_probs, grad_x, grad_probs;
+  int64_t tokens;             /* T (0 is legal) */
+  int64_t experts;            /* G, forward only: 1..65535 */
+  int64_t rows;               /* R: at least qgemm_kernel_permute_rows
+                                 (forward); the rows of grad_y (backward) */
+  /* Optional host copy of the routing (T * topk ids), checked before the
+   * launch (ids in [-1, G), no expert twice for a token). */
+  const int32_t *host_routing;
+} qgemm_permute_args;
+
+#define QGEMM_PERMUTE_ARGS_INIT \
+  { sizeof(qgemm_permute_args), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
+    0, 0, 0, 1, 0, NULL }
+
+/* Operands of an unpermute launch. Forward: y (R, k) bf16, row_map, probs
+ * (with the spec's probs) in; out (T, k) bf16 out. Backward: grad_out
+ * (T, k), row_map, row_group [R], and with probs also probs and y, in;
+ * grad_y (R, k) bf16 out, grad_probs (T, topk) out with probs. */
+typedef struct qgemm_unpermute_args {
+  size_t struct_size;         /* sizeof(qgemm_unpermute_args) */
+  uint64_t y, row_map, probs, out;
+  uint64_t grad_out, row_group, grad_y, grad_probs;
+  int64_t tokens;             /* T */
+  int64_t rows;               /* R, the rows of y / grad_y */
+} qgemm_unpermute_args;
+
+#define QGEMM_UNPERMUTE_ARGS_INIT \
+  { sizeof(qgemm_unpermute_args), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+
+/* Validate, then launch the kernel's stages in order on `stream` with no
+ * host synchronization; as qgemm_launch_gemm otherwise. */
+QGEMM_C_API qgemm_status qgemm_launch_permute(qgemm_runtime *rt,
+                                              const qgemm_kernel *k,
+                                              const qgemm_permute_args *args,
+                                              void *stream);
+QGEMM_C_API qgemm_status qgemm_launch_unpermute(
+    qgemm_runtime *rt, const qgemm_kernel *k,
+    const qgemm_unpermute_args *args, void *stream);
 
 /* Load the kernel's module into the calling thread's context now (a launch
  * does it on first use). */

@@ -1,0 +1,208 @@
+"""CPU tests of the quantize / permute / unpermute launches (C API 1.1)
+from Python: stand-in torch tensors (fake_tensors.py) against a runtime
+whose driver does not exist, so a launch that passes every check stops at
+DeviceError and a wrong one raises ArgumentError first."""
+import unittest
+
+import qgemm
+from fake_tensors import FakeTorch, register_fake_torch
+
+QUANTIZE = {"qgemm": 1, "name": "py_q", "op": "quantize", "input": "bf16",
+            "output": "e4m3", "recipe": "deepseek",
+            "rowwise": {"block": [1, 128], "layout": "COMPACT"},
+            "columnwise": {"block": [128, 1], "layout": "GEMM_READY"},
+            "shape": {"k": 512}}
+PERMUTE = {"qgemm": 1, "name": "py_perm", "op": "permute",
+           "tokens": {"dtype": "e4m3",
+                      "scale": {"block": [1, 128], "layout": "COMPACT"}},
+           "shape": {"k": 512, "topk": 4}, "alignment": 128, "probs": True}
+UNPERMUTE = {"qgemm": 1, "name": "py_unperm", "op": "unpermute",
+             "shape": {"k": 512, "topk": 4}, "probs": True}
+GEMM = {"qgemm": 1, "name": "py_g", "op": "grouped_gemm",
+        "shape": {"n": 256, "k": 512},
+        "a": {"dtype": "e4m3", "scale": {"block": [1, 128]}},
+        "b": {"dtype": "e4m3", "scale": {"block": [128, 128]}},
+        "d": {"dtype": "bf16"}}
+
+_next = [0x7f0000000000]
+
+
+def t(shape, dtype):
+    """A FakeTorch at a fresh 1 MiB-aligned address."""
+    _next[0] += 0x100000
+    return FakeTorch(shape, dtype, ptr=_next[0])
+
+
+class OpLaunchBase(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        register_fake_torch()
+        cls.rt = qgemm.Runtime(libcuda="/nonexistent/libcuda.so.1",
+                               disk_cache=False)
+
+    def compile(self, spec):
+        return qgemm.compile(spec, runtime=self.rt)
+
+
+class QuantizeTest(OpLaunchBase):
+    def setUp(self):
+        self.k = self.compile(QUANTIZE)
+        self.rows = 256
+
+    def ops(self, **over):
+        r = self.rows
+        ops = dict(x=t((r, 512), "bfloat16"),
+                   row_data=t((r, 512), "float8_e4m3fn"),
+                   row_scales=t((r, 4), "float32"),
+                   col_data=t((512, r), "uint8"),
+                   col_scales=t((2, 512), "float32"))
+        ops.update(over)
+        return ops
+
+    def test_sizes(self):
+        s = self.k.quantize_sizes(300)
+        self.assertEqual(s["row_data"], 300 * 512)
+        self.assertEqual(s["row_scales"], 300 * 4)  # COMPACT [1,128]
+        self.assertEqual(s["col_data"], 300 * 512)
+        # GEMM_READY [128,1]: cd(300, 128) x roundUp(512, 4).
+        self.assertEqual(s["col_scales"], 3 * 512)
+        grouped = self.k.quantize_sizes(300, host_group_offsets=[100, 290])
+        self.assertEqual(grouped["col_scales"], (1 + 2) * 512)
+        with self.assertRaisesRegex(qgemm.ArgumentError, "groupOffsets"):
+            self.k.quantize_sizes(300, host_group_offsets=[200, 100])
+
+    def test_valid_launch_reaches_the_driver(self):
+        with self.assertRaisesRegex(qgemm.DeviceError, "driver"):
+            self.k.quantize(**self.ops())
+
+    def test_checks(self):
+        cases = [
+            ("x has dtype f32; the kernel .* expects bf16",
+             dict(x=t((256, 512), "float32"))),
+            (r"row_data has shape \(256, 256\); expected \(256, 512\)",
+             dict(row_data=t((256, 256), "float8_e4m3fn"))),
+            (r"col_data has shape \(256, 512\); expected \(512, 256\) .*"
+             r"rows = 256 from x",
+             dict(col_data=t((256, 512), "uint8"))),
+            (r"col_scales has 1000 elements \(shape \(1000,\)\); .* writes "
+             r"1024 for rows = 256 \(GEMM_READY f32 scales, blocks "
+             r"\[128, 1\]\)", dict(col_scales=t((1000,), "float32"))),
+            ("col_scales is missing", dict(col_scales=None)),
+            ("x is on cpu", dict(x=FakeTorch((256, 512), "bfloat16",
+                                             device="cpu"))),
+        ]
+        for regex, over in cases:
+            with self.subTest(regex):
+                ops = {n: v for n, v in self.ops(**over).items()
+                       if v is not None}
+                with self.assertRaisesRegex(qgemm.ArgumentError, regex):
+                    self.k.quantize(**ops)
+
+    def test_groups_need_the_host_copy(self):
+        ops = self.ops(group_offsets=t((2,), "int32"))
+        with self.assertRaisesRegex(qgemm.ArgumentError,
+                                    "host_group_offsets is missing"):
+            self.k.quantize(**ops)
+        # The runtime's own check of the offsets comes through.
+        with self.assertRaisesRegex(qgemm.ArgumentError, "groupOffsets"):
+            self.k.quantize(host_group_offsets=[200, 100], **ops)
+        with self.assertRaises(qgemm.DeviceError):
+            self.k.quantize(host_group_offsets=[128, 256], **ops)
+
+    def test_other_ops_refused(self):
+        with self.assertRaisesRegex(qgemm.ArgumentError,
+                                    "is a quantize kernel; launch"):
+            self.k.launch(None, None, None, None, None)
+        with self.assertRaisesRegex(qgemm.ArgumentError,
+                                    "is a quantize kernel; permute"):
+            self.k.permute(x=None)
+        g = self.compile(GEMM)
+        with self.assertRaisesRegex(qgemm.ArgumentError,
+                                    "is a grouped_gemm kernel; quantize"):
+            g.quantize(None)
+
+
+class PermuteTest(OpLaunchBase):
+    def setUp(self):
+        self.k = self.compile(PERMUTE)
+
+    def ops(self, T=100, G=8, **over):
+        R = self.k.permute_rows(T, G)
+        ops = dict(routing=t((T, 4), "int32"), x=t((T, 512), "uint8"),
+                   x_scales=t((T, 4), "float32"),
+                   probs=t((T, 4), "float32"),
+                   y=t((R, 512), "float8_e4m3fn"),
+                   y_scales=t((R, 4), "float32"),
+                   offsets=t((G,), "int32"), counts=t((G,), "int32"),
+                   row_group=t((R,), "int32"), row_map=t((T, 4), "int32"),
+                   row_probs=t((R,), "float32"), error=t((1,), "int32"))
+        ops.update(over)
+        return ops
+
+    def test_rows(self):
+        self.assertEqual(self.k.permute_rows(100, 8), 100 * 4 + 8 * 127)
+
+    def test_valid_launch_reaches_the_driver(self):
+        routing = [(t_ + j) % 8 for t_ in range(100) for j in range(4)]
+        with self.assertRaises(qgemm.DeviceError):
+            self.k.permute(host_routing=routing, **self.ops())
+
+    def test_checks(self):
+        with self.assertRaisesRegex(
+                qgemm.ArgumentError,
+                r"row_map has shape \(99, 4\); expected \(100, 4\) .*"
+                r"T = 100 from routing"):
+            self.k.permute(**self.ops(row_map=t((99, 4), "int32")))
+        with self.assertRaisesRegex(qgemm.ArgumentError,
+                                    "error is missing"):
+            ops = self.ops()
+            del ops["error"]
+            self.k.permute(**ops)
+        with self.assertRaisesRegex(qgemm.ArgumentError,
+                                    "grad_x is not an operand .* forward"):
+            self.k.permute(grad_x=t((100, 512), "bfloat16"), **self.ops())
+        # R too small for some routing: the runtime's message.
+        R = self.k.permute_rows(100, 8) - 1
+        with self.assertRaisesRegex(qgemm.ArgumentError,
+                                    "cannot hold every routing"):
+            self.k.permute(**self.ops(y=t((R, 512), "uint8"),
+                                      y_scales=t((R, 4), "float32"),
+                                      row_group=t((R,), "int32"),
+                                      row_probs=t((R,), "float32")))
+        with self.assertRaisesRegex(qgemm.ArgumentError,
+                                    "host_routing has 3 entries"):
+            self.k.permute(host_routing=[0, 1, 2], **self.ops())
+
+
+class UnpermuteTest(OpLaunchBase):
+    def test_forward(self):
+        k = self.compile(UNPERMUTE)
+        ops = dict(y=t((400, 512), "bfloat16"), row_map=t((100, 4), "int32"),
+                   probs=t((100, 4), "float32"),
+                   out=t((100, 512), "bfloat16"))
+        with self.assertRaises(qgemm.DeviceError):
+            k.unpermute(**ops)
+        del ops["probs"]
+        with self.assertRaisesRegex(qgemm.ArgumentError, "probs is missing"):
+            k.unpermute(**ops)
+
+    def test_backward(self):
+        spec = dict(UNPERMUTE, name="py_unperm_bwd", backward=True)
+        k = self.compile(spec)
+        ops = dict(grad_out=t((100, 512), "bfloat16"),
+                   row_map=t((100, 4), "int32"),
+                   row_group=t((400,), "int32"),
+                   grad_y=t((400, 512), "bfloat16"),
+                   probs=t((100, 4), "float32"),
+                   y=t((400, 512), "bfloat16"),
+                   grad_probs=t((100, 4), "float32"))
+        with self.assertRaises(qgemm.DeviceError):
+            k.unpermute(**ops)
+        with self.assertRaisesRegex(qgemm.ArgumentError,
+                                    r"grad_y has shape \(300, 512\); "
+                                    r"expected \(400, 512\)"):
+            k.unpermute(**dict(ops, grad_y=t((300, 512), "bfloat16")))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,166 @@
+//===- CApiInternal.h - What the C API's source files share -----*- C++ -*-===//
+//
+// The handles behind qgemm.h's opaque types and the helpers every entry
+// point uses (the thread's last error, Status to qgemm_status, the
+// exception guard, struct_size checks, enum conversions). Private to
+// runtime/lib: CApi.cpp (runtime, specs, kernels, the GEMM launch) and
+// CApiOps.cpp (the quantize, permute and unpermute launches).
+//
+//===----------------------------------------------------------------------===//
+#ifndef QGEMM_RUNTIME_CAPIINTERNAL_H
+#define QGEMM_RUNTIME_CAPIINTERNAL_H
+
+#include "qgemm/qgemm.h"
+
+#include "qgemm/Runtime.h"
+
+#include <exception>
+#include <string>
+#include <vector>
+
+struct qgemm_runtime {
+  explicit qgemm_runtime(qgemm::RuntimeOptions o) : rt(std::move(o)) {}
+  qgemm::Runtime rt;
+};
+
+struct qgemm_spec {
+  std::vector<qgemm::Spec> specs;
+};
+
+struct qgemm_kernel {
+  qgemm::Kernel kernel;
+  qgemm::KernelStats stats;
+};
+
+namespace qgemm::capi {
+
+using namespace qgemm;
+
+
+struct LastError {
+  qgemm_status code = QGEMM_OK;
+  std::string message;
+};
+inline thread_local LastError lastError;
+
+inline qgemm_status fail(qgemm_status code, std::string message) {
+  lastError.code = code;
+  lastError.message = std::move(message);
+  return code;
+}
+
+/// The driver's "not usable here" outcomes, which CudaDriver reports as
+/// user errors: dlopen failing, or one of the CUresults that describe the
+/// machine rather than the call (CudaDriver.cpp, `check`).
+inline bool isNoDevice(const std::string &m) {
+  static const char *const marks[] = {
+      "CUDA driver not found", "CUDA_ERROR_NO_DEVICE",
+      "CUDA_ERROR_STUB_LIBRARY", "CUDA_ERROR_INVALID_DEVICE",
+      "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
+      "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE"};
+  for (const char *mark : marks)
+    if (m.find(mark) != std::string::npos)
+      return true;
+  // A driver library that is found but lacks entry points (CudaDriver.cpp:
+  // "CUDA driver <lib> ...") is also a fact of the machine.
+  return m.rfind("CUDA driver ", 0) == 0;
+}
+
+/// A runtime or driver Status as a C code.
+inline qgemm_status fromStatus(const Status &st) {
+  if (st.ok())
+    return QGEMM_OK;
+  if (isNoDevice(st.message))
+    return fail(QGEMM_ERROR_NO_DEVICE, st.message);
+  return fail(st.code == Status::UserError ? QGEMM_ERROR_USER
+                                           : QGEMM_ERROR_INTERNAL,
+              st.message);
+}
+
+inline qgemm_status invalid(const char *fn, const std::string &what) {
+  return fail(QGEMM_ERROR_INVALID_ARGUMENT, std::string(fn) + ": " + what);
+}
+
+/// Runs `body`, turning any exception into QGEMM_ERROR_INTERNAL.
+template <typename F> inline qgemm_status guarded(const char *fn, F &&body) {
+  try {
+    return body();
+  } catch (const std::exception &e) {
+    return fail(QGEMM_ERROR_INTERNAL,
+                std::string(fn) + ": unexpected exception: " + e.what());
+  } catch (...) {
+    return fail(QGEMM_ERROR_INTERNAL,
+                std::string(fn) + ": unexpected exception");
+  }
+}
+
+/// A struct from the caller: at least as large as the first version's
+/// (every field of version 1.0 is then readable).
+template <typename T>
+inline bool sizeOk(const T *p, size_t firstVersionSize) {
+  return p && p->struct_size >= firstVersionSize;
+}
+
+inline qgemm_status fromSpecError(const SpecError &e) {
+  return fail(QGEMM_ERROR_SPEC, e.str());
+}
+
+template <typename E> inline const char *nameOf(E v) {
+  // spellingOf returns views of string literals: NUL-terminated.
+  return spellingOf(v).data();
+}
+
+inline const Kernel *kernelOf(const qgemm_kernel *k) {
+  return k && k->kernel.valid() ? &k->kernel : nullptr;
+}
+
+inline const char *str(const qgemm_kernel *k,
+                       const std::string &(*get)(const Kernel &)) {
+  const Kernel *kk = kernelOf(k);
+  return kk ? get(*kk).c_str() : "";
+}
+
+inline int32_t cDtype(ElemType t) {
+  switch (t) {
+  case ElemType::E4M3: return QGEMM_DTYPE_E4M3;
+  case ElemType::E5M2: return QGEMM_DTYPE_E5M2;
+  case ElemType::BF16: return QGEMM_DTYPE_BF16;
+  case ElemType::F32: return QGEMM_DTYPE_F32;
+  case ElemType::UE8M0: return QGEMM_DTYPE_UE8M0;
+  }
+  return -1;
+}
+
+inline qgemm_scale_info cScale(const ScaleRecipe &r) {
+  qgemm_scale_info s;
+  s.block_rows = int32_t(r.blockRows);
+  s.block_cols = int32_t(r.blockCols);
+  s.dtype = cDtype(r.dtype);
+  s.layout = r.layout == ScaleLayout::Compact ? QGEMM_SCALE_COMPACT
+                                              : QGEMM_SCALE_GEMM_READY;
+  return s;
+}
+
+inline int32_t cGrouping(GroupingKind g) {
+  switch (g) {
+  case GroupingKind::None: return QGEMM_GROUPING_NONE;
+  case GroupingKind::MContiguous: return QGEMM_GROUPING_M_CONTIGUOUS;
+  case GroupingKind::MMasked: return QGEMM_GROUPING_M_MASKED;
+  case GroupingKind::KContiguous: return QGEMM_GROUPING_K_CONTIGUOUS;
+  }
+  return -1;
+}
+
+inline int32_t cGroupIndex(GroupIndex g) {
+  switch (g) {
+  case GroupIndex::None: return QGEMM_GROUP_INDEX_NONE;
+  case GroupIndex::Offsets: return QGEMM_GROUP_INDEX_OFFSETS;
+  case GroupIndex::RowGroup: return QGEMM_GROUP_INDEX_ROW_GROUP;
+  case GroupIndex::MaskedM: return QGEMM_GROUP_INDEX_MASKED_M;
+  }
+  return -1;
+}
+
+} // namespace qgemm::capi
+
+#endif // QGEMM_RUNTIME_CAPIINTERNAL_H

@@ -1,0 +1,363 @@
+//===- CApiOps.cpp - qgemm.h's quantize, permute and unpermute ------------===//
+//
+// API 1.1: the launches of the ops other than grouped_gemm, their info
+// queries and output sizes. Each launch converts its versioned struct into
+// the C++ args (QuantizeArgs.h, DispatchArgs.h) and calls Runtime::launch,
+// which validates before the driver is touched: bad arguments are
+// QGEMM_ERROR_USER on any machine, and valid ones without a GPU are
+// QGEMM_ERROR_NO_DEVICE.
+//
+//===----------------------------------------------------------------------===//
+#include "qgemm/qgemm.h"
+
+#include "CApiInternal.h"
+#include "ScaleAlloc.h"
+#include "qgemm/DispatchArgs.h"
+#include "qgemm/Kernels/QuantizeABI.h"
+#include "qgemm/QuantizeArgs.h"
+#include "qgemm/Runtime.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+using namespace qgemm;
+using namespace qgemm::capi;
+
+namespace {
+
+/// The kernel of `k` when it is an `op` kernel; otherwise the error that a
+/// function for `op` kernels (`fn`) was given one of another op, naming
+/// both (nullptr with the status in `st`).
+const Kernel *kernelFor(const char *fn, const qgemm_kernel *k, OpKind op,
+                        qgemm_op cop, qgemm_status &st) {
+  const Kernel *kk = kernelOf(k);
+  if (!kk) {
+    st = invalid(fn, "kernel is NULL");
+    return nullptr;
+  }
+  if (kk->spec().op != op) {
+    st = fail(QGEMM_ERROR_USER,
+              std::string(fn) + ": " + kk->spec().name + " is a " +
+                  qgemm_op_name(qgemm_kernel_op(k)) + " kernel, not a " +
+                  qgemm_op_name(cop) + " kernel (use qgemm_launch_" +
+                  (kk->spec().op == OpKind::GroupedGemm
+                       ? std::string("gemm")
+                       : std::string(qgemm_op_name(qgemm_kernel_op(k)))) +
+                  ")");
+    return nullptr;
+  }
+  return kk;
+}
+
+/// Copy `full` into the caller's struct, no further than its struct_size
+/// (an older caller's smaller struct), and say how much was written.
+template <typename T> void fillOut(T *out, T full) {
+  full.struct_size = sizeof(T);
+  size_t n = std::min(out->struct_size, sizeof(T));
+  std::memcpy(out, &full, n);
+  out->struct_size = n;
+}
+
+template <typename T> T zeroed() {
+  T v;
+  std::memset(&v, 0, sizeof(v));
+  return v;
+}
+
+int64_t ceilDiv(int64_t x, int64_t b) { return (x + b - 1) / b; }
+
+const char *tooSmall(const char *type) {
+  static thread_local std::string m;
+  m = std::string("is NULL or its struct_size is smaller than sizeof(") +
+      type + ") of API 1.1";
+  return m.c_str();
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Quantize
+//===----------------------------------------------------------------------===//
+
+qgemm_status qgemm_kernel_quantize_info(const qgemm_kernel *k,
+                                        qgemm_quantize_info *out) {
+  const char *fn = "qgemm_kernel_quantize_info";
+  return guarded(fn, [&] {
+    qgemm_status st = QGEMM_OK;
+    const Kernel *kk =
+        kernelFor(fn, k, OpKind::Quantize, QGEMM_OP_QUANTIZE, st);
+    if (!kk)
+      return st;
+    if (!sizeOk(out, sizeof(qgemm_quantize_info)))
+      return invalid(fn, std::string("out ") + tooSmall("qgemm_quantize_info"));
+    const QuantizeContract &c = kk->spec().quantize;
+    auto i = zeroed<qgemm_quantize_info>();
+    i.input_dtype = cDtype(c.input);
+    i.output_dtype = cDtype(c.output);
+    i.has_rowwise = c.rowwise ? 1 : 0;
+    i.has_columnwise = c.columnwise ? 1 : 0;
+    if (c.rowwise)
+      i.rowwise = cScale(*c.rowwise);
+    if (c.columnwise) {
+      i.columnwise = cScale(*c.columnwise);
+      // LAYOUTS.md: column-block ([128,1], [32,1]) GEMM_READY data is
+      // stored transposed, (cols, rows).
+      i.columnwise_transposed = c.columnwise->blockCols == 1 &&
+                                        c.columnwise->layout ==
+                                            ScaleLayout::GemmReady
+                                    ? 1
+                                    : 0;
+    }
+    i.multi_tensor = c.multiTensor ? 1 : 0;
+    i.k = c.k;
+    fillOut(out, i);
+    return QGEMM_OK;
+  });
+}
+
+qgemm_status qgemm_kernel_quantize_sizes(const qgemm_kernel *k, int64_t rows,
+                                         int64_t cols, int64_t num_tensors,
+                                         int64_t num_groups,
+                                         const int32_t *host_offsets,
+                                         qgemm_quantize_sizes *out) {
+  const char *fn = "qgemm_kernel_quantize_sizes";
+  return guarded(fn, [&] {
+    qgemm_status st = QGEMM_OK;
+    const Kernel *kk =
+        kernelFor(fn, k, OpKind::Quantize, QGEMM_OP_QUANTIZE, st);
+    if (!kk)
+      return st;
+    if (!sizeOk(out, sizeof(qgemm_quantize_sizes)))
+      return invalid(fn,
+                     std::string("out ") + tooSmall("qgemm_quantize_sizes"));
+    const QuantizeContract &c = kk->spec().quantize;
+    // Sizes only of launches that would be accepted: the launch's own
+    // checks, with stand-in pointers for everything the spec declares.
+    QuantizeArgs a;
+    if (cols == 0)
+      cols = c.k;
+    a.rows = rows;
+    a.cols = cols;
+    a.numTensors = num_tensors;
+    a.numGroups = num_groups;
+    a.hostGroupOffsets = host_offsets;
+    a.input = 256;
+    if (c.rowwise)
+      a.rowData = a.rowScales = 256;
+    if (c.columnwise)
+      a.colData = a.colScales = 256;
+    if (num_groups > 0)
+      a.groupOffsets = 256;
+    if (Status v = validateQuantizeArgs(c, a); !v.ok())
+      return fail(QGEMM_ERROR_USER, std::string(fn) + ": " + v.message);
+    auto s = zeroed<qgemm_quantize_sizes>();
+    if (c.rowwise) {
+      const ScaleRecipe &r = *c.rowwise;
+      int64_t one = scaleAllocElements(rows, cols, r, ceilDiv(rows, r.blockRows),
+                                       ceilDiv(cols, r.blockCols));
+      if (one < 0)
+        return fail(QGEMM_ERROR_INTERNAL, std::string(fn) +
+                                              ": no scale layout for the "
+                                              "row-wise output of " +
+                                              kk->spec().name);
+      s.row_data = num_tensors * rows * cols;
+      s.row_scales = num_tensors * one;
+    }
+    if (c.columnwise) {
+      const ScaleRecipe &r = *c.columnwise;
+      // Token groups restart the column-wise blocks at each group's first
+      // row; rows past the last group get no scale (QuantizeArgs.h).
+      int64_t gridRows = ceilDiv(rows, r.blockRows);
+      if (num_groups > 0) {
+        gridRows = 0;
+        int64_t prev = 0;
+        for (int64_t g = 0; g < num_groups; ++g) {
+          gridRows += ceilDiv(host_offsets[g] - prev, r.blockRows);
+          prev = host_offsets[g];
+        }
+      }
+      int64_t one = scaleAllocElements(rows, cols, r, gridRows,
+                                       ceilDiv(cols, r.blockCols));
+      if (one < 0)
+        return fail(QGEMM_ERROR_INTERNAL, std::string(fn) +
+                                              ": no scale layout for the "
+                                              "column-wise output of " +
+                                              kk->spec().name);
+      s.col_data = num_tensors * rows * cols;
+      s.col_scales = num_tensors * one;
+    }
+    fillOut(out, s);
+    return QGEMM_OK;
+  });
+}
+
+qgemm_status qgemm_launch_quantize(qgemm_runtime *rt, const qgemm_kernel *k,
+                                   const qgemm_quantize_args *args,
+                                   void *stream) {
+  const char *fn = "qgemm_launch_quantize";
+  return guarded(fn, [&] {
+    if (!rt)
+      return invalid(fn, "rt is NULL");
+    qgemm_status st = QGEMM_OK;
+    const Kernel *kk =
+        kernelFor(fn, k, OpKind::Quantize, QGEMM_OP_QUANTIZE, st);
+    if (!kk)
+      return st;
+    if (!sizeOk(args, sizeof(qgemm_quantize_args)))
+      return invalid(fn, std::string("args ") + tooSmall("qgemm_quantize_args"));
+    QuantizeArgs a;
+    a.input = args->input;
+    a.inputTable = args->input_table;
+    a.rowData = args->row_data;
+    a.rowScales = args->row_scales;
+    a.colData = args->col_data;
+    a.colScales = args->col_scales;
+    a.groupOffsets = args->group_offsets;
+    a.rows = args->rows;
+    a.cols = args->cols;
+    a.numTensors = args->num_tensors;
+    a.numGroups = args->num_groups;
+    a.hostGroupOffsets = args->host_group_offsets;
+    return fromStatus(rt->rt.launch(*kk, a, stream));
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Permute and unpermute
+//===----------------------------------------------------------------------===//
+
+qgemm_status qgemm_kernel_dispatch_info(const qgemm_kernel *k,
+                                        qgemm_dispatch_info *out) {
+  const char *fn = "qgemm_kernel_dispatch_info";
+  return guarded(fn, [&] {
+    const Kernel *kk = kernelOf(k);
+    if (!kk)
+      return invalid(fn, "kernel is NULL");
+    const OpKind op = kk->spec().op;
+    if (op != OpKind::Permute && op != OpKind::Unpermute)
+      return fail(QGEMM_ERROR_USER,
+                  std::string(fn) + ": " + kk->spec().name + " is a " +
+                      qgemm_op_name(qgemm_kernel_op(k)) +
+                      " kernel, not a permute or unpermute kernel");
+    if (!sizeOk(out, sizeof(qgemm_dispatch_info)))
+      return invalid(fn, std::string("out ") + tooSmall("qgemm_dispatch_info"));
+    auto i = zeroed<qgemm_dispatch_info>();
+    if (op == OpKind::Permute) {
+      const PermuteContract &c = kk->spec().permute;
+      i.op = QGEMM_OP_PERMUTE;
+      i.backward = c.backward ? 1 : 0;
+      i.dtype = cDtype(c.dtype);
+      i.has_scale = c.scale ? 1 : 0;
+      if (c.scale) {
+        i.scale = cScale(*c.scale);
+        i.out_scale = cScale(permutedScale(c));
+      }
+      i.k = c.k;
+      i.topk = c.topk;
+      i.alignment = c.alignment;
+      i.probs = c.probs ? 1 : 0;
+    } else {
+      const UnpermuteContract &c = kk->spec().unpermute;
+      i.op = QGEMM_OP_UNPERMUTE;
+      i.backward = c.backward ? 1 : 0;
+      i.dtype = QGEMM_DTYPE_BF16;
+      i.k = c.k;
+      i.topk = c.topk;
+      i.alignment = 1;
+      i.probs = c.probs ? 1 : 0;
+    }
+    fillOut(out, i);
+    return QGEMM_OK;
+  });
+}
+
+qgemm_status qgemm_kernel_permute_rows(const qgemm_kernel *k, int64_t tokens,
+                                       int64_t experts, int64_t *rows) {
+  const char *fn = "qgemm_kernel_permute_rows";
+  return guarded(fn, [&] {
+    qgemm_status st = QGEMM_OK;
+    const Kernel *kk = kernelFor(fn, k, OpKind::Permute, QGEMM_OP_PERMUTE, st);
+    if (!kk)
+      return st;
+    if (!rows)
+      return invalid(fn, "rows is NULL");
+    if (tokens < 0 || tokens > kMaxDim || experts < 1 ||
+        experts > kMaxGroups)
+      return fail(QGEMM_ERROR_USER,
+                  std::string(fn) + ": tokens = " + std::to_string(tokens) +
+                      ", experts = " + std::to_string(experts) +
+                      ": expected tokens in 0.." + std::to_string(kMaxDim) +
+                      " and experts in 1.." + std::to_string(kMaxGroups));
+    *rows = permuteCapacity(kk->spec().permute, tokens, experts);
+    return QGEMM_OK;
+  });
+}
+
+qgemm_status qgemm_launch_permute(qgemm_runtime *rt, const qgemm_kernel *k,
+                                  const qgemm_permute_args *args,
+                                  void *stream) {
+  const char *fn = "qgemm_launch_permute";
+  return guarded(fn, [&] {
+    if (!rt)
+      return invalid(fn, "rt is NULL");
+    qgemm_status st = QGEMM_OK;
+    const Kernel *kk = kernelFor(fn, k, OpKind::Permute, QGEMM_OP_PERMUTE, st);
+    if (!kk)
+      return st;
+    if (!sizeOk(args, sizeof(qgemm_permute_args)))
+      return invalid(fn, std::string("args ") + tooSmall("qgemm_permute_args"));
+    PermuteArgs a;
+    a.routing = args->routing;
+    a.probs = args->probs;
+    a.x = args->x;
+    a.xScales = args->x_scales;
+    a.y = args->y;
+    a.yScales = args->y_scales;
+    a.offsets = args->offsets;
+    a.counts = args->counts;
+    a.rowGroup = args->row_group;
+    a.rowMap = args->row_map;
+    a.rowProbs = args->row_probs;
+    a.error = args->error;
+    a.gradY = args->grad_y;
+    a.gradRowProbs = args->grad_row_probs;
+    a.gradX = args->grad_x;
+    a.gradProbs = args->grad_probs;
+    a.tokens = args->tokens;
+    a.experts = args->experts;
+    a.rows = args->rows;
+    a.hostRouting = args->host_routing;
+    return fromStatus(rt->rt.launch(*kk, a, stream));
+  });
+}
+
+qgemm_status qgemm_launch_unpermute(qgemm_runtime *rt, const qgemm_kernel *k,
+                                    const qgemm_unpermute_args *args,
+                                    void *stream) {
+  const char *fn = "qgemm_launch_unpermute";
+  return guarded(fn, [&] {
+    if (!rt)
+      return invalid(fn, "rt is NULL");
+    qgemm_status st = QGEMM_OK;
+    const Kernel *kk =
+        kernelFor(fn, k, OpKind::Unpermute, QGEMM_OP_UNPERMUTE, st);
+    if (!kk)
+      return st;
+    if (!sizeOk(args, sizeof(qgemm_unpermute_args)))
+      return invalid(fn,
+                     std::string("args ") + tooSmall("qgemm_unpermute_args"));
+    UnpermuteArgs a;
+    a.y = args->y;
+    a.rowMap = args->row_map;
+    a.probs = args->probs;
+    a.out = args->out;
+    a.gradOut = args->grad_out;
+    a.rowGroup = args->row_group;
+    a.gradY = args->grad_y;
+    a.gradProbs = args->grad_probs;
+    a.tokens = args->tokens;
+    a.rows = args->rows;
+    return fromStatus(rt->rt.launch(*kk, a, stream));
+  });
+}
