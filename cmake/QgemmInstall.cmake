@@ -24,11 +24,13 @@ set(QGEMM_PUBLIC_HEADERS
   ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/GemmArgs.h
   ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/QuantizeArgs.h
   ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/DispatchArgs.h
+  ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/SwigluArgs.h
   ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/KernelCache.h
   ${QGEMM_SOURCE_DIR}/compiler/include/qgemm/Compiler.h
   ${QGEMM_SOURCE_DIR}/compiler/include/qgemm/Spec.h
   ${QGEMM_SOURCE_DIR}/dialect/include/qgemm/Contract.h
   ${QGEMM_SOURCE_DIR}/dialect/include/qgemm/DispatchContract.h
+  ${QGEMM_SOURCE_DIR}/dialect/include/qgemm/SwigluContract.h
   ${QGEMM_SOURCE_DIR}/dialect/include/qgemm/Export.h
   ${QGEMM_SOURCE_DIR}/dialect/include/qgemm/KernelConfig.h
   ${QGEMM_SOURCE_DIR}/dialect/include/qgemm/Tuning.h)

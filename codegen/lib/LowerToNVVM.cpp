@@ -23,7 +23,7 @@ struct LowerToNVVMPass
   void runOnOperation() override {
     SmallVector<Operation *> kernels;
     getOperation().walk([&](Operation *op) {
-      if (isa<GroupedMatmulOp, QuantizeOp, PermuteOp, UnpermuteOp>(op))
+      if (isa<GroupedMatmulOp, QuantizeOp, PermuteOp, UnpermuteOp, SwigluOp>(op))
         kernels.push_back(op);
     });
     for (Operation *op : kernels) {
@@ -45,6 +45,8 @@ struct LowerToNVVMPass
         lowerPermute(p);
       else if (auto u = dyn_cast<UnpermuteOp>(op))
         lowerUnpermute(u);
+      else if (auto s = dyn_cast<SwigluOp>(op))
+        s.getBackward() ? lowerSwigluBackward(s) : lowerSwigluQuantize(s);
       else
         lowerQuantize(cast<QuantizeOp>(op));
       op->erase();

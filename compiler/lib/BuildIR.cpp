@@ -79,6 +79,21 @@ OwningOpRef<ModuleOp> buildModule(MLIRContext &ctx, const Spec &spec,
                            b.getI64IntegerAttr(c.k), b.getI64IntegerAttr(c.topk),
                            c.probs ? b.getUnitAttr() : nullptr,
                            c.backward ? b.getUnitAttr() : nullptr);
+  } else if (spec.op == OpKind::SwigluQuantize ||
+             spec.op == OpKind::SwigluBackward) {
+    const SwigluContract &c = spec.swiglu;
+    const QuantizeContract &qc = c.quant;
+    const bool fwd = !c.backward;
+    q::SwigluOp::create(
+        b, loc, b.getStringAttr(kernelName), b.getI64IntegerAttr(c.i),
+        c.halves == SwigluHalves::Interleaved ? b.getUnitAttr() : nullptr,
+        c.backward ? b.getUnitAttr() : nullptr,
+        c.bf16Output ? b.getUnitAttr() : nullptr,
+        fwd ? q::ElemTypeAttr::get(&ctx, qc.output) : nullptr,
+        fwd ? q::QuantRecipeAttr::get(&ctx, qc.recipe) : nullptr,
+        fwd && qc.rowwise ? toAttr(&ctx, *qc.rowwise) : nullptr,
+        fwd && qc.columnwise ? toAttr(&ctx, *qc.columnwise) : nullptr,
+        fwd && qc.pow2 ? b.getUnitAttr() : nullptr, b.getF64FloatAttr(qc.eps));
   } else {
     const QuantizeContract &c = spec.quantize;
     q::QuantizeOp::create(

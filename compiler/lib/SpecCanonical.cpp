@@ -97,6 +97,23 @@ void addUnpermuteJson(json &j, const UnpermuteContract &c) {
   j["backward"] = c.backward;
 }
 
+void addSwigluJson(json &j, const SwigluContract &c) {
+  j["halves"] = toString(c.halves);
+  j["shape"] = {{"i", c.i}};
+  if (c.backward)
+    return;
+  const QuantizeContract &q = c.quant;
+  j["output"] = str(toString(q.output));
+  j["recipe"] = str(toString(q.recipe));
+  j["pow2"] = q.pow2;
+  j["eps"] = q.eps;
+  if (q.rowwise)
+    j["rowwise"] = scaleJson(*q.rowwise);
+  if (q.columnwise)
+    j["columnwise"] = scaleJson(*q.columnwise);
+  j["bf16_output"] = c.bf16Output;
+}
+
 } // namespace
 
 void spec_detail::canonicalize(Spec &spec) {
@@ -110,6 +127,8 @@ void spec_detail::canonicalize(Spec &spec) {
   case OpKind::Quantize: addQuantizeJson(j, spec.quantize); break;
   case OpKind::Permute: addPermuteJson(j, spec.permute); break;
   case OpKind::Unpermute: addUnpermuteJson(j, spec.unpermute); break;
+  case OpKind::SwigluQuantize:
+  case OpKind::SwigluBackward: addSwigluJson(j, spec.swiglu); break;
   }
   spec.canonicalJson = j.dump();
   spec.hash = stableHash(spec.canonicalJson);

@@ -167,6 +167,23 @@ inline constexpr KeySchema kUnpermuteKeys[] = {
 inline constexpr ObjectSchema kUnpermuteSchema{
     kUnpermuteKeys, std::size(kUnpermuteKeys), &kHeaderSchema};
 
+// swiglu_quantize / swiglu_backward (SpecSwiglu.cpp, SwigluContract.h).
+inline constexpr KeySchema kSwigluShapeKeys[] = {{"i"}};
+inline constexpr ObjectSchema kSwigluShapeSchema{kSwigluShapeKeys,
+                                                 std::size(kSwigluShapeKeys)};
+inline constexpr KeySchema kSwigluQuantizeKeys[] = {
+    {"halves"},  {"shape", &kSwigluShapeSchema},
+    {"output"},  {"recipe"},
+    {"pow2"},    {"eps"},
+    {"rowwise", &kScaleSchema}, {"columnwise", &kScaleSchema},
+    {"bf16_output"}, {"tuning", &kTuningSchema}};
+inline constexpr ObjectSchema kSwigluQuantizeSchema{
+    kSwigluQuantizeKeys, std::size(kSwigluQuantizeKeys), &kHeaderSchema};
+inline constexpr KeySchema kSwigluBackwardKeys[] = {
+    {"halves"}, {"shape", &kSwigluShapeSchema}, {"tuning", &kTuningSchema}};
+inline constexpr ObjectSchema kSwigluBackwardSchema{
+    kSwigluBackwardKeys, std::size(kSwigluBackwardKeys), &kHeaderSchema};
+
 /// The top-level keys of a spec of `op`.
 const ObjectSchema &topSchema(OpKind op);
 
@@ -175,8 +192,9 @@ const ObjectSchema &topSchema(OpKind op);
 //===----------------------------------------------------------------------===//
 
 /// Spellings of `op`, indexed by OpKind; the ones past it are reserved.
-inline constexpr std::string_view kOpNames[] = {"grouped_gemm", "quantize",
-                                                "permute", "unpermute"};
+inline constexpr std::string_view kOpNames[] = {
+    "grouped_gemm", "quantize",        "permute",
+    "unpermute",    "swiglu_quantize", "swiglu_backward"};
 
 /// Integers only: a float (even 128.0), a boolean or a string is a type
 /// error, since accepting them would give one kernel two spellings.
@@ -262,6 +280,8 @@ QuantizeContract readQuantize(const ObjectReader &top);
 /// The permute / unpermute sections. SpecDispatch.cpp.
 PermuteContract readPermute(const ObjectReader &top);
 UnpermuteContract readUnpermute(const ObjectReader &top);
+/// The swiglu_quantize / swiglu_backward sections. SpecSwiglu.cpp.
+SwigluContract readSwiglu(const ObjectReader &top, bool backward);
 
 /// The specs of a document with a `sweep`, named after their points.
 /// SpecSweep.cpp.

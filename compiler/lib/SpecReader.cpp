@@ -109,6 +109,8 @@ const ObjectSchema &spec_detail::topSchema(OpKind op) {
   case OpKind::Quantize: return kQuantizeSchema;
   case OpKind::Permute: return kPermuteSchema;
   case OpKind::Unpermute: return kUnpermuteSchema;
+  case OpKind::SwigluQuantize: return kSwigluQuantizeSchema;
+  case OpKind::SwigluBackward: return kSwigluBackwardSchema;
   }
   return kGemmSchema;
 }

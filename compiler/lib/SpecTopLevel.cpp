@@ -120,9 +120,12 @@ Spec spec_detail::readSpec(const json &doc) {
   case OpKind::Quantize: spec.quantize = readQuantize(top); break;
   case OpKind::Permute: spec.permute = readPermute(top); break;
   case OpKind::Unpermute: spec.unpermute = readUnpermute(top); break;
+  case OpKind::SwigluQuantize: spec.swiglu = readSwiglu(top, false); break;
+  case OpKind::SwigluBackward: spec.swiglu = readSwiglu(top, true); break;
   }
   spec.tuning = readTuning(top);
-  if ((spec.op == OpKind::Permute || spec.op == OpKind::Unpermute) &&
+  if ((spec.op == OpKind::Permute || spec.op == OpKind::Unpermute ||
+       spec.op == OpKind::SwigluQuantize || spec.op == OpKind::SwigluBackward) &&
       !spec.tuning.isAuto)
     fail("tuning", str(kOpNames[size_t(spec.op)]) +
                        " kernels have no tuning knobs yet; allowed: \"auto\"");

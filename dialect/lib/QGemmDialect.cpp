@@ -187,6 +187,28 @@ std::optional<::qgemm::KernelConfig> GroupedMatmulOp::getKernelConfig() {
   return c;
 }
 
+::qgemm::SwigluContract SwigluOp::getContract() {
+  ::qgemm::SwigluContract c;
+  c.backward = getBackward();
+  c.halves = getInterleaved() ? ::qgemm::SwigluHalves::Interleaved
+                              : ::qgemm::SwigluHalves::Stacked;
+  c.i = getI();
+  c.bf16Output = getBf16Output();
+  ::qgemm::QuantizeContract &q = c.quant;
+  if (auto t = getOutputAttr())
+    q.output = t.getValue();
+  if (auto r = getRecipeAttr())
+    q.recipe = r.getValue();
+  q.pow2 = getPow2();
+  q.eps = getEps().convertToDouble();
+  if (auto r = getRowwiseAttr())
+    q.rowwise = toContract(r);
+  if (auto r = getColumnwiseAttr())
+    q.columnwise = toContract(r);
+  q.k = c.i;
+  return c;
+}
+
 } // namespace mlir::qgemm
 
 static LogicalResult report(Operation *op,
@@ -202,6 +224,17 @@ LogicalResult GroupedMatmulOp::verify() {
 
 LogicalResult QuantizeOp::verify() {
   return report(getOperation(), ::qgemm::checkQuantize(getContract()));
+}
+
+LogicalResult SwigluOp::verify() {
+  // The quantizer's attributes belong to the forward alone.
+  if (getBackward() && (getOutputAttr() || getRecipeAttr() ||
+                        getRowwiseAttr() || getColumnwiseAttr() || getPow2()))
+    return emitOpError() << "backward: takes no quantizer attributes";
+  if (!getBackward() && (!getOutputAttr() || !getRecipeAttr()))
+    return emitOpError() << "quantize: the forward needs an output type and "
+                            "a recipe";
+  return report(getOperation(), ::qgemm::checkSwiglu(getContract()));
 }
 
 LogicalResult PermuteOp::verify() {

@@ -25,7 +25,8 @@ DTYPES = ("e4m3", "e5m2", "bf16", "f32", "ue8m0")
 SCALE_LAYOUTS = ("COMPACT", "GEMM_READY")
 GROUPINGS = ("none", "m_contiguous", "m_masked", "k_contiguous")
 GROUP_INDICES = ("none", "offsets", "row_group", "masked_m")
-OPS = ("grouped_gemm", "quantize", "permute", "unpermute")
+OPS = ("grouped_gemm", "quantize", "permute", "unpermute", "swiglu_quantize",
+       "swiglu_backward")
 FAMILIES = ("simt", "wgmma")
 SOURCES = ("memory", "disk", "compiled")
 

@@ -289,6 +289,8 @@ qgemm_op qgemm_kernel_op(const qgemm_kernel *k) {
   case OpKind::Quantize: return QGEMM_OP_QUANTIZE;
   case OpKind::Permute: return QGEMM_OP_PERMUTE;
   case OpKind::Unpermute: return QGEMM_OP_UNPERMUTE;
+  case OpKind::SwigluQuantize: return QGEMM_OP_SWIGLU_QUANTIZE;
+  case OpKind::SwigluBackward: return QGEMM_OP_SWIGLU_BACKWARD;
   }
   return QGEMM_OP_GROUPED_GEMM;
 }

@@ -149,8 +149,10 @@ Status loadModule(const CudaDriver &d, const Kernel::State &k,
     if (st.ok() && cfg.family == KernelFamily::Wgmma)
       st = residentCtas(d, m.function, cfg, m.residentCtas);
   }
-  // The quantize kernel stages a 128 x 128 f32 tile: past the default 48 KB.
-  if (st.ok() && k.spec.op == OpKind::Quantize)
+  // The quantize kernel (and swiglu_quantize, the same kernel with a SwiGLU
+  // input stage) stages a 128 x 128 f32 tile: past the default 48 KB.
+  if (st.ok() &&
+      (k.spec.op == OpKind::Quantize || k.spec.op == OpKind::SwigluQuantize))
     st = d.check(d.funcSetAttribute(
                      m.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                      int(kQuantSharedBytes)),

@@ -19,6 +19,7 @@
 #include "qgemm/TestGen.h"
 
 #include "QuantizeGpu.h"
+#include "SwigluGpu.h"
 
 #include <nlohmann/json.hpp>
 
@@ -331,7 +332,7 @@ int run(const Options &opt) {
               dev.name.c_str(), dev.smCount, dev.clockKHz / 1000,
               dev.driverVersion);
 
-  std::vector<Spec> specs, quantizeSpecs;
+  std::vector<Spec> specs, quantizeSpecs, swigluSpecs;
   for (const std::string &dir : opt.specDirs)
     for (const std::string &f : specFiles(dir)) {
       auto parsed = parseSpecFile(f);
@@ -346,6 +347,9 @@ int run(const Options &opt) {
           specs.push_back(std::move(s));
         else if (s.op == OpKind::Quantize)
           quantizeSpecs.push_back(std::move(s));
+        else if (s.op == OpKind::SwigluQuantize ||
+                 s.op == OpKind::SwigluBackward)
+          swigluSpecs.push_back(std::move(s));
       }
     }
 
@@ -468,6 +472,17 @@ int run(const Options &opt) {
   passed += qt.passed;
   failed += qt.failed;
   total += qt.passed + qt.failed;
+  writeReport(report, cases, path);
+  // swiglu_quantize / swiglu_backward: bit for bit against the CPU
+  // reference (SwigluGpu.cpp).
+  gputest::QuantizeTally st;
+  if (!opt.maxCases || total < opt.maxCases)
+    st = gputest::runSwigluSpecs(rt, *drv, swigluSpecs,
+                                 opt.maxCases ? opt.maxCases - total : 0,
+                                 cases);
+  passed += st.passed;
+  failed += st.failed;
+  total += st.passed + st.failed;
   writeReport(report, cases, path);
   std::printf("results: %s\n", path.c_str());
   std::printf("%lld passed, %lld failed\n", (long long)passed, (long long)failed);

@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "QuantizeGpu.h"
+#include "GpuCheck.h"
 
 #include "qgemm/Fp8.h"
 #include "qgemm/Quantize.h"
@@ -29,8 +30,6 @@ using json = nlohmann::json;
 
 namespace qgemm::gputest {
 namespace {
-
-constexpr uint8_t kPoison = 0xA5;
 
 struct QCase {
   std::string name;
@@ -116,113 +115,6 @@ std::vector<uint8_t> inputBytes(const std::vector<float> &x, bool bf16) {
   return b;
 }
 
-/// The CPU quantizer's bytes of one output of one tensor: data, scales
-/// (padding poisoned like the GPU buffers).
-struct Expected {
-  std::vector<uint8_t> data, scales;
-};
-
-Expected expectRow(const std::vector<float> &x, const QCase &q,
-                   const ScaleRecipe &r, const QuantizeParams &p) {
-  float pad;
-  std::memset(&pad, kPoison, 4);
-  auto t = quantize(x.data(), q.rows, q.cols, r, p, pad, kPoison);
-  Expected e;
-  if (!t)
-    return e;
-  e.data = t->data;
-  const uint8_t *s = static_cast<const uint8_t *>(t->scales());
-  size_t bytes = r.dtype == ElemType::UE8M0 ? t->scalesUE8M0.size()
-                                            : t->scalesF32.size() * 4;
-  e.scales.assign(s, s + bytes);
-  return e;
-}
-
-Expected expectCol(const std::vector<float> &x, const QCase &q,
-                   const ScaleRecipe &r, const QuantizeParams &p) {
-  float pad;
-  std::memset(&pad, kPoison, 4);
-  std::optional<QuantizedTensor> t;
-  if (r.blockCols != 1) {
-    // [128,128] column-wise: the [128,128] quantization of x^T.
-    std::vector<float> xt(x.size());
-    for (int64_t i = 0; i < q.rows; ++i)
-      for (int64_t j = 0; j < q.cols; ++j)
-        xt[size_t(j * q.rows + i)] = x[size_t(i * q.cols + j)];
-    t = quantize(xt.data(), q.cols, q.rows, r, p, pad, kPoison);
-  } else if (!q.offsets.empty()) {
-    TokenBlocks tb = tokenBlocks(q.offsets.data(), int64_t(q.offsets.size()),
-                                 q.rows, r.blockRows, /*restart=*/true);
-    t = quantizeTokens(x.data(), q.rows, q.cols, r, p, tb, pad, kPoison);
-  } else {
-    t = quantize(x.data(), q.rows, q.cols, r, p, pad, kPoison);
-  }
-  Expected e;
-  if (!t)
-    return e;
-  e.data = t->data;
-  const uint8_t *s = static_cast<const uint8_t *>(t->scales());
-  size_t bytes = r.dtype == ElemType::UE8M0 ? t->scalesUE8M0.size()
-                                            : t->scalesF32.size() * 4;
-  e.scales.assign(s, s + bytes);
-  return e;
-}
-
-/// Mismatching bytes (f32 scales: mismatching floats, NaN == NaN).
-int64_t mismatches(const std::vector<uint8_t> &want,
-                   const std::vector<uint8_t> &got, size_t offset, bool f32,
-                   std::string &first) {
-  int64_t bad = 0;
-  const size_t step = f32 ? 4 : 1;
-  for (size_t i = 0; i < want.size(); i += step) {
-    bool same = std::memcmp(&want[i], &got[offset + i], step) == 0;
-    if (!same && f32) {
-      float a, b;
-      std::memcpy(&a, &want[i], 4);
-      std::memcpy(&b, &got[offset + i], 4);
-      same = std::isnan(a) && std::isnan(b);
-    }
-    if (!same && bad++ == 0) {
-      char buf[96];
-      std::snprintf(buf, sizeof buf, "first at byte %zu: want 0x%02x got 0x%02x",
-                    i, want[i], got[offset + i]);
-      first = buf;
-    }
-  }
-  return bad;
-}
-
-class Buf {
-public:
-  explicit Buf(const CudaDriver &d) : d(d) {}
-  ~Buf() {
-    if (ptr)
-      d.memFree(ptr);
-  }
-  Status alloc(size_t bytes, bool poison) {
-    bytes = std::max<size_t>(bytes, 256);
-    if (Status st = d.check(d.memAlloc(&ptr, bytes), "cuMemAlloc"); !st.ok())
-      return st;
-    size = bytes;
-    return poison ? d.check(d.memsetD8(ptr, kPoison, bytes), "cuMemsetD8")
-                  : Status();
-  }
-  Status upload(const void *host, size_t bytes) {
-    if (Status st = alloc(bytes, false); !st.ok())
-      return st;
-    return d.check(d.memcpyHtoD(ptr, host, bytes), "cuMemcpyHtoD");
-  }
-  Status download(std::vector<uint8_t> &out, size_t bytes) {
-    out.assign(bytes, 0);
-    return d.check(d.memcpyDtoH(out.data(), ptr, bytes), "cuMemcpyDtoH");
-  }
-  CUdeviceptr ptr = 0;
-  size_t size = 0;
-
-private:
-  const CudaDriver &d;
-};
-
 /// One case: returns an error message, empty when every byte matched.
 std::string runCase(Runtime &rt, const CudaDriver &drv, const Kernel &k,
                     const QuantizeContract &c, const QCase &q) {
@@ -234,9 +126,9 @@ std::string runCase(Runtime &rt, const CudaDriver &drv, const Kernel &k,
     std::vector<float> x = inputMatrix(q, t, bf16);
     inputs.push_back(inputBytes(x, bf16));
     if (c.rowwise)
-      rowWant.push_back(expectRow(x, q, *c.rowwise, p));
+      rowWant.push_back(expectRow(x, q.rows, q.cols, *c.rowwise, p));
     if (c.columnwise)
-      colWant.push_back(expectCol(x, q, *c.columnwise, p));
+      colWant.push_back(expectCol(x, q.rows, q.cols, q.offsets, *c.columnwise, p));
   }
   auto sizeOf = [&](const std::vector<Expected> &w, bool scales) {
     return w.empty() ? size_t(0)

@@ -876,8 +876,13 @@ TEST_CASE("bench: CLI without a driver fails with a clear message",
           std::string::npos);
     CHECK(r.output.find("internal error") == std::string::npos);
   }
-  // The suite's non-GEMM section is named, not silently dropped.
+  // The quantize section is measured now (QuantizeBench.h), so it is no
+  // longer skipped, and --section selects it alone.
   CliResult r = qgemmc("bench --suite " + suite, dir.path);
-  CHECK(r.output.find("section \"quantize\" is not a GEMM; skipped") !=
+  CHECK(r.output.find("section \"quantize\" is not a GEMM; skipped") ==
         std::string::npos);
+  r = qgemmc("bench --suite " + suite + " --section quantize", dir.path);
+  INFO(r.output);
+  CHECK(r.exitCode == 1);
+  CHECK(r.output.find("error: bench needs a GPU") != std::string::npos);
 }

@@ -23,6 +23,7 @@
 #include "qgemm/BaselineCompare.h"
 #include "qgemm/Bench.h"
 #include "qgemm/DispatchBench.h"
+#include "qgemm/QuantizeBench.h"
 #include "qgemm/Runtime.h"
 
 #include <nlohmann/json.hpp>
@@ -355,11 +356,17 @@ int suiteJob(const BenchArgs &a, const qgemm::SuiteEntry &e,
 bool isDispatchSection(const std::string &s) {
   return s == "permute" || s == "unpermute";
 }
+/// The quantizer sections, measured the same way (QuantizeBench.h).
+bool isQuantizeSection(const std::string &s) {
+  return s == "quantize" || s == "swiglu_quantize";
+}
 
 /// Suite mode: every selected row, in each selected layout; the selected
-/// permute / unpermute rows go to `dispatch`.
+/// permute / unpermute rows go to `dispatch`, the quantize /
+/// swiglu_quantize rows to `quantize`.
 int suiteJobs(const BenchArgs &a, std::vector<Job> &jobs,
-              std::vector<qgemm::DispatchSuiteRow> &dispatch) {
+              std::vector<qgemm::DispatchSuiteRow> &dispatch,
+              std::vector<qgemm::QuantizeSuiteRow> &quantize) {
   qgemm::Suite suite;
   if (qgemm::Status st = qgemm::parseSuiteFile(a.suite, suite); !st.ok())
     return report(st);
@@ -367,15 +374,20 @@ int suiteJobs(const BenchArgs &a, std::vector<Job> &jobs,
   if (qgemm::Status st = qgemm::parseDispatchSuiteFile(a.suite, dispatchRows);
       !st.ok())
     return report(st);
+  std::vector<qgemm::QuantizeSuiteRow> quantizeRows;
+  if (qgemm::Status st = qgemm::parseQuantizeSuiteFile(a.suite, quantizeRows);
+      !st.ok())
+    return report(st);
   const std::vector<std::string> &sections = qgemm::suiteGemmSections();
   for (const std::string &asked : a.sections)
-    if (!isDispatchSection(asked) &&
+    if (!isDispatchSection(asked) && !isQuantizeSection(asked) &&
         std::find(sections.begin(), sections.end(), asked) == sections.end()) {
       std::string known;
       for (const std::string &s : sections)
         known += (known.empty() ? "" : ", ") + s;
       return usageError("--section: \"" + asked + "\" is not one of " +
-                        known + ", permute, unpermute");
+                        known +
+                        ", permute, unpermute, quantize, swiglu_quantize");
     }
   auto selected = [&](const std::string &section) {
     return a.sections.empty() ||
@@ -383,13 +395,16 @@ int suiteJobs(const BenchArgs &a, std::vector<Job> &jobs,
                a.sections.end();
   };
   for (const std::string &s : suite.skippedSections)
-    if (!isDispatchSection(s))
+    if (!isDispatchSection(s) && !isQuantizeSection(s))
       std::cerr << "note: " << a.suite << ": section \"" << s
                 << "\" is not a GEMM; skipped\n";
   for (const qgemm::DispatchSuiteRow &r : dispatchRows)
     if (selected(r.section) &&
         r.label.find(a.filter) != std::string::npos)
       dispatch.push_back(r);
+  for (const qgemm::QuantizeSuiteRow &r : quantizeRows)
+    if (selected(r.section) && r.label.find(a.filter) != std::string::npos)
+      quantize.push_back(r);
   std::vector<qgemm::ScaleLayout> layouts;
   if (a.layout != "GEMM_READY")
     layouts.push_back(qgemm::ScaleLayout::Compact);
@@ -404,7 +419,7 @@ int suiteJobs(const BenchArgs &a, std::vector<Job> &jobs,
       return rc;
     jobs.push_back(std::move(j));
   }
-  if (jobs.empty() && dispatch.empty())
+  if (jobs.empty() && dispatch.empty() && quantize.empty())
     return usageError("no suite row matches --section/--filter");
   return kOk;
 }
@@ -611,8 +626,9 @@ int qgemmc::runBench(const std::vector<std::string> &args) {
       return usageError(err);
   std::vector<Job> jobs;
   std::vector<qgemm::DispatchSuiteRow> dispatch;
+  std::vector<qgemm::QuantizeSuiteRow> quantize;
   if (int rc = a.suite.empty() ? specJobs(a, jobs)
-                               : suiteJobs(a, jobs, dispatch);
+                               : suiteJobs(a, jobs, dispatch, quantize);
       rc)
     return rc;
   if (!a.out.empty() && !ensureDirectory(a.out))
@@ -701,6 +717,54 @@ int qgemmc::runBench(const std::vector<std::string> &args) {
     // A row qgemm has no kernel for (the fused form) is reported, not an
     // error of the run.
     if (!m.status.ok() && !m.unsupported)
+      worst = std::max(worst, int(kInternalError));
+  }
+
+  // The quantizer rows, the same way; the multi-tensor row also as one
+  // launch per tensor.
+  for (const qgemm::QuantizeSuiteRow &r : quantize) {
+    ++current;
+    currentName = r.label;
+    qgemm::QuantizeBenchRow m =
+        qgemm::measureQuantizeRow(rt, r, opts.timing, opts.flushBytes);
+    auto num = [](double v) { return std::isnan(v) ? json(nullptr) : json(v); };
+    json row = {{"suite", r.section},
+                {"label", r.label},
+                {"bytes", m.bytes},
+                {"qgemm_gbps", num(m.qgemmGbps)},
+                {"copy_gbps", num(m.copyGbps)},
+                {"kernel", m.kernelName},
+                {"qgemm_ms", m.qgemm.measured() ? json(m.qgemm.medianMs)
+                                                : json(nullptr)},
+                {"copy_ms", m.copy.measured() ? json(m.copy.medianMs)
+                                              : json(nullptr)}};
+    if (r.tensors > 0) {
+      row["single_launches_ms"] = m.singleLaunches.measured()
+                                      ? json(m.singleLaunches.medianMs)
+                                      : json(nullptr);
+      row["single_launches"] = r.tensors;
+    }
+    if (!m.status.ok())
+      row["error"] = m.status.message;
+    dataPath.push_back(row);
+    if (!a.json) {
+      if (m.status.ok()) {
+        std::printf("%-10s %-48s %12.0f B  qgemm %8.1f GB/s  copy %8.1f GB/s  "
+                    "(%.0f%%)",
+                    r.section.c_str(), r.label.c_str(), m.bytes, m.qgemmGbps,
+                    m.copyGbps, 100.0 * m.qgemmGbps / m.copyGbps);
+        if (r.tensors > 0)
+          std::printf("  %lld single launches %.3f ms (multi-tensor %.2fx)",
+                      (long long)r.tensors, m.singleLaunches.medianMs,
+                      m.singleLaunches.medianMs / m.qgemm.medianMs);
+        std::printf("\n");
+      } else {
+        std::printf("%-10s %-48s not measured: %s\n", r.section.c_str(),
+                    r.label.c_str(), m.status.message.c_str());
+      }
+      std::fflush(stdout);
+    }
+    if (!m.status.ok())
       worst = std::max(worst, int(kInternalError));
   }
 

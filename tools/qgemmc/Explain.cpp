@@ -10,6 +10,7 @@
 #include "qgemm/Kernels/ConfigRules.h"
 #include "qgemm/Kernels/DispatchABI.h"
 #include "qgemm/Kernels/QuantizeABI.h"
+#include "qgemm/Kernels/SwigluABI.h"
 
 #include <nlohmann/json.hpp>
 
@@ -69,6 +70,25 @@ std::string dispatchStagesOf(const qgemm::Spec &s) {
 std::string configOf(const qgemm::Spec &s, const qgemm::CompileOutput &o) {
   if (s.op == qgemm::OpKind::Permute || s.op == qgemm::OpKind::Unpermute)
     return dispatchStagesOf(s);
+  if (s.op == qgemm::OpKind::SwigluQuantize)
+    return std::string("kernel family: swiglu_quantize (the quantize kernel "
+                       "with a SwiGLU input stage: one 256-thread CTA per "
+                       "128x128 tile of y, y = silu(gate) * up computed in "
+                       "f32 from the ") +
+           qgemm::toString(s.swiglu.halves) +
+           " (M, 2I) input while staging it in " +
+           std::to_string(qgemm::kQuantSharedBytes) +
+           " B dynamic shared memory" +
+           (s.swiglu.bf16Output ? ", bf16 y written in the same pass" : "") +
+           "); grid (cd(I, 128), cd(M, 128) + token groups, 1)";
+  if (s.op == qgemm::OpKind::SwigluBackward)
+    return std::string("kernel family: swiglu_backward (elementwise, ") +
+           std::to_string(qgemm::kSwigluBwdThreads) +
+           " threads per CTA, one column of I per thread, " +
+           std::to_string(qgemm::kSwigluBwdRowsPerCta) + " rows per CTA, " +
+           qgemm::toString(s.swiglu.halves) + " gate/up); grid (cd(I, " +
+           std::to_string(qgemm::kSwigluBwdThreads) + "), cd(M, " +
+           std::to_string(qgemm::kSwigluBwdRowsPerCta) + "), 1)";
   if (s.op != qgemm::OpKind::GroupedGemm)
     return "kernel family: quantize (one 256-thread CTA per 128x128 input "
            "tile staged in " +

@@ -102,7 +102,7 @@ int qgemmc::runGenTests(const std::vector<std::string> &args) {
       return kUserError;
     for (const qgemm::Spec &s : specs) {
       if (s.op != qgemm::OpKind::GroupedGemm) {
-        std::printf("%s: quantize specs have no generated cases yet\n",
+        std::printf("%s: only grouped_gemm specs have generated cases yet\n",
                     s.name.c_str());
         continue;
       }

@@ -16,6 +16,11 @@
 // Amaxes use max.NaN (arith.maximumf): a NaN anywhere in a block makes its
 // amax NaN, as the CPU quantizer's blockAmax does.
 //
+// swiglu_quantize (SwigluABI.h) is this kernel with another step 2: each
+// staged cell is y = silu(gate) * up computed from the (M, 2I) input
+// (codegen/lib/Swiglu/SwigluMath.cpp), optionally also written as bf16;
+// the passes that follow see an f32 tile like any other.
+//
 // K (cols) is a run-time parameter, not a compile-time constant, even when
 // the spec fixes shape.k (the launch then checks it): the kernel is bound
 // by memory bandwidth, K only enters addresses and the last column tile's
@@ -24,9 +29,11 @@
 //
 //===----------------------------------------------------------------------===//
 #include "QuantizeKernel.h"
+#include "../Swiglu/SwigluMath.h"
 
 #include "qgemm/Codegen/Kernels.h"
 #include "qgemm/Kernels/QuantizeABI.h"
+#include "qgemm/Kernels/SwigluABI.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -60,9 +67,13 @@ struct Tile {
 
 class QuantizeBuilder {
 public:
+  /// `sw`: the swiglu_quantize contract whose y this kernel quantizes, or
+  /// null for a plain quantize kernel.
   QuantizeBuilder(ImplicitLocOpBuilder &b, const QuantizeContract &c,
-                  Block::BlockArgListType args, Value smem)
-      : b(b), ir(b), c(c), args(args.begin(), args.end()), smem(smem) {}
+                  Block::BlockArgListType args, Value smem,
+                  const SwigluContract *sw = nullptr)
+      : b(b), ir(b), c(c), sw(sw), args(args.begin(), args.end()),
+        smem(smem) {}
 
   void build();
 
@@ -131,6 +142,9 @@ private:
   Tile findTile(Value cy);
   /// Input element `index` (i64) as f32: bf16 widened exactly (bits << 16).
   Value loadInput(Value base, Value index);
+  /// swiglu_quantize: y at (gr, gc) (i64) from the (rows, 2 cols) input,
+  /// and its bf16 copy stored when the contract asks for it.
+  Value swigluInput(Value base, Value gr, Value gc);
   /// Stage the tile; returns this thread's max |x| over what it loaded.
   Value stage(Value inPtr, Value inBase, Value row0, Value col0,
               Value tileRows, Value tileCols);
@@ -148,6 +162,7 @@ private:
   ImplicitLocOpBuilder &b;
   KernelIR ir;
   const QuantizeContract &c;
+  const SwigluContract *sw;
   SmallVector<Value> args;
   Value smem;
   // Set by build().
@@ -218,6 +233,25 @@ Value QuantizeBuilder::loadInput(Value base, Value index) {
       b, ir.f32T(), arith::ShLIOp::create(b, h, ir.i32(16)));
 }
 
+Value QuantizeBuilder::swigluInput(Value base, Value gr, Value gc) {
+  Value rowBase = ir.mul(gr, ir.mul(shape.cols, ir.i64(2)));
+  Value gateCol, upCol;
+  if (sw->halves == SwigluHalves::Stacked) {
+    gateCol = gc;
+    upCol = ir.add(gc, shape.cols);
+  } else {
+    gateCol = ir.mul(gc, ir.i64(2));
+    upCol = ir.add(gateCol, ir.i64(1));
+  }
+  Value g = swiglu::loadBf16(ir, base, ir.add(rowBase, gateCol));
+  Value u = swiglu::loadBf16(ir, base, ir.add(rowBase, upCol));
+  Value y = swiglu::emitForward(ir, g, u);
+  if (sw->bf16Output)
+    swiglu::storeBf16(ir, y, arg(kSQParamBf16Out),
+                      ir.add(ir.mul(gr, shape.cols), gc));
+  return y;
+}
+
 Value QuantizeBuilder::stage(Value inPtr, Value inBase, Value row0, Value col0,
                              Value tileRows, Value tileCols) {
   const int64_t steps = kQuantTileRows * kQuantTileCols / kQuantThreads;
@@ -235,6 +269,8 @@ Value QuantizeBuilder::stage(Value inPtr, Value inBase, Value row0, Value col0,
         valid, ir.f32T(),
         [&] {
           Value gr = ir.toI64(ir.add(row0, r)), gc = ir.toI64(ir.add(col0, col));
+          if (sw)
+            return swigluInput(inPtr, gr, gc);
           return loadInput(inPtr,
                            ir.add(inBase, ir.add(ir.mul(gr, shape.cols), gc)));
         },
@@ -428,15 +464,22 @@ void QuantizeBuilder::build() {
                                             ir.i32(kQuantTileCols));
     // multi_tensor: tensor z from the pointer table when there is one,
     // else at z * rows * cols in the stacked input.
-    Value table = arg(kQParamInputTable);
-    Value hasTable = ir.cmp(arith::CmpIPredicate::ne,
-                            LLVM::PtrToIntOp::create(b, ir.i64T(), table),
-                            ir.i64(0));
-    Value inPtr = ifElse(
-        hasTable, ir.globalPtrT(),
-        [&] { return ir.load(ir.globalPtrT(), table, z64); },
-        [&] { return arg(kQParamInput); });
-    Value inBase = ir.select(hasTable, ir.i64(0), ir.mul(z64, tensorElems));
+    Value inPtr, inBase;
+    if (sw) {
+      // One tensor (checkSwiglu refuses multi_tensor): no table to read.
+      inPtr = arg(kQParamInput);
+      inBase = ir.i64(0);
+    } else {
+      Value table = arg(kQParamInputTable);
+      Value hasTable = ir.cmp(arith::CmpIPredicate::ne,
+                              LLVM::PtrToIntOp::create(b, ir.i64T(), table),
+                              ir.i64(0));
+      inPtr = ifElse(
+          hasTable, ir.globalPtrT(),
+          [&] { return ir.load(ir.globalPtrT(), table, z64); },
+          [&] { return arg(kQParamInput); });
+      inBase = ir.select(hasTable, ir.i64(0), ir.mul(z64, tensorElems));
+    }
     Value localMax = stage(inPtr, inBase, row0, col0, tileRows, tileCols);
     NVVM::Barrier0Op::create(b);
     const bool needTileAmax = (c.rowwise && c.rowwise->blockRows == 128) ||
@@ -451,8 +494,14 @@ void QuantizeBuilder::build() {
 
 } // namespace
 
-void mlir::qgemm::lowerQuantize(QuantizeOp op) {
-  MLIRContext *ctx = op.getContext();
+namespace {
+
+/// Declares the kernel named `name` next to `op` and builds its body:
+/// kNumQuantizeParams parameters, plus the bf16 y for swiglu_quantize.
+void buildQuantizeKernel(Operation *op, StringRef name,
+                         const QuantizeContract &contract,
+                         const SwigluContract *sw) {
+  MLIRContext *ctx = op->getContext();
   ModuleOp module = op->getParentOfType<ModuleOp>();
   OpBuilder mb(op);
   Type globalPtr = LLVM::LLVMPointerType::get(ctx, 1);
@@ -462,29 +511,45 @@ void mlir::qgemm::lowerQuantize(QuantizeOp op) {
   auto smemT = LLVM::LLVMArrayType::get(IntegerType::get(ctx, 8), 0);
   if (!module.lookupSymbol(smemName)) {
     OpBuilder gb = OpBuilder::atBlockBegin(module.getBody());
-    LLVM::GlobalOp::create(gb, op.getLoc(), smemT, /*isConstant=*/false,
+    LLVM::GlobalOp::create(gb, op->getLoc(), smemT, /*isConstant=*/false,
                            LLVM::Linkage::External, smemName, Attribute(),
                            /*alignment=*/16, /*addrSpace=*/3);
   }
 
-  SmallVector<Type> params(kNumQuantizeParams, globalPtr);
+  const unsigned numParams = sw ? unsigned(kNumSwigluQuantizeParams)
+                                : unsigned(kNumQuantizeParams);
+  SmallVector<Type> params(numParams, globalPtr);
   params[kQParamRows] = params[kQParamCols] = params[kQParamNumGroups] = i32T;
   auto fnT = LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx), params);
-  auto fn = LLVM::LLVMFuncOp::create(mb, op.getLoc(), op.getSymName(), fnT);
+  auto fn = LLVM::LLVMFuncOp::create(mb, op->getLoc(), name, fnT);
   fn->setAttr(NVVM::NVVMDialect::getKernelFuncAttrName(), UnitAttr::get(ctx));
   fn->setAttr(NVVM::NVVMDialect::getReqntidAttrName(),
               DenseI32ArrayAttr::get(ctx, {kQuantThreads, 1, 1}));
 
   Block *entry = fn.addEntryBlock(mb);
-  ImplicitLocOpBuilder b(op.getLoc(), ctx);
+  ImplicitLocOpBuilder b(op->getLoc(), ctx);
   b.setInsertionPointToStart(entry);
   Value smem = LLVM::AddressOfOp::create(
       b, LLVM::LLVMPointerType::get(ctx, 3), smemName);
-  QuantizeContract contract = op.getContract();
   {
     OpBuilder::InsertionGuard g(b);
-    QuantizeBuilder(b, contract, entry->getArguments(), smem).build();
+    QuantizeBuilder(b, contract, entry->getArguments(), smem, sw).build();
   }
   b.setInsertionPointToEnd(entry);
   LLVM::ReturnOp::create(b, ValueRange{});
+}
+
+} // namespace
+
+void mlir::qgemm::lowerQuantize(QuantizeOp op) {
+  buildQuantizeKernel(op, op.getSymName(), op.getContract(), nullptr);
+}
+
+void mlir::qgemm::lowerSwigluQuantize(SwigluOp op) {
+  SwigluContract sw = op.getContract();
+  // The quantizer sees y as a bf16-sourced (M, I) tensor of one tensor.
+  QuantizeContract q = sw.quant;
+  q.input = ElemType::BF16;
+  q.multiTensor = false;
+  buildQuantizeKernel(op, op.getSymName(), q, &sw);
 }

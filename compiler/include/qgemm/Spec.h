@@ -12,6 +12,7 @@
 #include "qgemm/Contract.h"
 #include "qgemm/DispatchContract.h"
 #include "qgemm/Export.h"
+#include "qgemm/SwigluContract.h"
 #include "qgemm/Tuning.h"
 
 #include <cstdint>
@@ -21,7 +22,14 @@
 
 namespace qgemm {
 
-enum class OpKind { GroupedGemm, Quantize, Permute, Unpermute };
+enum class OpKind {
+  GroupedGemm,
+  Quantize,
+  Permute,
+  Unpermute,
+  SwigluQuantize,
+  SwigluBackward
+};
 
 /// One canonical, validated spec.
 struct Spec {
@@ -33,6 +41,8 @@ struct Spec {
   QuantizeContract quantize; ///< Meaningful when op == Quantize.
   PermuteContract permute;     ///< Meaningful when op == Permute.
   UnpermuteContract unpermute; ///< Meaningful when op == Unpermute.
+  /// Meaningful when op == SwigluQuantize or SwigluBackward.
+  SwigluContract swiglu;
   Tuning tuning;
   /// Canonical JSON text: defaults filled, keys sorted, no sweep, compact.
   std::string canonicalJson;

@@ -24,6 +24,7 @@
 #include "qgemm/KernelConfig.h"
 #include "qgemm/KernelCache.h"
 #include "qgemm/QuantizeArgs.h"
+#include "qgemm/SwigluArgs.h"
 #include "qgemm/Spec.h"
 
 #include <cstdint>
@@ -153,6 +154,13 @@ public:
   Status launch(const Kernel &kernel, const PermuteArgs &args,
                 void *stream = nullptr);
   Status launch(const Kernel &kernel, const UnpermuteArgs &args,
+                void *stream = nullptr);
+  /// swiglu_quantize / swiglu_backward kernels (validateSwigluQuantizeArgs,
+  /// validateSwigluBackwardArgs, then the grids of SwigluABI.h;
+  /// LaunchSwiglu.cpp). rows = 0 launches nothing.
+  Status launch(const Kernel &kernel, const SwigluQuantizeArgs &args,
+                void *stream = nullptr);
+  Status launch(const Kernel &kernel, const SwigluBackwardArgs &args,
                 void *stream = nullptr);
 
   /// The driver, opened on first use; null with the reason when absent.

@@ -210,7 +210,11 @@ typedef enum qgemm_op {
   QGEMM_OP_GROUPED_GEMM = 0,
   QGEMM_OP_QUANTIZE = 1,
   QGEMM_OP_PERMUTE = 2,
-  QGEMM_OP_UNPERMUTE = 3
+  QGEMM_OP_UNPERMUTE = 3,
+  /* Compiled and reported through the C API; launched through the C++
+     Runtime::launch(SwigluQuantizeArgs / SwigluBackwardArgs) for now. */
+  QGEMM_OP_SWIGLU_QUANTIZE = 4,
+  QGEMM_OP_SWIGLU_BACKWARD = 5
 } qgemm_op;
 typedef enum qgemm_family {
   QGEMM_FAMILY_SIMT = 0,

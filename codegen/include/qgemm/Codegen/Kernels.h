@@ -16,6 +16,11 @@ void lowerQuantize(QuantizeOp op);
 /// Token dispatch / combine: one kernel per stage (qgemm/Kernels/DispatchABI.h).
 void lowerPermute(PermuteOp op);
 void lowerUnpermute(UnpermuteOp op);
+/// SwiGLU + quantize: the quantize kernel with a SwiGLU input stage
+/// (codegen/lib/Quantize/QuantizeKernel.cpp, codegen/lib/Swiglu/).
+void lowerSwigluQuantize(SwigluOp op);
+/// SwiGLU backward: elementwise (codegen/lib/Swiglu/BackwardKernel.cpp).
+void lowerSwigluBackward(SwigluOp op);
 
 } // namespace mlir::qgemm
 

@@ -11,6 +11,7 @@
 #include "mlir/IR/SymbolTable.h"
 #include "qgemm/Contract.h"
 #include "qgemm/DispatchContract.h"
+#include "qgemm/SwigluContract.h"
 #include "qgemm/KernelConfig.h"
 #include "qgemm/Tuning.h"
 

@@ -124,4 +124,43 @@ def QGemm_UnpermuteOp : QGemm_Op<"unpermute", [Symbol]> {
   }];
 }
 
+def QGemm_SwigluOp : QGemm_Op<"swiglu", [Symbol]> {
+  let summary = "SwiGLU over a merged gate/up projection, then FP8 quantize; "
+                "or its backward";
+  let description = [{
+    Forward: y = silu(gate) * up over a bf16 (M, 2I) input whose gate and up
+    halves are stacked (default) or `interleaved`, quantized like
+    `qgemm.quantize` would quantize an f32 y (`output`, `recipe`, `rowwise`,
+    `columnwise`, `pow2`, `eps`), with `bf16_output` also writing bf16 y.
+    With `backward`: dy (M, I) and x -> dx (M, 2I) in x's layout, and no
+    quantizer attributes. The exact f32 math: qgemm/SwigluContract.h.
+    `i` = 0: I is a run-time argument.
+
+    ```mlir
+    qgemm.swiglu @act i = 2048 quantize <e4m3> recipe = <deepseek>
+        rowwise = #qgemm.scale<[1, 128], f32, COMPACT> {bf16_output}
+    qgemm.swiglu @act_bwd i = 2048 backward {interleaved}
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       DefaultValuedAttr<I64Attr, "0">:$i,
+                       UnitAttr:$interleaved, UnitAttr:$backward,
+                       UnitAttr:$bf16_output,
+                       OptionalAttr<QGemm_ElemTypeAttr>:$output,
+                       OptionalAttr<QGemm_QuantRecipeAttr>:$recipe,
+                       OptionalAttr<QGemm_ScaleRecipeAttr>:$rowwise,
+                       OptionalAttr<QGemm_ScaleRecipeAttr>:$columnwise,
+                       UnitAttr:$pow2, DefaultValuedAttr<F64Attr, "0.0">:$eps);
+  let assemblyFormat = [{
+    $sym_name `i` `=` $i (`backward` $backward^)?
+    (`quantize` $output^ `recipe` `=` $recipe)?
+    (`rowwise` `=` qualified($rowwise)^)?
+    (`columnwise` `=` qualified($columnwise)^)? attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::qgemm::SwigluContract getContract();
+  }];
+}
+
 #endif // QGEMM_OPS_TD

@@ -1,0 +1,105 @@
+//===- LaunchSwiglu.cpp - Launch swiglu_quantize / swiglu_backward --------===//
+//
+// swiglu_quantize: the quantize kernel's grid and shared memory
+// (QuantizeABI.h) over the (M, I) output, with the bf16 y as one more
+// parameter. swiglu_backward: the elementwise grid of SwigluABI.h.
+//
+//===----------------------------------------------------------------------===//
+#include "RuntimeImpl.h"
+
+#include "qgemm/Kernels/SwigluABI.h"
+#include "qgemm/SwigluArgs.h"
+
+using namespace qgemm;
+
+namespace {
+
+Status checkKernel(const Kernel &kernel, OpKind want, const char *argsName) {
+  if (!kernel.valid())
+    return Status::user("launch: the kernel handle is empty");
+  if (kernel.spec().op != want)
+    return Status::user("launch: " + kernel.spec().name + " is not a " +
+                        (want == OpKind::SwigluQuantize ? "swiglu_quantize"
+                                                        : "swiglu_backward") +
+                        " kernel; " + argsName + " do not fit it");
+  return Status();
+}
+
+} // namespace
+
+Status Runtime::launch(const Kernel &kernel, const SwigluQuantizeArgs &args,
+                       void *stream) {
+  if (Status st =
+          checkKernel(kernel, OpKind::SwigluQuantize, "SwigluQuantizeArgs");
+      !st.ok())
+    return st;
+  const Spec &spec = kernel.spec();
+  if (Status st = validateSwigluQuantizeArgs(spec.swiglu, args); !st.ok())
+    return Status::user(spec.name + ": " + st.message);
+  if (args.rows == 0)
+    return Status();
+  Kernel::State::Module m;
+  if (Status st = impl->functionFor(*kernel.state, m); !st.ok())
+    return st;
+
+  const auto grid = quantizeGrid(args.rows, args.intermediate, args.numGroups, 1);
+  CUdeviceptr ptrs[kNumSwigluQuantizeParams] = {};
+  ptrs[kQParamInput] = args.input;
+  ptrs[kQParamRowData] = args.rowData;
+  ptrs[kQParamRowScales] = args.rowScales;
+  ptrs[kQParamColData] = args.colData;
+  ptrs[kQParamColScales] = args.colScales;
+  ptrs[kQParamOffsets] = args.numGroups > 0 ? args.groupOffsets : 0;
+  ptrs[kSQParamBf16Out] = args.bf16Output;
+  // Validated: rows <= 2^24, I <= 2^23, groups <= kMaxGroups.
+  int32_t rows = int32_t(args.rows), cols = int32_t(args.intermediate),
+          groups = int32_t(args.numGroups);
+  void *params[kNumSwigluQuantizeParams];
+  for (unsigned i = 0; i < kNumSwigluQuantizeParams; ++i)
+    params[i] = &ptrs[i];
+  params[kQParamRows] = &rows;
+  params[kQParamCols] = &cols;
+  params[kQParamNumGroups] = &groups;
+  const CudaDriver *d = impl->driver.load(std::memory_order_acquire);
+  return d->check(d->launchKernel(m.function, unsigned(grid[0]),
+                                  unsigned(grid[1]), unsigned(grid[2]),
+                                  kQuantThreads, 1, 1,
+                                  unsigned(kQuantSharedBytes),
+                                  static_cast<CUstream>(stream), params,
+                                  nullptr),
+                  "cuLaunchKernel(" + kernel.name() + ")");
+}
+
+Status Runtime::launch(const Kernel &kernel, const SwigluBackwardArgs &args,
+                       void *stream) {
+  if (Status st =
+          checkKernel(kernel, OpKind::SwigluBackward, "SwigluBackwardArgs");
+      !st.ok())
+    return st;
+  const Spec &spec = kernel.spec();
+  if (Status st = validateSwigluBackwardArgs(spec.swiglu, args); !st.ok())
+    return Status::user(spec.name + ": " + st.message);
+  if (args.rows == 0)
+    return Status();
+  Kernel::State::Module m;
+  if (Status st = impl->functionFor(*kernel.state, m); !st.ok())
+    return st;
+  const auto grid = swigluBackwardGrid(args.rows, args.intermediate);
+  CUdeviceptr ptrs[kNumSwigluBackwardParams] = {};
+  ptrs[kSBParamGradOut] = args.gradOutput;
+  ptrs[kSBParamInput] = args.input;
+  ptrs[kSBParamGradInput] = args.gradInput;
+  int32_t rows = int32_t(args.rows), cols = int32_t(args.intermediate);
+  void *params[kNumSwigluBackwardParams];
+  for (unsigned i = 0; i < kNumSwigluBackwardParams; ++i)
+    params[i] = &ptrs[i];
+  params[kSBParamRows] = &rows;
+  params[kSBParamCols] = &cols;
+  const CudaDriver *d = impl->driver.load(std::memory_order_acquire);
+  return d->check(d->launchKernel(m.function, unsigned(grid[0]),
+                                  unsigned(grid[1]), unsigned(grid[2]),
+                                  kSwigluBwdThreads, 1, 1, 0,
+                                  static_cast<CUstream>(stream), params,
+                                  nullptr),
+                  "cuLaunchKernel(" + kernel.name() + ")");
+}
