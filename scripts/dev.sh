@@ -218,8 +218,8 @@ gpu_sanitize() {
 gpu() {
   unpack
   # QGEMM_GPU_ONLY="mxfp8_wgrad quantize_mx ..." runs only those spec files
-  # (stems from tests/gpu/specs/; "specs" adds the bundled specs/): a run too
-  # long for one device call is split into several.
+  # (stems from tests/gpu/specs/; "specs" adds the bundled specs/, "chain"
+  # the layer chain test): a run too long for one device call is split.
   local spec_dirs=(--specs "$dest/qgemm/gpu-specs" --specs "$dest/qgemm/specs")
   # QGEMM_GPU_SHARD=i/n: the i-th of n interleaved shares of the spec files
   # (the bundled specs/ go with share 1), one device call each.
@@ -238,7 +238,7 @@ gpu() {
     spec_dirs=(--specs "$only")
     for s in $QGEMM_GPU_ONLY; do
       if [[ "$s" == specs ]]; then spec_dirs+=(--specs "$dest/qgemm/specs")
-      else cp "$dest/qgemm/gpu-specs/$s.json" "$only/"; fi
+      elif [[ "$s" != chain ]]; then cp "$dest/qgemm/gpu-specs/$s.json" "$only/"; fi
     done
   fi
   nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,driver_version --format=csv | tee "$out/device.txt"
@@ -257,8 +257,10 @@ gpu() {
       stdbuf -oL -eL "$dest/qgemm/bin/qgemm-gpu-dispatch-tests" \
       "${spec_dirs[@]}" | tee "$out/dispatch.txt"
   fi
-  # The layer chain (its specs are built in): with the full run or share 1.
-  if [[ ( -z "${QGEMM_GPU_ONLY:-}" || "${QGEMM_GPU_SHARD:-}" == 1/* ) && -x "$dest/qgemm/bin/qgemm-gpu-chain-tests" ]]; then
+  # The layer chain (its specs are built in): with the full run, share 1, or
+  # "chain" in QGEMM_GPU_ONLY.
+  if [[ ( -z "${QGEMM_GPU_ONLY:-}" || "${QGEMM_GPU_SHARD:-}" == 1/* ||
+          " $QGEMM_GPU_ONLY " == *" chain "* ) && -x "$dest/qgemm/bin/qgemm-gpu-chain-tests" ]]; then
     QGEMM_CACHE_DIR="$dest/cache" with_timeout \
       stdbuf -oL -eL "$dest/qgemm/bin/qgemm-gpu-chain-tests" | tee "$out/chain.txt"
   fi
