@@ -11,12 +11,12 @@
 #include "qgemm/Runtime.h"
 #include "qgemm/ScaleLayout.h"
 
+#include "SuiteRows.h"
+
 #include <nlohmann/json.hpp>
 
-#include <fstream>
 #include <random>
 #include <set>
-#include <sstream>
 
 using namespace qgemm;
 using json = nlohmann::json;
@@ -71,35 +71,15 @@ Status readRow(const json &j, const std::string &where,
 Status qgemm::parseDispatchSuiteText(const std::string &text,
                                      const std::string &file,
                                      std::vector<DispatchSuiteRow> &out) {
-  out.clear();
-  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object())
-    return Status::user(file + ": not a JSON object");
-  for (const char *section : kSections) {
-    if (!doc.contains(section))
-      continue;
-    const json &rows = doc[section];
-    if (!rows.is_array())
-      return Status::user(file + ": " + section + " is not an array");
-    for (size_t i = 0; i < rows.size(); ++i) {
-      DispatchSuiteRow r;
-      std::string where = file + ": " + section + "[" + std::to_string(i) + "]";
-      if (Status st = readRow(rows[i], where, section, r); !st.ok())
-        return st;
-      out.push_back(std::move(r));
-    }
-  }
-  return Status();
+  return suiterows::read(text, file, kSections, readRow, out);
 }
 
 Status qgemm::parseDispatchSuiteFile(const std::string &path,
                                      std::vector<DispatchSuiteRow> &out) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
-    return Status::user(path + ": cannot open the suite file");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parseDispatchSuiteText(ss.str(), path, out);
+  std::string text;
+  if (Status st = suiterows::readFile(path, text); !st.ok())
+    return st;
+  return parseDispatchSuiteText(text, path, out);
 }
 
 std::string qgemm::dispatchSuiteSpecText(const DispatchSuiteRow &row,

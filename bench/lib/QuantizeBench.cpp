@@ -10,14 +10,14 @@
 #include "qgemm/Runtime.h"
 #include "qgemm/ScaleLayout.h"
 
+#include "SuiteRows.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <random>
 #include <set>
-#include <sstream>
 
 using namespace qgemm;
 using json = nlohmann::json;
@@ -117,35 +117,15 @@ json scaleJson(int64_t br, int64_t bc, ScaleLayout layout) {
 Status qgemm::parseQuantizeSuiteText(const std::string &text,
                                      const std::string &file,
                                      std::vector<QuantizeSuiteRow> &out) {
-  out.clear();
-  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object())
-    return Status::user(file + ": not a JSON object");
-  for (const char *section : kSections) {
-    if (!doc.contains(section))
-      continue;
-    const json &rows = doc[section];
-    if (!rows.is_array())
-      return Status::user(file + ": " + section + " is not an array");
-    for (size_t i = 0; i < rows.size(); ++i) {
-      QuantizeSuiteRow r;
-      std::string where = file + ": " + section + "[" + std::to_string(i) + "]";
-      if (Status st = readRow(rows[i], where, section, r); !st.ok())
-        return st;
-      out.push_back(std::move(r));
-    }
-  }
-  return Status();
+  return suiterows::read(text, file, kSections, readRow, out);
 }
 
 Status qgemm::parseQuantizeSuiteFile(const std::string &path,
                                      std::vector<QuantizeSuiteRow> &out) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
-    return Status::user(path + ": cannot open the suite file");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parseQuantizeSuiteText(ss.str(), path, out);
+  std::string text;
+  if (Status st = suiterows::readFile(path, text); !st.ok())
+    return st;
+  return parseQuantizeSuiteText(text, path, out);
 }
 
 std::string qgemm::quantizeSuiteSpecText(const QuantizeSuiteRow &row) {
