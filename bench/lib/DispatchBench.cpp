@@ -11,6 +11,7 @@
 #include "qgemm/Runtime.h"
 #include "qgemm/ScaleLayout.h"
 
+#include "BenchBuffers.h"
 #include "SuiteRows.h"
 
 #include <nlohmann/json.hpp>
@@ -144,32 +145,7 @@ double qgemm::dispatchSuiteBytes(const Spec &spec, const DispatchSuiteRow &row,
 
 namespace {
 
-/// Device buffers of one row, freed at the end.
-class Buffers {
-public:
-  explicit Buffers(const CudaDriver &d) : d(d) {}
-  ~Buffers() {
-    for (CUdeviceptr p : owned)
-      d.memFree(p);
-  }
-  /// `bytes` (at least 256) of device memory, with `host`'s bytes if given.
-  Status alloc(size_t bytes, const void *host, DevicePtr &out) {
-    CUdeviceptr p = 0;
-    if (Status st = d.check(d.memAlloc(&p, std::max<size_t>(bytes, 256)),
-                            "cuMemAlloc");
-        !st.ok())
-      return st;
-    owned.push_back(p);
-    out = p;
-    if (host && bytes)
-      return d.check(d.memcpyHtoD(p, host, bytes), "cuMemcpyHtoD");
-    return Status();
-  }
-
-private:
-  const CudaDriver &d;
-  std::vector<CUdeviceptr> owned;
-};
+using Buffers = BenchBuffers;
 
 std::vector<uint8_t> randomBytes(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);

@@ -10,6 +10,7 @@
 #include "qgemm/Runtime.h"
 #include "qgemm/ScaleLayout.h"
 
+#include "BenchBuffers.h"
 #include "SuiteRows.h"
 
 #include <nlohmann/json.hpp>
@@ -239,30 +240,7 @@ double qgemm::quantizeSuiteBytes(const Spec &spec, const QuantizeSuiteRow &row) 
 
 namespace {
 
-class Buffers {
-public:
-  explicit Buffers(const CudaDriver &d) : d(d) {}
-  ~Buffers() {
-    for (CUdeviceptr p : owned)
-      d.memFree(p);
-  }
-  Status alloc(size_t bytes, const void *host, DevicePtr &out) {
-    CUdeviceptr p = 0;
-    if (Status st = d.check(d.memAlloc(&p, std::max<size_t>(bytes, 256)),
-                            "cuMemAlloc");
-        !st.ok())
-      return st;
-    owned.push_back(p);
-    out = p;
-    if (host && bytes)
-      return d.check(d.memcpyHtoD(p, host, bytes), "cuMemcpyHtoD");
-    return Status();
-  }
-
-private:
-  const CudaDriver &d;
-  std::vector<CUdeviceptr> owned;
-};
+using Buffers = BenchBuffers;
 
 /// bf16 N(0, 1) values (the quantizers' cost does not depend on them, but
 /// NaN-free data keeps every path the common one).
