@@ -74,6 +74,26 @@ const char *tooSmall(const char *type) {
   return m.c_str();
 }
 
+/// The checks every op launch makes before its own (runtime, kernel of the
+/// right op, an argument struct of at least this API's size), then
+/// `launch(kernel)` inside the same error guard.
+template <typename CArgs, typename Launch>
+qgemm_status launchOp(const char *fn, const char *argsType, qgemm_runtime *rt,
+                      const qgemm_kernel *k, OpKind op, qgemm_op cop,
+                      const CArgs *args, Launch launch) {
+  return guarded(fn, [&] {
+    if (!rt)
+      return invalid(fn, "rt is NULL");
+    qgemm_status st = QGEMM_OK;
+    const Kernel *kk = kernelFor(fn, k, op, cop, st);
+    if (!kk)
+      return st;
+    if (!sizeOk(args, sizeof(CArgs)))
+      return invalid(fn, std::string("args ") + tooSmall(argsType));
+    return launch(*kk);
+  });
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -195,32 +215,24 @@ qgemm_status qgemm_kernel_quantize_sizes(const qgemm_kernel *k, int64_t rows,
 qgemm_status qgemm_launch_quantize(qgemm_runtime *rt, const qgemm_kernel *k,
                                    const qgemm_quantize_args *args,
                                    void *stream) {
-  const char *fn = "qgemm_launch_quantize";
-  return guarded(fn, [&] {
-    if (!rt)
-      return invalid(fn, "rt is NULL");
-    qgemm_status st = QGEMM_OK;
-    const Kernel *kk =
-        kernelFor(fn, k, OpKind::Quantize, QGEMM_OP_QUANTIZE, st);
-    if (!kk)
-      return st;
-    if (!sizeOk(args, sizeof(qgemm_quantize_args)))
-      return invalid(fn, std::string("args ") + tooSmall("qgemm_quantize_args"));
-    QuantizeArgs a;
-    a.input = args->input;
-    a.inputTable = args->input_table;
-    a.rowData = args->row_data;
-    a.rowScales = args->row_scales;
-    a.colData = args->col_data;
-    a.colScales = args->col_scales;
-    a.groupOffsets = args->group_offsets;
-    a.rows = args->rows;
-    a.cols = args->cols;
-    a.numTensors = args->num_tensors;
-    a.numGroups = args->num_groups;
-    a.hostGroupOffsets = args->host_group_offsets;
-    return fromStatus(rt->rt.launch(*kk, a, stream));
-  });
+  return launchOp(
+      "qgemm_launch_quantize", "qgemm_quantize_args", rt, k,
+      OpKind::Quantize, QGEMM_OP_QUANTIZE, args, [&](const Kernel &kk) {
+        QuantizeArgs a;
+        a.input = args->input;
+        a.inputTable = args->input_table;
+        a.rowData = args->row_data;
+        a.rowScales = args->row_scales;
+        a.colData = args->col_data;
+        a.colScales = args->col_scales;
+        a.groupOffsets = args->group_offsets;
+        a.rows = args->rows;
+        a.cols = args->cols;
+        a.numTensors = args->num_tensors;
+        a.numGroups = args->num_groups;
+        a.hostGroupOffsets = args->host_group_offsets;
+        return fromStatus(rt->rt.launch(kk, a, stream));
+      });
 }
 
 //===----------------------------------------------------------------------===//
@@ -297,67 +309,51 @@ qgemm_status qgemm_kernel_permute_rows(const qgemm_kernel *k, int64_t tokens,
 qgemm_status qgemm_launch_permute(qgemm_runtime *rt, const qgemm_kernel *k,
                                   const qgemm_permute_args *args,
                                   void *stream) {
-  const char *fn = "qgemm_launch_permute";
-  return guarded(fn, [&] {
-    if (!rt)
-      return invalid(fn, "rt is NULL");
-    qgemm_status st = QGEMM_OK;
-    const Kernel *kk = kernelFor(fn, k, OpKind::Permute, QGEMM_OP_PERMUTE, st);
-    if (!kk)
-      return st;
-    if (!sizeOk(args, sizeof(qgemm_permute_args)))
-      return invalid(fn, std::string("args ") + tooSmall("qgemm_permute_args"));
-    PermuteArgs a;
-    a.routing = args->routing;
-    a.probs = args->probs;
-    a.x = args->x;
-    a.xScales = args->x_scales;
-    a.y = args->y;
-    a.yScales = args->y_scales;
-    a.offsets = args->offsets;
-    a.counts = args->counts;
-    a.rowGroup = args->row_group;
-    a.rowMap = args->row_map;
-    a.rowProbs = args->row_probs;
-    a.error = args->error;
-    a.gradY = args->grad_y;
-    a.gradRowProbs = args->grad_row_probs;
-    a.gradX = args->grad_x;
-    a.gradProbs = args->grad_probs;
-    a.tokens = args->tokens;
-    a.experts = args->experts;
-    a.rows = args->rows;
-    a.hostRouting = args->host_routing;
-    return fromStatus(rt->rt.launch(*kk, a, stream));
-  });
+  return launchOp(
+      "qgemm_launch_permute", "qgemm_permute_args", rt, k,
+      OpKind::Permute, QGEMM_OP_PERMUTE, args, [&](const Kernel &kk) {
+        PermuteArgs a;
+        a.routing = args->routing;
+        a.probs = args->probs;
+        a.x = args->x;
+        a.xScales = args->x_scales;
+        a.y = args->y;
+        a.yScales = args->y_scales;
+        a.offsets = args->offsets;
+        a.counts = args->counts;
+        a.rowGroup = args->row_group;
+        a.rowMap = args->row_map;
+        a.rowProbs = args->row_probs;
+        a.error = args->error;
+        a.gradY = args->grad_y;
+        a.gradRowProbs = args->grad_row_probs;
+        a.gradX = args->grad_x;
+        a.gradProbs = args->grad_probs;
+        a.tokens = args->tokens;
+        a.experts = args->experts;
+        a.rows = args->rows;
+        a.hostRouting = args->host_routing;
+        return fromStatus(rt->rt.launch(kk, a, stream));
+      });
 }
 
 qgemm_status qgemm_launch_unpermute(qgemm_runtime *rt, const qgemm_kernel *k,
                                     const qgemm_unpermute_args *args,
                                     void *stream) {
-  const char *fn = "qgemm_launch_unpermute";
-  return guarded(fn, [&] {
-    if (!rt)
-      return invalid(fn, "rt is NULL");
-    qgemm_status st = QGEMM_OK;
-    const Kernel *kk =
-        kernelFor(fn, k, OpKind::Unpermute, QGEMM_OP_UNPERMUTE, st);
-    if (!kk)
-      return st;
-    if (!sizeOk(args, sizeof(qgemm_unpermute_args)))
-      return invalid(fn,
-                     std::string("args ") + tooSmall("qgemm_unpermute_args"));
-    UnpermuteArgs a;
-    a.y = args->y;
-    a.rowMap = args->row_map;
-    a.probs = args->probs;
-    a.out = args->out;
-    a.gradOut = args->grad_out;
-    a.rowGroup = args->row_group;
-    a.gradY = args->grad_y;
-    a.gradProbs = args->grad_probs;
-    a.tokens = args->tokens;
-    a.rows = args->rows;
-    return fromStatus(rt->rt.launch(*kk, a, stream));
-  });
+  return launchOp(
+      "qgemm_launch_unpermute", "qgemm_unpermute_args", rt, k,
+      OpKind::Unpermute, QGEMM_OP_UNPERMUTE, args, [&](const Kernel &kk) {
+        UnpermuteArgs a;
+        a.y = args->y;
+        a.rowMap = args->row_map;
+        a.probs = args->probs;
+        a.out = args->out;
+        a.gradOut = args->grad_out;
+        a.rowGroup = args->row_group;
+        a.gradY = args->grad_y;
+        a.gradProbs = args->grad_probs;
+        a.tokens = args->tokens;
+        a.rows = args->rows;
+        return fromStatus(rt->rt.launch(kk, a, stream));
+      });
 }
