@@ -321,6 +321,15 @@ int run(const Options &opt) {
     std::cerr << "qgemm-gpu-tests: " << st.message << "\n";
     return 2;
   }
+  // The cases allocate on this thread, while kernels load on the prefetch
+  // workers: this thread needs its own current context (with --no-latency
+  // nothing else made one current here, and every case failed with
+  // CUDA_ERROR_INVALID_CONTEXT on the H100, 2026-11-23).
+  CUcontext ctx = nullptr;
+  if (Status st = currentContext(*drv, 0, ctx); !st.ok()) {
+    std::cerr << "qgemm-gpu-tests: " << st.message << "\n";
+    return 2;
+  }
   GpuReference gpuRef;
   Status gpuRefStatus = gpuRef.init(drv);
   DeviceInfo dev;
