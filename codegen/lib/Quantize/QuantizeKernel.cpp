@@ -142,8 +142,7 @@ private:
   Tile findTile(Value cy);
   /// Input element `index` (i64) as f32: bf16 widened exactly (bits << 16).
   Value loadInput(Value base, Value index);
-  /// swiglu_quantize: y at (gr, gc) (i64) from the (rows, 2 cols) input,
-  /// and its bf16 copy stored when the contract asks for it.
+  /// swiglu_quantize: y at (gr, gc) (i64) from the (rows, 2 cols) input.
   Value swigluInput(Value base, Value gr, Value gc);
   /// Stage the tile; returns this thread's max |x| over what it loaded.
   Value stage(Value inPtr, Value inBase, Value row0, Value col0,
@@ -178,41 +177,64 @@ Tile QuantizeBuilder::findTile(Value cy) {
   Value f = arith::ConstantIntOp::create(b, 0, 1);
   Value z32 = ir.i32(0), z64v = ir.i64(0);
   // Carried: previous end, tiles before, token blocks before, found, and
-  // the found segment's first, end, tile, start(g), tail.
+  // the found segment's first, end, tile, start(g), tail. Each trip reads
+  // kFindUnroll group ends before it uses any: the reads are independent,
+  // the dependent chain is arithmetic only (a loop of one read per trip
+  // cost every CTA one memory round trip per group before its first load of
+  // data: 6% of the copy bandwidth with ~40 groups on the H100, 2026-11-23).
+  constexpr int kFindUnroll = 8;
   auto loop = scf::ForOp::create(
-      b, ir.i32(0), segments, ir.i32(1),
+      b, ir.i32(0), ir.ceilDiv(segments, kFindUnroll), ir.i32(1),
       ValueRange{z32, z32, z64v, f, z32, z32, z32, z64v, f});
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(loop.getBody());
-    Value h = loop.getInductionVar();
-    auto it = loop.getRegionIterArgs();
-    Value prevEnd = it[0], tiles = it[1], blocks = it[2], found = it[3];
-    Value isGroup = andI(grouped, lt(h, groups));
-    // Ungrouped: the one segment is all rows and has scale blocks; grouped:
-    // segment G is the rows past the last group, in no block.
-    Value tail = andI(grouped, ir.cmp(arith::CmpIPredicate::eq, h, groups));
-    Value end = ifElse(
-        isGroup, ir.i32T(),
-        [&] {
-          return ir.load(ir.i32T(), arg(kQParamOffsets), ir.toI64(h));
-        },
-        [&] { return rows; });
-    Value len = ir.sub(end, prevEnd);
-    Value segTiles = ir.ceilDiv(len, kQuantTileRows);
-    Value notFound = arith::XOrIOp::create(
-        b, found, arith::ConstantIntOp::create(b, 1, 1));
-    Value hit = andI(notFound,
-                     andI(ir.cmp(arith::CmpIPredicate::sge, cy, tiles),
-                          lt(cy, ir.add(tiles, segTiles))));
-    Value segBlocks = ir.select(tail, z64v, ir.ceilDiv(ir.toI64(len), colBlock));
-    scf::YieldOp::create(
-        b, ValueRange{end, ir.add(tiles, segTiles), ir.add(blocks, segBlocks),
-                      arith::OrIOp::create(b, found, hit),
-                      ir.select(hit, prevEnd, it[4]), ir.select(hit, end, it[5]),
-                      ir.select(hit, ir.sub(cy, tiles), it[6]),
-                      ir.select(hit, blocks, it[7]),
-                      ir.select(hit, tail, it[8])});
+    SmallVector<Value> it(loop.getRegionIterArgs());
+    Value h0 = ir.mul(loop.getInductionVar(), ir.i32(kFindUnroll));
+    Value ends[kFindUnroll];
+    for (int u = 0; u < kFindUnroll; ++u) {
+      Value h = ir.add(h0, ir.i32(u));
+      Value isGroup = andI(grouped, lt(h, groups));
+      ends[u] = ifElse(
+          isGroup, ir.i32T(),
+          [&] {
+            return ir.load(ir.i32T(), arg(kQParamOffsets), ir.toI64(h));
+          },
+          [&] { return rows; });
+    }
+    for (int u = 0; u < kFindUnroll; ++u) {
+      Value h = ir.add(h0, ir.i32(u));
+      Value inRange = lt(h, segments);
+      Value prevEnd = it[0], tiles = it[1], blocks = it[2], found = it[3];
+      // Ungrouped: the one segment is all rows and has scale blocks;
+      // grouped: segment G is the rows past the last group, in no block.
+      Value tail = andI(grouped, ir.cmp(arith::CmpIPredicate::eq, h, groups));
+      Value end = ends[u];
+      Value len = ir.sub(end, prevEnd);
+      Value segTiles = ir.ceilDiv(len, kQuantTileRows);
+      Value notFound = arith::XOrIOp::create(
+          b, found, arith::ConstantIntOp::create(b, 1, 1));
+      Value hit = andI(inRange,
+                       andI(notFound,
+                            andI(ir.cmp(arith::CmpIPredicate::sge, cy, tiles),
+                                 lt(cy, ir.add(tiles, segTiles)))));
+      Value segBlocks =
+          ir.select(tail, z64v, ir.ceilDiv(ir.toI64(len), colBlock));
+      Value next[9] = {end,
+                       ir.add(tiles, segTiles),
+                       ir.add(blocks, segBlocks),
+                       arith::OrIOp::create(b, found, hit),
+                       ir.select(hit, prevEnd, it[4]),
+                       ir.select(hit, end, it[5]),
+                       ir.select(hit, ir.sub(cy, tiles), it[6]),
+                       ir.select(hit, blocks, it[7]),
+                       ir.select(hit, tail, it[8])};
+      // Segments past the last one (the last trip's spare slots) change
+      // nothing.
+      for (int k = 0; k < 9; ++k)
+        it[k] = ir.select(inRange, next[k], it[k]);
+    }
+    scf::YieldOp::create(b, it);
   }
   Tile t;
   t.tokenBlocks = loop.getResult(2);
@@ -245,38 +267,62 @@ Value QuantizeBuilder::swigluInput(Value base, Value gr, Value gc) {
   }
   Value g = swiglu::loadBf16(ir, base, ir.add(rowBase, gateCol));
   Value u = swiglu::loadBf16(ir, base, ir.add(rowBase, upCol));
-  Value y = swiglu::emitForward(ir, g, u);
-  if (sw->bf16Output)
-    swiglu::storeBf16(ir, y, arg(kSQParamBf16Out),
-                      ir.add(ir.mul(gr, shape.cols), gc));
-  return y;
+  return swiglu::emitForward(ir, g, u);
 }
 
 Value QuantizeBuilder::stage(Value inPtr, Value inBase, Value row0, Value col0,
                              Value tileRows, Value tileCols) {
+  // The kernel is bound by memory latency unless many loads are in flight:
+  // each trip of the loop issues `unroll` loads before its first shared
+  // store (as a loop of one load per trip, the tile staged at ~30% of the
+  // device copy's bandwidth on the H100, 2026-11-23). Cells outside the
+  // matrix load the tile's first element, which is always inside (a found
+  // tile has a row and a column), and are then replaced by 0: no branch
+  // between the loads.
+  // swiglu_quantize reads two inputs per cell (gate and up) and keeps the
+  // SiLU's temporaries: half the cells per trip, the same loads in flight,
+  // and no spills under kQuantMaxRegisters.
+  constexpr int64_t kMaxUnroll = 16;
+  const int64_t unroll = sw ? kMaxUnroll / 2 : kMaxUnroll;
   const int64_t steps = kQuantTileRows * kQuantTileCols / kQuantThreads;
-  auto loop = scf::ForOp::create(b, ir.i32(0), ir.i32(steps), ir.i32(1),
-                                 ValueRange{ir.f32(0.0)});
+  static_assert(steps % kMaxUnroll == 0, "unroll divides the steps");
+  auto loop = scf::ForOp::create(b, ir.i32(0), ir.i32(steps / unroll),
+                                 ir.i32(1), ValueRange{ir.f32(0.0)});
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(loop.getBody());
-    // A warp reads 32 consecutive columns of one row.
-    Value idx = ir.add(ir.mul(loop.getInductionVar(), ir.i32(kQuantThreads)), tid);
-    Value r = arith::ShRUIOp::create(b, idx, ir.i32(7));
-    Value col = andI(idx, ir.i32(kQuantTileCols - 1));
-    Value valid = andI(lt(r, tileRows), lt(col, tileCols));
-    Value v = ifElse(
-        valid, ir.f32T(),
-        [&] {
-          Value gr = ir.toI64(ir.add(row0, r)), gc = ir.toI64(ir.add(col0, col));
-          if (sw)
-            return swigluInput(inPtr, gr, gc);
-          return loadInput(inPtr,
-                           ir.add(inBase, ir.add(ir.mul(gr, shape.cols), gc)));
-        },
-        [&] { return ir.f32(0.0); });
-    smemStore(v, cell(r, col));
-    scf::YieldOp::create(b, maxF(loop.getRegionIterArgs()[0], absF(v)));
+    Value acc = loop.getRegionIterArgs()[0];
+    Value first = ir.mul(loop.getInductionVar(),
+                         ir.i32(unroll * kQuantThreads));
+    Value v[kMaxUnroll], valid[kMaxUnroll], at[kMaxUnroll];
+    Value gRow[kMaxUnroll], gCol[kMaxUnroll];
+    for (int u = 0; u < unroll; ++u) {
+      // A warp reads 32 consecutive columns of one row.
+      Value idx = ir.add(first, ir.add(ir.i32(u * kQuantThreads), tid));
+      Value r = arith::ShRUIOp::create(b, idx, ir.i32(7));
+      Value col = andI(idx, ir.i32(kQuantTileCols - 1));
+      valid[u] = andI(lt(r, tileRows), lt(col, tileCols));
+      at[u] = cell(r, col);
+      Value gr = gRow[u] =
+          ir.toI64(ir.add(row0, ir.select(valid[u], r, ir.i32(0))));
+      Value gc = gCol[u] =
+          ir.toI64(ir.add(col0, ir.select(valid[u], col, ir.i32(0))));
+      v[u] = sw ? swigluInput(inPtr, gr, gc)
+                : loadInput(inPtr,
+                            ir.add(inBase, ir.add(ir.mul(gr, shape.cols), gc)));
+    }
+    for (int u = 0; u < unroll; ++u) {
+      // swiglu_quantize's bf16 y (what the backward reads), inside only.
+      if (sw && sw->bf16Output)
+        when(valid[u], [&] {
+          swiglu::storeBf16(ir, v[u], arg(kSQParamBf16Out),
+                            ir.add(ir.mul(gRow[u], shape.cols), gCol[u]));
+        });
+      Value x = ir.select(valid[u], v[u], ir.f32(0.0));
+      smemStore(x, at[u]);
+      acc = maxF(acc, absF(x));
+    }
+    scf::YieldOp::create(b, acc);
   }
   return loop.getResult(0);
 }
@@ -496,6 +542,10 @@ void QuantizeBuilder::build() {
 
 namespace {
 
+IntegerAttr b32Attr(MLIRContext *ctx, int32_t v) {
+  return IntegerAttr::get(IntegerType::get(ctx, 32), v);
+}
+
 /// Declares the kernel named `name` next to `op` and builds its body:
 /// kNumQuantizeParams parameters, plus the bf16 y for swiglu_quantize.
 void buildQuantizeKernel(Operation *op, StringRef name,
@@ -525,6 +575,11 @@ void buildQuantizeKernel(Operation *op, StringRef name,
   fn->setAttr(NVVM::NVVMDialect::getKernelFuncAttrName(), UnitAttr::get(ctx));
   fn->setAttr(NVVM::NVVMDialect::getReqntidAttrName(),
               DenseI32ArrayAttr::get(ctx, {kQuantThreads, 1, 1}));
+  // Three CTAs fit an SM's shared memory (kQuantSharedBytes each); 80
+  // registers keep the register file from lowering that to two. Without
+  // the bound ptxas chose 64 for some MX kernels and spilled.
+  fn->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(),
+              b32Attr(ctx, kQuantMaxRegisters));
 
   Block *entry = fn.addEntryBlock(mb);
   ImplicitLocOpBuilder b(op->getLoc(), ctx);

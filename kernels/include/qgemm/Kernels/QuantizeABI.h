@@ -43,6 +43,8 @@ enum QuantizeParam : unsigned {
 constexpr int64_t kQuantTileRows = 128;
 constexpr int64_t kQuantTileCols = 128;
 constexpr int kQuantThreads = 256;
+/// Register bound of the quantize kernels: 3 CTAs of kQuantThreads per SM.
+constexpr int kQuantMaxRegisters = 80;
 /// Shared row stride in floats: 129 makes both the row walk (lanes over
 /// columns) and the column walk (lanes over rows) free of bank conflicts.
 constexpr int64_t kQuantSmemStride = kQuantTileCols + 1;
