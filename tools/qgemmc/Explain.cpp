@@ -46,7 +46,8 @@ std::string dispatchStagesOf(const qgemm::Spec &s) {
              "probability to its copies' rows)";
       break;
     case DispatchStage::Fill:
-      what = "fill (grid R x 128: row_group, padding rows zeroed)";
+      what = "fill (grid cd(R, 128) x 128, a lane per row: row_group; "
+             "padding rows zeroed by their warp)";
       break;
     case DispatchStage::Combine:
       what = "combine (grid T x 128: the sum of a token's copies, fixed "

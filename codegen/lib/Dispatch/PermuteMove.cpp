@@ -5,10 +5,11 @@
 // and written in their declared layouts, as raw bits) and its probability,
 // then turns the ranks Route left in row_map into rows.
 //
-// Fill: one CTA per row of the output finds the row's group by a binary
-// search of the offsets and writes row_group; rows that hold no copy
-// (padding inside a group, or past the last group) get zero data, zero
-// scales (padding columns of the 128x4 swizzle included) and probability 0.
+// Fill: a lane per row of the output (a CTA per 128 rows) finds the row's
+// group by a binary search of the offsets and writes row_group; rows that
+// hold no copy (padding inside a group, or past the last group) get zero
+// data, zero scales (padding columns of the 128x4 swizzle included) and
+// probability 0, written by their whole warp.
 // Copies' rows are Scatter's; the two stages write disjoint bytes.
 //
 //===----------------------------------------------------------------------===//
@@ -108,7 +109,13 @@ void mlir::qgemm::buildScatter(DispatchIR &d, const PermuteContract &c) {
 void mlir::qgemm::buildFill(DispatchIR &d, const PermuteContract &c) {
   auto &b = d.b;
   KernelIR &ir = d.ir;
-  Value r = d.ctaid(), tid = d.tid();
+  // A lane per row, a CTA per 128 rows: the rows' binary searches (17
+  // dependent loads each) run side by side instead of one per CTA.
+  Value lane = d.lane();
+  Value warpRow0 = ir.add(ir.mul(d.ctaid(), ir.i32(kDispatchThreads)),
+                          ir.mul(d.warp(), ir.i32(32)));
+  Value r = ir.add(warpRow0, lane);
+  Value inRange = ir.cmp(P::slt, r, d.arg(kDpRows));
   Value experts = d.arg(kDpExperts);
   // The first group whose end is past r: G <= 65535 takes at most 17 steps.
   Value lo = ir.i32(0), hi = experts;
@@ -134,30 +141,39 @@ void mlir::qgemm::buildFill(DispatchIR &d, const PermuteContract &c) {
   Value valid = arith::AndIOp::create(
       b, ir.cmp(P::slt, g, experts),
       ir.cmp(P::slt, ir.sub(r, start), count));
-  Value padding = ir.cmp(P::eq, valid, d.i1(false));
-  d.ifThen(ir.cmp(P::eq, tid, ir.i32(0)), [&] {
+  Value padding = arith::AndIOp::create(
+      b, inRange, ir.cmp(P::eq, valid, d.i1(false)));
+  d.ifThen(inRange, [&] {
     ir.store(ir.select(valid, g, ir.i32(-1)), d.arg(kDpRowGroup), ir.toI64(r));
     if (c.probs)
       d.ifThen(padding, [&] {
         ir.store(ir.f32(0.0), d.arg(kDpRowProbs), ir.toI64(r));
       });
   });
-  d.ifThen(padding, [&] {
-    const int64_t nvec = rowVectors(c);
-    d.forLoop(tid, ir.i32(nvec), ir.i32(kDispatchThreads), [&](Value v) {
-      d.storeVec(d.zeroVec(), d.arg(kDpDst),
-                 ir.add(ir.mul(ir.toI64(r), ir.i64(nvec)), ir.toI64(v)));
-    });
-    if (!c.scale)
-      return;
-    const ScaleRecipe out = permutedScale(c);
-    Type bitsT = scaleBitsT(ir, out);
-    d.forLoop(tid, ir.i32(storedScaleCols(out, c.k)), ir.i32(kDispatchThreads),
-              [&](Value col) {
-      ScaleAddress a = emitScaleAddress(ir, out, d.arg(kDpRows), ir.i64(c.k),
-                                        r, col);
-      ir.store(arith::ConstantIntOp::create(b, bitsT, 0), d.arg(kDpDstScales),
-               a.offset);
+  // Rows that hold no copy are zeroed by the whole warp, one after another
+  // (the mask is warp-uniform, so the loop and its branches are too).
+  Value mask = d.ballot(padding);
+  d.forLoop(ir.i32(0), ir.i32(32), ir.i32(1), [&](Value i) {
+    Value bit = arith::AndIOp::create(
+        b, arith::ShRUIOp::create(b, mask, i), ir.i32(1));
+    d.ifThen(ir.cmp(P::ne, bit, ir.i32(0)), [&] {
+      Value row = ir.add(warpRow0, i);
+      const int64_t nvec = rowVectors(c);
+      d.forLoop(lane, ir.i32(nvec), ir.i32(32), [&](Value v) {
+        d.storeVec(d.zeroVec(), d.arg(kDpDst),
+                   ir.add(ir.mul(ir.toI64(row), ir.i64(nvec)), ir.toI64(v)));
+      });
+      if (!c.scale)
+        return;
+      const ScaleRecipe out = permutedScale(c);
+      Type bitsT = scaleBitsT(ir, out);
+      d.forLoop(lane, ir.i32(storedScaleCols(out, c.k)), ir.i32(32),
+                [&](Value col) {
+        ScaleAddress a = emitScaleAddress(ir, out, d.arg(kDpRows),
+                                          ir.i64(c.k), row, col);
+        ir.store(arith::ConstantIntOp::create(b, bitsT, 0),
+                 d.arg(kDpDstScales), a.offset);
+      });
     });
   });
 }

@@ -50,7 +50,7 @@ enum class DispatchStage {
   Route,    ///< one warp per expert: ranks in token order, counts, errors
   Offsets,  ///< one warp: padded cumulative ends, error word
   Scatter,  ///< one CTA per token: rows, scales, probs, row_map
-  Fill,     ///< one CTA per row: row_group, padding rows zeroed
+  Fill,     ///< a lane per row: row_group; padding rows zeroed by warps
   Combine,  ///< one CTA per token: sum of its copies (weighted)
   Spread,   ///< one CTA per token: copies of the output gradient, dots
   ZeroRows, ///< one CTA per row: rows with row_group -1 zeroed
@@ -94,6 +94,7 @@ inline int64_t dispatchGrid(DispatchStage s, int64_t tokens, int64_t experts,
   case DispatchStage::Spread:
     return tokens;
   case DispatchStage::Fill:
+    return (rows + kDispatchThreads - 1) / kDispatchThreads;
   case DispatchStage::ZeroRows:
     return rows;
   }
