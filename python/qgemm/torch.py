@@ -50,6 +50,7 @@ import ctypes
 import json
 import os
 import threading
+import weakref
 from typing import Optional
 
 import torch
@@ -64,6 +65,7 @@ __all__ = ["grouped_mm", "grouped_mm_masked", "grouped_mm_wgrad",
            "quantize", "permute", "permute_backward", "unpermute",
            "unpermute_backward", "error_word", "check_errors",
            "reset_errors", "set_debug_sync", "kernels", "spec_for",
+           "fp8_grouped_mm", "quantized_weights",
            "RECIPES"]
 
 # Scale recipes of the GEMM operands by name: (A's block, A's scale dtype,
@@ -738,3 +740,103 @@ def _(grad_out, row_map, row_group, probs=None, y=None, *, topk):
     return (grad_out.new_empty((row_group.shape[0], grad_out.shape[1])),
             grad_out.new_empty((grad_out.shape[0], topk) if probs is not None
                                else (0,), dtype=torch.float32))
+
+
+# -- fp8_grouped_mm: an FP8 drop-in for torch._grouped_mm -------------------
+_weight_cache = weakref.WeakKeyDictionary()  # w -> (version, recipe, tensors)
+
+
+def quantized_weights(w, recipe="deepseek"):
+    """(wq (G, N, K), ws, wq_t (G, K, N), ws_t) of bf16 weights w (G, N, K):
+    one quantize launch for all experts ((G*N, K) rows, 128 x 128 blocks,
+    so N and K must be multiples of 128) and the transposed copy for the
+    data gradient (128 x 128 blocks are symmetric: its scales are the
+    transposed grid), cached per weight until w._version changes (an
+    optimizer step). torch.ops.qgemm.quantize_weights: the cache lookup
+    runs inside the op, so torch.compile traces it as one opaque call (the
+    cached tensors are returned as they are: treat them as read-only)."""
+    return torch.ops.qgemm.quantize_weights(w, recipe)
+
+
+@torch.library.custom_op("qgemm::quantize_weights", mutates_args=())
+def _quantize_weights(w: torch.Tensor, recipe: str = "deepseek") -> tuple[
+        torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    if recipe != "deepseek":
+        raise ArgumentError("fp8_grouped_mm: recipe %r; only \"deepseek\" "
+                            "(1x128 activations, 128x128 weights) so far"
+                            % recipe)
+    ver = w._version
+    hit = _weight_cache.get(w)
+    if hit is not None and hit[0] == ver and hit[1] == recipe:
+        return hit[2]
+    g, n, kdim = w.shape
+    if n % 128 or kdim % 128:
+        raise ArgumentError("fp8_grouped_mm: weights (G, N, K) = %s need N "
+                            "and K multiples of 128 (128x128 scale blocks)"
+                            % (tuple(w.shape),))
+    with torch.no_grad():
+        wq, ws, _, _ = quantize(w.detach().reshape(g * n, kdim),
+                                recipe=recipe, row_block="128x128")
+        wq = wq.view(g, n, kdim)
+        ws = ws.view(g, n // 128, kdim // 128)
+        wq_t = wq.transpose(1, 2).contiguous()
+        ws_t = ws.transpose(1, 2).contiguous()
+    out = (wq, ws, wq_t, ws_t)
+    _weight_cache[w] = (ver, recipe, out)
+    return out
+
+
+@_quantize_weights.register_fake
+def _(w, recipe="deepseek"):
+    g, n, kdim = w.shape
+    fp8 = torch.float8_e4m3fn
+    return (w.new_empty((g, n, kdim), dtype=fp8),
+            w.new_empty((g, n // 128, kdim // 128), dtype=torch.float32),
+            w.new_empty((g, kdim, n), dtype=fp8),
+            w.new_empty((g, kdim // 128, n // 128), dtype=torch.float32))
+
+
+class _Fp8GroupedMm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w, offs, alignment, recipe):
+        restart = alignment % 128 != 0
+        wq, ws, wq_t, ws_t = quantized_weights(w, recipe)
+        xq, xs, xcol, xcols = quantize(
+            x.contiguous(), offs if restart else None, recipe=recipe,
+            row_block="1x128", col_block="128x1", col_layout="GEMM_READY")
+        y = grouped_mm(xq, wq.transpose(-2, -1), offs=offs, scale_a=xs,
+                       scale_b=ws, out_dtype=x.dtype, alignment=alignment,
+                       recipe=recipe)
+        ctx.save_for_backward(xcol, xcols, wq_t, ws_t, offs)
+        ctx.alignment, ctx.recipe, ctx.restart = alignment, recipe, restart
+        ctx.w_dtype = w.dtype
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        xcol, xcols, wq_t, ws_t, offs = ctx.saved_tensors
+        a, recipe = ctx.alignment, ctx.recipe
+        dyq, dys, dycol, dycols = quantize(
+            dy.contiguous(), offs if ctx.restart else None, recipe=recipe,
+            row_block="1x128", col_block="128x1", col_layout="GEMM_READY")
+        dx = grouped_mm(dyq, wq_t.transpose(-2, -1), offs=offs, scale_a=dys,
+                        scale_b=ws_t, out_dtype=dy.dtype, alignment=a,
+                        recipe=recipe)
+        dw = grouped_mm_wgrad(dycol, xcol, offs=offs, scale_a=dycols,
+                              scale_b=xcols, out_dtype=torch.float32,
+                              alignment=a, recipe=recipe,
+                              scale_a_layout="GEMM_READY",
+                              scale_b_layout="GEMM_READY")
+        return dx, dw.to(ctx.w_dtype), None, None, None
+
+
+def fp8_grouped_mm(x, w, offs, *, alignment=16, recipe="deepseek"):
+    """FP8 stand-in for torch._grouped_mm(x, w.transpose(-2, -1), offs=offs)
+    with autograd: x (M, K) bf16 activations sorted by group, w (G, N, K)
+    bf16 weights, offs int32 (G,) cumulative group ends on the device, each
+    group a multiple of `alignment` tokens (checked on the device). Forward,
+    data gradient and weight gradient run on qgemm's FP8 kernels (DeepSeek
+    recipe: 1x128 activation blocks, 128x128 weight blocks, f32
+    accumulation); the weights are quantized once per version. Returns
+    (M, N) in x's dtype; rows past offs[-1] are zero."""
+    return _Fp8GroupedMm.apply(x, w, offs, alignment, recipe)

@@ -383,5 +383,70 @@ class TorchOpsTest(unittest.TestCase):
         qt.check_errors()
 
 
+@unittest.skipUnless(HAVE_GPU, "needs torch with a CUDA device")
+class Fp8GroupedMmTest(unittest.TestCase):
+    """fp8_grouped_mm against torch._grouped_mm-style bf16 math in f32:
+    forward and both gradients within the FP8 error budget (e4m3: 3
+    mantissa bits, relative error of one product ~2^-4 worst case, of a
+    long dot product of random signs far less: 5% of the norm)."""
+
+    def check(self, sizes, alignment, n=256, kdim=512, tol=0.05):
+        g = len(sizes)
+        offs = torch.tensor(sizes).cumsum(0).to(torch.int32).cuda()
+        m = int(sum(sizes))
+        gen = torch.Generator().manual_seed(11)
+        x = torch.randn(m, kdim, generator=gen).to(torch.bfloat16).cuda()
+        w = (torch.randn(g, n, kdim, generator=gen) / kdim ** 0.5).to(
+            torch.bfloat16).cuda()
+        dy = torch.randn(m, n, generator=gen).to(torch.bfloat16).cuda()
+        x.requires_grad_(True)
+        w.requires_grad_(True)
+        y = qt.fp8_grouped_mm(x, w, offs, alignment=alignment)
+        y.backward(dy)
+        xr = x.detach().float().requires_grad_(True)
+        wr = w.detach().float().requires_grad_(True)
+        parts, start = [], 0
+        for i, end in enumerate(torch.tensor(sizes).cumsum(0).tolist()):
+            parts.append(xr[start:end] @ wr[i].T)
+            start = end
+        yr = torch.cat(parts)
+        yr.backward(dy.float())
+
+        def rel(a, b):
+            return float((a.float() - b).norm() / b.norm().clamp_min(1e-30))
+        self.assertLess(rel(y, yr), tol)
+        self.assertLess(rel(x.grad, xr.grad), tol)
+        self.assertLess(rel(w.grad, wr.grad), tol)
+        qt.check_errors()
+
+    def test_alignment_128(self):
+        self.check([128, 256, 0, 128], 128)
+
+    def test_alignment_16_restarts_token_blocks(self):
+        self.check([48, 16, 0, 80, 112], 16)
+
+    def test_weights_quantized_once_per_version(self):
+        w = torch.randn(2, 128, 256, device="cuda").to(torch.bfloat16)
+        first = qt.quantized_weights(w)
+        self.assertIs(qt.quantized_weights(w), first)
+        with torch.no_grad():
+            w.mul_(2)
+        self.assertIsNot(qt.quantized_weights(w), first)
+
+    def test_quantize_with_device_offsets(self):
+        x = torch.randn(256, K, device="cuda").to(torch.bfloat16)
+        offs = torch.tensor([40, 40, 200], dtype=torch.int32, device="cuda")
+        _, _, cd, cs = qt.quantize(x, offs, col_block="128x1")
+        # bound: cd(256, 128) + 3 token blocks of K scales (GEMM_READY)
+        self.assertEqual(cs.numel(), (2 + 3) * K)
+        self.assertEqual(tuple(cd.shape), (K, 256))
+        qt.check_errors()
+        qt.quantize(x, torch.tensor([100, 40, 200], dtype=torch.int32,
+                                    device="cuda"), col_block="128x1")
+        self.assertTrue(int(qt.error_word().item()) &
+                        qgemm.GROUP_ERROR_ORDER)
+        qt.reset_errors()
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -1,6 +1,6 @@
 """qgemm.torch under torch.compile with fake CUDA tensors: the ops' fake
 implementations trace an MoE expert path (permute, quantize, grouped_mm,
-unpermute) with one graph and no break, with
+unpermute) and fp8_grouped_mm's forward with one graph and no break, with
 static and dynamic shapes. Needs torch but no GPU and runs no kernel (the
 kernels are compiled, which needs no GPU). It lives under python/tests/gpu
 because the CPU CI has no torch; run it with the GPU tests:
@@ -27,7 +27,7 @@ class FakeTraceTest(unittest.TestCase):
 
     def test_ops_registered_with_schemas(self):
         for name in ("grouped_mm", "grouped_mm_masked", "grouped_mm_wgrad",
-                     "quantize", "permute",
+                     "quantize", "quantize_weights", "permute",
                      "permute_backward", "unpermute", "unpermute_backward"):
             op = getattr(torch.ops.qgemm, name).default
             self.assertTrue(str(op._schema).startswith("qgemm::" + name))
@@ -81,6 +81,19 @@ class FakeTraceTest(unittest.TestCase):
                                          backend="eager", dynamic=dynamic)
                 out = compiled(x, wq, ws, routing)
                 self.assertEqual(tuple(out.shape), (256, 512))
+
+    def test_fp8_grouped_mm_traces_with_no_break(self):
+        qt = self.qt
+        with FakeTensorMode():
+            x = torch.empty(256, 512, dtype=torch.bfloat16, device="cuda",
+                            requires_grad=True)
+            w = torch.empty(4, 256, 512, dtype=torch.bfloat16,
+                            device="cuda", requires_grad=True)
+            offs = torch.empty(4, dtype=torch.int32, device="cuda")
+            torch._dynamo.reset()
+            explain = torch._dynamo.explain(
+                lambda x, w, o: qt.fp8_grouped_mm(x, w, o))(x, w, offs)
+            self.assertEqual(explain.graph_break_count, 0)
 
 
 if __name__ == "__main__":
