@@ -370,13 +370,15 @@ class TorchOpsTest(unittest.TestCase):
         eager = layer(x, offs)
         qt.error_word()  # created before any capture or sync check
         compiled = torch.compile(layer, fullgraph=True)
+        compiled(x, offs)  # compiles (outside the sync check)
         torch.cuda.synchronize()
         torch.cuda.set_sync_debug_mode("error")
         try:
             got = compiled(x, offs)
-            got = compiled(x, offs)
+            eager_again = layer(x, offs)
         finally:
             torch.cuda.set_sync_debug_mode(0)
+        torch.testing.assert_close(eager_again, eager, rtol=0, atol=0)
         torch.testing.assert_close(got, eager, rtol=0, atol=0)
         explain = torch._dynamo.explain(layer)(x, offs)
         self.assertEqual(explain.graph_break_count, 0)
@@ -418,6 +420,15 @@ class Fp8GroupedMmTest(unittest.TestCase):
         self.assertLess(rel(x.grad, xr.grad), tol)
         self.assertLess(rel(w.grad, wr.grad), tol)
         qt.check_errors()
+        # A second training step (kernels compiled, weights cached) never
+        # synchronizes with the host.
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            qt.fp8_grouped_mm(x, w, offs, alignment=alignment).backward(dy)
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+        qt.check_errors()
 
     def test_alignment_128(self):
         self.check([128, 256, 0, 128], 128)
@@ -428,10 +439,14 @@ class Fp8GroupedMmTest(unittest.TestCase):
     def test_weights_quantized_once_per_version(self):
         w = torch.randn(2, 128, 256, device="cuda").to(torch.bfloat16)
         first = qt.quantized_weights(w)
-        self.assertIs(qt.quantized_weights(w), first)
+        ptrs = [t.data_ptr() for t in first]
+        self.assertEqual([t.data_ptr() for t in qt.quantized_weights(w)],
+                         ptrs)
         with torch.no_grad():
             w.mul_(2)
-        self.assertIsNot(qt.quantized_weights(w), first)
+        again = qt.quantized_weights(w)
+        self.assertNotEqual([t.data_ptr() for t in again], ptrs)
+        torch.testing.assert_close(again[1], first[1] * 2, rtol=0, atol=0)
 
     def test_quantize_with_device_offsets(self):
         x = torch.randn(256, K, device="cuda").to(torch.bfloat16)
