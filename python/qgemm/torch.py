@@ -695,10 +695,12 @@ def _unpermute_kernel(kdim, topk, has_probs, backward):
 
 @torch.library.custom_op("qgemm::unpermute", mutates_args=())
 def unpermute(y: torch.Tensor, row_map: torch.Tensor,
-              probs: Optional[torch.Tensor] = None, *, tokens: int,
+              probs: Optional[torch.Tensor] = None,
+              row_group: Optional[torch.Tensor] = None, *, tokens: int,
               topk: int) -> torch.Tensor:
     """out (T, K) bf16: each token's sum of its copies' rows of y (R, K),
-    weighted by probs (T, topk) when given."""
+    weighted by probs (T, topk) when given. `row_group` (permute's) is not
+    read here; autograd needs it for the backward (unpermute_backward)."""
     k = _unpermute_kernel(y.shape[1], topk, probs is not None, False)
     out = y.new_empty((tokens, y.shape[1]))
     tensors = dict(y=y, row_map=row_map, out=out)
@@ -709,7 +711,7 @@ def unpermute(y: torch.Tensor, row_map: torch.Tensor,
 
 
 @unpermute.register_fake
-def _(y, row_map, probs=None, *, tokens, topk):
+def _(y, row_map, probs=None, row_group=None, *, tokens, topk):
     return y.new_empty((tokens, y.shape[1]))
 
 
@@ -840,3 +842,51 @@ def fp8_grouped_mm(x, w, offs, *, alignment=16, recipe="deepseek"):
     accumulation); the weights are quantized once per version. Returns
     (M, N) in x's dtype; rows past offs[-1] are zero."""
     return _Fp8GroupedMm.apply(x, w, offs, alignment, recipe)
+
+
+# -- autograd of permute / unpermute (the bf16 data path) -----------------
+def _permute_setup(ctx, inputs, keyword_only_inputs, output):
+    x, routing, probs, x_scales = inputs
+    ctx.tokens, ctx.topk = x.shape[0], routing.shape[1]
+    ctx.alignment = keyword_only_inputs.get("alignment", 16)
+    ctx.has_probs = probs is not None
+    ctx.save_for_backward(output[5])  # row_map
+
+
+def _permute_bwd(ctx, grad_y, _ys, _offsets, _counts, _row_group, _row_map,
+                 grad_row_probs, _error):
+    (row_map,) = ctx.saved_tensors
+    if grad_y is None:
+        return None, None, None, None
+    with_probs = ctx.has_probs and grad_row_probs is not None
+    grad_x, grad_probs = permute_backward(
+        grad_y.contiguous(), row_map,
+        grad_row_probs.contiguous() if with_probs else None,
+        tokens=ctx.tokens, topk=ctx.topk, alignment=ctx.alignment)
+    return grad_x, None, grad_probs if with_probs else None, None
+
+
+permute.register_autograd(_permute_bwd, setup_context=_permute_setup)
+
+
+def _unpermute_setup(ctx, inputs, keyword_only_inputs, output):
+    y, row_map, probs, row_group = inputs
+    ctx.topk = keyword_only_inputs["topk"]
+    ctx.has_probs = probs is not None
+    ctx.has_row_group = row_group is not None
+    ctx.save_for_backward(y if probs is not None else None, row_map, probs,
+                          row_group)
+
+
+def _unpermute_bwd(ctx, grad_out):
+    y, row_map, probs, row_group = ctx.saved_tensors
+    if not ctx.has_row_group:
+        raise ArgumentError(
+            "unpermute's backward needs permute's row_group: pass it to "
+            "unpermute(y, row_map, probs, row_group, ...)")
+    grad_y, grad_probs = unpermute_backward(
+        grad_out.contiguous(), row_map, row_group, probs, y, topk=ctx.topk)
+    return grad_y, None, grad_probs if ctx.has_probs else None, None
+
+
+unpermute.register_autograd(_unpermute_bwd, setup_context=_unpermute_setup)

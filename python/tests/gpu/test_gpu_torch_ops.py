@@ -355,6 +355,32 @@ class TorchOpsTest(unittest.TestCase):
         # offsets from permute go straight to grouped_mm: never on the host.
         self.assertEqual(offsets.device.type, "cuda")
 
+    def test_permute_unpermute_autograd(self):
+        # out[t] = sum_j probs[t, j] * 2 * x[t] through permute -> (* 2) ->
+        # unpermute; gradients of x and probs against the same in f32.
+        t, topk, g = 64, 2, 4
+        gen = torch.Generator().manual_seed(8)
+        x = torch.randn(t, K, generator=gen).to(torch.bfloat16).cuda()
+        probs = torch.rand(t, topk, generator=gen).cuda()
+        routing = torch.stack([torch.randperm(g, generator=gen)[:topk]
+                               for _ in range(t)]).to(torch.int32).cuda()
+        dout = torch.randn(t, K, generator=gen).to(torch.bfloat16).cuda()
+        x.requires_grad_(True)
+        probs.requires_grad_(True)
+        y, _, _, _, row_group, row_map, _, _ = qt.permute(
+            x, routing, probs, num_experts=g, alignment=16)
+        out = qt.unpermute(y * 2, row_map, probs, row_group, tokens=t,
+                           topk=topk)
+        out.backward(dout)
+        xr = x.detach().float().requires_grad_(True)
+        pr = probs.detach().clone().requires_grad_(True)
+        ref = (pr.unsqueeze(-1) * 2 * xr.unsqueeze(1)).sum(1)
+        ref.backward(dout.float())
+        torch.testing.assert_close(out.float(), ref, rtol=2e-2, atol=2e-2)
+        torch.testing.assert_close(x.grad.float(), xr.grad, rtol=2e-2,
+                                   atol=2e-2)
+        torch.testing.assert_close(probs.grad, pr.grad, rtol=2e-2, atol=0.5)
+
     def test_compile_fullgraph_no_sync(self):
         offs = torch.tensor([64, 128], dtype=torch.int32, device="cuda")
         gen = torch.Generator().manual_seed(4)

@@ -65,6 +65,25 @@ class FakeTraceTest(unittest.TestCase):
         return qt.unpermute(h, row_map, tokens=x.shape[0],
                             topk=routing.shape[1])
 
+    def test_permute_unpermute_autograd_traces(self):
+        qt = self.qt
+
+        def f(x, routing, probs):
+            y, _, _, _, rg, rm, _, _ = qt.permute(x, routing, probs,
+                                                  num_experts=4, alignment=16)
+            return qt.unpermute(y * 2, rm, probs, rg, tokens=x.shape[0],
+                                topk=2)
+        with FakeTensorMode():
+            x = torch.empty(64, 256, dtype=torch.bfloat16, device="cuda",
+                            requires_grad=True)
+            routing = torch.empty(64, 2, dtype=torch.int32, device="cuda")
+            probs = torch.empty(64, 2, device="cuda", requires_grad=True)
+            out = f(x, routing, probs)
+            self.assertTrue(out.requires_grad)
+            torch._dynamo.reset()
+            explain = torch._dynamo.explain(f)(x, routing, probs)
+            self.assertEqual(explain.graph_break_count, 0)
+
     def test_compile_fullgraph(self):
         with FakeTensorMode():
             x = torch.empty(256, 512, dtype=torch.bfloat16, device="cuda")
