@@ -9,6 +9,8 @@
 #include "qgemm/BuildIR.h"
 #include "qgemm/Codegen/Passes.h"
 #include "qgemm/Compiler.h"
+#include "qgemm/Codegen/GroupCheck.h"
+#include "qgemm/GroupCheck.h"
 #include "qgemm/Dialect/QGemmDialect.h"
 
 #include "mlir/Conversion/Passes.h"
@@ -140,9 +142,71 @@ std::string versionString() {
   return "qgemm 0.1.0 (LLVM " LLVM_VERSION_STRING ")";
 }
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// LLVM dialect -> LLVM IR -> PTX, as far as `upTo` (out.mlir is set).
+Status lowerAndEmit(MLIRContext &ctx, DiagnosticCollector &diags,
+                    ModuleOp module, const std::string &name,
+                    const std::string &target, Emit upTo,
+                    Clock::time_point start, CompileOutput &out) {
+  auto finish = [&] {
+    out.millis =
+        std::chrono::duration<double, std::milli>(Clock::now() - start)
+            .count();
+    return Status();
+  };
+  if (upTo == Emit::MLIR)
+    return finish();
+
+  PassManager pm(&ctx);
+  pm.addPass(mlir::qgemm::createQGemmLowerToNVVM());
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createConvertNVVMToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  pm.addPass(createCanonicalizerPass());
+  if (failed(pm.run(module))) {
+    std::string msg = diags.take();
+    // Ops without a lowering are the user's to avoid; anything else is ours.
+    if (msg.find("has no GPU lowering yet") != std::string::npos)
+      return Status::user(msg);
+    return Status::internal("lowering " + name + " failed:\n" + msg);
+  }
+
+  std::string err;
+  auto tm = makeTargetMachine(target, err);
+  if (!tm)
+    return Status::internal("NVPTX target unavailable: " + err);
+  llvm::LLVMContext llvmCtx;
+  auto llvmModule = translateModuleToLLVMIR(module, llvmCtx, name);
+  if (!llvmModule)
+    return Status::internal("translation to LLVM IR failed:\n" + diags.take());
+  llvmModule->setTargetTriple(tm->getTargetTriple());
+  llvmModule->setDataLayout(tm->createDataLayout());
+  optimize(*llvmModule, *tm);
+  out.llvmIR = printToString(*llvmModule);
+  if (upTo == Emit::LLVM)
+    return finish();
+
+  llvm::SmallString<0> ptx;
+  llvm::raw_svector_ostream ptxStream(ptx);
+  llvm::legacy::PassManager codegen;
+  if (tm->addPassesToEmitFile(codegen, ptxStream, nullptr,
+                              llvm::CodeGenFileType::AssemblyFile))
+    return Status::internal("the NVPTX backend cannot emit PTX");
+  codegen.run(*llvmModule);
+  out.ptx = ptx.str().str();
+  return finish();
+}
+
+} // namespace
+
 Status compileSpec(const Spec &spec, Emit upTo,
                                  CompileOutput &out) {
-  auto start = std::chrono::steady_clock::now();
+  auto start = Clock::now();
   DialectRegistry registry;
   ::qgemm::registerQGemmDialects(registry);
   MLIRContext ctx(registry, MLIRContext::Threading::DISABLED);
@@ -168,55 +232,29 @@ Status compileSpec(const Spec &spec, Emit upTo,
     });
   }
   out.mlir = printToString(*module);
-  auto finish = [&] {
-    out.millis = std::chrono::duration<double, std::milli>(
-                     std::chrono::steady_clock::now() - start)
-                     .count();
-    return Status();
-  };
-  if (upTo == Emit::MLIR)
-    return finish();
+  return lowerAndEmit(ctx, diags, *module, spec.name, spec.target, upTo, start,
+                      out);
+}
 
-  PassManager pm(&ctx);
-  pm.addPass(mlir::qgemm::createQGemmLowerToNVVM());
-  pm.addPass(createSCFToControlFlowPass());
-  pm.addPass(createArithToLLVMConversionPass());
-  pm.addPass(createConvertControlFlowToLLVMPass());
-  pm.addPass(createConvertNVVMToLLVMPass());
-  pm.addPass(createReconcileUnrealizedCastsPass());
-  pm.addPass(createCanonicalizerPass());
-  if (failed(pm.run(*module))) {
-    std::string msg = diags.take();
-    // Ops without a lowering are the user's to avoid; anything else is ours.
-    if (msg.find("has no GPU lowering yet") != std::string::npos)
-      return Status::user(msg);
-    return Status::internal("lowering " + spec.name + " failed:\n" + msg);
-  }
-
-  std::string err;
-  auto tm = makeTargetMachine(spec.target, err);
-  if (!tm)
-    return Status::internal("NVPTX target unavailable: " + err);
-  llvm::LLVMContext llvmCtx;
-  auto llvmModule = translateModuleToLLVMIR(*module, llvmCtx, spec.name);
-  if (!llvmModule)
-    return Status::internal("translation to LLVM IR failed:\n" + diags.take());
-  llvmModule->setTargetTriple(tm->getTargetTriple());
-  llvmModule->setDataLayout(tm->createDataLayout());
-  optimize(*llvmModule, *tm);
-  out.llvmIR = printToString(*llvmModule);
-  if (upTo == Emit::LLVM)
-    return finish();
-
-  llvm::SmallString<0> ptx;
-  llvm::raw_svector_ostream ptxStream(ptx);
-  llvm::legacy::PassManager codegen;
-  if (tm->addPassesToEmitFile(codegen, ptxStream, nullptr,
-                              llvm::CodeGenFileType::AssemblyFile))
-    return Status::internal("the NVPTX backend cannot emit PTX");
-  codegen.run(*llvmModule);
-  out.ptx = ptx.str().str();
-  return finish();
+Status compileGroupCheck(const std::string &target, Emit upTo,
+                         CompileOutput &out) {
+  auto start = Clock::now();
+  DialectRegistry registry;
+  ::qgemm::registerQGemmDialects(registry);
+  MLIRContext ctx(registry, MLIRContext::Threading::DISABLED);
+  ctx.loadAllAvailableDialects();
+  DiagnosticCollector diags(ctx);
+  out = CompileOutput();
+  out.kernelName = groupCheckEntryName(GroupCheckKind::Offsets);
+  OwningOpRef<ModuleOp> module =
+      ModuleOp::create(FileLineColLoc::get(&ctx, "qgemm_group_check", 0, 0));
+  mlir::qgemm::buildGroupCheckKernels(*module);
+  if (failed(verify(*module)))
+    return Status::internal("the group check kernels do not verify:\n" +
+                            diags.take());
+  out.mlir = printToString(*module);
+  return lowerAndEmit(ctx, diags, *module, "qgemm_group_check", target, upTo,
+                      start, out);
 }
 
 } // namespace qgemm

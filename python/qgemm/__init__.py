@@ -22,7 +22,21 @@ api_version = _lib.qgemm_api_version()
 #: The library's version and the LLVM it bundles.
 library_version = _lib.qgemm_version_string().decode()
 
+#: Bits of the error word of a launch with device-only group metadata
+#: (qgemm.h QGEMM_GROUP_ERROR_*).
+GROUP_ERROR_ORDER = 1
+GROUP_ERROR_RANGE = 2
+GROUP_ERROR_ALIGNMENT = 4
+GROUP_ERROR_LAYOUT = 8
+
+
+def group_error_string(word):
+    """What the bits of a device group check's error word say ("" for 0)."""
+    return _lib.qgemm_group_error_string(int(word)).decode()
+
 __all__ = ["compile", "compile_all", "Kernel", "Runtime", "default_runtime",
            "Error", "SpecError", "ArgumentError", "DeviceError",
            "UnsupportedError", "InternalError", "Scale", "Config", "Geometry",
-           "api_version", "library_version"]
+           "api_version", "library_version", "group_error_string",
+           "GROUP_ERROR_ORDER", "GROUP_ERROR_RANGE", "GROUP_ERROR_ALIGNMENT",
+           "GROUP_ERROR_LAYOUT"]

@@ -8,10 +8,10 @@ package needs no compiler and no Python-version-specific build.
 import ctypes
 import os
 from ctypes import (POINTER, Structure, c_char_p, c_int, c_int32, c_int64,
-                    c_size_t, c_uint64, c_void_p)
+                    c_size_t, c_uint32, c_uint64, c_void_p)
 
 # The header this module mirrors (QGEMM_API_VERSION of qgemm.h).
-API_VERSION = 1001
+API_VERSION = 1002
 
 OK = 0
 ERROR_USER = 1
@@ -75,7 +75,10 @@ class GemmArgs(Structure):
                 # const int32_t *: an address (array.array's buffer), set
                 # without building a ctypes pointer per launch.
                 ("host_groups", c_void_p),
-                ("host_groups_count", c_int64)]
+                ("host_groups_count", c_int64),
+                # API 1.2: device-only group metadata.
+                ("flags", c_uint32), ("error_flag", c_uint64),
+                ("workspace", c_uint64)]
 
 
 # API 1.1: quantize, permute and unpermute.
@@ -101,7 +104,10 @@ class QuantizeArgs(Structure):
                 ("col_scales", c_uint64), ("group_offsets", c_uint64),
                 ("rows", c_int64), ("cols", c_int64),
                 ("num_tensors", c_int64), ("num_groups", c_int64),
-                ("host_group_offsets", c_void_p)]
+                ("host_group_offsets", c_void_p),
+                # API 1.2: device-only token groups.
+                ("flags", c_uint32), ("error_flag", c_uint64),
+                ("workspace", c_uint64)]
 
 
 class DispatchInfo(Structure):
@@ -134,6 +140,7 @@ _SIGNATURES = {
     "qgemm_last_error_message": (c_char_p, []),
     "qgemm_last_error_code": (c_int, []),
     "qgemm_api_version": (c_int, []),
+    "qgemm_group_error_string": (c_char_p, [c_int32]),
     "qgemm_version_string": (c_char_p, []),
     "qgemm_runtime_create": (c_int, [POINTER(RuntimeOptions), POINTER(_P)]),
     "qgemm_runtime_destroy": (None, [_P]),

@@ -53,12 +53,15 @@ def host_groups_array(host_groups):
     return array.array("i", host_groups)
 
 
-# qgemm_gemm_args as one struct.pack_into call instead of eleven ctypes
+# qgemm_gemm_args as one struct.pack_into call instead of fourteen ctypes
 # field assignments: struct_size, a, scale_a, b, scale_b, d, c, groups
-# (uint64), rows, num_groups (int64), host_groups (pointer), count (int64).
-# The CPU test checks it against the ctypes struct, which AbiTest checks
-# against qgemm.h.
-GEMM_ARGS_FORMAT = struct.Struct("=QQQQQQQQqqQq")
+# (uint64), rows, num_groups (int64), host_groups (pointer), count (int64),
+# and from API 1.2 flags (uint32, then 4 bytes of padding), error_flag and
+# workspace (uint64). The CPU test checks it against the ctypes struct,
+# which AbiTest checks against qgemm.h.
+GEMM_ARGS_FORMAT = struct.Struct("=QQQQQQQQqqQqI4xQQ")
+LAUNCH_DEVICE_GROUPS = 1
+LAUNCH_DEBUG_SYNC = 2
 
 
 def _order(reader, stream, device):
@@ -159,8 +162,9 @@ class GemmLaunch:
 
     # -- per call ----------------------------------------------------------
     def __call__(self, a, scale_a, b, scale_b, d, groups, host_groups, c,
-                 stream):
+                 stream, error_flag=None, workspace=None, debug_sync=False):
         s = stream_handle(stream)
+        device_groups = error_flag is not None
         # _tensors.read(), inlined: this is the per-tensor cost.
         reader = _READERS.get
         fa = reader(type(a)) or _reader_of(a)
@@ -183,6 +187,12 @@ class GemmLaunch:
         host = None if host_groups is None \
             else host_groups_array(host_groups)
         host_ptr = host.buffer_info()[0] if host else 0
+        flags = rerr = rws = 0
+        if device_groups:
+            rerr, rws = self._device_groups(error_flag, workspace, rg,
+                                            host_groups, s)
+            flags = LAUNCH_DEVICE_GROUPS | (LAUNCH_DEBUG_SYNC if debug_sync
+                                            else 0)
 
         # The common case in a few comparisons; anything off goes through
         # the checks that name it (same order, same messages as always).
@@ -198,13 +208,15 @@ class GemmLaunch:
                 (rc is None if not dc else
                  (rc is not None and rc[2] in dc and rc[4] and
                   rc[3] == dev and rc[1] == rd[1])) and
-                (not dg or (rg is not None and host is not None and
+                (not dg or (rg is not None and
+                            (host is not None or device_groups) and
                             rg[2] in dg and rg[4] and rg[3] == dev and
                             len(rg[1]) == 1 and rg[1][0] == (
                                 sizes[0] if self.groups_per_row
                                 else sizes[1])))):
             sizes = self._explain(a, scale_a, b, scale_b, d, c, groups,
-                                  ra, rsa, rb, rsb, rd, rc, rg, host, s)
+                                  ra, rsa, rb, rsb, rd, rc, rg,
+                                  host is not None or device_groups, s)
         rows, num_groups = sizes
         self._check_scales(rsa[1], rsb[1], rows, num_groups, host_ptr)
         # Readers that order the launch stream after their framework's
@@ -231,7 +243,8 @@ class GemmLaunch:
         GEMM_ARGS_FORMAT.pack_into(
             state[0], 0, self.args_size, ra[0], rsa[0], rb[0], rsb[0],
             rd[0], 0 if rc is None else rc[0], 0 if rg is None else rg[0],
-            rows, num_groups, host_ptr, 0 if host is None else len(host))
+            rows, num_groups, host_ptr, 0 if host is None else len(host),
+            flags, rerr, rws)
         status = self.launch_fn(self.runtime, self.handle, state[1], s)
         if status:
             check(status)
@@ -241,8 +254,40 @@ class GemmLaunch:
         the benchmarks and tests)."""
         return _capi.GemmArgs.from_buffer(self.tls.state[0])
 
+    def _device_groups(self, error_flag, workspace, rg, host_groups, s):
+        """The error word and the workspace of a device-groups launch (API
+        1.2): int32 tensors on the groups' device, the workspace as large
+        as groups. Returns their addresses."""
+        if host_groups is not None:
+            raise ArgumentError(
+                "host_groups and error_flag are both given: error_flag asks "
+                "for the device check of the group metadata, host_groups for "
+                "the host check; pass one")
+        if workspace is None:
+            raise ArgumentError(
+                "workspace is missing: a launch with error_flag needs int32 "
+                "device scratch as large as groups for the checked copy")
+        re = _tensors.read(error_flag, "error_flag", s)
+        rw = _tensors.read(workspace, "workspace", s)
+        for name, r in (("error_flag", re), ("workspace", rw)):
+            if r[2] != "int32":
+                raise ArgumentError("%s has dtype %s; expected int32"
+                                    % (name, r[2]))
+            if rg is not None and r[3] != rg[3]:
+                raise ArgumentError("%s is on cuda:%d but groups on cuda:%d"
+                                    % (name, r[3], rg[3]))
+            if not r[4]:
+                raise ArgumentError("%s is not dense" % name)
+        if math.prod(re[1]) < 1:
+            raise ArgumentError("error_flag has no element; it is one int32")
+        if rg is not None and math.prod(rw[1]) < math.prod(rg[1]):
+            raise ArgumentError(
+                "workspace has %d elements; groups has %d and the checked "
+                "copy needs as many" % (math.prod(rw[1]), math.prod(rg[1])))
+        return re[0], rw[0]
+
     def _explain(self, a, scale_a, b, scale_b, d, c, groups, ra, rsa, rb,
-                 rsb, rd, rc, rg, host, s):
+                 rsb, rd, rc, rg, have_groups, s):
         """The checks one by one, raising the first failure with its
         message; returns (rows, G) when the launch is fine after all (e.g.
         tensors from the CUDA array interface, which has no device id)."""
@@ -254,7 +299,7 @@ class GemmLaunch:
             ops.append(("groups", groups, rg))
         self._check_tensors(ops, s)
         got = {name: r for name, _, r in ops}
-        return self._check_shapes(got, host is not None)
+        return self._check_shapes(got, have_groups)
 
     def _check_tensors(self, ops, s):
         """One device, dense, the kernel's dtypes."""
@@ -330,8 +375,8 @@ class GemmLaunch:
             if not have_host_groups:
                 raise ArgumentError(
                     "host_groups is missing: a host copy of %s is checked "
-                    "before the launch (a kernel cannot report bad group "
-                    "metadata)" % index)
+                    "before the launch; or pass error_flag and workspace "
+                    "to have it checked on the device" % index)
         for name, shape in shapes.items():
             have = tuple(got[name][1])
             if have != shape:

@@ -114,7 +114,8 @@ class Kernel:
 
     # Launch.
     def launch(self, a, scale_a, b, scale_b, d, *, groups=None,
-               host_groups=None, c=None, stream=None):
+               host_groups=None, c=None, stream=None, error_flag=None,
+               workspace=None, debug_sync=False):
         """Run D = A.B (or C + A.B) on `stream`.
 
         Tensors are torch tensors or anything with __dlpack__ or
@@ -128,6 +129,15 @@ class Kernel:
         ...). Every check runs before anything is launched; a failure
         raises qgemm.ArgumentError. The work queued on the tensors'
         current torch stream runs before the launch (as DLPack orders it).
+
+        Device-only metadata (API 1.2): instead of `host_groups`, pass
+        `error_flag` (an int32 device tensor of one element, zeroed by the
+        caller) and `workspace` (int32 device scratch as large as
+        `groups`). A check kernel runs first on the same stream; bad
+        metadata sets qgemm.GROUP_ERROR_* bits in error_flag (read it
+        whenever convenient: qgemm.group_error_string(word) says what they
+        mean) and every group is launched empty. `debug_sync=True` (or
+        QGEMM_DEBUG_SYNC=1) synchronizes and raises at once instead.
         """
         plan = self._gemm_launch
         if plan is None:
@@ -136,7 +146,8 @@ class Kernel:
                     "%s is a %s kernel; launch() runs grouped_gemm kernels"
                     % (self.name, self.op))
             plan = self._gemm_launch = GemmLaunch(self)
-        plan(a, scale_a, b, scale_b, d, groups, host_groups, c, stream)
+        plan(a, scale_a, b, scale_b, d, groups, host_groups, c, stream,
+             error_flag, workspace, debug_sync)
 
 
     # The other ops (C API 1.1). One method per op rather than one launch()
@@ -154,33 +165,40 @@ class Kernel:
 
     def quantize(self, x, *, row_data=None, row_scales=None, col_data=None,
                  col_scales=None, group_offsets=None, host_group_offsets=None,
-                 stream=None):
+                 stream=None, error_flag=None, workspace=None,
+                 debug_sync=False):
         """Quantize `x` ((rows, k), or (G, rows, k) for multi_tensor, the
         spec's input dtype) into the outputs the spec declares: row_data
         (rows, k) and row_scales; col_data ((k, rows) when the column-wise
         layout is GEMM_READY, else (rows, k)) and col_scales. FP8 outputs
         may be uint8; scales any shape with at least quantize_sizes()
         elements. `group_offsets` (int32 [groups], cumulative ends) restarts
-        the column-wise blocks at each group and needs `host_group_offsets`.
+        the column-wise blocks at each group and needs `host_group_offsets`,
+        or (API 1.2) `error_flag` and `workspace` to have the offsets checked
+        on the device as Kernel.launch does (size col_scales for
+        quantize_sizes(rows, num_groups=G), the bound).
         """
         plan = self._op("quantize", QuantizeLaunch)
         tensors = {"x": x, "row_data": row_data, "row_scales": row_scales,
                    "col_data": col_data, "col_scales": col_scales,
-                   "group_offsets": group_offsets}
+                   "group_offsets": group_offsets, "error_flag": error_flag,
+                   "workspace": workspace}
         given = {n: t for n, t in tensors.items() if t is not None}
-        plan(given, host_group_offsets, stream)
+        plan(given, host_group_offsets, stream, debug_sync)
 
     def quantize_sizes(self, rows, cols=0, num_tensors=1,
-                       host_group_offsets=None):
+                       host_group_offsets=None, num_groups=0):
         """Elements of each output of a quantize launch of `rows` rows and
         `cols` columns (0: the spec's shape.k):
         {"row_data", "row_scales", "col_data", "col_scales"} (0 for an
-        output the spec does not declare). Needs no GPU."""
+        output the spec does not declare). Needs no GPU. `num_groups`
+        without host offsets: the sizes of a device-groups launch (the
+        bound on the column-wise scales)."""
         plan = self._op("quantize", QuantizeLaunch)
         host = None if host_group_offsets is None \
             else host_groups_array(host_group_offsets)
-        sizes = plan.sizes(rows, cols, num_tensors, len(host) if host else 0,
-                           host)
+        sizes = plan.sizes(rows, cols, num_tensors,
+                           len(host) if host else num_groups, host)
         return dict(zip(("row_data", "row_scales", "col_data", "col_scales"),
                         sizes))
 

@@ -164,6 +164,11 @@ class QuantizeLaunch(OpLaunch):
             self.scales.append(("col_scales", 3, info.columnwise))
         ops.append(Operand("group_offsets", "group_offsets", ("int32",),
                            ("groups",), False))
+        # API 1.2: device-only token groups.
+        ops.append(Operand("error_flag", "error_flag", ("int32",), None,
+                           True))
+        ops.append(Operand("workspace", "workspace", ("int32",),
+                           ("groups",), True))
         kind = "multi_tensor quantize" if info.multi_tensor else "quantize"
         super().__init__(kernel, kind, ops, _capi.QuantizeArgs,
                          lib.qgemm_launch_quantize)
@@ -191,13 +196,26 @@ class QuantizeLaunch(OpLaunch):
             self.cache[key] = sizes
         return sizes
 
-    def __call__(self, tensors, host_group_offsets, stream):
+    def __call__(self, tensors, host_group_offsets, stream, debug_sync=False):
         s = stream_handle(stream)
         got, readers, device = self.read(tensors, s, self.required)
         sizes = self.bind(got, {})
         groups = sizes.get("groups", 0)
         host = None
-        if groups:
+        device_groups = "error_flag" in got
+        flags = 0
+        if device_groups:
+            if host_group_offsets is not None:
+                raise ArgumentError(
+                    "host_group_offsets and error_flag are both given: "
+                    "error_flag asks for the device check of the offsets, "
+                    "host_group_offsets for the host check; pass one")
+            if groups and "workspace" not in got:
+                raise ArgumentError(
+                    "workspace is missing: a launch with error_flag needs "
+                    "int32 device scratch as large as group_offsets")
+            flags = 1 | (2 if debug_sync else 0)
+        elif groups:
             if host_group_offsets is None:
                 raise ArgumentError(
                     "host_group_offsets is missing: a host copy of "
@@ -225,7 +243,8 @@ class QuantizeLaunch(OpLaunch):
         self.launch(got, readers, device, {
             "rows": rows, "cols": cols, "num_tensors": count,
             "num_groups": groups,
-            "host_group_offsets": host.buffer_info()[0] if host else None},
+            "host_group_offsets": host.buffer_info()[0] if host else None,
+            "flags": flags},
             s)
 
 

@@ -80,12 +80,48 @@ class TorchPathTest(unittest.TestCase):
     def test_args_format_matches_the_ctypes_struct(self):
         fmt = _gemm_launch.GEMM_ARGS_FORMAT
         self.assertEqual(fmt.size, ctypes.sizeof(_capi.GemmArgs))
-        values = list(range(1, 13))
+        values = list(range(1, 16))
         buf = bytearray(fmt.size)
         fmt.pack_into(buf, 0, *values)
         args = _capi.GemmArgs.from_buffer(buf)
         self.assertEqual([getattr(args, f) for f, _ in args._fields_],
                          values)
+
+    def test_device_groups_pack_the_1_2_fields(self):
+        base = 0x7f0000000000
+        err = FakeTorch((1,), "int32", ptr=base + 0x600000)
+        ws = FakeTorch((2,), "int32", ptr=base + 0x700000)
+        with self.assertRaisesRegex(qgemm.DeviceError, "driver"):
+            self.launch(host_groups=None, error_flag=err, workspace=ws)
+        args = self.k._gemm_launch.args()
+        self.assertEqual(args.flags, _gemm_launch.LAUNCH_DEVICE_GROUPS)
+        self.assertEqual((args.error_flag, args.workspace),
+                         (base + 0x600000, base + 0x700000))
+        self.assertEqual((args.host_groups, args.host_groups_count), (None, 0))
+        with self.assertRaisesRegex(qgemm.DeviceError, "driver"):
+            self.launch(host_groups=None, error_flag=err, workspace=ws,
+                        debug_sync=True)
+        self.assertEqual(self.k._gemm_launch.args().flags,
+                         _gemm_launch.LAUNCH_DEVICE_GROUPS |
+                         _gemm_launch.LAUNCH_DEBUG_SYNC)
+
+    def test_device_groups_refusals(self):
+        err = FakeTorch((1,), "int32", ptr=0x7f0000600000)
+        ws = FakeTorch((2,), "int32", ptr=0x7f0000700000)
+        self.assertRefused("host_groups is missing: .* or pass error_flag",
+                           host_groups=None)
+        self.assertRefused("workspace is missing", host_groups=None,
+                           error_flag=err)
+        self.assertRefused("host_groups and error_flag are both given",
+                           error_flag=err, workspace=ws)
+        self.assertRefused("error_flag has dtype int64", host_groups=None,
+                           error_flag=FakeTorch((1,), "int64"), workspace=ws)
+        self.assertRefused("workspace has 1 elements; groups has 2",
+                           host_groups=None, error_flag=err,
+                           workspace=FakeTorch((1,), "int32"))
+        self.assertEqual(qgemm.group_error_string(0), "")
+        self.assertIn("decreasing",
+                      qgemm.group_error_string(qgemm.GROUP_ERROR_ORDER))
 
     def test_not_cuda(self):
         self.assertRefused("a is on cpu, not on a CUDA device",

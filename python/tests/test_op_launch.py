@@ -109,6 +109,27 @@ class QuantizeTest(OpLaunchBase):
         with self.assertRaises(qgemm.DeviceError):
             self.k.quantize(host_group_offsets=[128, 256], **ops)
 
+    def test_device_groups(self):
+        # API 1.2: the offsets checked on the device; col_scales sized for
+        # the bound cd(256, 128) + 2 blocks.
+        self.assertEqual(self.k.quantize_sizes(256, num_groups=2)
+                         ["col_scales"], (2 + 2) * 512)
+        offs = t((2,), "int32")
+        err, ws = t((1,), "int32"), t((2,), "int32")
+        ops = self.ops(group_offsets=offs, col_scales=t((4, 512), "float32"))
+        with self.assertRaises(qgemm.DeviceError):
+            self.k.quantize(error_flag=err, workspace=ws, **ops)
+        with self.assertRaisesRegex(qgemm.ArgumentError,
+                                    "workspace is missing"):
+            self.k.quantize(error_flag=err, **ops)
+        with self.assertRaisesRegex(qgemm.ArgumentError, "both given"):
+            self.k.quantize(error_flag=err, workspace=ws,
+                            host_group_offsets=[128, 256], **ops)
+        with self.assertRaisesRegex(qgemm.ArgumentError,
+                                    "col_scales has 1024 elements"):
+            self.k.quantize(error_flag=err, workspace=ws,
+                            **self.ops(group_offsets=offs))
+
     def test_other_ops_refused(self):
         with self.assertRaisesRegex(qgemm.ArgumentError,
                                     "is a quantize kernel; launch"):

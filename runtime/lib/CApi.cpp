@@ -14,6 +14,7 @@
 #include "qgemm/Runtime.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <array>
 #include <cstring>
 #include <exception>
@@ -488,7 +489,7 @@ qgemm_status qgemm_launch_gemm(qgemm_runtime *rt, const qgemm_kernel *k,
     const Kernel *kk = kernelOf(k);
     if (!rt || !kk)
       return invalid(fn, rt ? "kernel is NULL" : "rt is NULL");
-    if (!sizeOk(args, sizeof(qgemm_gemm_args)))
+    if (!sizeOk(args, offsetof(qgemm_gemm_args, flags)))
       return invalid(fn, "args is NULL or args->struct_size is smaller than "
                          "sizeof(qgemm_gemm_args) of API 1.0");
     if (kk->spec().op != OpKind::GroupedGemm)
@@ -508,8 +509,26 @@ qgemm_status qgemm_launch_gemm(qgemm_runtime *rt, const qgemm_kernel *k,
     a.numGroups = args->num_groups;
     a.hostGroups = args->host_groups;
     a.hostGroupsCount = args->host_groups_count;
+    // 1.2 fields, read only when the caller's struct has them.
+    if (args->struct_size >= offsetof(qgemm_gemm_args, workspace) +
+                                 sizeof(args->workspace)) {
+      const uint32_t known = QGEMM_LAUNCH_DEVICE_GROUPS | QGEMM_LAUNCH_DEBUG_SYNC;
+      if (args->flags & ~known)
+        return invalid(fn, "args->flags = " + std::to_string(args->flags) +
+                               " has bits no QGEMM_LAUNCH_* flag names");
+      a.deviceGroups = (args->flags & QGEMM_LAUNCH_DEVICE_GROUPS) != 0;
+      a.debugSync = (args->flags & QGEMM_LAUNCH_DEBUG_SYNC) != 0;
+      a.errorFlag = args->error_flag;
+      a.workspace = args->workspace;
+    }
     return fromStatus(rt->rt.launch(*kk, a, stream));
   });
+}
+
+const char *qgemm_group_error_string(int32_t error_word) {
+  static thread_local std::string text;
+  text = groupErrorString(error_word);
+  return text.c_str();
 }
 
 qgemm_status qgemm_kernel_load(qgemm_runtime *rt, const qgemm_kernel *k) {

@@ -18,6 +18,7 @@
 #include "qgemm/Runtime.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <string>
 
@@ -80,7 +81,8 @@ const char *tooSmall(const char *type) {
 template <typename CArgs, typename Launch>
 qgemm_status launchOp(const char *fn, const char *argsType, qgemm_runtime *rt,
                       const qgemm_kernel *k, OpKind op, qgemm_op cop,
-                      const CArgs *args, Launch launch) {
+                      const CArgs *args, Launch launch,
+                      size_t firstSize = sizeof(CArgs)) {
   return guarded(fn, [&] {
     if (!rt)
       return invalid(fn, "rt is NULL");
@@ -88,7 +90,7 @@ qgemm_status launchOp(const char *fn, const char *argsType, qgemm_runtime *rt,
     const Kernel *kk = kernelFor(fn, k, op, cop, st);
     if (!kk)
       return st;
-    if (!sizeOk(args, sizeof(CArgs)))
+    if (!sizeOk(args, firstSize))
       return invalid(fn, std::string("args ") + tooSmall(argsType));
     return launch(*kk);
   });
@@ -169,6 +171,14 @@ qgemm_status qgemm_kernel_quantize_sizes(const qgemm_kernel *k, int64_t rows,
       a.colData = a.colScales = 256;
     if (num_groups > 0)
       a.groupOffsets = 256;
+    // No host offsets with groups (API 1.2): the sizes of a device-groups
+    // launch, whose column-wise scales need the bound below.
+    const bool bound = num_groups > 0 && !host_offsets;
+    if (bound) {
+      a.deviceGroups = true;
+      a.errorFlag = 512;
+      a.workspace = 768;
+    }
     if (Status v = validateQuantizeArgs(c, a); !v.ok())
       return fail(QGEMM_ERROR_USER, std::string(fn) + ": " + v.message);
     auto s = zeroed<qgemm_quantize_sizes>();
@@ -189,7 +199,10 @@ qgemm_status qgemm_kernel_quantize_sizes(const qgemm_kernel *k, int64_t rows,
       // Token groups restart the column-wise blocks at each group's first
       // row; rows past the last group get no scale (QuantizeArgs.h).
       int64_t gridRows = ceilDiv(rows, r.blockRows);
-      if (num_groups > 0) {
+      if (bound) {
+        // Each group rounds up on its own: at most cd(rows, b) + G blocks.
+        gridRows += num_groups;
+      } else if (num_groups > 0) {
         gridRows = 0;
         int64_t prev = 0;
         for (int64_t g = 0; g < num_groups; ++g) {
@@ -231,8 +244,23 @@ qgemm_status qgemm_launch_quantize(qgemm_runtime *rt, const qgemm_kernel *k,
         a.numTensors = args->num_tensors;
         a.numGroups = args->num_groups;
         a.hostGroupOffsets = args->host_group_offsets;
+        // 1.2 fields, read only when the caller's struct has them.
+        if (args->struct_size >= offsetof(qgemm_quantize_args, workspace) +
+                                     sizeof(args->workspace)) {
+          const uint32_t known =
+              QGEMM_LAUNCH_DEVICE_GROUPS | QGEMM_LAUNCH_DEBUG_SYNC;
+          if (args->flags & ~known)
+            return invalid("qgemm_launch_quantize",
+                           "args->flags = " + std::to_string(args->flags) +
+                               " has bits no QGEMM_LAUNCH_* flag names");
+          a.deviceGroups = (args->flags & QGEMM_LAUNCH_DEVICE_GROUPS) != 0;
+          a.debugSync = (args->flags & QGEMM_LAUNCH_DEBUG_SYNC) != 0;
+          a.errorFlag = args->error_flag;
+          a.workspace = args->workspace;
+        }
         return fromStatus(rt->rt.launch(kk, a, stream));
-      });
+      },
+      offsetof(qgemm_quantize_args, flags));
 }
 
 //===----------------------------------------------------------------------===//

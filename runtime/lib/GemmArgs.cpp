@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "qgemm/GemmArgs.h"
+#include "qgemm/Kernels/GroupCheckABI.h"
 
 #include "ScaleAlloc.h"
 
@@ -220,10 +221,37 @@ Status checkMaskedM(const GemmArgs &args) {
   return Status();
 }
 
+/// Device-only metadata: what the host can check is where the check
+/// kernel writes.
+Status checkDeviceGroups(const GemmContract &c, const GemmArgs &args) {
+  if (c.grouping.index == GroupIndex::None)
+    return Status();
+  std::string name(toString(c.grouping.index));
+  if (Status st = checkPointer(args.errorFlag, "errorFlag",
+                               "the int32 error word the device check of " +
+                                   name + " reports into",
+                               4, "it is an int32");
+      !st.ok())
+    return st;
+  if (Status st = checkPointer(args.workspace, "workspace",
+                               "int32 device scratch for the checked copy of " +
+                                   name + " (as many entries as groups)",
+                               4, "it holds int32");
+      !st.ok())
+    return st;
+  if (args.workspace == args.groups)
+    return Status::user("workspace = groups = " + hex(args.groups) +
+                        ": the checked copy of " + name +
+                        " needs its own buffer");
+  return Status();
+}
+
 Status checkGroupMetadata(const GemmContract &c, const GemmArgs &args) {
   GroupIndex index = c.grouping.index;
   if (index == GroupIndex::None)
     return Status();
+  if (args.deviceGroups)
+    return checkDeviceGroups(c, args);
   std::string name(toString(index));
   const bool perRow = index == GroupIndex::RowGroup;
   int64_t expected = perRow ? args.rows : args.numGroups;
@@ -341,4 +369,29 @@ Status qgemm::validateGemmArgs(const GemmContract &contract,
   if (Status st = checkPointers(contract, args); !st.ok())
     return st;
   return checkGroupMetadata(contract, args);
+}
+
+std::string qgemm::groupErrorString(int32_t word) {
+  static const struct {
+    int32_t bit;
+    const char *text;
+  } bits[] = {
+      {kGroupErrorOrder, "offsets negative or decreasing"},
+      {kGroupErrorRange, "an offset past rows, a row_group id outside [-1, "
+                         "G) or masked_m outside [0, rows]"},
+      {kGroupErrorAlignment, "a group not a multiple of grouping.alignment"},
+      {kGroupErrorLayout, "row_group not sorted or padded as LAYOUTS.md lays "
+                          "it out"},
+  };
+  std::string out;
+  int32_t known = 0;
+  for (const auto &b : bits) {
+    known |= b.bit;
+    if (word & b.bit)
+      out += (out.empty() ? "" : "; ") + std::string(b.text);
+  }
+  if (word & ~known)
+    out += (out.empty() ? "" : "; ") + std::string("unknown bits ") +
+           std::to_string(word & ~known);
+  return out;
 }

@@ -7,13 +7,18 @@
 //===----------------------------------------------------------------------===//
 #include "RuntimeImpl.h"
 
+#include "qgemm/GroupCheck.h"
+#include "qgemm/Kernels/GroupCheckABI.h"
 #include "qgemm/Kernels/KernelABI.h"
 #include "qgemm/Kernels/QuantizeABI.h"
 #include "qgemm/Kernels/WgmmaLayout.h"
 
 #include <array>
 #include <cctype>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
+#include <map>
 
 using namespace qgemm;
 
@@ -287,7 +292,144 @@ Status launchWgmma(const CudaDriver &d, const Kernel::State::Module &m,
                  "cuLaunchKernel(" + name + ")");
 }
 
+/// The group check module's PTX for `target`, compiled once per process.
+Status groupCheckPtx(const std::string &target, const std::string *&out) {
+  static std::mutex mutex;
+  static std::map<std::string, std::string> *ptx =
+      new std::map<std::string, std::string>();
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = ptx->find(target);
+  if (it == ptx->end()) {
+    CompileOutput co;
+    if (Status st = compileGroupCheck(target, Emit::PTX, co); !st.ok())
+      return st;
+    it = ptx->emplace(target, std::move(co.ptx)).first;
+  }
+  out = &it->second;
+  return Status();
+}
+
+GroupCheckKind checkKindOf(GroupIndex index) {
+  switch (index) {
+  case GroupIndex::RowGroup: return GroupCheckKind::RowGroup;
+  case GroupIndex::MaskedM: return GroupCheckKind::MaskedM;
+  default: return GroupCheckKind::Offsets;
+  }
+}
+
+/// Launch the SIMT family (KernelABI.h): pointers, then rows and numGroups
+/// as i32 (both < 2^31 by validation). Unused pointers are passed as 0.
+Status launchSimt(const CudaDriver &d, const Kernel::State::Module &m,
+                  const std::string &name, const GemmContract &c,
+                  const GemmArgs &args, CUstream stream) {
+  const std::array<int64_t, 3> grid =
+      simtGemmGrid(c, args.rows, args.numGroups);
+  CUdeviceptr ptrs[kNumGemmParams] = {};
+  ptrs[kParamA] = args.a;
+  ptrs[kParamScaleA] = args.scaleA;
+  ptrs[kParamB] = args.b;
+  ptrs[kParamScaleB] = args.scaleB;
+  ptrs[kParamD] = args.d;
+  ptrs[kParamC] = c.accumulate ? args.c : 0;
+  ptrs[kParamGroups] = c.grouping.index != GroupIndex::None ? args.groups : 0;
+  int32_t rows = static_cast<int32_t>(args.rows);
+  int32_t numGroups = static_cast<int32_t>(args.numGroups);
+  void *params[kNumGemmParams];
+  for (unsigned i = 0; i < kNumGemmParams; ++i)
+    params[i] = &ptrs[i];
+  params[kParamRows] = &rows;
+  params[kParamNumGroups] = &numGroups;
+  return d.check(d.launchKernel(m.function, unsigned(grid[0]), unsigned(grid[1]),
+                                unsigned(grid[2]), kSimtBlockThreads, 1, 1,
+                                /*sharedMemBytes=*/0, stream, params, nullptr),
+                 "cuLaunchKernel(" + name + ")");
+}
+
 } // namespace
+
+bool qgemm::debugSyncFromEnv() {
+  const char *v = std::getenv("QGEMM_DEBUG_SYNC");
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+
+Status qgemm::launchGroupCheck(const CudaDriver &d, CUfunction fn,
+                               DevicePtr in, DevicePtr out,
+                               DevicePtr errorWord, int64_t count,
+                               int64_t rows, int64_t numGroups,
+                               int64_t alignment, CUstream stream) {
+  if (count == 0)
+    return Status();
+  CUdeviceptr pin = in, pout = out, perr = errorWord;
+  int32_t n = int32_t(count), r = int32_t(rows), g = int32_t(numGroups);
+  int32_t align = int32_t(alignment);
+  void *params[kNumGroupCheckParams];
+  params[kGcIn] = &pin;
+  params[kGcOut] = &pout;
+  params[kGcError] = &perr;
+  params[kGcCount] = &n;
+  params[kGcRows] = &r;
+  params[kGcNumGroups] = &g;
+  params[kGcAlignment] = &align;
+  return d.check(d.launchKernel(fn, 1, 1, 1, unsigned(kGroupCheckThreads), 1,
+                                1, 0, stream, params, nullptr),
+                 "cuLaunchKernel(qgemm_group_check)");
+}
+
+Status qgemm::debugSyncErrorWord(const CudaDriver &d, const std::string &what,
+                                 DevicePtr errorWord, CUstream stream) {
+  if (Status st = d.check(d.streamSynchronize(stream), "cuStreamSynchronize");
+      !st.ok())
+    return st;
+  int32_t word = 0;
+  if (Status st = d.check(d.memcpyDtoH(&word, errorWord, sizeof(word)),
+                          "cuMemcpyDtoH(error word)");
+      !st.ok())
+    return st;
+  if (word == 0)
+    return Status();
+  return Status::user(what + " failed (error word " + std::to_string(word) +
+                      ": " + groupErrorString(word) +
+                      "); the launch ran with every group empty");
+}
+
+Status Runtime::Impl::groupCheckFor(Kernel::State &k, int kind,
+                                    CUfunction &out) {
+  const CudaDriver *d = driver.load(std::memory_order_acquire);
+  CUcontext ctx = nullptr;
+  if (Status st = d->check(d->ctxGetCurrent(&ctx), "cuCtxGetCurrent"); !st.ok())
+    return st;
+  std::lock_guard<std::mutex> lock(k.mutex);
+  for (Kernel::State::Module &m : k.modules) {
+    if (m.context != ctx)
+      continue;
+    if (!m.checkModule) {
+      const std::string *ptx = nullptr;
+      if (Status st = groupCheckPtx(k.spec.target, ptx); !st.ok())
+        return st;
+      CUmodule mod = nullptr;
+      if (Status st = d->check(d->moduleLoadDataEx(&mod, ptx->c_str(), 0,
+                                                   nullptr, nullptr),
+                               "cuModuleLoadDataEx(qgemm_group_check)");
+          !st.ok())
+        return st;
+      for (int i = 0; i < 3; ++i) {
+        const char *entry = groupCheckEntryName(GroupCheckKind(i));
+        if (Status st = d->check(d->moduleGetFunction(&m.checks[i], mod, entry),
+                                 std::string("cuModuleGetFunction(") + entry +
+                                     ")");
+            !st.ok()) {
+          d->moduleUnload(mod);
+          return st;
+        }
+      }
+      m.checkModule = mod;
+    }
+    out = m.checks[kind];
+    return Status();
+  }
+  return Status::internal("group check: " + k.name +
+                          " is not loaded in the current context");
+}
 
 Status Runtime::Impl::functionFor(Kernel::State &k,
                                   Kernel::State::Module &out) {
@@ -333,13 +475,54 @@ Status Runtime::launch(const Kernel &kernel, const GemmArgs &args,
   if (Status st = validateGemmArgs(c, args); !st.ok())
     return st;
   // No rows: nothing to compute. k_contiguous still owes D (zeros or C).
-  if (args.rows == 0 && c.grouping.kind != GroupingKind::KContiguous)
-    return Status();
+  const bool gemmRuns =
+      args.rows > 0 || c.grouping.kind == GroupingKind::KContiguous;
   const KernelConfig &cfg = kernel.state->config;
   std::array<int64_t, 3> grid;
-  if (cfg.family == KernelFamily::Simt)
+  if (cfg.family == KernelFamily::Simt && gemmRuns)
     if (Status st = launchGrid(c, args, grid); !st.ok())
       return st;
+  // Device-only group metadata: the check kernel, then the GEMM reading its
+  // sanitized copy, both on `stream`; nothing is read back unless debugging.
+  if (args.deviceGroups && c.grouping.index != GroupIndex::None) {
+    Kernel::State::Module m;
+    if (Status st = impl->functionFor(*kernel.state, m); !st.ok())
+      return st;
+    CUfunction check = nullptr;
+    if (Status st = impl->groupCheckFor(
+            *kernel.state, int(checkKindOf(c.grouping.index)), check);
+        !st.ok())
+      return st;
+    const CudaDriver &d = *impl->driver.load(std::memory_order_acquire);
+    CUstream s = static_cast<CUstream>(stream);
+    const bool perRow = c.grouping.index == GroupIndex::RowGroup;
+    if (Status st = launchGroupCheck(
+            d, check, args.groups, args.workspace, args.errorFlag,
+            perRow ? args.rows : args.numGroups, args.rows, args.numGroups,
+            c.grouping.alignment, s);
+        !st.ok())
+      return st;
+    GemmArgs sanitized = args;
+    sanitized.groups = args.workspace;
+    sanitized.deviceGroups = false;
+    sanitized.hostGroups = nullptr;
+    sanitized.hostGroupsCount = 0;
+    Status st;
+    if (gemmRuns) {
+      if (cfg.family == KernelFamily::Wgmma)
+        st = launchWgmma(d, m, kernel.name(), c, cfg, sanitized, s);
+      else
+        st = launchSimt(d, m, kernel.name(), c, sanitized, s);
+    }
+    if (st.ok() && (args.debugSync || debugSyncFromEnv()))
+      st = debugSyncErrorWord(d,
+                              kernel.name() + ": the device check of " +
+                                  std::string(toString(c.grouping.index)),
+                              args.errorFlag, s);
+    return st;
+  }
+  if (!gemmRuns)
+    return Status();
 
   Kernel::State::Module m;
   if (Status st = impl->functionFor(*kernel.state, m); !st.ok())
@@ -348,31 +531,8 @@ Status Runtime::launch(const Kernel &kernel, const GemmArgs &args,
     return launchWgmma(*impl->driver.load(std::memory_order_acquire), m,
                        kernel.name(), c, cfg, args,
                        static_cast<CUstream>(stream));
-  // KernelABI.h: pointers, then rows and numGroups as i32 (both < 2^31 by
-  // validation). Unused pointers are passed as 0.
-  CUdeviceptr ptrs[kNumGemmParams] = {};
-  ptrs[kParamA] = args.a;
-  ptrs[kParamScaleA] = args.scaleA;
-  ptrs[kParamB] = args.b;
-  ptrs[kParamScaleB] = args.scaleB;
-  ptrs[kParamD] = args.d;
-  ptrs[kParamC] = c.accumulate ? args.c : 0;
-  ptrs[kParamGroups] = c.grouping.index != GroupIndex::None ? args.groups : 0;
-  int32_t rows = static_cast<int32_t>(args.rows);
-  int32_t numGroups = static_cast<int32_t>(args.numGroups);
-  void *params[kNumGemmParams];
-  for (unsigned i = 0; i < kNumGemmParams; ++i)
-    params[i] = &ptrs[i];
-  params[kParamRows] = &rows;
-  params[kParamNumGroups] = &numGroups;
-
-  const CudaDriver *d = impl->driver.load(std::memory_order_acquire);
-  return d->check(d->launchKernel(m.function, unsigned(grid[0]), unsigned(grid[1]),
-                                  unsigned(grid[2]), kSimtBlockThreads, 1, 1,
-                                  /*sharedMemBytes=*/0,
-                                  static_cast<CUstream>(stream), params,
-                                  nullptr),
-                  "cuLaunchKernel(" + kernel.name() + ")");
+  return launchSimt(*impl->driver.load(std::memory_order_acquire), m,
+                    kernel.name(), c, args, static_cast<CUstream>(stream));
 }
 
 Status Runtime::queryDevice(int ordinal, DeviceInfo &out) {

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "RuntimeImpl.h"
 
+#include "qgemm/Kernels/GroupCheckABI.h"
 #include "qgemm/Kernels/QuantizeABI.h"
 #include "qgemm/QuantizeArgs.h"
 
@@ -38,6 +39,24 @@ Status Runtime::launch(const Kernel &kernel, const QuantizeArgs &args,
   ptrs[kQParamColData] = args.colData;
   ptrs[kQParamColScales] = args.colScales;
   ptrs[kQParamOffsets] = args.numGroups > 0 ? args.groupOffsets : 0;
+  const CudaDriver *d = impl->driver.load(std::memory_order_acquire);
+  // Device-only token groups: the offsets check (alignment 1) first, the
+  // quantize kernel then reads its checked copy.
+  const bool deviceGroups = args.deviceGroups && args.numGroups > 0;
+  if (deviceGroups) {
+    CUfunction check = nullptr;
+    if (Status st = impl->groupCheckFor(
+            *kernel.state, int(GroupCheckKind::Offsets), check);
+        !st.ok())
+      return st;
+    if (Status st = launchGroupCheck(
+            *d, check, args.groupOffsets, args.workspace, args.errorFlag,
+            args.numGroups, args.rows, args.numGroups, 1,
+            static_cast<CUstream>(stream));
+        !st.ok())
+      return st;
+    ptrs[kQParamOffsets] = args.workspace;
+  }
   // All three fit i32 after validation (at most 2^24 and 65535).
   int32_t rows = int32_t(args.rows), cols = int32_t(args.cols),
           groups = int32_t(args.numGroups);
@@ -47,12 +66,18 @@ Status Runtime::launch(const Kernel &kernel, const QuantizeArgs &args,
   params[kQParamRows] = &rows;
   params[kQParamCols] = &cols;
   params[kQParamNumGroups] = &groups;
-  const CudaDriver *d = impl->driver.load(std::memory_order_acquire);
-  return d->check(d->launchKernel(m.function, unsigned(grid[0]),
-                                  unsigned(grid[1]), unsigned(grid[2]),
-                                  kQuantThreads, 1, 1,
-                                  unsigned(kQuantSharedBytes),
-                                  static_cast<CUstream>(stream), params,
-                                  nullptr),
-                  "cuLaunchKernel(" + kernel.name() + ")");
+  Status st = d->check(d->launchKernel(m.function, unsigned(grid[0]),
+                                       unsigned(grid[1]), unsigned(grid[2]),
+                                       kQuantThreads, 1, 1,
+                                       unsigned(kQuantSharedBytes),
+                                       static_cast<CUstream>(stream), params,
+                                       nullptr),
+                       "cuLaunchKernel(" + kernel.name() + ")");
+  if (st.ok() && deviceGroups && (args.debugSync || debugSyncFromEnv()))
+    st = debugSyncErrorWord(*d,
+                            kernel.name() +
+                                ": the device check of the token group "
+                                "offsets",
+                            args.errorFlag, static_cast<CUstream>(stream));
+  return st;
 }

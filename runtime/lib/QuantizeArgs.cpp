@@ -134,6 +134,24 @@ Status checkGroups(const QuantizeContract &c, const QuantizeArgs &a) {
                               "the int32 device offsets", 4);
       !st.ok())
     return st;
+  if (a.deviceGroups) {
+    if (Status st = needPointer(a.errorFlag, "errorFlag",
+                                "the int32 error word the device check of "
+                                "the offsets reports into",
+                                4);
+        !st.ok())
+      return st;
+    if (Status st = needPointer(a.workspace, "workspace",
+                                "int32 device scratch for the checked copy "
+                                "of the offsets (numGroups entries)",
+                                4);
+        !st.ok())
+      return st;
+    if (a.workspace == a.groupOffsets)
+      return Status::user("workspace = groupOffsets: the checked copy of "
+                          "the offsets needs its own buffer");
+    return Status();
+  }
   if (!a.hostGroupOffsets)
     return Status::user("hostGroupOffsets is null: the host copy of the " +
                         num(a.numGroups) +

@@ -77,6 +77,8 @@ Kernel::State::~State() {
   for (const Module &m : modules) {
     driver->ctxSetCurrent(m.context);
     driver->moduleUnload(m.module); // Errors (context gone at exit) are moot.
+    if (m.checkModule)
+      driver->moduleUnload(m.checkModule);
   }
   driver->ctxSetCurrent(saved);
 }

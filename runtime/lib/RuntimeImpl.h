@@ -43,6 +43,11 @@ struct Kernel::State {
     /// permute / unpermute: the stage entry points in launch order
     /// (DispatchABI.h); `function` is the first.
     std::vector<CUfunction> stages;
+    /// grouped_gemm with device-only group metadata: the group check
+    /// module (GroupCheckABI.h) loaded next to the kernel in this context
+    /// on first use, and its entries by GroupCheckKind.
+    CUmodule checkModule = nullptr;
+    CUfunction checks[3] = {nullptr, nullptr, nullptr};
   };
   std::mutex mutex; ///< Guards modules and driver.
   std::vector<Module> modules;
@@ -72,7 +77,25 @@ struct Runtime::Impl {
   /// The function of `kernel` in the calling thread's context, loading the
   /// module there first if needed (Launch.cpp).
   Status functionFor(Kernel::State &kernel, Kernel::State::Module &out);
+  /// The group check entry `kind` next to `kernel` in the calling thread's
+  /// context (functionFor has loaded the kernel there), loading the check
+  /// module on first use (Launch.cpp).
+  Status groupCheckFor(Kernel::State &kernel, int kind, CUfunction &out);
 };
+
+/// Launch the group check entry `fn` (GroupCheckABI.h) on `stream`: one CTA
+/// over `count` entries (nothing when 0) (Launch.cpp).
+Status launchGroupCheck(const CudaDriver &d, CUfunction fn, DevicePtr in,
+                        DevicePtr out, DevicePtr errorWord, int64_t count,
+                        int64_t rows, int64_t numGroups, int64_t alignment,
+                        CUstream stream);
+/// Debug mode of a device-groups launch: synchronize `stream`, read the
+/// error word, and fail with a UserError naming the violation when it is
+/// non-zero (Launch.cpp).
+Status debugSyncErrorWord(const CudaDriver &d, const std::string &what,
+                          DevicePtr errorWord, CUstream stream);
+/// QGEMM_DEBUG_SYNC is set (and not "0").
+bool debugSyncFromEnv();
 
 /// Look up the stage entry points of a permute / unpermute module
 /// (DispatchLaunch.cpp).

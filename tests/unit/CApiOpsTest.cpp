@@ -19,6 +19,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -83,8 +84,11 @@ uint64_t addr(int i) { return 0x7f0000000000ull + uint64_t(i) * 0x100000; }
 } // namespace
 
 TEST_CASE("C API 1.1: version", "[capi]") {
-  CHECK(qgemm_api_version() == 1001);
-  CHECK(QGEMM_API_VERSION == 1001);
+  // 1.2 added fields only: a 1.1 program's check of the version passes.
+  CHECK(qgemm_api_version() == 1002);
+  CHECK(QGEMM_API_VERSION == 1002);
+  CHECK(qgemm_api_version() / 1000 == 1);
+  CHECK(qgemm_api_version() >= 1001);
 }
 
 TEST_CASE("C API: quantize info and sizes", "[capi]") {
@@ -183,7 +187,7 @@ TEST_CASE("C API: quantize launches", "[capi]") {
     CHECK_THAT(lastMessage(), Catch::Contains("512"));
   }
   SECTION("struct_size below 1.1's is misuse") {
-    a.struct_size = sizeof(a) - 8;
+    a.struct_size = offsetof(qgemm_quantize_args, flags) - 8;
     CHECK(qgemm_launch_quantize(q.rt, q.kernel, &a, nullptr) ==
           QGEMM_ERROR_INVALID_ARGUMENT);
     CHECK_THAT(lastMessage(), Catch::Contains("qgemm_quantize_args"));
@@ -201,6 +205,60 @@ TEST_CASE("C API: quantize launches", "[capi]") {
     CHECK(qgemm_launch_quantize(q.rt, q.kernel, &newer.a, nullptr) ==
           QGEMM_ERROR_NO_DEVICE);
   }
+}
+
+TEST_CASE("C API 1.2: quantize with device-only token groups", "[capi]") {
+  TempDir dir;
+  Compiled q(dir, kQuantize);
+  qgemm_quantize_args a = QGEMM_QUANTIZE_ARGS_INIT;
+  a.input = addr(0);
+  a.row_data = addr(1);
+  a.row_scales = addr(2);
+  a.col_data = addr(3);
+  a.col_scales = addr(4);
+  a.group_offsets = addr(5);
+  a.rows = 256;
+  a.cols = 512;
+  a.num_groups = 3;
+  CHECK(qgemm_launch_quantize(q.rt, q.kernel, &a, nullptr) ==
+        QGEMM_ERROR_USER);
+  CHECK_THAT(lastMessage(), Catch::Contains("hostGroupOffsets is null"));
+  a.flags = QGEMM_LAUNCH_DEVICE_GROUPS;
+  CHECK(qgemm_launch_quantize(q.rt, q.kernel, &a, nullptr) ==
+        QGEMM_ERROR_USER);
+  CHECK_THAT(lastMessage(), Catch::Contains("errorFlag is null"));
+  a.error_flag = addr(6);
+  CHECK(qgemm_launch_quantize(q.rt, q.kernel, &a, nullptr) ==
+        QGEMM_ERROR_USER);
+  CHECK_THAT(lastMessage(), Catch::Contains("workspace is null"));
+  a.workspace = addr(5);
+  CHECK(qgemm_launch_quantize(q.rt, q.kernel, &a, nullptr) ==
+        QGEMM_ERROR_USER);
+  CHECK_THAT(lastMessage(), Catch::Contains("its own buffer"));
+  a.workspace = addr(7);
+  CHECK(qgemm_launch_quantize(q.rt, q.kernel, &a, nullptr) ==
+        QGEMM_ERROR_NO_DEVICE);
+  a.flags = 8;
+  CHECK(qgemm_launch_quantize(q.rt, q.kernel, &a, nullptr) ==
+        QGEMM_ERROR_INVALID_ARGUMENT);
+  // A 1.1 caller's struct: the device fields are not read.
+  a.flags = QGEMM_LAUNCH_DEVICE_GROUPS;
+  a.struct_size = offsetof(qgemm_quantize_args, flags);
+  CHECK(qgemm_launch_quantize(q.rt, q.kernel, &a, nullptr) ==
+        QGEMM_ERROR_USER);
+  CHECK_THAT(lastMessage(), Catch::Contains("hostGroupOffsets is null"));
+
+  // Sizes without host offsets: the bound cd(rows, 128) + G column-wise
+  // blocks, above the sizes of any offsets.
+  qgemm_quantize_sizes bound, exact;
+  bound.struct_size = exact.struct_size = sizeof(bound);
+  REQUIRE(qgemm_kernel_quantize_sizes(q.kernel, 300, 0, 1, 3, nullptr,
+                                      &bound) == QGEMM_OK);
+  const int32_t offsets[3] = {10, 20, 290};
+  REQUIRE(qgemm_kernel_quantize_sizes(q.kernel, 300, 0, 1, 3, offsets,
+                                      &exact) == QGEMM_OK);
+  CHECK(bound.col_scales >= exact.col_scales);
+  CHECK(bound.row_scales == exact.row_scales);
 }
 
 TEST_CASE("C API: launch functions refuse kernels of other ops", "[capi]") {

@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <string>
 #include <thread>
 
@@ -391,4 +392,71 @@ TEST_CASE("C API: scale sizes", "[capi]") {
         QGEMM_ERROR_USER);
   CHECK_THAT(qgemm_last_error_message(),
              Catch::Contains("not a multiple of grouping.alignment = 16"));
+}
+
+TEST_CASE("C API 1.2: device-only group metadata is checked as far as the "
+          "host can, then needs a device", "[capi]") {
+  CHECK(qgemm_api_version() == 1002);
+  TempDir dir;
+  Handles h;
+  compileText(h, dir, kFprop);
+  qgemm_gemm_args args = QGEMM_GEMM_ARGS_INIT;
+  args.a = args.b = args.d = 0x7f0000000000;
+  args.scale_a = args.scale_b = args.groups = 0x7f0000100000;
+  args.rows = 256;
+  args.num_groups = 2;
+  // No host copy at all: the 1.1 form refuses, the 1.2 form goes on.
+  CHECK(qgemm_launch_gemm(h.rt, h.kernel, &args, nullptr) == QGEMM_ERROR_USER);
+  CHECK_THAT(qgemm_last_error_message(),
+             Catch::Contains("hostGroupsCount = 0 but offsets has"));
+  args.flags = QGEMM_LAUNCH_DEVICE_GROUPS;
+  CHECK(qgemm_launch_gemm(h.rt, h.kernel, &args, nullptr) == QGEMM_ERROR_USER);
+  CHECK_THAT(qgemm_last_error_message(),
+             Catch::StartsWith("errorFlag is null: the int32 error word"));
+  args.error_flag = 0x7f0000200002;
+  CHECK(qgemm_launch_gemm(h.rt, h.kernel, &args, nullptr) == QGEMM_ERROR_USER);
+  CHECK_THAT(qgemm_last_error_message(),
+             Catch::StartsWith("errorFlag = 0x7f0000200002 is not 4-byte "
+                               "aligned"));
+  args.error_flag = 0x7f0000200000;
+  CHECK(qgemm_launch_gemm(h.rt, h.kernel, &args, nullptr) == QGEMM_ERROR_USER);
+  CHECK_THAT(qgemm_last_error_message(),
+             Catch::StartsWith("workspace is null: int32 device scratch"));
+  args.workspace = args.groups;
+  CHECK(qgemm_launch_gemm(h.rt, h.kernel, &args, nullptr) == QGEMM_ERROR_USER);
+  CHECK_THAT(qgemm_last_error_message(),
+             Catch::Contains("needs its own buffer"));
+  args.workspace = 0x7f0000300000;
+  // Everything the host can check is fine: the driver is next.
+  CHECK(qgemm_launch_gemm(h.rt, h.kernel, &args, nullptr) ==
+        QGEMM_ERROR_NO_DEVICE);
+  // Pointer checks still come first.
+  args.a += 1;
+  CHECK(qgemm_launch_gemm(h.rt, h.kernel, &args, nullptr) == QGEMM_ERROR_USER);
+  args.a -= 1;
+  args.flags = 4;
+  CHECK(qgemm_launch_gemm(h.rt, h.kernel, &args, nullptr) ==
+        QGEMM_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(qgemm_last_error_message(),
+             Catch::Contains("has bits no QGEMM_LAUNCH_* flag names"));
+  // A 1.1 caller's struct ends before `flags`: the new fields are not read.
+  args.flags = QGEMM_LAUNCH_DEVICE_GROUPS;
+  args.struct_size = offsetof(qgemm_gemm_args, flags);
+  CHECK(qgemm_launch_gemm(h.rt, h.kernel, &args, nullptr) == QGEMM_ERROR_USER);
+  CHECK_THAT(qgemm_last_error_message(),
+             Catch::Contains("hostGroupsCount = 0 but offsets has"));
+  args.struct_size = offsetof(qgemm_gemm_args, flags) - 1;
+  CHECK(qgemm_launch_gemm(h.rt, h.kernel, &args, nullptr) ==
+        QGEMM_ERROR_INVALID_ARGUMENT);
+}
+
+TEST_CASE("C API 1.2: the error word's bits in words", "[capi]") {
+  CHECK(std::string(qgemm_group_error_string(0)).empty());
+  CHECK(std::string(qgemm_group_error_string(QGEMM_GROUP_ERROR_ORDER)) ==
+        "offsets negative or decreasing");
+  std::string both = qgemm_group_error_string(QGEMM_GROUP_ERROR_ALIGNMENT |
+                                              QGEMM_GROUP_ERROR_LAYOUT | 64);
+  CHECK_THAT(both, Catch::Contains("not a multiple of grouping.alignment"));
+  CHECK_THAT(both, Catch::Contains("row_group not sorted"));
+  CHECK_THAT(both, Catch::Contains("unknown bits 64"));
 }

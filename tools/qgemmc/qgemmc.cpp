@@ -3,6 +3,7 @@
 //   qgemmc compile SPEC [--emit mlir|llvm|ptx] [-o FILE|DIR]
 //   qgemmc build SPEC... [-o DIR]      compile to PTX, one summary line each
 //   qgemmc explain SPEC
+//   qgemmc group-check [--emit mlir|llvm|ptx] [--target sm_XX]
 //   qgemmc bench SPEC --groups G (--m M | --rows R,...) ...   (Bench.cpp)
 //   qgemmc bench --suite FILE ...
 //
@@ -10,6 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Driver.h"
+
+#include "qgemm/GroupCheck.h"
 
 #include <cstring>
 #include <exception>
@@ -31,6 +34,9 @@ const char *kUsage = R"(usage:
       Compile every spec to PTX, assemble it with ptxas -v and print one line
       per kernel: name, registers, shared memory, spills. With -o the PTX is
       written to DIR.
+  qgemmc group-check [--emit mlir|llvm|ptx] [--target sm_XX]
+      Print the kernels that check device-only group metadata before a
+      grouped GEMM (GroupCheckABI.h; default: PTX for sm_90a).
   qgemmc explain SPEC
       Print the canonical spec, the kernel identity hash, the configuration
       and the ptxas resource report.
@@ -96,6 +102,34 @@ bool writeFile(const std::string &path, const std::string &text,
     return false;
   }
   return true;
+}
+
+int runGroupCheck(const std::vector<std::string> &args) {
+  qgemm::Emit emit = qgemm::Emit::PTX;
+  std::string target = "sm_90a";
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string &a = args[i];
+    if (a != "--emit" && a != "--target")
+      return usageError("group-check: unknown argument " + a);
+    if (i + 1 == args.size())
+      return usageError(a + " needs a value");
+    const std::string &v = args[++i];
+    if (a == "--target")
+      target = v;
+    else if (v == "mlir")
+      emit = qgemm::Emit::MLIR;
+    else if (v == "llvm")
+      emit = qgemm::Emit::LLVM;
+    else if (v == "ptx")
+      emit = qgemm::Emit::PTX;
+    else
+      return usageError("--emit: \"" + v + "\" is not one of mlir, llvm, ptx");
+  }
+  qgemm::CompileOutput o;
+  if (qgemm::Status st = qgemm::compileGroupCheck(target, emit, o); !st.ok())
+    return report(st);
+  std::cout << textFor(o, emit);
+  return kOk;
 }
 
 int runCompile(const std::vector<std::string> &args) {
@@ -237,6 +271,8 @@ int dispatch(int argc, char **argv) {
   }
   if (cmd == "compile")
     return runCompile(args);
+  if (cmd == "group-check")
+    return runGroupCheck(args);
   if (cmd == "build")
     return runBuild(args);
   if (cmd == "bench")

@@ -48,6 +48,20 @@ struct GemmArgs {
   /// kernel cannot report bad offsets, it would read or write out of bounds.
   const int32_t *hostGroups = nullptr;
   int64_t hostGroupsCount = 0;
+  /// Device-only group metadata (no host copy; for torch.compile and CUDA
+  /// graphs). The launch first runs the group check kernel (GroupCheckABI.h)
+  /// on the same stream: it checks `groups` on the device, ORs a
+  /// GroupCheckError bit into the int32 word at `errorFlag` for each
+  /// violation, and writes a sanitized copy to `workspace` (as many int32 as
+  /// `groups`; every group empty when anything is wrong), which the GEMM
+  /// then reads instead of `groups`. hostGroups is not read.
+  bool deviceGroups = false;
+  DevicePtr errorFlag = 0; ///< int32 on the device; only OR'd into
+  DevicePtr workspace = 0; ///< int32 [entries of groups] on the device
+  /// Synchronize the stream after the launch and fail with a UserError
+  /// naming the violation when the error word is non-zero (also turned on
+  /// by QGEMM_DEBUG_SYNC=1 in the environment).
+  bool debugSync = false;
 };
 
 /// Check `args` against `contract`: pointers present where the contract reads
@@ -57,6 +71,9 @@ struct GemmArgs {
 /// offsets non-decreasing, within rows, every group a multiple of
 /// grouping.alignment; row_group in [-1, G); masked_m in [0, M_max]).
 /// A UserError names the argument, its value and what was expected.
+/// With args.deviceGroups the host metadata checks are replaced by checks
+/// that errorFlag and workspace are present and 4-byte aligned; the values
+/// are checked on the device.
 QGEMM_API Status validateGemmArgs(const GemmContract &contract,
                                   const GemmArgs &args);
 
@@ -85,6 +102,10 @@ QGEMM_API int64_t tokenScaleBlocks(const GemmContract &contract,
 enum class ScaleOperand { A, B };
 QGEMM_API int64_t scaleElements(const GemmContract &contract,
                                 const GemmArgs &args, ScaleOperand which);
+
+/// What the bits of a device group check's error word (GroupCheckABI.h,
+/// qgemm.h QGEMM_GROUP_ERROR_*) say, "; "-separated ("" for 0).
+QGEMM_API std::string groupErrorString(int32_t word);
 
 } // namespace qgemm
 

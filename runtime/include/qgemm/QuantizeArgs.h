@@ -43,8 +43,17 @@ struct QuantizeArgs {
   int64_t cols = 0; ///< K; must equal the spec's shape.k when it is set
   int64_t numTensors = 1; ///< G for multi_tensor, else 1
   int64_t numGroups = 0;  ///< token groups, 0 for none
-  /// Host copy of the offsets, checked before launch (required with groups).
+  /// Host copy of the offsets, checked before launch (required with groups
+  /// unless deviceGroups).
   const int32_t *hostGroupOffsets = nullptr;
+  /// Device-only token groups, as GemmArgs::deviceGroups: the group check
+  /// kernel (offsets, alignment 1) runs first, ORs its bits into the int32
+  /// at errorFlag and writes the checked offsets to workspace (numGroups
+  /// int32; all 0 when anything is wrong), which the quantize kernel reads.
+  bool deviceGroups = false;
+  DevicePtr errorFlag = 0;
+  DevicePtr workspace = 0;
+  bool debugSync = false; ///< as GemmArgs::debugSync
 };
 
 /// Check `args` against `contract`: the pointers each declared output needs

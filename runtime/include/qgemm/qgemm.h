@@ -53,8 +53,8 @@
  * both. Each op has an info query (the contract a binding checks tensors
  * against) and a size query (what to allocate for the outputs). A launch
  * form that needs no host copy of the group metadata (checked on the device,
- * for CUDA graphs and torch.compile) comes later as new fields of
- * qgemm_gemm_args.
+ * for CUDA graphs and torch.compile) is QGEMM_LAUNCH_DEVICE_GROUPS in
+ * qgemm_gemm_args.flags (1.2).
  *
  *===----------------------------------------------------------------------===*/
 #ifndef QGEMM_QGEMM_H
@@ -73,9 +73,13 @@ extern "C" {
  * grouped_gemm launch.
  * 1.1: quantize, permute and unpermute launches (forward and backward),
  * their info and output size queries. Additions only: a 1.0 program runs
- * unchanged. */
+ * unchanged.
+ * 1.2: grouped_gemm and quantize launches with device-only group metadata
+ * (the trailing fields of qgemm_gemm_args and qgemm_quantize_args from
+ * `flags` on, the QGEMM_GROUP_ERROR_* bits, qgemm_group_error_string).
+ * Additions only. */
 #define QGEMM_API_VERSION_MAJOR 1
-#define QGEMM_API_VERSION_MINOR 1
+#define QGEMM_API_VERSION_MINOR 2
 #define QGEMM_API_VERSION \
   (QGEMM_API_VERSION_MAJOR * 1000 + QGEMM_API_VERSION_MINOR)
 
@@ -341,10 +345,63 @@ typedef struct qgemm_gemm_args {
    * rows): required whenever the kernel reads group metadata. */
   const int32_t *host_groups;
   int64_t host_groups_count;
+  /* API 1.2 (read only when struct_size covers them). */
+  uint32_t flags;         /* QGEMM_LAUNCH_* bits */
+  /* With QGEMM_LAUNCH_DEVICE_GROUPS: the int32 error word on the device.
+   * The launch never writes it except to OR QGEMM_GROUP_ERROR_* bits into
+   * it, so a caller zeroes it once and reads it whenever it likes (after
+   * the launch's stream work, without forcing a sync at launch). */
+  uint64_t error_flag;
+  /* With QGEMM_LAUNCH_DEVICE_GROUPS: int32 device scratch with as many
+   * entries as `groups` (num_groups; rows for row_group), 4-byte aligned,
+   * not aliasing `groups`; the GEMM reads its sanitized copy of the
+   * metadata from here. Owned by the caller so that launches on different
+   * streams never share it (stream-ordered allocators free it safely). */
+  uint64_t workspace;
 } qgemm_gemm_args;
 
 #define QGEMM_GEMM_ARGS_INIT \
-  { sizeof(qgemm_gemm_args), 0, 0, 0, 0, 0, 0, 0, 0, 1, NULL, 0 }
+  { sizeof(qgemm_gemm_args), 0, 0, 0, 0, 0, 0, 0, 0, 1, NULL, 0, 0, 0, 0 }
+
+/* qgemm_gemm_args.flags (1.2). */
+enum {
+  /* The group metadata exists only on the device: host_groups is not read.
+   * The launch runs a small check kernel on `stream` first, which checks
+   * what the host checks otherwise (offsets non-decreasing, within rows,
+   * each group a multiple of the alignment; row_group ids in [-1, G) and
+   * laid out as LAYOUTS.md says; masked_m in [0, rows]), ORs one
+   * QGEMM_GROUP_ERROR_* bit per kind of violation into *error_flag, and
+   * writes the metadata to `workspace` -- with every group empty (offsets
+   * 0, row_group -1, masked_m 0) when anything is wrong. The GEMM kernel
+   * reads `workspace`, so bad metadata never makes it read or write out of
+   * bounds: its output is then unspecified (not written, or padding
+   * zeroed), and the error word says why. For k_contiguous kernels whose
+   * alignment is below the scale block, allocate scales for the bound
+   * cd(T, b) + G token blocks (qgemm_kernel_scale_elements with
+   * host_groups NULL gives it). */
+  QGEMM_LAUNCH_DEVICE_GROUPS = 1,
+  /* Debug: synchronize `stream` after the launch, read the error word and
+   * fail with QGEMM_ERROR_USER naming the violation when it is non-zero.
+   * The environment variable QGEMM_DEBUG_SYNC=1 turns it on for every
+   * device-groups launch. */
+  QGEMM_LAUNCH_DEBUG_SYNC = 2
+};
+
+/* Bits of the error word (1.2). */
+enum {
+  QGEMM_GROUP_ERROR_ORDER = 1,     /* offsets negative or decreasing */
+  QGEMM_GROUP_ERROR_RANGE = 2,     /* an offset past rows, a row_group id
+                                      outside [-1, G), masked_m outside
+                                      [0, rows] */
+  QGEMM_GROUP_ERROR_ALIGNMENT = 4, /* a group not a multiple of
+                                      grouping.alignment */
+  QGEMM_GROUP_ERROR_LAYOUT = 8     /* row_group not sorted / padded as
+                                      LAYOUTS.md lays it out */
+};
+
+/* "offsets negative or decreasing; ..." for the bits set in `error_word`
+ * ("" for 0). The pointer is valid until the next call on this thread. */
+QGEMM_C_API const char *qgemm_group_error_string(int32_t error_word);
 
 /* Check `args` against the kernel's contract, then launch on `stream` (a
  * CUstream; NULL is the legacy default stream) in the calling thread's
@@ -385,7 +442,9 @@ QGEMM_C_API qgemm_status qgemm_kernel_quantize_info(
  * 0 for an output the spec does not declare. With token groups
  * (num_groups > 0) the column-wise scale blocks restart at each group, so
  * the host offsets (num_groups entries, validated as a launch validates
- * them) size the column-wise scales. Needs no GPU. */
+ * them) size the column-wise scales; with host_offsets NULL (1.2) the sizes
+ * are those of a device-groups launch: the bound cd(rows, b) + num_groups
+ * column-wise scale blocks. Needs no GPU. */
 typedef struct qgemm_quantize_sizes {
   size_t struct_size;         /* sizeof(qgemm_quantize_sizes) */
   int64_t row_data, row_scales;
@@ -412,11 +471,23 @@ typedef struct qgemm_quantize_args {
   int64_t cols;               /* K; must equal shape.k */
   int64_t num_tensors;        /* multi_tensor's G, else 1 */
   int64_t num_groups;         /* token groups, 0 for none */
-  const int32_t *host_group_offsets; /* host copy, required with groups */
+  const int32_t *host_group_offsets; /* host copy, required with groups
+                                        unless QGEMM_LAUNCH_DEVICE_GROUPS */
+  /* API 1.2 (read only when struct_size covers them), as in
+   * qgemm_gemm_args: with QGEMM_LAUNCH_DEVICE_GROUPS the token group
+   * offsets are checked on the device (non-decreasing, within rows: else
+   * QGEMM_GROUP_ERROR_ORDER / RANGE in *error_flag and no groups at all),
+   * and `workspace` holds num_groups int32 for the checked copy. Size the
+   * column-wise scales for the bound cd(rows, b) + num_groups blocks
+   * (qgemm_kernel_quantize_sizes with host_offsets NULL gives it). */
+  uint32_t flags;
+  uint64_t error_flag;
+  uint64_t workspace;
 } qgemm_quantize_args;
 
 #define QGEMM_QUANTIZE_ARGS_INIT \
-  { sizeof(qgemm_quantize_args), 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, NULL }
+  { sizeof(qgemm_quantize_args), 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, NULL, \
+    0, 0, 0 }
 
 /* Check `args` against the kernel's contract, then launch on `stream`, as
  * qgemm_launch_gemm does. */

@@ -1,0 +1,892 @@
+"""qgemm's ops as PyTorch custom ops (torch.library), for eager code and
+for torch.compile(fullgraph=True).
+
+    import torch, qgemm.torch as qt
+    out = qt.grouped_mm(a_fp8, w_fp8.transpose(-2, -1), offs=offs,
+                        scale_a=sa, scale_b=sb)          # (M, N) bf16
+
+Every op is registered as ``torch.ops.qgemm.<name>`` with
+``torch.library.custom_op`` and a fake (meta) implementation that computes
+the output shapes from shape arithmetic alone, so torch.compile traces
+through them with no graph break. The real implementations launch on
+``torch.cuda.current_stream()`` and never synchronize with the host:
+
+* group metadata (``offs``, ``masked_m``) stays on the device. The GEMM is
+  launched in the device-groups form of the C API (1.2): a check kernel
+  validates the metadata on the stream, ORs ``qgemm.GROUP_ERROR_*`` bits
+  into a per-device error word and hands the GEMM a sanitized copy (every
+  group empty when anything is wrong), so bad metadata never reads or
+  writes out of bounds. Read the word whenever convenient:
+  ``error_word(device)`` (a tensor, no sync), ``check_errors()`` (syncs,
+  raises ``qgemm.ArgumentError`` naming the violation, clears it).
+  ``set_debug_sync(True)`` or ``QGEMM_DEBUG_SYNC=1`` raises at the launch.
+* kernels are compiled from specs built from the tensors' properties (shape,
+  dtype, the recipe arguments) and cached in a dict, spec text -> kernel
+  (``kernels()``); the first call of a new shape compiles (or loads from
+  the disk cache), later calls only launch.
+
+Ops (``torch.ops.qgemm.*``; the Python functions below are the same ops):
+
+* ``grouped_mm(mat_a, mat_b, *, offs, scale_a, scale_b, out_dtype, ...)``:
+  the argument order and ``offs`` semantics of ``torch._grouped_mm``: A
+  (M, K) FP8, B (G, K, N) -- a transposed view of K-major (G, N, K)
+  weights --, offs int32 (G,) cumulative group ends on the device; D (M, N).
+* ``grouped_mm_masked(mat_a, mat_b, *, masked_m, scale_a, scale_b, ...)``:
+  A (G, M_max, K), B (G, K, N), masked_m int32 (G,); D (G, M_max, N).
+* ``grouped_mm_wgrad(mat_a, mat_b, *, offs, scale_a, scale_b, ...)``: the
+  weight gradient, contracting over the tokens of each group: A (N, T)
+  and B (K, T) FP8, token-contiguous (the column-wise quantize output);
+  D (G, N, K) (f32 by default).
+* ``quantize(x, ...)``: bf16/f32 (rows, K) -> FP8 row-wise and/or
+  column-wise data and scales.
+* ``permute``/``permute_backward``, ``unpermute``/``unpermute_backward``:
+  token dispatch to expert-sorted, alignment-padded rows and back.
+
+Scales are 1-D tensors of the element count the C API's size queries give
+(the layout is the spec's, LAYOUTS.md), except COMPACT scales, which have
+their natural 2-D (block rows, block cols) shape.
+"""
+import ctypes
+import json
+import os
+import threading
+import weakref
+from typing import Optional
+
+import torch
+
+from . import _capi
+from ._capi import lib
+from ._errors import ArgumentError
+from ._kernel import compile as _compile
+from ._runtime import check
+
+__all__ = ["grouped_mm", "grouped_mm_masked", "grouped_mm_wgrad",
+           "quantize", "permute", "permute_backward", "unpermute",
+           "unpermute_backward", "error_word", "check_errors",
+           "reset_errors", "set_debug_sync", "kernels", "spec_for",
+           "fp8_grouped_mm", "quantized_weights",
+           "RECIPES"]
+
+# Scale recipes of the GEMM operands by name: (A's block, A's scale dtype,
+# B's block, B's scale dtype); the wgrad form's operands are both
+# token-blocked (1 x block along the tokens).
+RECIPES = {
+    "deepseek": ([1, 128], "f32", [128, 128], "f32"),
+    "mxfp8": ([1, 32], "ue8m0", [1, 32], "ue8m0"),
+}
+_WGRAD_RECIPES = {
+    "deepseek": ([1, 128], "f32", [1, 128], "f32"),
+    "mxfp8": ([1, 32], "ue8m0", [1, 32], "ue8m0"),
+}
+_FP8 = {torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2"}
+_OUT = {torch.bfloat16: "bf16", torch.float32: "f32"}
+_QUANT_OUT = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
+_SCALE_DTYPE = {"f32": torch.float32,
+                "ue8m0": getattr(torch, "float8_e8m0fnu", torch.uint8)}
+
+# -- kernels: spec text -> kernel ------------------------------------------
+_lock = threading.Lock()
+_by_text = {}   # canonical JSON text of the spec -> qgemm.Kernel
+_by_key = {}    # the builder's argument tuple -> qgemm.Kernel (no json.dumps
+                # per call)
+
+
+def kernels():
+    """The kernels compiled so far: {spec text: qgemm.Kernel}."""
+    return dict(_by_text)
+
+
+def _kernel(key, build):
+    k = _by_key.get(key)
+    if k is not None:
+        return k
+    spec = build()
+    text = json.dumps(spec, sort_keys=True)
+    with _lock:
+        k = _by_text.get(text)
+        if k is None:
+            k = _by_text[text] = _compile(spec)
+        _by_key[key] = k
+    return k
+
+
+def _ceil(x, b):
+    return (x + b - 1) // b
+
+
+def _round_up(x, m):
+    return _ceil(x, m) * m
+
+
+def _gemm_spec(grouping, n, k, a_dtype, b_dtype, out, recipe, alignment,
+               a_layout, b_layout, accumulate=False):
+    table = _WGRAD_RECIPES if grouping == "k_contiguous" else RECIPES
+    if recipe not in table:
+        raise ArgumentError("recipe %r is not one of %s"
+                            % (recipe, ", ".join(sorted(table))))
+    ab, adt, bb, bdt = table[recipe]
+    name = "torch_%s_%s_n%d_k%d" % (grouping, recipe, n, k)
+    spec = {
+        "qgemm": 1, "name": name, "op": "grouped_gemm",
+        "grouping": {"kind": grouping},
+        "shape": {"n": n, "k": k},
+        "a": {"dtype": a_dtype,
+              "scale": {"block": ab, "dtype": adt, "layout": a_layout}},
+        "b": {"dtype": b_dtype,
+              "scale": {"block": bb, "dtype": bdt, "layout": b_layout}},
+        "d": {"dtype": out},
+    }
+    if grouping != "m_masked":
+        spec["grouping"]["alignment"] = alignment
+    if grouping == "m_contiguous":
+        spec["d"]["padding_rows"] = "zero"
+    if accumulate:
+        spec["c"] = {"dtype": "f32"}
+    return spec
+
+
+def spec_for(op, **props):
+    """The spec dict an op builds for these properties (for inspection and
+    for compiling ahead of time); see the ops for the keys."""
+    return _BUILDERS[op](**props)
+
+
+_BUILDERS = {
+    "grouped_mm": lambda **p: _gemm_spec("m_contiguous", **p),
+    "grouped_mm_masked": lambda **p: _gemm_spec("m_masked", **p),
+    "grouped_mm_wgrad": lambda **p: _gemm_spec("k_contiguous", **p),
+}
+
+# -- the error word ---------------------------------------------------------
+_error_words = {}
+_debug_sync = os.environ.get("QGEMM_DEBUG_SYNC", "0") not in ("", "0")
+
+
+def error_word(device=None):
+    """The int32 error word of `device` (a 1-element tensor) that every
+    device-groups launch there ORs qgemm.GROUP_ERROR_* bits into. Reading
+    it is the caller's choice of when to synchronize. Create it before a
+    CUDA graph capture (call this once) so the capture does not allocate
+    it."""
+    dev = torch.device("cuda", torch.cuda.current_device()) \
+        if device is None else torch.device(device)
+    if dev.index is None:
+        dev = torch.device("cuda", torch.cuda.current_device())
+    w = _error_words.get(dev.index)
+    if w is None:
+        w = _error_words[dev.index] = torch.zeros(1, dtype=torch.int32,
+                                                  device=dev)
+    return w
+
+
+def check_errors(device=None, reset=True):
+    """Synchronize with the error word of `device` and raise
+    qgemm.ArgumentError naming the violations if any launch since the last
+    reset found bad group metadata (those launches ran with every group
+    empty)."""
+    w = error_word(device)
+    word = int(w.item())
+    if word:
+        if reset:
+            w.zero_()
+        raise ArgumentError(
+            "a qgemm launch on %s found bad group metadata on the device "
+            "(error word %d: %s); its groups were launched empty"
+            % (w.device, word,
+               lib.qgemm_group_error_string(word).decode()))
+
+
+def reset_errors(device=None):
+    error_word(device).zero_()
+
+
+def set_debug_sync(on=True):
+    """Debug mode: every device-groups launch synchronizes and raises at
+    once (as QGEMM_DEBUG_SYNC=1 does)."""
+    global _debug_sync
+    _debug_sync = bool(on)
+
+
+def _stream(device):
+    return torch.cuda.current_stream(device).cuda_stream
+
+
+# -- grouped GEMMs ----------------------------------------------------------
+def _fp8_name(t, name):
+    d = _FP8.get(t.dtype)
+    if d is None:
+        raise ArgumentError("%s has dtype %s; qgemm's GEMMs read FP8 "
+                            "(float8_e4m3fn or float8_e5m2)" % (name, t.dtype))
+    return d
+
+
+def _out_name(dtype):
+    d = _OUT.get(dtype)
+    if d is None:
+        raise ArgumentError("out_dtype %s: expected torch.bfloat16 or "
+                            "torch.float32" % dtype)
+    return d
+
+
+def _weights(mat_b):
+    """(G, N, K) K-major weights from torch's (G, K, N) mat_b: a view when
+    mat_b is the transposed view of contiguous weights, else a copy."""
+    if mat_b.dim() != 3:
+        raise ArgumentError("mat_b has shape %s; expected (G, K, N)"
+                            % (tuple(mat_b.shape),))
+    w = mat_b.transpose(-2, -1)
+    return w if w.is_contiguous() else w.contiguous()
+
+
+def _launch_gemm(k, a, sa, b, sb, d, groups, c=None):
+    dev = a.device
+    workspace = torch.empty_like(groups)
+    k.launch(a, sa, b, sb, d, groups=groups, c=c, stream=_stream(dev),
+             error_flag=error_word(dev), workspace=workspace,
+             debug_sync=_debug_sync)
+
+
+# torch.library.custom_op takes no keyword-only tensors: the registered ops
+# take them positionally (torch.ops.qgemm.grouped_mm(mat_a, mat_b, offs,
+# scale_a, scale_b, ...)) and the Python functions give torch._grouped_mm's
+# keyword form.
+def grouped_mm(mat_a, mat_b, *, offs, scale_a, scale_b,
+               out_dtype=torch.bfloat16, alignment=16, recipe="deepseek",
+               scale_a_layout="COMPACT", scale_b_layout="COMPACT"):
+    """D[offs[g-1]:offs[g]] = A[offs[g-1]:offs[g]] @ mat_b[g] (FP8, block
+    scaled, f32 accumulation); rows past offs[-1] are zero. Every group's
+    size must be a multiple of `alignment` (checked on the device).
+    torch.ops.qgemm.grouped_mm with keywords."""
+    return torch.ops.qgemm.grouped_mm(mat_a, mat_b, offs, scale_a, scale_b,
+                                      out_dtype, alignment, recipe,
+                                      scale_a_layout, scale_b_layout)
+
+
+@torch.library.custom_op("qgemm::grouped_mm", mutates_args=())
+def _grouped_mm(mat_a: torch.Tensor, mat_b: torch.Tensor,
+                offs: torch.Tensor, scale_a: torch.Tensor,
+                scale_b: torch.Tensor,
+                out_dtype: torch.dtype = torch.bfloat16, alignment: int = 16,
+                recipe: str = "deepseek", scale_a_layout: str = "COMPACT",
+                scale_b_layout: str = "COMPACT") -> torch.Tensor:
+    """D[offs[g-1]:offs[g]] = A[offs[g-1]:offs[g]] @ mat_b[g] (FP8, block
+    scaled, f32 accumulation); rows past offs[-1] are zero. Every group's
+    size must be a multiple of `alignment` (checked on the device)."""
+    w = _weights(mat_b)
+    m, kdim = mat_a.shape
+    n = w.shape[1]
+    key = ("mc", n, kdim, mat_a.dtype, w.dtype, out_dtype, recipe, alignment,
+           scale_a_layout, scale_b_layout)
+    k = _kernel(key, lambda: _gemm_spec(
+        "m_contiguous", n, kdim, _fp8_name(mat_a, "mat_a"),
+        _fp8_name(w, "mat_b"), _out_name(out_dtype), recipe, alignment,
+        scale_a_layout, scale_b_layout))
+    d = torch.empty((m, n), dtype=out_dtype, device=mat_a.device)
+    _launch_gemm(k, mat_a, scale_a, w, scale_b, d, offs)
+    return d
+
+
+@_grouped_mm.register_fake
+def _(mat_a, mat_b, offs, scale_a, scale_b, out_dtype=torch.bfloat16,
+      alignment=16, recipe="deepseek", scale_a_layout="COMPACT",
+      scale_b_layout="COMPACT"):
+    torch._check(mat_a.dim() == 2 and mat_b.dim() == 3)
+    torch._check(mat_a.shape[1] == mat_b.shape[1])
+    torch._check(offs.shape[0] == mat_b.shape[0])
+    return mat_a.new_empty((mat_a.shape[0], mat_b.shape[2]), dtype=out_dtype)
+
+
+def grouped_mm_masked(mat_a, mat_b, *, masked_m, scale_a, scale_b,
+                      out_dtype=torch.bfloat16, recipe="deepseek",
+                      scale_a_layout="COMPACT", scale_b_layout="COMPACT"):
+    """torch.ops.qgemm.grouped_mm_masked with keywords."""
+    return torch.ops.qgemm.grouped_mm_masked(
+        mat_a, mat_b, masked_m, scale_a, scale_b, out_dtype, recipe,
+        scale_a_layout, scale_b_layout)
+
+
+@torch.library.custom_op("qgemm::grouped_mm_masked", mutates_args=())
+def _grouped_mm_masked(mat_a: torch.Tensor, mat_b: torch.Tensor,
+                      masked_m: torch.Tensor, scale_a: torch.Tensor,
+                      scale_b: torch.Tensor,
+                      out_dtype: torch.dtype = torch.bfloat16,
+                      recipe: str = "deepseek",
+                      scale_a_layout: str = "COMPACT",
+                      scale_b_layout: str = "COMPACT") -> torch.Tensor:
+    """D[g, :masked_m[g]] = A[g, :masked_m[g]] @ mat_b[g]; A (G, M_max, K),
+    mat_b (G, K, N), masked_m int32 (G,) on the device (checked there:
+    0 <= masked_m[g] <= M_max). Rows past masked_m[g] are not written."""
+    w = _weights(mat_b)
+    g, m_max, kdim = mat_a.shape
+    n = w.shape[1]
+    key = ("mm", n, kdim, mat_a.dtype, w.dtype, out_dtype, recipe,
+           scale_a_layout, scale_b_layout)
+    k = _kernel(key, lambda: _gemm_spec(
+        "m_masked", n, kdim, _fp8_name(mat_a, "mat_a"), _fp8_name(w, "mat_b"),
+        _out_name(out_dtype), recipe, 1, scale_a_layout, scale_b_layout))
+    d = torch.empty((g, m_max, n), dtype=out_dtype, device=mat_a.device)
+    _launch_gemm(k, mat_a, scale_a, w, scale_b, d, masked_m)
+    return d
+
+
+@_grouped_mm_masked.register_fake
+def _(mat_a, mat_b, masked_m, scale_a, scale_b, out_dtype=torch.bfloat16,
+      recipe="deepseek", scale_a_layout="COMPACT", scale_b_layout="COMPACT"):
+    torch._check(mat_a.dim() == 3 and mat_b.dim() == 3)
+    return mat_a.new_empty((mat_a.shape[0], mat_a.shape[1], mat_b.shape[2]),
+                           dtype=out_dtype)
+
+
+def grouped_mm_wgrad(mat_a, mat_b, *, offs, scale_a, scale_b,
+                     out_dtype=torch.float32, alignment=128,
+                     recipe="deepseek", scale_a_layout="COMPACT",
+                     scale_b_layout="COMPACT"):
+    """torch.ops.qgemm.grouped_mm_wgrad with keywords."""
+    return torch.ops.qgemm.grouped_mm_wgrad(
+        mat_a, mat_b, offs, scale_a, scale_b, out_dtype, alignment, recipe,
+        scale_a_layout, scale_b_layout)
+
+
+@torch.library.custom_op("qgemm::grouped_mm_wgrad", mutates_args=())
+def _grouped_mm_wgrad(mat_a: torch.Tensor, mat_b: torch.Tensor,
+                     offs: torch.Tensor, scale_a: torch.Tensor,
+                     scale_b: torch.Tensor,
+                     out_dtype: torch.dtype = torch.float32,
+                     alignment: int = 128, recipe: str = "deepseek",
+                     scale_a_layout: str = "COMPACT",
+                     scale_b_layout: str = "COMPACT") -> torch.Tensor:
+    """D[g] = A[:, tokens of g] @ B[:, tokens of g]^T: the weight gradient
+    dW_g (N, K) from A = dY^T (N, T) and B = X^T (K, T), FP8 and
+    token-contiguous (the transposed column-wise output of quantize),
+    offs int32 (G,) cumulative token ends on the device. D (G, N, K).
+    With `alignment` below the scale block the scale blocks restart at
+    each group (allocate scales for cd(T, b) + G blocks)."""
+    n, t = mat_a.shape
+    kdim = mat_b.shape[0]
+    g = offs.shape[0]
+    key = ("kc", n, kdim, mat_a.dtype, mat_b.dtype, out_dtype, recipe,
+           alignment, scale_a_layout, scale_b_layout)
+    k = _kernel(key, lambda: _gemm_spec(
+        "k_contiguous", n, kdim, _fp8_name(mat_a, "mat_a"),
+        _fp8_name(mat_b, "mat_b"), _out_name(out_dtype), recipe, alignment,
+        scale_a_layout, scale_b_layout))
+    d = torch.empty((g, n, kdim), dtype=out_dtype, device=mat_a.device)
+    _launch_gemm(k, mat_a, scale_a, mat_b, scale_b, d, offs)
+    return d
+
+
+@_grouped_mm_wgrad.register_fake
+def _(mat_a, mat_b, offs, scale_a, scale_b, out_dtype=torch.float32,
+      alignment=128, recipe="deepseek", scale_a_layout="COMPACT",
+      scale_b_layout="COMPACT"):
+    torch._check(mat_a.dim() == 2 and mat_b.dim() == 2)
+    torch._check(mat_a.shape[1] == mat_b.shape[1])
+    return mat_a.new_empty((offs.shape[0], mat_a.shape[0], mat_b.shape[0]),
+                           dtype=out_dtype)
+
+
+# -- quantize ---------------------------------------------------------------
+def _scale_elems(rows, cols, block, layout):
+    """Elements of one scale allocation of a (rows, cols) operand
+    (LAYOUTS.md "Scale layouts"; GemmArgs.cpp scaleAlloc). Plain integer
+    arithmetic, so it also works on torch.compile's symbolic sizes."""
+    br, bc = block
+    gr, gc = _ceil(rows, br), _ceil(cols, bc)
+    ready = layout == "GEMM_READY"
+    if (br, bc) == (1, 128):
+        return gc * _round_up(rows, 4) if ready else rows * gc
+    if (br, bc) == (128, 128):
+        return gr * _round_up(gc, 4) if ready else gr * gc
+    if (br, bc) == (128, 1):
+        return gr * _round_up(cols, 4) if ready else gr * cols
+    if (br, bc) == (1, 32):
+        return _round_up(rows, 128) * _round_up(gc, 4) if ready \
+            else rows * gc
+    if (br, bc) == (32, 1):
+        return _round_up(cols, 128) * _round_up(gr, 4) if ready \
+            else gr * cols
+    raise ArgumentError("no scale layout for block %s" % (list(block),))
+
+
+def _scale_shape(rows, cols, block, layout):
+    if layout == "COMPACT":
+        return (_ceil(rows, block[0]), _ceil(cols, block[1]))
+    return (_scale_elems(rows, cols, block, layout),)
+
+
+def _quantize_spec(input_dtype, out, recipe, row_block, row_layout,
+                   col_block, col_layout, scale_dtype):
+    spec = {"qgemm": 1, "name": "torch_quantize_%s" % recipe,
+            "op": "quantize", "input": input_dtype, "output": out,
+            "recipe": recipe}
+    if row_block:
+        spec["rowwise"] = {"block": list(row_block), "layout": row_layout}
+    if col_block:
+        spec["columnwise"] = {"block": list(col_block), "layout": col_layout}
+    return spec
+
+
+def _block(text, name):
+    """"1x128" -> (1, 128); "" -> () (the output is not produced)."""
+    if not text:
+        return ()
+    try:
+        r, c = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise ArgumentError("%s = %r: expected \"<rows>x<cols>\" such as "
+                            "\"1x128\", or \"\" for none" % (name, text))
+    return (r, c)
+
+
+def _quantize_outputs(x, out, row_block, row_layout, col_block, col_layout,
+                      scale_dtype, transposed, num_groups=0):
+    rows, cols = x.shape
+    fp8 = _QUANT_OUT[out]
+    sdt = _SCALE_DTYPE[scale_dtype]
+    empty = x.new_empty((0,), dtype=fp8)
+    empty_s = x.new_empty((0,), dtype=sdt)
+    rd = x.new_empty((rows, cols), dtype=fp8) if row_block else empty
+    rs = x.new_empty(_scale_shape(rows, cols, row_block, row_layout),
+                     dtype=sdt) if row_block else empty_s
+    if col_block:
+        cd = x.new_empty((cols, rows) if transposed else (rows, cols),
+                         dtype=fp8)
+        # Token groups restart the column-wise blocks at each group: the
+        # bound cd(rows, b) + G blocks (the offsets are only on the device).
+        cs = x.new_empty((_scale_elems(rows + num_groups * col_block[0],
+                                       cols, col_block, col_layout),),
+                         dtype=sdt)
+    else:
+        cd, cs = empty, empty_s
+    return rd, rs, cd, cs
+
+
+_QUANT_SCALE_DTYPE = {"deepseek": "f32", "mx_rceil": "ue8m0",
+                      "mx_floor": "ue8m0"}
+
+
+@torch.library.custom_op("qgemm::quantize", mutates_args=())
+def quantize(x: torch.Tensor, offs: Optional[torch.Tensor] = None, *,
+             recipe: str = "deepseek",
+             row_block: str = "1x128", row_layout: str = "COMPACT",
+             col_block: str = "", col_layout: str = "GEMM_READY",
+             out: str = "e4m3") -> tuple[torch.Tensor, torch.Tensor,
+                                         torch.Tensor, torch.Tensor]:
+    """(row_data, row_scales, col_data, col_scales) of x (rows, K), bf16 or
+    f32. Blocks are "<rows>x<cols>" ("1x128", "128x128", "1x32", ...); an
+    output whose block is "" (`col_block`'s default) is returned as an
+    empty tensor. Column-wise data is (K, rows) when the
+    kernel stores it transposed (qgemm.Kernel.quantize_info). `offs`
+    (int32 (G,) cumulative token ends, on the device) restarts the
+    column-wise blocks at each group, as the weight-gradient GEMM with an
+    alignment below the scale block reads them; checked on the device,
+    reported through error_word()."""
+    row_block = _block(row_block, "row_block")
+    col_block = _block(col_block, "col_block")
+    in_name = {torch.bfloat16: "bf16", torch.float32: "f32"}.get(x.dtype)
+    if in_name is None:
+        raise ArgumentError("x has dtype %s; quantize reads bfloat16 or "
+                            "float32" % x.dtype)
+    scale_dtype = _QUANT_SCALE_DTYPE.get(recipe, "f32")
+    key = ("q", in_name, out, recipe, row_block, row_layout, col_block,
+           col_layout)
+    k = _kernel(key, lambda: _quantize_spec(
+        in_name, out, recipe, row_block, row_layout, col_block, col_layout,
+        scale_dtype))
+    transposed = bool(col_block) and _col_transposed(k)
+    groups = 0 if offs is None else offs.shape[0]
+    rd, rs, cd, cs = _quantize_outputs(x, out, row_block, row_layout,
+                                       col_block, col_layout, scale_dtype,
+                                       transposed, groups)
+    if x.shape[0] > 0:
+        outs = {}
+        if row_block:
+            outs.update(row_data=rd, row_scales=rs)
+        if col_block:
+            outs.update(col_data=cd, col_scales=cs)
+        if groups:
+            outs.update(group_offsets=offs, error_flag=error_word(x.device),
+                        workspace=torch.empty_like(offs))
+        k.quantize(x, stream=_stream(x.device), debug_sync=_debug_sync,
+                   **outs)
+    return rd, rs, cd, cs
+
+
+_transposed = {}
+
+
+def _col_transposed(k):
+    t = _transposed.get(k.hash)
+    if t is None:
+        info = _capi.QuantizeInfo(ctypes.sizeof(_capi.QuantizeInfo))
+        check(lib.qgemm_kernel_quantize_info(k._handle, ctypes.byref(info)))
+        t = _transposed[k.hash] = bool(info.columnwise_transposed)
+    return t
+
+
+@quantize.register_fake
+def _(x, offs=None, *, recipe="deepseek", row_block="1x128",
+      row_layout="COMPACT", col_block="", col_layout="GEMM_READY",
+      out="e4m3"):
+    row_block = _block(row_block, "row_block")
+    col_block = _block(col_block, "col_block")
+    scale_dtype = _QUANT_SCALE_DTYPE.get(recipe, "f32")
+    # Whether the column-wise data is stored transposed is the kernel's
+    # property; compiling needs no GPU, so the fake asks the kernel too.
+    transposed = False
+    if col_block:
+        in_name = {torch.bfloat16: "bf16", torch.float32: "f32"}[x.dtype]
+        key = ("q", in_name, out, recipe, row_block, row_layout, col_block,
+               col_layout)
+        transposed = _col_transposed(_kernel(key, lambda: _quantize_spec(
+            in_name, out, recipe, row_block, row_layout, col_block,
+            col_layout, scale_dtype)))
+    return _quantize_outputs(x, out, row_block, row_layout, col_block,
+                             col_layout, scale_dtype, transposed,
+                             0 if offs is None else offs.shape[0])
+
+
+# -- permute / unpermute ----------------------------------------------------
+def _permute_spec(dtype, k, topk, alignment, probs, backward, scale_block,
+                  scale_layout, out_layout):
+    tokens = {"dtype": dtype}
+    if scale_block:
+        tokens["scale"] = {"block": list(scale_block), "layout": scale_layout}
+    spec = {"qgemm": 1, "name": "torch_permute", "op": "permute",
+            "tokens": tokens, "shape": {"k": k, "topk": topk},
+            "alignment": alignment, "probs": bool(probs)}
+    if scale_block:
+        spec["output"] = {"scale_layout": out_layout}
+    if backward:
+        spec["backward"] = True
+    return spec
+
+
+def _unpermute_spec(k, topk, probs, backward):
+    spec = {"qgemm": 1, "name": "torch_unpermute", "op": "unpermute",
+            "shape": {"k": k, "topk": topk}, "probs": bool(probs)}
+    if backward:
+        spec["backward"] = True
+    return spec
+
+
+def permute_rows(tokens, topk, experts, alignment):
+    """R: the rows every permuted output has, whatever the routing."""
+    return tokens * topk + experts * (alignment - 1)
+
+
+def _permute_outputs(x, routing, x_scales, num_experts, alignment, has_probs,
+                     permuted_scales):
+    t, kdim = x.shape
+    topk = routing.shape[1]
+    r = permute_rows(t, topk, num_experts, alignment)
+    i32 = torch.int32
+    y = x.new_empty((r, kdim))
+    if x_scales is not None and x_scales.numel() > 0:
+        ys = x_scales.new_empty(permuted_scales(r))
+    else:
+        ys = x.new_empty((0,), dtype=torch.float32)
+    return (y, ys, x.new_empty((num_experts,), dtype=i32),
+            x.new_empty((num_experts,), dtype=i32),
+            x.new_empty((r,), dtype=i32), x.new_empty((t * topk,), dtype=i32),
+            x.new_empty((r if has_probs else 0,), dtype=torch.float32),
+            x.new_empty((1,), dtype=i32))
+
+
+_PERMUTE_DTYPES = {torch.bfloat16: "bf16", torch.float8_e4m3fn: "e4m3",
+                   torch.float8_e5m2: "e5m2"}
+
+
+def _permute_kernel(x, topk, alignment, has_probs, scale_block, scale_layout,
+                    out_layout, backward):
+    dtype = _PERMUTE_DTYPES.get(x.dtype)
+    if dtype is None:
+        raise ArgumentError("x has dtype %s; permute moves bf16 or FP8 rows"
+                            % x.dtype)
+    kdim = x.shape[1]
+    key = ("p", dtype, kdim, topk, alignment, has_probs, scale_block,
+           scale_layout, out_layout, backward)
+    return _kernel(key, lambda: _permute_spec(
+        dtype, kdim, topk, alignment, has_probs, backward, scale_block,
+        scale_layout, out_layout))
+
+
+def _permuted_scale_shape(scale_block, out_layout, kdim):
+    block = tuple(scale_block) if scale_block else (1, 128)
+    return lambda r: _scale_shape(r, kdim, block, out_layout)
+
+
+@torch.library.custom_op("qgemm::permute", mutates_args=())
+def permute(x: torch.Tensor, routing: torch.Tensor,
+            probs: Optional[torch.Tensor] = None,
+            x_scales: Optional[torch.Tensor] = None, *, num_experts: int,
+            alignment: int = 16, scale_block: str = "",
+            scale_layout: str = "COMPACT",
+            out_scale_layout: str = "COMPACT") -> tuple[
+                torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Tokens x (T, K) routed by `routing` (int32 (T, topk) expert ids, -1
+    unused) to expert-sorted rows, each expert's rows padded to a multiple
+    of `alignment`: (y (R, K), y_scales, offsets (G,), counts (G,),
+    row_group (R,), row_map (T*topk,), row_probs (R,) with probs, error
+    (1,)) with R = T*topk + G*(alignment-1). FP8 x moves with x_scales
+    (`scale_block` their block, "1x128" or "1x32"; "" for bf16 x). Nothing is read back: offsets stay on the
+    device, ready for grouped_mm."""
+    scale_block = _block(scale_block, "scale_block")
+    has_probs = probs is not None
+    k = _permute_kernel(x, routing.shape[1], alignment, has_probs,
+                        scale_block, scale_layout, out_scale_layout, False)
+    outs = _permute_outputs(x, routing, x_scales, num_experts, alignment,
+                            has_probs, _permuted_scale_shape(
+                                scale_block, out_scale_layout, x.shape[1]))
+    y, ys, offsets, counts, row_group, row_map, row_probs, error = outs
+    tensors = dict(routing=routing, x=x, y=y, offsets=offsets, counts=counts,
+                   row_group=row_group, row_map=row_map, error=error)
+    if has_probs:
+        tensors.update(probs=probs, row_probs=row_probs)
+    if scale_block:
+        tensors.update(x_scales=x_scales, y_scales=ys)
+    k.permute(stream=_stream(x.device), **tensors)
+    return outs
+
+
+@permute.register_fake
+def _(x, routing, probs=None, x_scales=None, *, num_experts, alignment=16,
+      scale_block="", scale_layout="COMPACT", out_scale_layout="COMPACT"):
+    scale_block = _block(scale_block, "scale_block")
+    return _permute_outputs(x, routing, x_scales, num_experts, alignment,
+                            probs is not None, _permuted_scale_shape(
+                                scale_block, out_scale_layout, x.shape[1]))
+
+
+@torch.library.custom_op("qgemm::permute_backward", mutates_args=())
+def permute_backward(grad_y: torch.Tensor, row_map: torch.Tensor,
+                     grad_row_probs: Optional[torch.Tensor] = None, *,
+                     tokens: int, topk: int, alignment: int = 16) -> tuple[
+                         torch.Tensor, torch.Tensor]:
+    """grad_x (T, K) bf16 = the sum of each token's copies' gradients, and
+    grad_probs (T, topk) f32 (empty without grad_row_probs)."""
+    has_probs = grad_row_probs is not None
+    k = _permute_kernel(grad_y, topk, alignment, has_probs, (), "COMPACT",
+                        "COMPACT", True)
+    grad_x = grad_y.new_empty((tokens, grad_y.shape[1]))
+    grad_probs = grad_y.new_empty((tokens, topk) if has_probs else (0,),
+                                  dtype=torch.float32)
+    tensors = dict(grad_y=grad_y, row_map=row_map, grad_x=grad_x)
+    if has_probs:
+        tensors.update(grad_row_probs=grad_row_probs, grad_probs=grad_probs)
+    k.permute(stream=_stream(grad_y.device), **tensors)
+    return grad_x, grad_probs
+
+
+@permute_backward.register_fake
+def _(grad_y, row_map, grad_row_probs=None, *, tokens, topk, alignment=16):
+    return (grad_y.new_empty((tokens, grad_y.shape[1])),
+            grad_y.new_empty((tokens, topk) if grad_row_probs is not None
+                             else (0,), dtype=torch.float32))
+
+
+def _unpermute_kernel(kdim, topk, has_probs, backward):
+    key = ("u", kdim, topk, has_probs, backward)
+    return _kernel(key, lambda: _unpermute_spec(kdim, topk, has_probs,
+                                                backward))
+
+
+@torch.library.custom_op("qgemm::unpermute", mutates_args=())
+def unpermute(y: torch.Tensor, row_map: torch.Tensor,
+              probs: Optional[torch.Tensor] = None,
+              row_group: Optional[torch.Tensor] = None, *, tokens: int,
+              topk: int) -> torch.Tensor:
+    """out (T, K) bf16: each token's sum of its copies' rows of y (R, K),
+    weighted by probs (T, topk) when given. `row_group` (permute's) is not
+    read here; autograd needs it for the backward (unpermute_backward)."""
+    k = _unpermute_kernel(y.shape[1], topk, probs is not None, False)
+    out = y.new_empty((tokens, y.shape[1]))
+    tensors = dict(y=y, row_map=row_map, out=out)
+    if probs is not None:
+        tensors["probs"] = probs
+    k.unpermute(stream=_stream(y.device), **tensors)
+    return out
+
+
+@unpermute.register_fake
+def _(y, row_map, probs=None, row_group=None, *, tokens, topk):
+    return y.new_empty((tokens, y.shape[1]))
+
+
+@torch.library.custom_op("qgemm::unpermute_backward", mutates_args=())
+def unpermute_backward(grad_out: torch.Tensor, row_map: torch.Tensor,
+                       row_group: torch.Tensor,
+                       probs: Optional[torch.Tensor] = None,
+                       y: Optional[torch.Tensor] = None, *,
+                       topk: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """grad_y (R, K) bf16 (rows holding no copy zeroed) and grad_probs
+    (T, topk) f32 (empty without probs; then y is needed too)."""
+    has_probs = probs is not None
+    k = _unpermute_kernel(grad_out.shape[1], topk, has_probs, True)
+    r = row_group.shape[0]
+    grad_y = grad_out.new_empty((r, grad_out.shape[1]))
+    grad_probs = grad_out.new_empty(
+        (grad_out.shape[0], topk) if has_probs else (0,), dtype=torch.float32)
+    tensors = dict(grad_out=grad_out, row_map=row_map, row_group=row_group,
+                   grad_y=grad_y)
+    if has_probs:
+        tensors.update(probs=probs, y=y, grad_probs=grad_probs)
+    k.unpermute(stream=_stream(grad_out.device), **tensors)
+    return grad_y, grad_probs
+
+
+@unpermute_backward.register_fake
+def _(grad_out, row_map, row_group, probs=None, y=None, *, topk):
+    return (grad_out.new_empty((row_group.shape[0], grad_out.shape[1])),
+            grad_out.new_empty((grad_out.shape[0], topk) if probs is not None
+                               else (0,), dtype=torch.float32))
+
+
+# -- fp8_grouped_mm: an FP8 drop-in for torch._grouped_mm -------------------
+_weight_cache = weakref.WeakKeyDictionary()  # w -> (version, recipe, tensors)
+
+
+def quantized_weights(w, recipe="deepseek"):
+    """(wq (G, N, K), ws, wq_t (G, K, N), ws_t) of bf16 weights w (G, N, K):
+    one quantize launch for all experts ((G*N, K) rows, 128 x 128 blocks,
+    so N and K must be multiples of 128) and the transposed copy for the
+    data gradient (128 x 128 blocks are symmetric: its scales are the
+    transposed grid), cached per weight until w._version changes (an
+    optimizer step). torch.ops.qgemm.quantize_weights: the cache lookup
+    runs inside the op, so torch.compile traces it as one opaque call (the
+    cached tensors are returned as they are: treat them as read-only)."""
+    return torch.ops.qgemm.quantize_weights(w, recipe)
+
+
+@torch.library.custom_op("qgemm::quantize_weights", mutates_args=())
+def _quantize_weights(w: torch.Tensor, recipe: str = "deepseek") -> tuple[
+        torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    if recipe != "deepseek":
+        raise ArgumentError("fp8_grouped_mm: recipe %r; only \"deepseek\" "
+                            "(1x128 activations, 128x128 weights) so far"
+                            % recipe)
+    ver = w._version
+    hit = _weight_cache.get(w)
+    if hit is not None and hit[0] == ver and hit[1] == recipe:
+        return hit[2]
+    g, n, kdim = w.shape
+    if n % 128 or kdim % 128:
+        raise ArgumentError("fp8_grouped_mm: weights (G, N, K) = %s need N "
+                            "and K multiples of 128 (128x128 scale blocks)"
+                            % (tuple(w.shape),))
+    with torch.no_grad():
+        wq, ws, _, _ = quantize(w.detach().reshape(g * n, kdim),
+                                recipe=recipe, row_block="128x128")
+        wq = wq.view(g, n, kdim)
+        ws = ws.view(g, n // 128, kdim // 128)
+        wq_t = wq.transpose(1, 2).contiguous()
+        ws_t = ws.transpose(1, 2).contiguous()
+    out = (wq, ws, wq_t, ws_t)
+    _weight_cache[w] = (ver, recipe, out)
+    return out
+
+
+@_quantize_weights.register_fake
+def _(w, recipe="deepseek"):
+    g, n, kdim = w.shape
+    fp8 = torch.float8_e4m3fn
+    return (w.new_empty((g, n, kdim), dtype=fp8),
+            w.new_empty((g, n // 128, kdim // 128), dtype=torch.float32),
+            w.new_empty((g, kdim, n), dtype=fp8),
+            w.new_empty((g, kdim // 128, n // 128), dtype=torch.float32))
+
+
+class _Fp8GroupedMm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w, offs, alignment, recipe):
+        restart = alignment % 128 != 0
+        wq, ws, wq_t, ws_t = quantized_weights(w, recipe)
+        xq, xs, xcol, xcols = quantize(
+            x.contiguous(), offs if restart else None, recipe=recipe,
+            row_block="1x128", col_block="128x1", col_layout="GEMM_READY")
+        y = grouped_mm(xq, wq.transpose(-2, -1), offs=offs, scale_a=xs,
+                       scale_b=ws, out_dtype=x.dtype, alignment=alignment,
+                       recipe=recipe)
+        ctx.save_for_backward(xcol, xcols, wq_t, ws_t, offs)
+        ctx.alignment, ctx.recipe, ctx.restart = alignment, recipe, restart
+        ctx.w_dtype = w.dtype
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        xcol, xcols, wq_t, ws_t, offs = ctx.saved_tensors
+        a, recipe = ctx.alignment, ctx.recipe
+        dyq, dys, dycol, dycols = quantize(
+            dy.contiguous(), offs if ctx.restart else None, recipe=recipe,
+            row_block="1x128", col_block="128x1", col_layout="GEMM_READY")
+        dx = grouped_mm(dyq, wq_t.transpose(-2, -1), offs=offs, scale_a=dys,
+                        scale_b=ws_t, out_dtype=dy.dtype, alignment=a,
+                        recipe=recipe)
+        dw = grouped_mm_wgrad(dycol, xcol, offs=offs, scale_a=dycols,
+                              scale_b=xcols, out_dtype=torch.float32,
+                              alignment=a, recipe=recipe,
+                              scale_a_layout="GEMM_READY",
+                              scale_b_layout="GEMM_READY")
+        return dx, dw.to(ctx.w_dtype), None, None, None
+
+
+def fp8_grouped_mm(x, w, offs, *, alignment=16, recipe="deepseek"):
+    """FP8 stand-in for torch._grouped_mm(x, w.transpose(-2, -1), offs=offs)
+    with autograd: x (M, K) bf16 activations sorted by group, w (G, N, K)
+    bf16 weights, offs int32 (G,) cumulative group ends on the device, each
+    group a multiple of `alignment` tokens (checked on the device). Forward,
+    data gradient and weight gradient run on qgemm's FP8 kernels (DeepSeek
+    recipe: 1x128 activation blocks, 128x128 weight blocks, f32
+    accumulation); the weights are quantized once per version. Returns
+    (M, N) in x's dtype; rows past offs[-1] are zero."""
+    return _Fp8GroupedMm.apply(x, w, offs, alignment, recipe)
+
+
+# -- autograd of permute / unpermute (the bf16 data path) -----------------
+def _permute_setup(ctx, inputs, keyword_only_inputs, output):
+    x, routing, probs, x_scales = inputs
+    ctx.tokens, ctx.topk = x.shape[0], routing.shape[1]
+    ctx.alignment = keyword_only_inputs.get("alignment", 16)
+    ctx.has_probs = probs is not None
+    ctx.save_for_backward(output[5])  # row_map
+
+
+def _permute_bwd(ctx, grad_y, _ys, _offsets, _counts, _row_group, _row_map,
+                 grad_row_probs, _error):
+    (row_map,) = ctx.saved_tensors
+    if grad_y is None:
+        return None, None, None, None
+    with_probs = ctx.has_probs and grad_row_probs is not None
+    grad_x, grad_probs = permute_backward(
+        grad_y.contiguous(), row_map,
+        grad_row_probs.contiguous() if with_probs else None,
+        tokens=ctx.tokens, topk=ctx.topk, alignment=ctx.alignment)
+    return grad_x, None, grad_probs if with_probs else None, None
+
+
+permute.register_autograd(_permute_bwd, setup_context=_permute_setup)
+
+
+def _unpermute_setup(ctx, inputs, keyword_only_inputs, output):
+    y, row_map, probs, row_group = inputs
+    ctx.topk = keyword_only_inputs["topk"]
+    ctx.has_probs = probs is not None
+    ctx.has_row_group = row_group is not None
+    ctx.save_for_backward(y if probs is not None else None, row_map, probs,
+                          row_group)
+
+
+def _unpermute_bwd(ctx, grad_out):
+    y, row_map, probs, row_group = ctx.saved_tensors
+    if not ctx.has_row_group:
+        raise ArgumentError(
+            "unpermute's backward needs permute's row_group: pass it to "
+            "unpermute(y, row_map, probs, row_group, ...)")
+    grad_y, grad_probs = unpermute_backward(
+        grad_out.contiguous(), row_map, row_group, probs, y, topk=ctx.topk)
+    return grad_y, None, grad_probs if ctx.has_probs else None, None
+
+
+unpermute.register_autograd(_unpermute_bwd, setup_context=_unpermute_setup)
