@@ -410,7 +410,14 @@ void QuantizeBuilder::rowPass(Value tileQuantAmax, Value row0, Value col0,
 void QuantizeBuilder::colPass(Value tileQuantAmax, const Tile &t, Value row0,
                               Value col0, Value tileRows, Value tileCols) {
   const ScaleRecipe &cs = *c.columnwise;
+  const bool transposed = colDataTransposed(cs);
   Value lane0 = ir.cmp(arith::CmpIPredicate::eq, lane, ir.i32(0));
+  // Factor j (token block j of the tile for 32 x 1, else 0) of column col,
+  // past the tile and the warp slots (kQuantSharedBytes).
+  auto factorSlot = [&](Value col, Value j) {
+    return ir.add(ir.i32(kQuantTileRows * kQuantSmemStride + kWarps),
+                  ir.add(ir.mul(col, ir.i32(kQuantFactorsPerCol)), j));
+  };
   Value notTail =
       arith::XOrIOp::create(b, t.tail, arith::ConstantIntOp::create(b, 1, 1));
   // Rows past the last group: data at scale 1, no scale entry.
@@ -469,6 +476,15 @@ void QuantizeBuilder::colPass(Value tileQuantAmax, const Tile &t, Value row0,
           });
         }
       }
+      if (!transposed) {
+        // Keep the factors; the data goes out row by row below.
+        when(lane0, [&] {
+          for (int j = 0; j < kPerLane; ++j)
+            if (j == 0 || cs.blockRows == 32)
+              smemStore(q[j].factor, factorSlot(col, ir.i32(j)));
+        });
+        return;
+      }
       Value base = ir.mul(z64, tensorElems);
       for (int j = 0; j < kPerLane; j += 2) {
         auto [b0, b1] =
@@ -477,6 +493,47 @@ void QuantizeBuilder::colPass(Value tileQuantAmax, const Tile &t, Value row0,
         for (int k = 0; k < 2; ++k)
           when(lt(rowIn[j + k], tileRows), [&] {
             Value gRow = ir.toI64(ir.add(row0, rowIn[j + k]));
+            ir.store(bytes[k], arg(kQParamColData),
+                     ir.add(base, colDataOffset(ir, cs, shape, gRow, gCol)));
+          });
+      }
+    });
+  });
+  if (transposed)
+    return;
+  // Column-wise data stored (rows, cols), not transposed: written by the
+  // pass above, lanes over rows, each warp store touched 32 rows K bytes
+  // apart (the grouped column-wise suite row ran at 6% of the copy
+  // bandwidth on the H100, 2026-11-23). Here lanes run over columns, as in
+  // the row-wise pass, with each column's factors from shared memory.
+  NVVM::Barrier0Op::create(b);
+  Value base = ir.mul(z64, tensorElems);
+  // The recipe's form (divide or multiply); its factor is replaced by the
+  // stored ones (the unused arithmetic folds away).
+  const BlockQuantIR form = cs.blockCols == 128 ? tileQ : blockQuant(ir.f32(1.0));
+  forEach(kQuantTileRows / kWarps, [&](Value i) {
+    Value r = ir.add(warp, ir.mul(i, ir.i32(kWarps)));
+    when(lt(r, tileRows), [&] {
+      Value gRow = ir.toI64(ir.add(row0, r));
+      // The row's token block inside the tile: 0, or r / 32 for 32 x 1.
+      Value rb = cs.blockRows == 32 ? arith::ShRUIOp::create(b, r, ir.i32(5))
+                                    : ir.i32(0);
+      Value v[kPerLane], colIn[kPerLane];
+      BlockQuantIR q[kPerLane];
+      for (int j = 0; j < kPerLane; ++j) {
+        colIn[j] = ir.add(lane, ir.i32(32 * j));
+        v[j] = smemLoad(cell(r, colIn[j]));
+        q[j] = form;
+        if (cs.blockCols != 128)
+          q[j].factor = smemLoad(factorSlot(colIn[j], rb));
+      }
+      for (int j = 0; j < kPerLane; j += 2) {
+        auto [b0, b1] =
+            emitQuantizePair(ir, v[j], q[j], v[j + 1], q[j + 1], c.output);
+        Value bytes[2] = {b0, b1};
+        for (int k = 0; k < 2; ++k)
+          when(lt(colIn[j + k], tileCols), [&] {
+            Value gCol = ir.toI64(ir.add(col0, colIn[j + k]));
             ir.store(bytes[k], arg(kQParamColData),
                      ir.add(base, colDataOffset(ir, cs, shape, gRow, gCol)));
           });

@@ -48,9 +48,14 @@ constexpr int kQuantMaxRegisters = 80;
 /// Shared row stride in floats: 129 makes both the row walk (lanes over
 /// columns) and the column walk (lanes over rows) free of bank conflicts.
 constexpr int64_t kQuantSmemStride = kQuantTileCols + 1;
-/// The staged tile plus one float per warp for the 128x128 tile amax.
+/// Column-wise factors kept per column of the tile when the column-wise
+/// data is stored untransposed (written row by row): one per 32-row block.
+constexpr int64_t kQuantFactorsPerCol = kQuantTileRows / 32;
+/// The staged tile, one float per warp for the 128x128 tile amax, and the
+/// column-wise factors (kQuantFactorsPerCol per column).
 constexpr int64_t kQuantSharedBytes =
-    kQuantTileRows * kQuantSmemStride * 4 + (kQuantThreads / 32) * 4;
+    kQuantTileRows * kQuantSmemStride * 4 + (kQuantThreads / 32) * 4 +
+    kQuantTileCols * kQuantFactorsPerCol * 4;
 
 /// Grid: x column tiles, y row tiles, z tensors (multi_tensor) or 1. With
 /// token groups each group's row tiles start at its first row, plus the
