@@ -700,6 +700,13 @@ int qgemmc::runBench(const std::vector<std::string> &args) {
                                                 : json(nullptr)},
                 {"copy_ms", m.copy.measured() ? json(m.copy.medianMs)
                                               : json(nullptr)}};
+    if (m.unfused.measured()) {
+      // The fused quantize+permute beside quantize then permute.
+      row["unfused_ms"] = m.unfused.medianMs;
+      row["unfused_kernels"] = m.unfusedKernels;
+      if (m.qgemm.measured())
+        row["speedup_vs_unfused"] = m.unfused.medianMs / m.qgemm.medianMs;
+    }
     if (!m.status.ok())
       row["error"] = m.status.message;
     dataPath.push_back(row);
@@ -709,6 +716,11 @@ int qgemmc::runBench(const std::vector<std::string> &args) {
                     "(%.0f%%)\n",
                     r.section.c_str(), r.label.c_str(), m.bytes, m.qgemmGbps,
                     m.copyGbps, 100.0 * m.qgemmGbps / m.copyGbps);
+      if (m.status.ok() && m.unfused.measured())
+        std::printf("%-10s %-48s fused %.3f ms, quantize+permute %.3f ms "
+                    "(%.2fx)\n",
+                    "", "", m.qgemm.medianMs, m.unfused.medianMs,
+                    m.unfused.medianMs / m.qgemm.medianMs);
       else
         std::printf("%-10s %-48s not measured: %s\n", r.section.c_str(),
                     r.label.c_str(), m.status.message.c_str());
@@ -743,6 +755,13 @@ int qgemmc::runBench(const std::vector<std::string> &args) {
                                       ? json(m.singleLaunches.medianMs)
                                       : json(nullptr);
       row["single_launches"] = r.tensors;
+    }
+    if (m.unfused.measured()) {
+      // The fused quantize+permute beside quantize then permute.
+      row["unfused_ms"] = m.unfused.medianMs;
+      row["unfused_kernels"] = m.unfusedKernels;
+      if (m.qgemm.measured())
+        row["speedup_vs_unfused"] = m.unfused.medianMs / m.qgemm.medianMs;
     }
     if (!m.status.ok())
       row["error"] = m.status.message;
