@@ -68,7 +68,7 @@ qgemm.permute @pb <bf16> k = 64, topk = 2, align = 16 backward
 // CHECK-LABEL: llvm.func @fq_scatter(
 // CHECK: nvvm.barrier0
 // CHECK: llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xi32>
-// CHECK: llvm.intr.maximum
+// CHECK: arith.maximumf
 // CHECK: nvvm.shfl.sync bfly
 // CHECK: nvvm.convert.f32x2.to.f8x2
 // CHECK: llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<4xi32>, !llvm.ptr<1>
