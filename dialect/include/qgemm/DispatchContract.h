@@ -89,7 +89,8 @@ struct PermuteContract {
   ElemType dtype = ElemType::E4M3;
   /// FP8 only: [1,128] f32 or [1,32] ue8m0, in the input's layout.
   std::optional<ScaleRecipe> scale;
-  /// Layout of the permuted scales (FP8 only); the input's by default.
+  /// Layout of the permuted scales (FP8 or fused only); the input's by
+  /// default, quantize->rowwise's when fused.
   ScaleLayout outLayout = ScaleLayout::Compact;
   int64_t k = 0;         ///< hidden size (columns)
   int64_t topk = 1;      ///< copies per token
@@ -119,9 +120,9 @@ QGEMM_API ScaleRecipe permutedScale(const PermuteContract &c);
 QGEMM_API ElemType permutedType(const PermuteContract &c);
 /// Whether y carries scales (FP8 tokens, or the fused quantize).
 QGEMM_API bool permutedHasScales(const PermuteContract &c);
-/// The two ops the fused form replaces, bit for bit: `quantizeFirst` (the
+/// The two ops the fused form replaces, bit for bit: unfusedQuantize (the
 /// tokens' row-wise quantizer, COMPACT scales over T rows) then
-/// `permuteAfter` (the FP8 permute of its output, scales COMPACT in and in
+/// unfusedPermute (the FP8 permute of its output, scales COMPACT in and in
 /// the fused outLayout out). Only for fused contracts.
 QGEMM_API QuantizeContract unfusedQuantize(const PermuteContract &c);
 QGEMM_API PermuteContract unfusedPermute(const PermuteContract &c);
