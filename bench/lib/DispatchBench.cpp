@@ -13,6 +13,7 @@
 
 #include "BenchBuffers.h"
 #include "SuiteRows.h"
+#include "UnfusedPermute.h"
 
 #include <nlohmann/json.hpp>
 
@@ -96,9 +97,17 @@ std::string qgemm::dispatchSuiteSpecText(const DispatchSuiteRow &row,
     return spec.dump();
   }
   if (row.input == "bf16") {
-    whyNot = "the fused bf16 quantize+permute (issue 12, point 2) has no "
-             "kernel yet";
-    return "";
+    // The fused quantize+permute: the fp8_1x128 row's output (deepseek
+    // 1x128 e4m3, COMPACT scales) from bf16 tokens in one pass.
+    spec["name"] = "suite_permute_fused";
+    spec["op"] = "permute";
+    spec["tokens"] = {{"dtype", "bf16"}};
+    spec["quantize"] = {
+        {"dtype", "e4m3"},
+        {"recipe", "deepseek"},
+        {"scale", {{"block", {1, 128}}, {"layout", "COMPACT"}}}};
+    spec["alignment"] = row.alignment;
+    return spec.dump();
   }
   const bool ready = row.input == "fp8_1x128_gemm_ready";
   spec["name"] = ready ? "suite_permute_ready" : "suite_permute";
@@ -130,15 +139,20 @@ double qgemm::dispatchSuiteBytes(const Spec &spec, const DispatchSuiteRow &row,
     return read + T * double(c.k) * 2;
   }
   const PermuteContract &c = spec.permute;
-  const double eb = double(dispatchElemBytes(c.dtype));
+  // x in the tokens' type, y in the permuted one (FP8 when fused).
+  const double xb = double(dispatchElemBytes(c.dtype));
+  const double yb = double(dispatchElemBytes(permutedType(c)));
   const int64_t R = permuteCapacity(c, row.tokens, row.experts);
-  double read = T * double(c.k) * eb + T * topk * 4 + (c.probs ? T * topk * 4 : 0);
-  double write = double(R) * double(c.k) * eb + 2 * G * 4 + double(R) * 4 +
+  double read = T * double(c.k) * xb + T * topk * 4 + (c.probs ? T * topk * 4 : 0);
+  double write = double(R) * double(c.k) * yb + 2 * G * 4 + double(R) * 4 +
                  T * topk * 4 + (c.probs ? double(R) * 4 : 0) + 4;
-  if (c.scale) {
-    const double sb = double(dispatchElemBytes(c.scale->dtype));
-    read += double(scaleAllocSize(row.tokens, c.k, *c.scale)) * sb;
-    write += double(scaleAllocSize(R, c.k, permutedScale(c))) * sb;
+  if (c.scale)
+    read += double(scaleAllocSize(row.tokens, c.k, *c.scale)) *
+            double(dispatchElemBytes(c.scale->dtype));
+  if (permutedHasScales(c)) {
+    const ScaleRecipe out = permutedScale(c);
+    write += double(scaleAllocSize(R, c.k, out)) *
+             double(dispatchElemBytes(out.dtype));
   }
   return read + write;
 }
@@ -212,19 +226,24 @@ DispatchBenchRow qgemm::measureDispatchRow(Runtime &rt,
     const PermuteContract &c = spec.permute;
     const int64_t R = permuteCapacity(c, T, G);
     const size_t eb = size_t(dispatchElemBytes(c.dtype));
+    const size_t yb = size_t(dispatchElemBytes(permutedType(c)));
     std::vector<uint8_t> x = randomBytes(size_t(T * c.k) * eb, 1);
+    if (c.quantize && c.dtype == ElemType::BF16)
+      for (size_t i = 1; i < x.size(); i += 2)
+        x[i] &= 0xBF; // finite bf16 tokens: no exponent of all ones
     std::vector<uint8_t> xs =
         randomBytes(size_t(permuteInputScaleBytes(c, T)), 2);
     const size_t ysBytes =
-        c.scale ? size_t(scaleAllocSize(R, c.k, permutedScale(c)) *
-                         dispatchElemBytes(c.scale->dtype))
-                : 0;
+        permutedHasScales(c)
+            ? size_t(scaleAllocSize(R, c.k, permutedScale(c)) *
+                     dispatchElemBytes(permutedScale(c).dtype))
+            : 0;
     Status st;
     if (st.ok()) st = buf.alloc(routing.size() * 4, routing.data(), pa.routing);
     if (st.ok()) st = buf.alloc(probs.size() * 4, probs.data(), pa.probs);
     if (st.ok()) st = buf.alloc(x.size(), x.data(), pa.x);
     if (st.ok()) st = buf.alloc(xs.size(), xs.data(), pa.xScales);
-    if (st.ok()) st = buf.alloc(size_t(R * c.k) * eb, nullptr, pa.y);
+    if (st.ok()) st = buf.alloc(size_t(R * c.k) * yb, nullptr, pa.y);
     if (st.ok()) st = buf.alloc(ysBytes, nullptr, pa.yScales);
     if (st.ok()) st = buf.alloc(size_t(G) * 4, nullptr, pa.offsets);
     if (st.ok()) st = buf.alloc(size_t(G) * 4, nullptr, pa.counts);
@@ -282,6 +301,13 @@ DispatchBenchRow qgemm::measureDispatchRow(Runtime &rt,
                                    std::to_string(error) +
                                    " on a valid routing"));
   }
+  // The fused form beside the two kernels it replaces, same run.
+  if (spec.op == OpKind::Permute && spec.permute.quantize)
+    if (Status st = timeUnfusedPermute(rt, *d, spec.permute, pa, buf, flush,
+                                       flushBytes, timing, out.unfused,
+                                       out.unfusedKernels);
+        !st.ok())
+      return fail(st);
   if (Status st = timeLaunches(
           *d, nullptr, flush, flushBytes, timing,
           [&] {

@@ -57,3 +57,24 @@ qgemm.unpermute @ub k = 64, topk = 2 probs backward
 // CHECK-NOT: llvm.intr.fma
 // CHECK: arith.addf
 qgemm.permute @pb <bf16> k = 64, topk = 2, align = 16 backward
+
+// -----
+
+// The fused quantize+permute: the same four stages; its scatter reads the
+// bf16 row in 16-byte vectors, reduces each 1x32 block's amax over 2 lanes
+// (shfl.bfly 1), converts pairs with cvt.rn.satfinite (the quantize
+// kernel's recipe builders) and stores 16 FP8 bytes per copy.
+// CHECK-LABEL: llvm.func @fq_route(
+// CHECK-LABEL: llvm.func @fq_scatter(
+// CHECK: nvvm.barrier0
+// CHECK: llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xi32>
+// CHECK: arith.maximumf
+// CHECK: nvvm.shfl.sync bfly
+// CHECK: nvvm.convert.f32x2.to.f8x2
+// CHECK: llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<4xi32>, !llvm.ptr<1>
+// CHECK: llvm.store %{{.*}}, %{{.*}} : i8, !llvm.ptr<1>
+// CHECK-LABEL: llvm.func @fq_fill(
+// CHECK-NOT: qgemm.permute
+qgemm.permute @fq <bf16> k = 400, topk = 2, align = 16
+    quantize <e4m3> recipe = <mx_rceil>
+    out_scale = #qgemm.scale<[1, 32], ue8m0, GEMM_READY> probs

@@ -65,14 +65,19 @@ OwningOpRef<ModuleOp> buildModule(MLIRContext &ctx, const Spec &spec,
         q::KernelConfigAttr());
   } else if (spec.op == OpKind::Permute) {
     const PermuteContract &c = spec.permute;
+    const QuantizeContract *qc = c.quantize ? &*c.quantize : nullptr;
     q::PermuteOp::create(
         b, loc, b.getStringAttr(kernelName), q::ElemTypeAttr::get(&ctx, c.dtype),
         b.getI64IntegerAttr(c.k), b.getI64IntegerAttr(c.topk),
         b.getI64IntegerAttr(c.alignment),
         c.scale ? toAttr(&ctx, *c.scale) : nullptr,
-        c.scale ? toAttr(&ctx, permutedScale(c)) : nullptr,
+        permutedHasScales(c) ? toAttr(&ctx, permutedScale(c)) : nullptr,
         c.probs ? b.getUnitAttr() : nullptr,
-        c.backward ? b.getUnitAttr() : nullptr);
+        c.backward ? b.getUnitAttr() : nullptr,
+        qc ? q::ElemTypeAttr::get(&ctx, qc->output) : nullptr,
+        qc ? q::QuantRecipeAttr::get(&ctx, qc->recipe) : nullptr,
+        qc && qc->pow2 ? b.getUnitAttr() : nullptr,
+        b.getF64FloatAttr(qc ? qc->eps : 0.0));
   } else if (spec.op == OpKind::Unpermute) {
     const UnpermuteContract &c = spec.unpermute;
     q::UnpermuteOp::create(b, loc, b.getStringAttr(kernelName),

@@ -85,6 +85,14 @@ void addPermuteJson(json &j, const PermuteContract &c) {
     j["tokens"]["scale"] = scaleJson(*c.scale);
     j["output"] = {{"scale_layout", str(toString(c.outLayout))}};
   }
+  // Only fused specs carry the key: every earlier identity stays as it was.
+  if (const auto &q = c.quantize) {
+    j["quantize"] = {{"dtype", str(toString(q->output))},
+                     {"recipe", str(toString(q->recipe))},
+                     {"pow2", q->pow2},
+                     {"eps", q->eps},
+                     {"scale", scaleJson(*q->rowwise)}};
+  }
   j["shape"] = dispatchShapeJson(c.k, c.topk);
   j["alignment"] = c.alignment;
   j["probs"] = c.probs;

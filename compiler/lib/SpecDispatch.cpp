@@ -19,6 +19,25 @@ void readShape(const ObjectReader &top, int64_t &k, int64_t &topk) {
   topk = readInt(shape.require("topk"), shape.at("topk"), 1, kMaxTopk);
 }
 
+/// `quantize` of the fused form: the quantize spec's recipe knobs with its
+/// defaults (te rounds to powers of two, mx recipes get [1,32] ue8m0
+/// blocks), the FP8 type as `dtype`, the row-wise scales as `scale`.
+/// checkPermute applies the quantize rules, named `quantize.*`.
+QuantizeContract readFusedQuantize(const ObjectReader &top, ElemType input,
+                                   int64_t k) {
+  ObjectReader r = top.child("quantize", kPermuteQuantizeSchema);
+  QuantizeContract q;
+  q.input = input;
+  q.output = r.enumeration("dtype", ElemType::E4M3);
+  q.recipe = readEnum<QuantRecipe>(r.require("recipe"), r.at("recipe"));
+  q.pow2 = r.boolean("pow2", q.recipe == QuantRecipe::TE);
+  q.eps = r.number("eps", 0.0) + 0.0; // one spelling of zero
+  q.rowwise = readScale(r.child("scale", kScaleSchema),
+                        isMxRecipe(q.recipe) ? Block{1, 32} : Block{1, 128});
+  q.k = k;
+  return q;
+}
+
 } // namespace
 
 PermuteContract spec_detail::readPermute(const ObjectReader &top) {
@@ -33,10 +52,19 @@ PermuteContract spec_detail::readPermute(const ObjectReader &top) {
   ObjectReader output = top.child("output", kPermuteOutputSchema);
   c.outLayout = output.enumeration(
       "scale_layout", c.scale ? c.scale->layout : ScaleLayout::Compact);
-  if (!c.scale && output.get("scale_layout"))
+  const bool fused = top.get("quantize") != nullptr;
+  if (fused && output.get("scale_layout"))
+    fail(output.at("scale_layout"),
+         "the fused quantize+permute lays its scales out as "
+         "quantize.scale.layout says; remove output.scale_layout");
+  if (!c.scale && !fused && output.get("scale_layout"))
     fail(output.at("scale_layout"), "bf16 tokens have no scales to lay out; "
                                     "remove output.scale_layout");
   readShape(top, c.k, c.topk);
+  if (fused) {
+    c.quantize = readFusedQuantize(top, c.dtype, c.k);
+    c.outLayout = c.quantize->rowwise->layout;
+  }
   c.alignment = top.integer("alignment", 1, kMaxAlignment, 1);
   c.probs = top.boolean("probs", false);
   c.backward = top.boolean("backward", false);

@@ -154,8 +154,15 @@ inline constexpr ObjectSchema kDispatchShapeSchema{
 inline constexpr KeySchema kPermuteOutputKeys[] = {{"scale_layout"}};
 inline constexpr ObjectSchema kPermuteOutputSchema{
     kPermuteOutputKeys, std::size(kPermuteOutputKeys)};
+/// The fused quantize+permute: the quantize spec's recipe keys, the FP8
+/// type as `dtype` and the row-wise scales as `scale`.
+inline constexpr KeySchema kPermuteQuantizeKeys[] = {
+    {"dtype"}, {"recipe"}, {"pow2"}, {"eps"}, {"scale", &kScaleSchema}};
+inline constexpr ObjectSchema kPermuteQuantizeSchema{
+    kPermuteQuantizeKeys, std::size(kPermuteQuantizeKeys)};
 inline constexpr KeySchema kPermuteKeys[] = {
     {"tokens", &kOperandSchema},       {"output", &kPermuteOutputSchema},
+    {"quantize", &kPermuteQuantizeSchema},
     {"shape", &kDispatchShapeSchema},  {"alignment"},
     {"probs"},                         {"backward"},
     {"tuning", &kTuningSchema}};

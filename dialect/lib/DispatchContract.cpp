@@ -2,6 +2,7 @@
 #include "qgemm/DispatchContract.h"
 
 #include <string>
+#include <utility>
 
 using namespace qgemm;
 
@@ -25,12 +26,93 @@ Check checkHidden(int64_t k, int64_t topk) {
   return std::nullopt;
 }
 
+/// The fused form's quantizer, checked by checkQuantize's rules and named in
+/// the permute spec's vocabulary (`quantize.*`).
+Check checkFusedQuantize(const PermuteContract &c) {
+  const QuantizeContract &q = *c.quantize;
+  if (c.dtype != ElemType::BF16 && c.dtype != ElemType::F32)
+    return Violation{"tokens.dtype",
+                     std::string(toString(c.dtype)) +
+                         " tokens are already quantized; the fused "
+                         "quantize+permute reads bf16 or f32 tokens"};
+  if (c.scale)
+    return Violation{"tokens.scale", "the fused quantize+permute reads "
+                                     "unscaled tokens; remove tokens.scale"};
+  if (c.backward)
+    return Violation{"quantize", "the fused quantize is part of the forward "
+                                 "permute; permute backward combines bf16 "
+                                 "gradients (remove quantize or backward)"};
+  if (q.columnwise)
+    return Violation{"quantize", "the fused quantize+permute quantizes "
+                                 "row-wise only; a column-wise output over "
+                                 "groups is the quantize op's"};
+  if (q.multiTensor || q.input != c.dtype || q.k != c.k)
+    return Violation{"quantize", "the fused quantizer reads the tokens: "
+                                 "input = tokens.dtype, k = shape.k, one "
+                                 "tensor"};
+  if (auto v = checkQuantize(q)) {
+    static const std::pair<const char *, const char *> names[] = {
+        {"input", "tokens.dtype"},
+        {"output", "quantize.dtype"},
+        {"recipe", "quantize.recipe"},
+        {"pow2", "quantize.pow2"},
+        {"eps", "quantize.eps"},
+        {"rowwise", "quantize.scale"}};
+    for (auto [from, to] : names)
+      if (v->field.rfind(from, 0) == 0) {
+        v->field = to + v->field.substr(std::string(from).size());
+        break;
+      }
+    return v;
+  }
+  const ScaleRecipe &s = *q.rowwise;
+  if (s.blockRows != 1 || (s.blockCols != 128 && s.blockCols != 32))
+    return Violation{"quantize.scale.block",
+                     "[" + std::to_string(s.blockRows) + "," +
+                         std::to_string(s.blockCols) +
+                         "] is not a block the fused quantize+permute "
+                         "writes; allowed: [1,128] (deepseek, te) or [1,32] "
+                         "(mx_floor, mx_rceil): one token row per block"};
+  if (c.outLayout != s.layout)
+    return Violation{"output.scale_layout",
+                     "the fused form lays its scales out as "
+                     "quantize.scale.layout says; remove output.scale_layout"};
+  return std::nullopt;
+}
+
 } // namespace
 
 ScaleRecipe qgemm::permutedScale(const PermuteContract &c) {
+  if (c.quantize && c.quantize->rowwise)
+    return *c.quantize->rowwise;
   ScaleRecipe r = c.scale.value_or(ScaleRecipe());
   r.layout = c.outLayout;
   return r;
+}
+
+ElemType qgemm::permutedType(const PermuteContract &c) {
+  return c.quantize ? c.quantize->output : c.dtype;
+}
+
+bool qgemm::permutedHasScales(const PermuteContract &c) {
+  return c.scale.has_value() || c.quantize.has_value();
+}
+
+QuantizeContract qgemm::unfusedQuantize(const PermuteContract &c) {
+  QuantizeContract q = c.quantize.value_or(QuantizeContract());
+  if (q.rowwise)
+    q.rowwise->layout = ScaleLayout::Compact;
+  return q;
+}
+
+PermuteContract qgemm::unfusedPermute(const PermuteContract &c) {
+  PermuteContract p = c;
+  p.quantize.reset();
+  p.dtype = permutedType(c);
+  p.scale = permutedScale(c);
+  p.scale->layout = ScaleLayout::Compact;
+  p.outLayout = permutedScale(c).layout;
+  return p;
 }
 
 int64_t qgemm::permuteCapacity(const PermuteContract &c, int64_t tokens,
@@ -38,7 +120,10 @@ int64_t qgemm::permuteCapacity(const PermuteContract &c, int64_t tokens,
   return tokens * c.topk + experts * (c.alignment - 1);
 }
 
-std::optional<Violation> qgemm::checkPermute(const PermuteContract &c) {
+namespace {
+
+/// The tokens of a permute that moves rows as they are.
+Check checkMovedTokens(const PermuteContract &c) {
   const bool fp8 = c.dtype == ElemType::E4M3 || c.dtype == ElemType::E5M2;
   if (!fp8 && c.dtype != ElemType::BF16)
     return Violation{"tokens.dtype",
@@ -75,6 +160,14 @@ std::optional<Violation> qgemm::checkPermute(const PermuteContract &c) {
                            " is not the type of [1,32] (MXFP8) scales; "
                            "allowed: ue8m0"};
   }
+  return std::nullopt;
+}
+
+} // namespace
+
+std::optional<Violation> qgemm::checkPermute(const PermuteContract &c) {
+  if (auto v = c.quantize ? checkFusedQuantize(c) : checkMovedTokens(c))
+    return v;
   if (auto v = checkHidden(c.k, c.topk))
     return v;
   if (!isPowerOfTwo(c.alignment) || c.alignment > kMaxAlignment)

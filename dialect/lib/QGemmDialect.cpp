@@ -175,6 +175,19 @@ std::optional<::qgemm::KernelConfig> GroupedMatmulOp::getKernelConfig() {
     c.outLayout = c.scale->layout;
   c.probs = getProbs();
   c.backward = getBackward();
+  if (auto t = getQuantDtypeAttr()) {
+    ::qgemm::QuantizeContract q;
+    q.input = c.dtype;
+    q.output = t.getValue();
+    if (auto r = getRecipeAttr())
+      q.recipe = r.getValue();
+    q.pow2 = getPow2();
+    q.eps = getEps().convertToDouble();
+    if (auto r = getOutScaleAttr())
+      q.rowwise = toContract(r);
+    q.k = c.k;
+    c.quantize = q;
+  }
   return c;
 }
 
@@ -238,8 +251,16 @@ LogicalResult SwigluOp::verify() {
 }
 
 LogicalResult PermuteOp::verify() {
-  // The permuted scales differ from the input's in layout only.
-  if (auto out = getOutScaleAttr()) {
+  if (getQuantDtypeAttr()) {
+    // Fused: out_scale is the quantizer's row-wise recipe.
+    if (!getRecipeAttr() || !getOutScaleAttr())
+      return emitOpError() << "quantize: the fused form needs a recipe and "
+                              "out_scale (the row-wise scales)";
+  } else if (getRecipeAttr() || getPow2()) {
+    return emitOpError() << "recipe: only the fused form (quantize) has "
+                            "quantizer attributes";
+  } else if (auto out = getOutScaleAttr()) {
+    // The permuted scales differ from the input's in layout only.
     auto in = getScaleAttr();
     if (!in)
       return emitOpError() << "out_scale: needs an input scale recipe";

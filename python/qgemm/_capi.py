@@ -115,7 +115,8 @@ class DispatchInfo(Structure):
                 ("backward", c_int32), ("dtype", c_int32),
                 ("has_scale", c_int32), ("scale", ScaleInfo),
                 ("out_scale", ScaleInfo), ("k", c_int64), ("topk", c_int64),
-                ("alignment", c_int64), ("probs", c_int32)]
+                ("alignment", c_int64), ("probs", c_int32),
+                ("out_dtype", c_int32), ("quantize", c_int32)]
 
 
 class PermuteArgs(Structure):

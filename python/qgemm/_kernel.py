@@ -207,7 +207,9 @@ class Kernel:
         [, x_scales] [, probs (T, topk) f32] in; y (R, k) [, y_scales],
         offsets and counts (G,) int32, row_group (R,), row_map (T, topk),
         [row_probs (R,),] error (1,) int32 out, with R at least
-        permute_rows(T, G). Backward: grad_y (R, k) bf16, row_map
+        permute_rows(T, G). A fused quantize+permute kernel takes bf16/f32
+        x (no x_scales) and writes FP8 y with y_scales. Backward: grad_y
+        (R, k) bf16, row_map
         [, grad_row_probs (R,)] in; grad_x (T, k) bf16 [, grad_probs] out.
         `host_routing` (T * topk ints), when given, is checked first."""
         self._op("permute", PermuteLaunch)(tensors, host_routing, stream)

@@ -259,22 +259,30 @@ class PermuteLaunch(OpLaunch):
     def __init__(self, kernel):
         info = self.info = _dispatch_info(kernel)
         k, topk = info.k, info.topk
-        data = _dtypes_of(info.dtype, _capi.DTYPES[info.dtype] != "bf16")
+        # The fused quantize+permute reads bf16/f32 x and writes FP8 y.
+        data = _dtypes_of(info.dtype, _capi.DTYPES[info.dtype] not in
+                          ("bf16", "f32"))
+        out = _dtypes_of(info.out_dtype, _capi.DTYPES[info.out_dtype] !=
+                         "bf16")
         i32, f32, bf16 = ("int32",), ("f32",), ("bf16",)
         if not info.backward:
             ops = [Operand("routing", "routing", i32, ("T", topk), False),
                    Operand("x", "x", data, ("T", k), False),
-                   Operand("y", "y", data, ("R", k), True),
+                   Operand("y", "y", out, ("R", k), True),
                    Operand("offsets", "offsets", i32, ("G",), True),
                    Operand("counts", "counts", i32, ("G",), True),
                    Operand("row_group", "row_group", i32, ("R",), True),
                    Operand("row_map", "row_map", i32, ("T", topk), True),
                    Operand("error", "error", i32, (1,), True)]
-            if info.has_scale:
-                sd = ("f32",) if _capi.DTYPES[info.scale.dtype] == "f32" \
+            def scale_dtypes(scale):
+                return ("f32",) if _capi.DTYPES[scale.dtype] == "f32" \
                     else ("ue8m0", _FP8_STAND_IN)
-                ops += [Operand("x_scales", "x_scales", sd, None, False),
-                        Operand("y_scales", "y_scales", sd, None, True)]
+            if info.has_scale:
+                ops += [Operand("x_scales", "x_scales",
+                                scale_dtypes(info.scale), None, False)]
+            if info.has_scale or info.quantize:
+                ops += [Operand("y_scales", "y_scales",
+                                scale_dtypes(info.out_scale), None, True)]
             if info.probs:
                 ops += [Operand("probs", "probs", f32, ("T", topk), False),
                         Operand("row_probs", "row_probs", f32, ("R",), True)]

@@ -195,6 +195,53 @@ class PermuteTest(OpLaunchBase):
             self.k.permute(host_routing=[0, 1, 2], **self.ops())
 
 
+FUSED = {"qgemm": 1, "name": "py_fused", "op": "permute",
+         "tokens": {"dtype": "bf16"},
+         "quantize": {"dtype": "e4m3", "recipe": "deepseek"},
+         "shape": {"k": 512, "topk": 4}, "alignment": 128, "probs": True}
+
+
+class FusedPermuteTest(OpLaunchBase):
+    """The fused quantize+permute: bf16 x without scales in, FP8 y with
+    y_scales out."""
+
+    def setUp(self):
+        self.k = self.compile(FUSED)
+
+    def ops(self, T=100, G=8, **over):
+        R = self.k.permute_rows(T, G)
+        ops = dict(routing=t((T, 4), "int32"), x=t((T, 512), "bfloat16"),
+                   probs=t((T, 4), "float32"),
+                   y=t((R, 512), "float8_e4m3fn"),
+                   y_scales=t((R, 4), "float32"),
+                   offsets=t((G,), "int32"), counts=t((G,), "int32"),
+                   row_group=t((R,), "int32"), row_map=t((T, 4), "int32"),
+                   row_probs=t((R,), "float32"), error=t((1,), "int32"))
+        ops.update(over)
+        return ops
+
+    def test_valid_launch_reaches_the_driver(self):
+        with self.assertRaises(qgemm.DeviceError):
+            self.k.permute(**self.ops())
+
+    def test_checks(self):
+        with self.assertRaisesRegex(qgemm.ArgumentError,
+                                    "x has dtype e4m3; the kernel .* expects bf16"):
+            self.k.permute(**self.ops(x=t((100, 512), "float8_e4m3fn")))
+        with self.assertRaisesRegex(qgemm.ArgumentError,
+                                    "y has dtype bf16; the kernel .* expects e4m3"):
+            R = self.k.permute_rows(100, 8)
+            self.k.permute(**self.ops(y=t((R, 512), "bfloat16")))
+        with self.assertRaisesRegex(qgemm.ArgumentError,
+                                    "x_scales is not an operand"):
+            self.k.permute(x_scales=t((100, 4), "float32"), **self.ops())
+        with self.assertRaisesRegex(qgemm.ArgumentError,
+                                    "y_scales is missing"):
+            ops = self.ops()
+            del ops["y_scales"]
+            self.k.permute(**ops)
+
+
 class UnpermuteTest(OpLaunchBase):
     def test_forward(self):
         k = self.compile(UNPERMUTE)

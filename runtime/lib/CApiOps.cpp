@@ -280,7 +280,9 @@ qgemm_status qgemm_kernel_dispatch_info(const qgemm_kernel *k,
                   std::string(fn) + ": " + kk->spec().name + " is a " +
                       qgemm_op_name(qgemm_kernel_op(k)) +
                       " kernel, not a permute or unpermute kernel");
-    if (!sizeOk(out, sizeof(qgemm_dispatch_info)))
+    // out_dtype and quantize came later: a struct that ends before them is
+    // the first version's, filled up to its size.
+    if (!sizeOk(out, offsetof(qgemm_dispatch_info, out_dtype)))
       return invalid(fn, std::string("out ") + tooSmall("qgemm_dispatch_info"));
     auto i = zeroed<qgemm_dispatch_info>();
     if (op == OpKind::Permute) {
@@ -289,10 +291,12 @@ qgemm_status qgemm_kernel_dispatch_info(const qgemm_kernel *k,
       i.backward = c.backward ? 1 : 0;
       i.dtype = cDtype(c.dtype);
       i.has_scale = c.scale ? 1 : 0;
-      if (c.scale) {
+      if (c.scale)
         i.scale = cScale(*c.scale);
+      if (permutedHasScales(c))
         i.out_scale = cScale(permutedScale(c));
-      }
+      i.out_dtype = cDtype(permutedType(c));
+      i.quantize = c.quantize ? 1 : 0;
       i.k = c.k;
       i.topk = c.topk;
       i.alignment = c.alignment;
@@ -302,6 +306,7 @@ qgemm_status qgemm_kernel_dispatch_info(const qgemm_kernel *k,
       i.op = QGEMM_OP_UNPERMUTE;
       i.backward = c.backward ? 1 : 0;
       i.dtype = QGEMM_DTYPE_BF16;
+      i.out_dtype = QGEMM_DTYPE_BF16;
       i.k = c.k;
       i.topk = c.topk;
       i.alignment = 1;

@@ -79,12 +79,14 @@ Status qgemm::validatePermuteArgs(const PermuteContract &c,
   ck.pointer(a.routing, "routing", 4, "the (T, topk) int32 expert ids");
   ck.pointer(a.x, "x", 16, "the (T, k) tokens");
   ck.pointer(a.y, "y", 16, "the (R, k) permuted tokens");
-  if (c.scale) {
+  if (c.scale)
     ck.pointer(a.xScales, "xScales", c.scale->dtype == ElemType::F32 ? 4 : 1,
                "the tokens' scales");
-    ck.pointer(a.yScales, "yScales", c.scale->dtype == ElemType::F32 ? 4 : 1,
-               "the permuted scales");
-  }
+  if (permutedHasScales(c))
+    ck.pointer(a.yScales, "yScales",
+               permutedScale(c).dtype == ElemType::F32 ? 4 : 1,
+               c.quantize ? "the permuted scales the fused quantize writes"
+                          : "the permuted scales");
   ck.pointer(a.offsets, "offsets", 4, "the [G] int32 group ends");
   ck.pointer(a.counts, "counts", 4, "the [G] int32 copies per expert");
   ck.pointer(a.rowGroup, "rowGroup", 4, "the [R] int32 row groups");

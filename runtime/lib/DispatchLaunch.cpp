@@ -94,7 +94,7 @@ Status Runtime::launch(const Kernel &kernel, const PermuteArgs &a,
     p[kDpSrc] = a.x;
     p[kDpSrcScales] = c.scale ? a.xScales : 0;
     p[kDpDst] = a.y;
-    p[kDpDstScales] = c.scale ? a.yScales : 0;
+    p[kDpDstScales] = permutedHasScales(c) ? a.yScales : 0;
     p[kDpOffsets] = a.offsets;
     p[kDpCounts] = a.counts;
     p[kDpRowGroup] = a.rowGroup;

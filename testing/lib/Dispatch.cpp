@@ -51,8 +51,9 @@ PermuteOutputs qgemm::allocPermuteOutputs(const PermuteContract &c,
                                           int64_t capacity, uint8_t fill) {
   PermuteOutputs o;
   o.capacity = capacity;
-  o.data.assign(size_t(capacity * c.k * dispatchElemBytes(c.dtype)), fill);
-  if (c.scale) {
+  o.data.assign(size_t(capacity * c.k * dispatchElemBytes(permutedType(c))),
+                fill);
+  if (permutedHasScales(c)) {
     ScaleRecipe r = permutedScale(c);
     o.scales.assign(size_t(scaleAllocSize(capacity, c.k, r) *
                            dispatchElemBytes(r.dtype)),
@@ -74,6 +75,9 @@ PermuteOutputs qgemm::allocPermuteOutputs(const PermuteContract &c,
 
 void qgemm::referencePermute(const PermuteContract &c, const PermuteInputs &in,
                              PermuteOutputs &out) {
+  if (c.quantize)
+    return referencePermute(unfusedPermute(c), quantizePermuteInputs(c, in),
+                            out);
   const int64_t T = in.tokens, G = in.experts, R = out.capacity;
   const int64_t topk = c.topk, k = c.k;
   // Routing checks: ids in [-1, G), no expert twice for one token.

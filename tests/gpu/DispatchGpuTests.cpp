@@ -2,7 +2,9 @@
 //
 //   qgemm-gpu-dispatch-tests --specs DIR [--specs DIR]... [--filter TEXT]
 //
-// For every permute / unpermute spec and a fixed set of routings (random
+// For every permute / unpermute spec (the fused quantize+permute included:
+// its reference is the CPU quantizer, then the CPU permute) and a fixed set
+// of routings (random
 // with drops, every token to one expert, every copy dropped, one token,
 // duplicates, ids out of range): upload the inputs, poison every output
 // with 0xA5 bytes, launch through the runtime (all stages, no host sync in
@@ -19,6 +21,7 @@
 #include "qgemm/Runtime.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <dirent.h>
@@ -104,6 +107,30 @@ std::vector<uint8_t> randomBytes(size_t n, uint32_t seed, bool bf16) {
   return v;
 }
 
+/// Tokens of the fused quantize+permute: bf16 or f32 values over a wide
+/// range of magnitudes (tiny to large, so the recipes' floors, powers of two
+/// and FP8 saturation all take part), with some all-zero 32-element blocks
+/// (amax 0) and, in bf16, values that need more than one FP8 rounding.
+std::vector<uint8_t> fusedTokens(ElemType dtype, int64_t elems,
+                                 uint32_t seed) {
+  std::mt19937 rng(seed);
+  const size_t eb = size_t(dispatchElemBytes(dtype));
+  std::vector<uint8_t> v(size_t(elems) * eb);
+  for (int64_t i = 0; i < elems; ++i) {
+    float x = std::ldexp(float(int(rng() % 4001) - 2000) / 1024.0f,
+                         int(rng() % 40) - 24);
+    if ((i / 32) % 7 == 3)
+      x = 0.0f;
+    if (dtype == ElemType::BF16) {
+      uint16_t h = encodeBF16(x);
+      std::memcpy(&v[size_t(i) * 2], &h, 2);
+    } else {
+      std::memcpy(&v[size_t(i) * 4], &x, 4);
+    }
+  }
+  return v;
+}
+
 std::vector<float> randomProbs(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<float> p(n);
@@ -119,8 +146,10 @@ std::string permuteForward(Runtime &rt, const Kernel &k, const CudaDriver &d,
   in.tokens = r.tokens;
   in.experts = r.experts;
   in.routing = r.ids;
-  in.data = randomBytes(size_t(r.tokens * c.k * dispatchElemBytes(c.dtype)), 11,
-                        c.dtype == ElemType::BF16);
+  in.data = c.quantize
+                ? fusedTokens(c.dtype, r.tokens * c.k, 11)
+                : randomBytes(size_t(r.tokens * c.k * dispatchElemBytes(c.dtype)),
+                              11, c.dtype == ElemType::BF16);
   in.scales = randomBytes(size_t(permuteInputScaleBytes(c, r.tokens)), 12, false);
   if (c.probs)
     in.probs = randomProbs(r.ids.size(), 13);

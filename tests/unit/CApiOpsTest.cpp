@@ -20,6 +20,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstddef>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,12 @@ const char *const kPermute = R"({"qgemm": 1, "name": "capi_perm",
              "layout": "COMPACT"}},
   "output": {"scale_layout": "GEMM_READY"},
   "shape": {"k": 512, "topk": 4}, "alignment": 128, "probs": true})";
+
+const char *const kFusedPermute = R"({"qgemm": 1, "name": "capi_fused",
+  "op": "permute", "tokens": {"dtype": "bf16"},
+  "quantize": {"dtype": "e5m2", "recipe": "mx_rceil",
+               "scale": {"layout": "GEMM_READY"}},
+  "shape": {"k": 512, "topk": 4}, "alignment": 32})";
 
 const char *const kUnpermute = R"({"qgemm": 1, "name": "capi_unperm",
   "op": "unpermute", "shape": {"k": 512, "topk": 4}, "probs": true})";
@@ -317,12 +324,23 @@ TEST_CASE("C API: permute info, rows and launches", "[capi]") {
   CHECK(info.alignment == 128);
   CHECK(info.probs == 1);
 
-  // An older caller's smaller struct is filled no further than its size.
+  CHECK(info.out_dtype == QGEMM_DTYPE_E4M3);
+  CHECK(info.quantize == 0);
+
+  // An older caller's smaller struct is filled no further than its size:
+  // the first version ends before out_dtype.
   struct {
     qgemm_dispatch_info head;
   } old;
   old.head.struct_size = sizeof(old.head);
   CHECK(qgemm_kernel_dispatch_info(p.kernel, &old.head) == QGEMM_OK);
+  qgemm_dispatch_info v1;
+  std::memset(&v1, 0x5a, sizeof v1);
+  v1.struct_size = offsetof(qgemm_dispatch_info, out_dtype);
+  CHECK(qgemm_kernel_dispatch_info(p.kernel, &v1) == QGEMM_OK);
+  CHECK(v1.struct_size == offsetof(qgemm_dispatch_info, out_dtype));
+  CHECK(v1.probs == 1);
+  CHECK(v1.out_dtype == 0x5a5a5a5a); // not written
   qgemm_dispatch_info tiny;
   tiny.struct_size = 8;
   CHECK(qgemm_kernel_dispatch_info(p.kernel, &tiny) ==
@@ -402,4 +420,24 @@ TEST_CASE("C API: unpermute forward and backward launches", "[capi]") {
   a.grad_y = addr(6);
   CHECK(qgemm_launch_unpermute(b.rt, b.kernel, &a, nullptr) ==
         QGEMM_ERROR_NO_DEVICE);
+}
+
+TEST_CASE("C API: the fused quantize+permute reports bf16 in, FP8 out",
+          "[capi]") {
+  TempDir dir;
+  Compiled p(dir, kFusedPermute);
+  qgemm_dispatch_info info;
+  info.struct_size = sizeof(info);
+  REQUIRE(qgemm_kernel_dispatch_info(p.kernel, &info) == QGEMM_OK);
+  CHECK(info.op == QGEMM_OP_PERMUTE);
+  CHECK(info.dtype == QGEMM_DTYPE_BF16);
+  CHECK(info.has_scale == 0);
+  CHECK(info.quantize == 1);
+  CHECK(info.out_dtype == QGEMM_DTYPE_E5M2);
+  CHECK(info.out_scale.block_cols == 32);
+  CHECK(info.out_scale.dtype == QGEMM_DTYPE_UE8M0);
+  CHECK(info.out_scale.layout == QGEMM_SCALE_GEMM_READY);
+  int64_t rows = 0;
+  REQUIRE(qgemm_kernel_permute_rows(p.kernel, 100, 8, &rows) == QGEMM_OK);
+  CHECK(rows == 100 * 4 + 8 * 31);
 }

@@ -60,9 +60,20 @@ TEST_CASE("the suite's permute and unpermute rows are read and turned into "
   Spec u = specOf(rows[3]);
   CHECK(u.op == OpKind::Unpermute);
   CHECK(u.unpermute.probs);
-  std::string why;
-  CHECK(dispatchSuiteSpecText(rows[1], why).empty());
-  CHECK_THAT(why, Catch::Matchers::Contains("fused bf16 quantize+permute"));
+  // bf16 in: the fused quantize+permute, the fp8_1x128 row's output.
+  Spec fused = specOf(rows[1]);
+  REQUIRE(fused.permute.quantize);
+  CHECK(fused.permute.dtype == ElemType::BF16);
+  CHECK(fused.permute.quantize->recipe == QuantRecipe::DeepSeek);
+  CHECK(permutedType(fused.permute) == ElemType::E4M3);
+  CHECK(permutedScale(fused.permute) ==
+        ScaleRecipe{1, 128, ElemType::F32, ScaleLayout::Compact});
+  CHECK(fused.permute.alignment == 16);
+  // What it replaces is the fp8_1x128 row's permute.
+  PermuteContract after = unfusedPermute(fused.permute);
+  CHECK(after.dtype == p.permute.dtype);
+  CHECK(after.scale == p.permute.scale);
+  CHECK(after.outLayout == p.permute.outLayout);
 }
 
 TEST_CASE("data-path bytes count every input once and every output once",
@@ -78,6 +89,11 @@ TEST_CASE("data-path bytes count every input once and every output once",
                        + 53 * 4             // row_group
                        + 4 * 2 * 4 + 4;     // row_map, error
   CHECK(dispatchSuiteBytes(p, rows[0], routing) == read + write);
+  // Fused: bf16 x (2 bytes an element, no input scales), FP8 y with its
+  // COMPACT f32 scales.
+  Spec fused = specOf(rows[1]);
+  CHECK(dispatchSuiteBytes(fused, rows[1], routing) ==
+        4 * 256 * 2 + 4 * 2 * 4 + write);
   // GEMM_READY out pads the rows to 4: (2, r4(R)) f32 scales.
   Spec ready = specOf(rows[2]);
   const double R = 8 + 3 * 127;
@@ -127,16 +143,12 @@ TEST_CASE("the published suite's data-path rows all have specs that compile",
   Status st = parseDispatchSuiteFile(QGEMM_BENCH_SUITE, rows);
   INFO(st.message);
   REQUIRE(st.ok());
-  int permute = 0, unpermute = 0, unsupported = 0;
+  int permute = 0, unpermute = 0, fused = 0;
   for (const DispatchSuiteRow &r : rows) {
     INFO(r.section << " \"" << r.label << "\"");
     (r.section == "permute" ? permute : unpermute) += 1;
-    std::string why;
-    if (dispatchSuiteSpecText(r, why).empty()) {
-      ++unsupported; // the fused quantize+permute
-      continue;
-    }
     Spec s = specOf(r);
+    fused += s.op == OpKind::Permute && s.permute.quantize ? 1 : 0;
     CompileOutput out;
     Status cs = compileSpec(s, Emit::PTX, out);
     INFO(cs.message);
@@ -145,5 +157,5 @@ TEST_CASE("the published suite's data-path rows all have specs that compile",
   }
   CHECK(permute == 3);
   CHECK(unpermute == 1);
-  CHECK(unsupported == 1);
+  CHECK(fused == 1); // the bf16 row: the fused quantize+permute
 }

@@ -161,6 +161,32 @@ TEST_CASE("permute launch arguments are checked before launch",
              Catch::Matchers::Contains("gradX is null"));
 }
 
+TEST_CASE("fused quantize+permute arguments: no input scales, FP8 output "
+          "scales",
+          "[dispatch][args][fused]") {
+  Spec f = parseOne(R"({"qgemm": 1, "name": "f", "op": "permute",
+    "tokens": {"dtype": "bf16"},
+    "quantize": {"dtype": "e4m3", "recipe": "mx_floor"},
+    "shape": {"k": 256, "topk": 8}, "alignment": 128, "probs": true})");
+  PermuteArgs a = goodPermuteArgs();
+  a.xScales = 0; // read by no stage
+  CHECK(validatePermuteArgs(f.permute, a).ok());
+  a.yScales = 0;
+  CHECK_THAT(validatePermuteArgs(f.permute, a).message,
+             Catch::Matchers::Contains(
+                 "yScales is null; expected the device address of the "
+                 "permuted scales the fused quantize writes"));
+  a.yScales = 0x6001; // ue8m0: any byte address
+  CHECK(validatePermuteArgs(f.permute, a).ok());
+  Spec d = parseOne(R"({"qgemm": 1, "name": "f", "op": "permute",
+    "tokens": {"dtype": "bf16"},
+    "quantize": {"dtype": "e4m3", "recipe": "deepseek"},
+    "shape": {"k": 256, "topk": 8}, "alignment": 128, "probs": true})");
+  CHECK_THAT(validatePermuteArgs(d.permute, a).message,
+             Catch::Matchers::Contains("yScales = 0x6001 is not 4-byte "
+                                       "aligned"));
+}
+
 TEST_CASE("unpermute launch arguments are checked before launch",
           "[dispatch][args]") {
   Spec fwd = parseOne(R"({"qgemm": 1, "name": "u", "op": "unpermute",

@@ -42,8 +42,14 @@ std::string dispatchStagesOf(const qgemm::Spec &s) {
       what = "offsets (1 x 32 threads: padded cumulative ends, error word)";
       break;
     case DispatchStage::Scatter:
-      what = "scatter (grid T x 128: each token's row, scales and "
-             "probability to its copies' rows)";
+      if (s.op == qgemm::OpKind::Permute && s.permute.quantize)
+        what = "scatter (grid T x 128: each token's row read once and "
+               "quantized row-wise (a thread per 16 elements, block amax by "
+               "shuffles, the quantize kernel's recipe), its FP8 data, "
+               "scales and probability to its copies' rows)";
+      else
+        what = "scatter (grid T x 128: each token's row, scales and "
+               "probability to its copies' rows)";
       break;
     case DispatchStage::Fill:
       what = "fill (grid cd(R, 128) x 128, a lane per row: row_group; "

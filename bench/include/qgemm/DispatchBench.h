@@ -47,7 +47,8 @@ Status parseDispatchSuiteFile(const std::string &path,
                               std::vector<DispatchSuiteRow> &out);
 
 /// The spec a row runs, as JSON text; empty with `whyNot` set when qgemm
-/// has no kernel for it yet (the fused bf16 quantize+permute).
+/// has no kernel for it. The "bf16" permute row is the fused
+/// quantize+permute (deepseek 1x128 e4m3, COMPACT scales).
 std::string dispatchSuiteSpecText(const DispatchSuiteRow &row,
                                   std::string &whyNot);
 
@@ -77,6 +78,11 @@ struct DispatchBenchRow {
   bool unsupported = false;
   double bytes = 0;
   Timing qgemm, copy;
+  /// The fused quantize+permute row only: the quantize kernel then the FP8
+  /// permute kernel it replaces, timed the same way in the same run
+  /// (issue 12 point 6), and their names.
+  Timing unfused;
+  std::string unfusedKernels;
   double qgemmGbps = std::numeric_limits<double>::quiet_NaN();
   double copyGbps = std::numeric_limits<double>::quiet_NaN();
 };
@@ -84,7 +90,7 @@ struct DispatchBenchRow {
 /// Compile, load and time the row's kernel and the copy of the same bytes
 /// on the current context (BenchRunner::init makes one current), the L2
 /// flushed through `flush` before every run. Checks after timing that the
-/// permute's error word is 0.
+/// permute's error word is 0. A fused row also times `unfused`.
 DispatchBenchRow measureDispatchRow(Runtime &rt, const DispatchSuiteRow &row,
                                     const TimingOptions &timing,
                                     size_t flushBytes);

@@ -94,6 +94,19 @@ void DispatchIR::ifThen(Value cond, function_ref<void()> body) {
 Value DispatchIR::i1(bool v) { return arith::ConstantIntOp::create(b, v, 1); }
 
 int64_t mlir::qgemm::rowVectors(const ::qgemm::PermuteContract &c) {
-  const int64_t bytes = c.dtype == ::qgemm::ElemType::BF16 ? 2 : 1;
+  const int64_t bytes =
+      ::qgemm::permutedType(c) == ::qgemm::ElemType::BF16 ? 2 : 1;
   return c.k * bytes / 16;
+}
+
+int64_t mlir::qgemm::storedScaleCols(const ::qgemm::ScaleRecipe &r,
+                                     int64_t k) {
+  int64_t cb = (k + r.blockCols - 1) / r.blockCols;
+  if (r.blockCols == 32 && r.layout == ::qgemm::ScaleLayout::GemmReady)
+    return (cb + 3) / 4 * 4;
+  return cb;
+}
+
+Type mlir::qgemm::scaleBitsT(KernelIR &ir, const ::qgemm::ScaleRecipe &r) {
+  return r.dtype == ::qgemm::ElemType::UE8M0 ? ir.i8T() : ir.i32T();
 }

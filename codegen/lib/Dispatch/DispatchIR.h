@@ -61,7 +61,21 @@ private:
 // Stage bodies; each file builds one. `op` is the qgemm op being lowered.
 void buildRoute(DispatchIR &d, const ::qgemm::PermuteContract &c);
 void buildOffsets(DispatchIR &d, const ::qgemm::PermuteContract &c);
+
+/// The rows of this CTA's token's copies (Scatter's first part, shared by
+/// both Scatter bodies): valid[j] (i1) and row[j] (i32) for j < topk; the
+/// ranks in row_map replaced by rows (-1 when dropped) and probs_out
+/// written. Contains a CTA barrier.
+struct ScatterCopies {
+  SmallVector<Value> valid, row;
+};
+ScatterCopies buildScatterCopies(DispatchIR &d,
+                                 const ::qgemm::PermuteContract &c);
+/// Scatter of rows as they are (PermuteMove.cpp).
 void buildScatter(DispatchIR &d, const ::qgemm::PermuteContract &c);
+/// Scatter of the fused form: quantize the row, then write it
+/// (PermuteQuantize.cpp).
+void buildQuantizeScatter(DispatchIR &d, const ::qgemm::PermuteContract &c);
 void buildFill(DispatchIR &d, const ::qgemm::PermuteContract &c);
 /// Sum of a token's copies: unpermute forward (`weighted` = probs) or
 /// permute backward (`gatherProbs` = its probability gradient).
@@ -70,8 +84,14 @@ void buildCombine(DispatchIR &d, int64_t k, int64_t topk, bool weighted,
 void buildSpread(DispatchIR &d, const ::qgemm::UnpermuteContract &c);
 void buildZeroRows(DispatchIR &d, int64_t k);
 
-/// Bytes of one data row and of the stored scale columns of one row.
+/// 16-byte vectors of one permuted row (y's element type).
 int64_t rowVectors(const ::qgemm::PermuteContract &c);
+/// Scale columns one row stores: Cb, or r4(Cb) for the 128x4 swizzle
+/// (whose padding columns the permute writes 0).
+int64_t storedScaleCols(const ::qgemm::ScaleRecipe &r, int64_t k);
+/// The integer type a scale moves as (its raw bits): i32 for f32, i8 for
+/// ue8m0.
+Type scaleBitsT(KernelIR &ir, const ::qgemm::ScaleRecipe &r);
 
 } // namespace mlir::qgemm
 

@@ -49,7 +49,8 @@ void mlir::qgemm::lowerPermute(PermuteOp op) {
       switch (s) {
       case DispatchStage::Route: return buildRoute(d, c);
       case DispatchStage::Offsets: return buildOffsets(d, c);
-      case DispatchStage::Scatter: return buildScatter(d, c);
+      case DispatchStage::Scatter:
+        return c.quantize ? buildQuantizeScatter(d, c) : buildScatter(d, c);
       case DispatchStage::Fill: return buildFill(d, c);
       case DispatchStage::Combine:
         // Permute backward: grad_x = sum of the copies' gradients.

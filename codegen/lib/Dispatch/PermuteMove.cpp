@@ -3,7 +3,9 @@
 // Scatter: one CTA per token reads the token's row once (16-byte vectors)
 // and writes it to each of its copies' rows, with its scale columns (read
 // and written in their declared layouts, as raw bits) and its probability,
-// then turns the ranks Route left in row_map into rows.
+// then turns the ranks Route left in row_map into rows. The fused form's
+// Scatter (quantizing the row on the way) is PermuteQuantize.cpp's; both
+// start with buildScatterCopies.
 //
 // Fill: a lane per row of the output (a CTA per 128 rows) finds the row's
 // group by a binary search of the offsets and writes row_group; rows that
@@ -22,29 +24,15 @@ using namespace mlir::qgemm;
 using namespace ::qgemm;
 using P = arith::CmpIPredicate;
 
-namespace {
 
-/// Scale columns one row stores: Cb, or r4(Cb) for the 128x4 swizzle.
-int64_t storedScaleCols(const ScaleRecipe &r, int64_t k) {
-  int64_t cb = (k + r.blockCols - 1) / r.blockCols;
-  if (r.blockCols == 32 && r.layout == ScaleLayout::GemmReady)
-    return (cb + 3) / 4 * 4;
-  return cb;
-}
-
-Type scaleBitsT(KernelIR &ir, const ScaleRecipe &r) {
-  return r.dtype == ElemType::UE8M0 ? ir.i8T() : ir.i32T();
-}
-
-} // namespace
-
-void mlir::qgemm::buildScatter(DispatchIR &d, const PermuteContract &c) {
+ScatterCopies mlir::qgemm::buildScatterCopies(DispatchIR &d,
+                                              const PermuteContract &c) {
   auto &b = d.b;
   KernelIR &ir = d.ir;
   Value t = d.ctaid(), tid = d.tid();
   Value err = ir.load(ir.i32T(), d.arg(kDpError), ir.i64(0));
   Value ok = ir.cmp(P::eq, err, ir.i32(0));
-  SmallVector<Value> valid, dst;
+  ScatterCopies copies;
   for (int64_t j = 0; j < c.topk; ++j) {
     Value entry = ir.toI64(ir.add(ir.mul(t, ir.i32(c.topk)), ir.i32(j)));
     Value id = ir.load(ir.i32T(), d.arg(kDpRouting), entry);
@@ -56,22 +44,32 @@ void mlir::qgemm::buildScatter(DispatchIR &d, const PermuteContract &c) {
                              b, ir.sub(idc, ir.i32(1)), ir.i32(0))));
     Value start = ir.select(ir.cmp(P::eq, idc, ir.i32(0)), ir.i32(0), prev);
     Value rank = ir.load(ir.i32T(), d.arg(kDpRowMap), entry);
-    valid.push_back(v);
-    dst.push_back(ir.add(start, rank));
+    copies.valid.push_back(v);
+    copies.row.push_back(ir.add(start, rank));
   }
   // Every thread has read the ranks before thread 0 replaces them.
   d.barrier();
   d.ifThen(ir.cmp(P::eq, tid, ir.i32(0)), [&] {
     for (int64_t j = 0; j < c.topk; ++j) {
       Value entry = ir.toI64(ir.add(ir.mul(t, ir.i32(c.topk)), ir.i32(j)));
-      ir.store(ir.select(valid[j], dst[j], ir.i32(-1)), d.arg(kDpRowMap), entry);
+      ir.store(ir.select(copies.valid[j], copies.row[j], ir.i32(-1)),
+               d.arg(kDpRowMap), entry);
       if (c.probs)
-        d.ifThen(valid[j], [&] {
+        d.ifThen(copies.valid[j], [&] {
           ir.store(ir.load(ir.f32T(), d.arg(kDpProbs), entry),
-                   d.arg(kDpRowProbs), ir.toI64(dst[j]));
+                   d.arg(kDpRowProbs), ir.toI64(copies.row[j]));
         });
     }
   });
+  return copies;
+}
+
+void mlir::qgemm::buildScatter(DispatchIR &d, const PermuteContract &c) {
+  auto &b = d.b;
+  KernelIR &ir = d.ir;
+  Value t = d.ctaid(), tid = d.tid();
+  ScatterCopies copies = buildScatterCopies(d, c);
+  const SmallVector<Value> &valid = copies.valid, &dst = copies.row;
   const int64_t nvec = rowVectors(c);
   d.forLoop(tid, ir.i32(nvec), ir.i32(kDispatchThreads), [&](Value v) {
     Value x = d.loadVec(d.arg(kDpSrc),
@@ -163,7 +161,7 @@ void mlir::qgemm::buildFill(DispatchIR &d, const PermuteContract &c) {
         d.storeVec(d.zeroVec(), d.arg(kDpDst),
                    ir.add(ir.mul(ir.toI64(row), ir.i64(nvec)), ir.toI64(v)));
       });
-      if (!c.scale)
+      if (!permutedHasScales(c))
         return;
       const ScaleRecipe out = permutedScale(c);
       Type bitsT = scaleBitsT(ir, out);

@@ -13,7 +13,12 @@
 //     in   routing  int32 (T, topk)  expert id per copy, -1 = dropped
 //          probs    f32   (T, topk)  when `probs`
 //          x        (T, k) e4m3/e5m2 with scales in `scale`'s layout over
-//                   T rows, or bf16 (no scales)
+//                   T rows, or bf16 (no scales), or -- the fused form,
+//                   `quantize` -- bf16/f32 tokens that the op quantizes
+//                   row-wise on the way (1x128 f32 or 1x32 ue8m0 blocks,
+//                   the recipe's exact arithmetic): y and its scales are
+//                   then byte for byte what quantize (rowwise, COMPACT)
+//                   followed by the FP8 permute writes
 //     out  y        (R, k) expert-major rows; group g occupies rows
 //                   [offsets[g-1], offsets[g]) (offsets[-1] = 0), its
 //                   counts[g] tokens first in token order, then zero rows
@@ -80,16 +85,22 @@ enum PermuteError : int32_t {
 
 /// `op: permute`.
 struct PermuteContract {
-  ElemType dtype = ElemType::E4M3; ///< e4m3, e5m2 or bf16 data
+  /// The tokens' type: e4m3, e5m2 or bf16 data; bf16 or f32 when fused.
+  ElemType dtype = ElemType::E4M3;
   /// FP8 only: [1,128] f32 or [1,32] ue8m0, in the input's layout.
   std::optional<ScaleRecipe> scale;
-  /// Layout of the permuted scales (FP8 only); the input's by default.
+  /// Layout of the permuted scales (FP8 or fused only); the input's by
+  /// default, quantize->rowwise's when fused.
   ScaleLayout outLayout = ScaleLayout::Compact;
   int64_t k = 0;         ///< hidden size (columns)
   int64_t topk = 1;      ///< copies per token
   int64_t alignment = 1; ///< each group padded to a multiple of this
   bool probs = false;    ///< f32 routing probabilities travel along
   bool backward = false; ///< the gradient op instead of the forward one
+  /// The fused quantize+permute: the row-wise quantizer of the tokens
+  /// (input = dtype, output = the permuted FP8 type, rowwise = the permuted
+  /// scales' recipe and layout, k = k). Absent: rows move as they are.
+  std::optional<QuantizeContract> quantize;
 };
 
 /// `op: unpermute`: bf16 expert rows back to token order.
@@ -101,8 +112,20 @@ struct UnpermuteContract {
 };
 
 /// The scale recipe of the permuted output (input block and type,
-/// outLayout). Only for FP8 contracts.
+/// outLayout; the quantizer's row-wise recipe when fused). Only for
+/// contracts with permutedHasScales.
 QGEMM_API ScaleRecipe permutedScale(const PermuteContract &c);
+/// The element type of the permuted rows y: the tokens' type, or the
+/// quantizer's FP8 output when fused.
+QGEMM_API ElemType permutedType(const PermuteContract &c);
+/// Whether y carries scales (FP8 tokens, or the fused quantize).
+QGEMM_API bool permutedHasScales(const PermuteContract &c);
+/// The two ops the fused form replaces, bit for bit: unfusedQuantize (the
+/// tokens' row-wise quantizer, COMPACT scales over T rows) then
+/// unfusedPermute (the FP8 permute of its output, scales COMPACT in and in
+/// the fused outLayout out). Only for fused contracts.
+QGEMM_API QuantizeContract unfusedQuantize(const PermuteContract &c);
+QGEMM_API PermuteContract unfusedPermute(const PermuteContract &c);
 
 /// Rows a caller allocates for the permuted outputs: enough for any routing
 /// of `tokens` tokens over `experts` experts.

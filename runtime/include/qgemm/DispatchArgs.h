@@ -19,7 +19,9 @@
 namespace qgemm {
 
 /// Device pointers of a permute launch. Forward: the inputs and outputs of
-/// DispatchContract.h (rowProbs is `probs_out`). Backward: gradY (R, k)
+/// DispatchContract.h (rowProbs is `probs_out`); for the fused quantize+
+/// permute x is the bf16/f32 tokens, xScales unused, y and yScales the FP8
+/// rows and their scales. Backward: gradY (R, k)
 /// bf16 and rowMap in, gradRowProbs [R] in when the spec has probs; gradX
 /// (T, k) bf16 out, gradProbs (T, topk) out when the spec has probs.
 struct PermuteArgs {

@@ -76,8 +76,9 @@ extern "C" {
  * unchanged.
  * 1.2: grouped_gemm and quantize launches with device-only group metadata
  * (the trailing fields of qgemm_gemm_args and qgemm_quantize_args from
- * `flags` on, the QGEMM_GROUP_ERROR_* bits, qgemm_group_error_string).
- * Additions only. */
+ * `flags` on, the QGEMM_GROUP_ERROR_* bits, qgemm_group_error_string);
+ * the fused quantize+permute (qgemm_dispatch_info's trailing out_dtype and
+ * quantize fields). Additions only. */
 #define QGEMM_API_VERSION_MAJOR 1
 #define QGEMM_API_VERSION_MINOR 2
 #define QGEMM_API_VERSION \
@@ -505,14 +506,21 @@ typedef struct qgemm_dispatch_info {
   size_t struct_size;         /* sizeof(qgemm_dispatch_info) */
   int32_t op;                 /* qgemm_op: PERMUTE or UNPERMUTE */
   int32_t backward;           /* the gradient op (spec "backward") */
-  int32_t dtype;              /* qgemm_dtype of the moved rows */
-  int32_t has_scale;          /* FP8 rows move with their scales */
+  int32_t dtype;              /* qgemm_dtype of the input rows x */
+  int32_t has_scale;          /* FP8 input rows move with their scales */
   qgemm_scale_info scale;     /* the input's scales (zero when none) */
-  qgemm_scale_info out_scale; /* the permuted scales' recipe and layout */
+  qgemm_scale_info out_scale; /* the permuted scales' recipe and layout
+                                 (zero when y has none) */
   int64_t k;                  /* hidden size: columns of every row */
   int64_t topk;               /* copies per token */
   int64_t alignment;          /* each group padded to a multiple of it */
   int32_t probs;              /* f32 routing probabilities travel along */
+  /* Added with the fused quantize+permute (still API 1.1: fields at the
+   * end; a caller whose struct_size stops before them never sees them). */
+  int32_t out_dtype;          /* qgemm_dtype of the permuted rows y */
+  int32_t quantize;           /* the fused form: bf16/f32 x quantized
+                                 row-wise on the way into FP8 y + out_scale
+                                 (x_scales unused) */
 } qgemm_dispatch_info;
 
 /* Fails with QGEMM_ERROR_USER for a kernel of another op. */

@@ -25,7 +25,8 @@ namespace qgemm {
 /// Bytes of one data element (FP8 1, bf16 2) and of one scale (f32 4, E8M0 1).
 int64_t dispatchElemBytes(ElemType t);
 
-/// The forward permute's inputs: T tokens, G experts.
+/// The forward permute's inputs: T tokens, G experts. For the fused form
+/// `data` is the bf16 / f32 tokens and `scales` is empty.
 struct PermuteInputs {
   int64_t tokens = 0;
   int64_t experts = 0;
@@ -54,9 +55,17 @@ PermuteOutputs allocPermuteOutputs(const PermuteContract &c, int64_t tokens,
 /// Input scale bytes for T tokens (0 for bf16).
 int64_t permuteInputScaleBytes(const PermuteContract &c, int64_t tokens);
 
-/// The forward permute. `out` comes from allocPermuteOutputs.
+/// The forward permute. `out` comes from allocPermuteOutputs. The fused
+/// quantize+permute (c.quantize) is quantizePermuteInputs, then the FP8
+/// permute unfusedPermute(c) of its result.
 void referencePermute(const PermuteContract &c, const PermuteInputs &in,
                       PermuteOutputs &out);
+
+/// The fused form's first half: the tokens (bf16 or f32 bytes in `in.data`)
+/// through the CPU quantizer of unfusedQuantize(c) (row-wise, COMPACT
+/// scales over T rows); routing and probs copied. DispatchQuantize.cpp.
+PermuteInputs quantizePermuteInputs(const PermuteContract &c,
+                                    const PermuteInputs &in);
 
 /// Forward combine (unpermute) or permute backward (the same sum without
 /// weights): out (T, k) bf16 from rows (R, k) bf16 of `rowMap`. `probs`

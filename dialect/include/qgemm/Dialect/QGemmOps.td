@@ -81,21 +81,31 @@ def QGemm_PermuteOp : QGemm_Op<"permute", [Symbol]> {
     expert-major rows, FP8 data with its scales (`scale` = the input's
     recipe, `out_scale` = the permuted one) or bf16 data, and pads each
     expert's group to `align` rows; with `backward`, the gradient op.
+    The fused form (`quantize`): bf16/f32 tokens quantized row-wise on the
+    way, like `qgemm.quantize` with `recipe` (`pow2`, `eps`) and row-wise
+    scales `out_scale`, into FP8 rows of type `quantize`.
     The run-time I/O contract: qgemm/DispatchContract.h.
 
     ```mlir
     qgemm.permute @dispatch <e4m3> k = 7168, topk = 8, align = 128
         scale = #qgemm.scale<[1, 128], f32, COMPACT>
         out_scale = #qgemm.scale<[1, 128], f32, GEMM_READY> probs
+    qgemm.permute @fused <bf16> k = 7168, topk = 8, align = 128
+        quantize <e4m3> recipe = <deepseek>
+        out_scale = #qgemm.scale<[1, 128], f32, GEMM_READY>
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, QGemm_ElemTypeAttr:$dtype,
                        I64Attr:$k, I64Attr:$topk, I64Attr:$alignment,
                        OptionalAttr<QGemm_ScaleRecipeAttr>:$scale,
                        OptionalAttr<QGemm_ScaleRecipeAttr>:$out_scale,
-                       UnitAttr:$probs, UnitAttr:$backward);
+                       UnitAttr:$probs, UnitAttr:$backward,
+                       OptionalAttr<QGemm_ElemTypeAttr>:$quant_dtype,
+                       OptionalAttr<QGemm_QuantRecipeAttr>:$recipe,
+                       UnitAttr:$pow2, DefaultValuedAttr<F64Attr, "0.0">:$eps);
   let assemblyFormat = [{
     $sym_name $dtype `k` `=` $k `,` `topk` `=` $topk `,` `align` `=` $alignment
+    (`quantize` $quant_dtype^ `recipe` `=` $recipe)?
     (`scale` `=` qualified($scale)^)? (`out_scale` `=` qualified($out_scale)^)?
     (`probs` $probs^)? (`backward` $backward^)? attr-dict
   }];
