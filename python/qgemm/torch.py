@@ -50,7 +50,6 @@ import ctypes
 import json
 import os
 import threading
-import weakref
 from typing import Optional
 
 import torch
@@ -589,7 +588,7 @@ def _permute_outputs(x, routing, x_scales, num_experts, alignment, has_probs,
         ys = x.new_empty((0,), dtype=torch.float32)
     return (y, ys, x.new_empty((num_experts,), dtype=i32),
             x.new_empty((num_experts,), dtype=i32),
-            x.new_empty((r,), dtype=i32), x.new_empty((t * topk,), dtype=i32),
+            x.new_empty((r,), dtype=i32), x.new_empty((t, topk), dtype=i32),
             x.new_empty((r if has_probs else 0,), dtype=torch.float32),
             x.new_empty((1,), dtype=i32))
 
@@ -629,7 +628,7 @@ def permute(x: torch.Tensor, routing: torch.Tensor,
     """Tokens x (T, K) routed by `routing` (int32 (T, topk) expert ids, -1
     unused) to expert-sorted rows, each expert's rows padded to a multiple
     of `alignment`: (y (R, K), y_scales, offsets (G,), counts (G,),
-    row_group (R,), row_map (T*topk,), row_probs (R,) with probs, error
+    row_group (R,), row_map (T, topk), row_probs (R,) with probs, error
     (1,)) with R = T*topk + G*(alignment-1). FP8 x moves with x_scales
     (`scale_block` their block, "1x128" or "1x32"; "" for bf16 x). Nothing is read back: offsets stay on the
     device, ready for grouped_mm."""
@@ -745,7 +744,9 @@ def _(grad_out, row_map, row_group, probs=None, y=None, *, topk):
 
 
 # -- fp8_grouped_mm: an FP8 drop-in for torch._grouped_mm -------------------
-_weight_cache = weakref.WeakKeyDictionary()  # w -> (version, recipe, tensors)
+# w -> (version, recipe, tensors), keyed by identity (a tensor's == is
+# elementwise, so a WeakKeyDictionary cannot hold tensors).
+_weight_cache = torch.utils.weak.WeakIdKeyDictionary()
 
 
 def quantized_weights(w, recipe="deepseek"):
@@ -753,11 +754,20 @@ def quantized_weights(w, recipe="deepseek"):
     one quantize launch for all experts ((G*N, K) rows, 128 x 128 blocks,
     so N and K must be multiples of 128) and the transposed copy for the
     data gradient (128 x 128 blocks are symmetric: its scales are the
-    transposed grid), cached per weight until w._version changes (an
-    optimizer step). torch.ops.qgemm.quantize_weights: the cache lookup
-    runs inside the op, so torch.compile traces it as one opaque call (the
-    cached tensors are returned as they are: treat them as read-only)."""
-    return torch.ops.qgemm.quantize_weights(w, recipe)
+    transposed grid). Eager: cached per weight until w._version changes
+    (an optimizer step). Under torch.compile the op runs on every call
+    (still one launch for all experts): a custom op may not return tensors
+    it already returned, and the version check is host state the graph
+    cannot hold."""
+    if torch.compiler.is_compiling():
+        return torch.ops.qgemm.quantize_weights(w, recipe)
+    ver = w._version
+    hit = _weight_cache.get(w)
+    if hit is not None and hit[0] == ver and hit[1] == recipe:
+        return hit[2]
+    out = torch.ops.qgemm.quantize_weights(w, recipe)
+    _weight_cache[w] = (ver, recipe, out)
+    return out
 
 
 @torch.library.custom_op("qgemm::quantize_weights", mutates_args=())
@@ -767,10 +777,6 @@ def _quantize_weights(w: torch.Tensor, recipe: str = "deepseek") -> tuple[
         raise ArgumentError("fp8_grouped_mm: recipe %r; only \"deepseek\" "
                             "(1x128 activations, 128x128 weights) so far"
                             % recipe)
-    ver = w._version
-    hit = _weight_cache.get(w)
-    if hit is not None and hit[0] == ver and hit[1] == recipe:
-        return hit[2]
     g, n, kdim = w.shape
     if n % 128 or kdim % 128:
         raise ArgumentError("fp8_grouped_mm: weights (G, N, K) = %s need N "
@@ -783,9 +789,8 @@ def _quantize_weights(w: torch.Tensor, recipe: str = "deepseek") -> tuple[
         ws = ws.view(g, n // 128, kdim // 128)
         wq_t = wq.transpose(1, 2).contiguous()
         ws_t = ws.transpose(1, 2).contiguous()
-    out = (wq, ws, wq_t, ws_t)
-    _weight_cache[w] = (ver, recipe, out)
-    return out
+    # Fresh storage each: the op's outputs may not alias each other.
+    return (wq.clone(), ws.clone(), wq_t, ws_t)
 
 
 @_quantize_weights.register_fake
