@@ -8,6 +8,7 @@
 #ifndef QGEMM_BENCH_BENCHBUFFERS_H
 #define QGEMM_BENCH_BENCHBUFFERS_H
 
+#include "qgemm/Bench.h"
 #include "qgemm/CudaDriver.h"
 #include "qgemm/GemmArgs.h"
 
@@ -38,6 +39,25 @@ public:
     if (host && bytes)
       return d.check(d.memcpyHtoD(p, host, bytes), "cuMemcpyHtoD");
     return Status();
+  }
+
+  /// The data-path rows' anchor: a device-to-device copy moving `bytes` in
+  /// all (half read, half written), timed like the op.
+  Status timeCopy(double bytes, DevicePtr flush, size_t flushBytes,
+                  const TimingOptions &timing, Timing &out) {
+    const size_t half = size_t(bytes / 2);
+    DevicePtr src = 0, dst = 0;
+    if (Status st = alloc(half, nullptr, src); !st.ok())
+      return st;
+    if (Status st = alloc(half, nullptr, dst); !st.ok())
+      return st;
+    return timeLaunches(
+        d, nullptr, flush, flushBytes, timing,
+        [&] {
+          return d.check(d.memcpyDtoDAsync(dst, src, half, nullptr),
+                         "cuMemcpyDtoDAsync");
+        },
+        out);
   }
 
 private:

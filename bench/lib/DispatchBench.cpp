@@ -204,17 +204,12 @@ DispatchBenchRow qgemm::measureDispatchRow(Runtime &rt,
   }
   out.kernelName = kernel->name();
   Buffers buf(*d);
-  DevicePtr flush = 0, copySrc = 0, copyDst = 0;
-  const size_t half = size_t(out.bytes / 2);
+  DevicePtr flush = 0;
   auto fail = [&](Status st) {
     out.status = st;
     return out;
   };
   if (Status st = buf.alloc(flushBytes, nullptr, flush); !st.ok())
-    return fail(st);
-  if (Status st = buf.alloc(half, nullptr, copySrc); !st.ok())
-    return fail(st);
-  if (Status st = buf.alloc(half, nullptr, copyDst); !st.ok())
     return fail(st);
 
   const int64_t T = row.tokens, topk = row.topk, G = row.experts;
@@ -308,13 +303,8 @@ DispatchBenchRow qgemm::measureDispatchRow(Runtime &rt,
                                        out.unfusedKernels);
         !st.ok())
       return fail(st);
-  if (Status st = timeLaunches(
-          *d, nullptr, flush, flushBytes, timing,
-          [&] {
-            return d->check(d->memcpyDtoDAsync(copyDst, copySrc, half, nullptr),
-                            "cuMemcpyDtoDAsync");
-          },
-          out.copy);
+  if (Status st =
+          buf.timeCopy(out.bytes, flush, flushBytes, timing, out.copy);
       !st.ok())
     return fail(st);
   // Both move out.bytes: the op its reads and writes, the copy half each.

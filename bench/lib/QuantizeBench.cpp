@@ -291,16 +291,13 @@ QuantizeBenchRow qgemm::measureQuantizeRow(Runtime &rt,
   const std::vector<int32_t> ends = quantizeSuiteOffsets(row);
 
   Buffers buf(*d);
-  DevicePtr flush = 0, copySrc = 0, copyDst = 0, input = 0, offsets = 0;
+  DevicePtr flush = 0, input = 0, offsets = 0;
   DevicePtr rowData = 0, rowScales = 0, colData = 0, colScales = 0;
-  const size_t half = size_t(out.bytes / 2);
   const size_t inElems = size_t(G * R * (swiglu ? 2 * C : C));
   std::vector<uint16_t> x = randomBf16(inElems, 1);
   const ScaleBytes sb = scaleBytesOf(c, R, C, ends);
   Status st;
   if (st.ok()) st = buf.alloc(flushBytes, nullptr, flush);
-  if (st.ok()) st = buf.alloc(half, nullptr, copySrc);
-  if (st.ok()) st = buf.alloc(half, nullptr, copyDst);
   if (st.ok()) st = buf.alloc(x.size() * 2, x.data(), input);
   if (st.ok() && c.rowwise) st = buf.alloc(size_t(G * R * C), nullptr, rowData);
   if (st.ok() && c.rowwise) st = buf.alloc(size_t(G * sb.row), nullptr, rowScales);
@@ -365,13 +362,8 @@ QuantizeBenchRow qgemm::measureQuantizeRow(Runtime &rt,
         !s.ok())
       return fail(s);
   }
-  if (Status s = timeLaunches(
-          *d, nullptr, flush, flushBytes, timing,
-          [&] {
-            return d->check(d->memcpyDtoDAsync(copyDst, copySrc, half, nullptr),
-                            "cuMemcpyDtoDAsync");
-          },
-          out.copy);
+  if (Status s =
+          buf.timeCopy(out.bytes, flush, flushBytes, timing, out.copy);
       !s.ok())
     return fail(s);
   out.qgemmGbps = out.bytes / (out.qgemm.medianMs * 1e6);
