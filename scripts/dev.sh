@@ -19,6 +19,9 @@
 #   scripts/dev.sh gpu-python
 #                             on the GPU machine: the Python package's GPU
 #                             tests and launch-overhead benchmark (torch)
+#   scripts/dev.sh gpu-moe-bench [--quick]
+#                             on the GPU machine: the PyTorch MoE layer
+#                             benchmark (bench/moe_layer.py), qgemm vs bf16
 #   scripts/dev.sh gpu-qgemmc ARGS...
 #                             on the GPU machine: the packed qgemmc (e.g. a
 #                             bench of a tuning sweep in bench/sweeps/)
@@ -92,6 +95,11 @@ pack() {
   cp -r "$ROOT/tests/gpu/specs" "$stage/qgemm/gpu-specs"
   cp -r "$ROOT/bench/sweeps" "$stage/qgemm/sweeps"
   cp -r "$ROOT/python" "$stage/qgemm/python"
+  # The MoE layer example (python/tests/gpu/test_moe_layer.py imports it by
+  # path) and its benchmark, at the same relative paths.
+  mkdir -p "$stage/qgemm/examples" "$stage/qgemm/bench"
+  cp -r "$ROOT/examples/python" "$stage/qgemm/examples/python"
+  cp "$ROOT/bench/moe_layer.py" "$stage/qgemm/bench/"
   local suite="$ROOT/../shared/bench/moe_suite.json"
   [[ -f "$suite" ]] && cp "$suite" "$stage/qgemm/"
   tar -C "$stage" -cJf "$dir/qgemm-gpu.tar.xz" qgemm
@@ -144,6 +152,14 @@ gpu_python() {
      PYTHONPATH="$dest/qgemm/python" QGEMM_CACHE_DIR="$dest/cache" &&
    with_timeout python3 -m unittest discover -v -s python/tests/gpu &&
    with_timeout python3 python/bench/launch_overhead.py --json "$out/launch-overhead.json")
+}
+
+# The PyTorch MoE layer benchmark (~4 min on an H100, compiles included).
+gpu_moe_bench() {
+  unpack
+  (cd "$dest/qgemm" && export QGEMM_LIBRARY="$dest/qgemm/lib/libqgemm.so" \
+     PYTHONPATH="$dest/qgemm/python" QGEMM_CACHE_DIR="$dest/cache" &&
+   with_timeout python3 bench/moe_layer.py --out "$out/moe-layer.json" "$@")
 }
 
 # One spec of each kernel family, grouping and tile variant (straddled B
@@ -277,6 +293,7 @@ case "$cmd" in
   gpu-bench) gpu_bench "$@" ;;
   gpu-qgemmc) gpu_qgemmc "$@" ;;
   gpu-python) gpu_python ;;
+  gpu-moe-bench) gpu_moe_bench "$@" ;;
   gpu-sanitize) gpu_sanitize "$@" ;;
-  *) sed -n '2,22p' "$0"; exit 1 ;;
+  *) sed -n '2,27p' "$0"; exit 1 ;;
 esac

@@ -570,16 +570,18 @@ def _unpermute_spec(k, topk, probs, backward):
     return spec
 
 
-def permute_rows(tokens, topk, experts, alignment):
-    """R: the rows every permuted output has, whatever the routing."""
-    return tokens * topk + experts * (alignment - 1)
+def permute_rows(tokens, topk, experts, alignment, row_multiple=1):
+    """R: the rows every permuted output has, whatever the routing: the
+    bound T*topk + G*(alignment-1), rounded up to a multiple of
+    `row_multiple` (the rows past the last group are zero padding)."""
+    return _round_up(tokens * topk + experts * (alignment - 1), row_multiple)
 
 
 def _permute_outputs(x, routing, x_scales, num_experts, alignment, has_probs,
-                     permuted_scales):
+                     permuted_scales, row_multiple=1):
     t, kdim = x.shape
     topk = routing.shape[1]
-    r = permute_rows(t, topk, num_experts, alignment)
+    r = permute_rows(t, topk, num_experts, alignment, row_multiple)
     i32 = torch.int32
     y = x.new_empty((r, kdim))
     if x_scales is not None and x_scales.numel() > 0:
@@ -622,23 +624,32 @@ def permute(x: torch.Tensor, routing: torch.Tensor,
             x_scales: Optional[torch.Tensor] = None, *, num_experts: int,
             alignment: int = 16, scale_block: str = "",
             scale_layout: str = "COMPACT",
-            out_scale_layout: str = "COMPACT") -> tuple[
+            out_scale_layout: str = "COMPACT",
+            row_multiple: int = 1) -> tuple[
                 torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
                 torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Tokens x (T, K) routed by `routing` (int32 (T, topk) expert ids, -1
     unused) to expert-sorted rows, each expert's rows padded to a multiple
     of `alignment`: (y (R, K), y_scales, offsets (G,), counts (G,),
     row_group (R,), row_map (T, topk), row_probs (R,) with probs, error
-    (1,)) with R = T*topk + G*(alignment-1). FP8 x moves with x_scales
-    (`scale_block` their block, "1x128" or "1x32"; "" for bf16 x). Nothing is read back: offsets stay on the
-    device, ready for grouped_mm."""
+    (1,)) with R = T*topk + G*(alignment-1) rounded up to a multiple of
+    `row_multiple` (16 or more lets the rows go straight to the weight
+    gradient, whose token count must be a multiple of 16; 128 keeps its
+    TMA rows on 128-byte lines, docs/PERF_NOTES.md). FP8 x moves with
+    x_scales (`scale_block` their block, "1x128" or "1x32"; "" for bf16
+    x). Nothing is read back: offsets stay on the device, ready for
+    grouped_mm."""
     scale_block = _block(scale_block, "scale_block")
+    if row_multiple < 1:
+        raise ArgumentError("row_multiple = %d: expected 1 or more"
+                            % row_multiple)
     has_probs = probs is not None
     k = _permute_kernel(x, routing.shape[1], alignment, has_probs,
                         scale_block, scale_layout, out_scale_layout, False)
     outs = _permute_outputs(x, routing, x_scales, num_experts, alignment,
                             has_probs, _permuted_scale_shape(
-                                scale_block, out_scale_layout, x.shape[1]))
+                                scale_block, out_scale_layout, x.shape[1]),
+                            row_multiple)
     y, ys, offsets, counts, row_group, row_map, row_probs, error = outs
     tensors = dict(routing=routing, x=x, y=y, offsets=offsets, counts=counts,
                    row_group=row_group, row_map=row_map, error=error)
@@ -652,11 +663,13 @@ def permute(x: torch.Tensor, routing: torch.Tensor,
 
 @permute.register_fake
 def _(x, routing, probs=None, x_scales=None, *, num_experts, alignment=16,
-      scale_block="", scale_layout="COMPACT", out_scale_layout="COMPACT"):
+      scale_block="", scale_layout="COMPACT", out_scale_layout="COMPACT",
+      row_multiple=1):
     scale_block = _block(scale_block, "scale_block")
     return _permute_outputs(x, routing, x_scales, num_experts, alignment,
                             probs is not None, _permuted_scale_shape(
-                                scale_block, out_scale_layout, x.shape[1]))
+                                scale_block, out_scale_layout, x.shape[1]),
+                            row_multiple)
 
 
 @torch.library.custom_op("qgemm::permute_backward", mutates_args=())
@@ -803,13 +816,27 @@ def _(w, recipe="deepseek"):
             w.new_empty((g, kdim // 128, n // 128), dtype=torch.float32))
 
 
+# The weight gradient reads the column-wise (K, M) operands with TMA, whose
+# row stride (M bytes) must be a multiple of 16: other M are padded with
+# zero rows past offs[-1] (a copy; permute(row_multiple=16 or 128) gives
+# rows that need none).
+_WGRAD_ROWS = 16
+
+
+def _pad_rows(t, pad):
+    t = t.contiguous()
+    return torch.nn.functional.pad(t, (0, 0, 0, pad)) if pad else t
+
+
 class _Fp8GroupedMm(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, w, offs, alignment, recipe):
         restart = alignment % 128 != 0
+        rows = x.shape[0]
+        pad = _round_up(rows, _WGRAD_ROWS) - rows
         wq, ws, wq_t, ws_t = quantized_weights(w, recipe)
         xq, xs, xcol, xcols = quantize(
-            x.contiguous(), offs if restart else None, recipe=recipe,
+            _pad_rows(x, pad), offs if restart else None, recipe=recipe,
             row_block="1x128", col_block="128x1", col_layout="GEMM_READY")
         y = grouped_mm(xq, wq.transpose(-2, -1), offs=offs, scale_a=xs,
                        scale_b=ws, out_dtype=x.dtype, alignment=alignment,
@@ -817,15 +844,17 @@ class _Fp8GroupedMm(torch.autograd.Function):
         ctx.save_for_backward(xcol, xcols, wq_t, ws_t, offs)
         ctx.alignment, ctx.recipe, ctx.restart = alignment, recipe, restart
         ctx.w_dtype = w.dtype
-        return y
+        ctx.rows, ctx.pad = rows, pad
+        return y[:rows] if pad else y
 
     @staticmethod
     def backward(ctx, dy):
         xcol, xcols, wq_t, ws_t, offs = ctx.saved_tensors
         a, recipe = ctx.alignment, ctx.recipe
         dyq, dys, dycol, dycols = quantize(
-            dy.contiguous(), offs if ctx.restart else None, recipe=recipe,
-            row_block="1x128", col_block="128x1", col_layout="GEMM_READY")
+            _pad_rows(dy, ctx.pad), offs if ctx.restart else None,
+            recipe=recipe, row_block="1x128", col_block="128x1",
+            col_layout="GEMM_READY")
         dx = grouped_mm(dyq, wq_t.transpose(-2, -1), offs=offs, scale_a=dys,
                         scale_b=ws_t, out_dtype=dy.dtype, alignment=a,
                         recipe=recipe)
@@ -834,6 +863,8 @@ class _Fp8GroupedMm(torch.autograd.Function):
                               alignment=a, recipe=recipe,
                               scale_a_layout="GEMM_READY",
                               scale_b_layout="GEMM_READY")
+        if ctx.pad:
+            dx = dx[:ctx.rows]
         return dx, dw.to(ctx.w_dtype), None, None, None
 
 
@@ -845,7 +876,9 @@ def fp8_grouped_mm(x, w, offs, *, alignment=16, recipe="deepseek"):
     data gradient and weight gradient run on qgemm's FP8 kernels (DeepSeek
     recipe: 1x128 activation blocks, 128x128 weight blocks, f32
     accumulation); the weights are quantized once per version. Returns
-    (M, N) in x's dtype; rows past offs[-1] are zero."""
+    (M, N) in x's dtype; rows past offs[-1] are zero. Any M works; an M
+    that is not a multiple of 16 costs a padded copy of x and of dy (the
+    weight gradient's token count must be a multiple of 16)."""
     return _Fp8GroupedMm.apply(x, w, offs, alignment, recipe)
 
 

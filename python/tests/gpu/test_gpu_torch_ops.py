@@ -355,6 +355,27 @@ class TorchOpsTest(unittest.TestCase):
         # offsets from permute go straight to grouped_mm: never on the host.
         self.assertEqual(offsets.device.type, "cuda")
 
+    def test_permute_row_multiple(self):
+        # R = 96*2 + 4*15 = 252 rounded up to 256: the rows past the last
+        # group are zero (row_group -1), so the weight gradient can take
+        # the permuted rows as they are.
+        t, topk, g = 96, 2, 4
+        gen = torch.Generator().manual_seed(9)
+        x = torch.randn(t, K, generator=gen).to(torch.bfloat16).cuda()
+        routing = torch.stack([torch.randperm(g, generator=gen)[:topk]
+                               for _ in range(t)]).to(torch.int32).cuda()
+        y, _, offsets, _, row_group, row_map, _, error = qt.permute(
+            x, routing, num_experts=g, alignment=16, row_multiple=128)
+        self.assertEqual(tuple(y.shape), (256, K))
+        self.assertEqual(int(error.item()), 0)
+        end = int(offsets[-1].item())
+        self.assertEqual(int(y[end:].float().abs().sum().item()), 0)
+        self.assertEqual(int((row_group[end:] != -1).sum().item()), 0)
+        out = qt.unpermute(y, row_map, tokens=t, topk=topk)
+        torch.testing.assert_close(out, 2 * x, rtol=0, atol=0)
+        with self.assertRaisesRegex(qgemm.ArgumentError, "row_multiple"):
+            qt.permute(x, routing, num_experts=g, row_multiple=0)
+
     def test_permute_unpermute_autograd(self):
         # out[t] = sum_j probs[t, j] * 2 * x[t] through permute -> (* 2) ->
         # unpermute; gradients of x and probs against the same in f32.
@@ -418,10 +439,12 @@ class Fp8GroupedMmTest(unittest.TestCase):
     mantissa bits, relative error of one product ~2^-4 worst case, of a
     long dot product of random signs far less: 5% of the norm)."""
 
-    def check(self, sizes, alignment, n=256, kdim=512, tol=0.05):
+    def check(self, sizes, alignment, n=256, kdim=512, tol=0.05, extra=0):
+        # `extra` rows past the last group (as permute leaves them): their
+        # output is zero and they get no gradient.
         g = len(sizes)
         offs = torch.tensor(sizes).cumsum(0).to(torch.int32).cuda()
-        m = int(sum(sizes))
+        m = int(sum(sizes)) + extra
         gen = torch.Generator().manual_seed(11)
         x = torch.randn(m, kdim, generator=gen).to(torch.bfloat16).cuda()
         w = (torch.randn(g, n, kdim, generator=gen) / kdim ** 0.5).to(
@@ -437,6 +460,7 @@ class Fp8GroupedMmTest(unittest.TestCase):
         for i, end in enumerate(torch.tensor(sizes).cumsum(0).tolist()):
             parts.append(xr[start:end] @ wr[i].T)
             start = end
+        parts.append(xr.new_zeros(extra, n))
         yr = torch.cat(parts)
         yr.backward(dy.float())
 
@@ -461,6 +485,13 @@ class Fp8GroupedMmTest(unittest.TestCase):
 
     def test_alignment_16_restarts_token_blocks(self):
         self.check([48, 16, 0, 80, 112], 16)
+
+    def test_rows_not_a_multiple_of_16(self):
+        # M = 144 + 24 = 168: the weight gradient needs a token count that
+        # is a multiple of 16, so fp8_grouped_mm pads x and dy (M = R of a
+        # permute without row_multiple is usually such a count).
+        self.check([48, 16, 0, 80], 16, extra=24)
+        self.check([128, 256], 128, extra=40)
 
     def test_weights_quantized_once_per_version(self):
         w = torch.randn(2, 128, 256, device="cuda").to(torch.bfloat16)

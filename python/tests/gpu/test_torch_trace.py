@@ -54,6 +54,10 @@ class FakeTraceTest(unittest.TestCase):
             routing = torch.empty(256, 2, dtype=torch.int32, device="cuda")
             p = qt.permute(x, routing, num_experts=4, alignment=16)
             self.assertEqual(p[0].shape[0], 256 * 2 + 4 * 15)
+            p = qt.permute(x, routing, num_experts=4, alignment=16,
+                           row_multiple=128)
+            self.assertEqual(p[0].shape[0], 640)  # 572 rounded up
+            self.assertEqual(p[4].shape[0], 640)  # row_group
 
     def layer(self, x, wq, ws, routing):
         qt = self.qt
