@@ -161,19 +161,6 @@ void Mainloop::release(Value s, Value tidInWg) {
         ir.remU(ir.add(k.tile.rank, ir.i32(peer)), ir.i32(k.cfg.cluster)));
 }
 
-void Mainloop::drain(Value it, Value tidInWg) {
-  KernelIR &ir = k.ir;
-  auto loop = scf::ForOp::create(k.b, ir.i32(0), k.tile.kBlockCount, ir.i32(1));
-  OpBuilder::InsertionGuard g(k.b);
-  k.b.setInsertionPointToStart(loop.getBody());
-  Value use = ir.add(it, loop.getInductionVar());
-  Value s = k.stageOf(use);
-  // The wait keeps this release in the stage's current phase of the empty
-  // barrier (an early arrive would count toward the previous use's).
-  k.hw.mbarrierWait(k.fullBar(s), k.phaseOf(use));
-  release(s, tidInWg);
-}
-
 /// acc[i] += frag[i] * scale. Fragment element i belongs to row (i % 4) / 2
 /// of the thread's pair and to column (i / 4) * 8 + (lane % 4) * 2 + i % 2
 /// of the tile; a 128 boundary inside the tile falls between 8-column

@@ -43,28 +43,8 @@ void initBarriers(WgmmaKernel &k, Value tid) {
   NVVM::Barrier0Op::create(k.b);
 }
 
-/// Whether consumer warpgroup `consumerIdx` has no row of the current tile
-/// to compute: its first row lies at or past the group's end (m_contiguous
-/// with tiles at group starts), past masked_m (m_masked) or past the
-/// operand's rows. Null where it cannot happen: k_contiguous tiles are n
-/// rows of a fixed count, and the first warpgroup always has a row of any
-/// tile the walk visits. Not for MXFP8 either: its 168-register consumer
-/// then spills (4 B) and its time goes to the per-k32 promotion anyway.
-Value warpgroupIdle(WgmmaKernel &k, Value consumerIdx) {
-  KernelIR &ir = k.ir;
-  if (k.wgrad() || k.mx())
-    return Value();
-  Value first = ir.add(k.tileRow0(),
-                       ir.mul(consumerIdx, ir.i32(WgmmaLayout::kConsumerRows)));
-  Value limit = k.masked()             ? k.tile.validRows
-                : k.groupStartsTiles() ? k.tile.rowEnd
-                                       : k.tile.rows;
-  return ir.cmp(arith::CmpIPredicate::sge, first, limit);
-}
-
 /// One tile of a consumer warpgroup: the mainloop unless the tile is
-/// padding (zeros then) or holds no row of this warpgroup (the stages pass
-/// through, zeros), then the epilogue.
+/// padding (zeros then), then the epilogue.
 Value consumerTile(WgmmaKernel &k, TileScheduler &sched, Value it, Value tid,
                    Value consumerIdx) {
   KernelIR &ir = k.ir;
@@ -87,28 +67,15 @@ Value consumerTile(WgmmaKernel &k, TileScheduler &sched, Value it, Value tid,
 
   SmallVector<Value> zeros(size_t(n / 2), ir.f32(0.0));
   SmallVector<Type> accTypes(size_t(n / 2), ir.f32T());
-  // A tail tile whose rows all lie in the first warpgroup's 64 is a 64-row
-  // tile: the second warpgroup only passes the stages through (zeros), and
-  // the first has the tensor cores to itself.
-  Value notPadding = arith::XOrIOp::create(b, k.tile.blockIsPadding, k.trueV());
-  Value idle = warpgroupIdle(k, consumerIdx);
-  Value work = notPadding;
-  if (idle)
-    work = arith::AndIOp::create(b, work,
-                                 arith::XOrIOp::create(b, idle, k.trueV()));
-  auto ifWork = scf::IfOp::create(b, accTypes, work, true);
+  auto ifWork = scf::IfOp::create(
+      b, accTypes, arith::XOrIOp::create(b, k.tile.blockIsPadding, k.trueV()),
+      true);
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&ifWork.getThenRegion().front());
     scf::YieldOp::create(
         b, Mainloop(k).run(it, consumerIdx, tidInWg, rowInTile, lane));
     b.setInsertionPointToStart(&ifWork.getElseRegion().front());
-    if (idle) {
-      auto ifDrain = scf::IfOp::create(b, notPadding, false);
-      OpBuilder::InsertionGuard g2(b);
-      b.setInsertionPointToStart(&ifDrain.getThenRegion().front());
-      Mainloop(k).drain(it, tidInWg);
-    }
     scf::YieldOp::create(b, zeros);
   }
   if (k.cfg.stagedEpilogue)

@@ -237,9 +237,6 @@ public:
   /// The tile's accumulators (blockN / 2 f32 values a thread).
   SmallVector<Value> run(Value it, Value consumerIdx, Value tidInWg,
                          Value rowInTile, Value lane);
-  /// The tile's stages waited for and released without an MMA: the
-  /// warpgroup has no row of the tile, its peer computes the others.
-  void drain(Value it, Value tidInWg);
 
 private:
   /// Scale factors of one K block for the thread's two rows: forward, the
