@@ -138,8 +138,14 @@ std::string kernelNameFor(const Spec &spec) {
   return "qgemm_" + part + "_" + spec.hash.substr(0, 8);
 }
 
+// cmake/SourceFingerprint.cmake, generated at build time.
+const char *codegenFingerprint();
+
+/// Names the code generation exactly: kernel cache keys include it, so a
+/// rebuilt qgemm whose kernels differ never loads another build's PTX.
 std::string versionString() {
-  return "qgemm 0.1.0 (LLVM " LLVM_VERSION_STRING ")";
+  return std::string("qgemm 0.1.0 (LLVM " LLVM_VERSION_STRING "; codegen ") +
+         codegenFingerprint() + ")";
 }
 
 namespace {
