@@ -120,7 +120,54 @@ def main():
                  stream=stream)
     launch_dlpack()
 
+    # Where the Python layer's time goes (each a host time per call): the
+    # six tensor reads, the stream handle, the launch-stream ordering, and
+    # the whole launch with device-side group metadata (the torch ops'
+    # form: no host offsets, an error word and a workspace instead).
+    from qgemm import _gemm_launch as gl
+    reader = gl._READERS.get(type(a)) or gl._reader_of(a)
+    tensors6 = (a, sa, b, sb, d, offs)
+
+    def read6():
+        for t in tensors6:
+            reader(t, "t", 0, False)
+
+    err = torch.zeros(1, dtype=torch.int32, device="cuda")
+    ws = torch.empty_like(offs)
+
+    def launch_device_groups():
+        k.launch(a, sa, b, sb, d, groups=offs, stream=stream,
+                 error_flag=err, workspace=ws)
+    launch_device_groups()
+
+    # The torch op against torch's own grouped GEMM op on the same shapes
+    # (bf16, the anchor: the host cost PyTorch users already pay).
+    import qgemm.torch as qt
+    a8 = a.view(torch.float8_e4m3fn)
+    w8 = b.view(torch.float8_e4m3fn)
+    sa2 = sa.view(rows, K // 128)
+    sb2 = sb
+
+    def torch_op():
+        qt.grouped_mm(a8, w8.transpose(-2, -1), offs=offs, scale_a=sa2,
+                      scale_b=sb2, alignment=128)
+    torch_op()
+    abf = torch.zeros(rows, K, dtype=torch.bfloat16, device="cuda")
+    wbf = torch.zeros(G, N, K, dtype=torch.bfloat16, device="cuda")
+
+    def torch_grouped_mm():
+        torch._grouped_mm(abf, wbf.transpose(-2, -1), offs=offs)
+    torch_grouped_mm()
+    torch.cuda.synchronize()
+
     result = {
+        "read6_us": host_us(read6),
+        "stream_handle_us": host_us(lambda: gl.stream_handle(stream)),
+        "order_us": host_us(lambda: gl._order(reader, stream.cuda_stream,
+                                              0)),
+        "device_groups_launch_us": host_us(launch_device_groups),
+        "torch_op_us": host_us(torch_op),
+        "torch_grouped_mm_bf16_us": host_us(torch_grouped_mm),
         "device": torch.cuda.get_device_name(),
         "torch": torch.__version__,
         "kernel": k.name, "groups": G, "calls": opt.calls,

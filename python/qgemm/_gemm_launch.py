@@ -35,9 +35,14 @@ def stream_handle(stream):
         return 0
     if isinstance(stream, int):
         return stream
+    # torch's .cuda_stream is a C getter; its __cuda_stream__ is a Python
+    # method around it, so the attribute goes first (a launch's hot path).
+    handle = getattr(stream, "cuda_stream", None)
+    if handle is not None:
+        return int(handle)
     if hasattr(stream, "__cuda_stream__"):
         return int(stream.__cuda_stream__()[1])
-    for attr in ("cuda_stream", "ptr", "handle"):
+    for attr in ("ptr", "handle"):
         if hasattr(stream, attr):
             return int(getattr(stream, attr))
     raise ArgumentError("stream must be None, an int (CUstream) or a CUDA "

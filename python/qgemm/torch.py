@@ -207,8 +207,28 @@ def set_debug_sync(on=True):
     _debug_sync = bool(on)
 
 
+# torch's current stream of a device as a raw CUstream: the C helper
+# inductor's generated code calls, where this torch has it (a Python
+# torch.cuda.Stream object per launch cost microseconds of every op).
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def _index(device):
+    index = device.index
+    return torch.cuda.current_device() if index is None else index
+
+
 def _stream(device):
+    if _raw_stream is not None:
+        return _raw_stream(_index(device))
     return torch.cuda.current_stream(device).cuda_stream
+
+
+def _error_word_at(device):
+    """error_word(device) without building torch.device objects (the
+    GEMM launch's hot path)."""
+    w = _error_words.get(_index(device))
+    return w if w is not None else error_word(device)
 
 
 # -- grouped GEMMs ----------------------------------------------------------
@@ -242,7 +262,7 @@ def _launch_gemm(k, a, sa, b, sb, d, groups, c=None):
     dev = a.device
     workspace = torch.empty_like(groups)
     k.launch(a, sa, b, sb, d, groups=groups, c=c, stream=_stream(dev),
-             error_flag=error_word(dev), workspace=workspace,
+             error_flag=_error_word_at(dev), workspace=workspace,
              debug_sync=_debug_sync)
 
 
