@@ -266,6 +266,35 @@ def _launch_gemm(k, a, sa, b, sb, d, groups, c=None):
              debug_sync=_debug_sync)
 
 
+# The GEMM ops' eager fast path. Through torch.library a call costs tens of
+# microseconds of dispatch on the host (custom op, schema checks, the
+# Python kernel's wrappers: measured in python/bench/launch_overhead.py),
+# several times a small kernel. Where nothing needs the registered op --
+# not traced by torch.compile, plain torch.Tensor arguments (no fake or
+# subclass tensors), no dispatch or function mode active (FakeTensorMode,
+# profilers' flop counters, ...) -- the Python functions run the op's body
+# directly: the same code, the same checks, the same launch. FP8 GEMMs have
+# no autograd formula of their own, so autograd loses nothing.
+# QGEMM_TORCH_DISPATCH=1 always goes through torch.ops.qgemm.*.
+_is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
+_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", None)
+_function_modes = getattr(torch._C, "_is_torch_function_mode_enabled", None)
+_always_dispatch = os.environ.get("QGEMM_TORCH_DISPATCH", "") not in \
+    ("", "0")
+_Tensor = torch.Tensor
+
+
+def _plain_eager(*tensors):
+    if _always_dispatch or _dispatch_modes is None or \
+            _function_modes is None or _is_compiling() or \
+            _dispatch_modes() or _function_modes():
+        return False
+    for t in tensors:
+        if type(t) is not _Tensor:
+            return False
+    return True
+
+
 # torch.library.custom_op takes no keyword-only tensors: the registered ops
 # take them positionally (torch.ops.qgemm.grouped_mm(mat_a, mat_b, offs,
 # scale_a, scale_b, ...)) and the Python functions give torch._grouped_mm's
@@ -277,18 +306,19 @@ def grouped_mm(mat_a, mat_b, *, offs, scale_a, scale_b,
     scaled, f32 accumulation); rows past offs[-1] are zero. Every group's
     size must be a multiple of `alignment` (checked on the device).
     torch.ops.qgemm.grouped_mm with keywords."""
-    return torch.ops.qgemm.grouped_mm(mat_a, mat_b, offs, scale_a, scale_b,
-                                      out_dtype, alignment, recipe,
-                                      scale_a_layout, scale_b_layout)
+    args = (mat_a, mat_b, offs, scale_a, scale_b, out_dtype, alignment,
+            recipe, scale_a_layout, scale_b_layout)
+    if _plain_eager(mat_a, mat_b, offs, scale_a, scale_b):
+        return _grouped_mm_impl(*args)
+    return torch.ops.qgemm.grouped_mm(*args)
 
 
-@torch.library.custom_op("qgemm::grouped_mm", mutates_args=())
-def _grouped_mm(mat_a: torch.Tensor, mat_b: torch.Tensor,
-                offs: torch.Tensor, scale_a: torch.Tensor,
-                scale_b: torch.Tensor,
-                out_dtype: torch.dtype = torch.bfloat16, alignment: int = 16,
-                recipe: str = "deepseek", scale_a_layout: str = "COMPACT",
-                scale_b_layout: str = "COMPACT") -> torch.Tensor:
+def _grouped_mm_impl(mat_a: torch.Tensor, mat_b: torch.Tensor,
+                     offs: torch.Tensor, scale_a: torch.Tensor,
+                     scale_b: torch.Tensor,
+                     out_dtype: torch.dtype = torch.bfloat16, alignment: int = 16,
+                     recipe: str = "deepseek", scale_a_layout: str = "COMPACT",
+                     scale_b_layout: str = "COMPACT") -> torch.Tensor:
     """D[offs[g-1]:offs[g]] = A[offs[g-1]:offs[g]] @ mat_b[g] (FP8, block
     scaled, f32 accumulation); rows past offs[-1] are zero. Every group's
     size must be a multiple of `alignment` (checked on the device)."""
@@ -306,6 +336,10 @@ def _grouped_mm(mat_a: torch.Tensor, mat_b: torch.Tensor,
     return d
 
 
+_grouped_mm = torch.library.custom_op(
+    "qgemm::grouped_mm", mutates_args=())(_grouped_mm_impl)
+
+
 @_grouped_mm.register_fake
 def _(mat_a, mat_b, offs, scale_a, scale_b, out_dtype=torch.bfloat16,
       alignment=16, recipe="deepseek", scale_a_layout="COMPACT",
@@ -320,19 +354,20 @@ def grouped_mm_masked(mat_a, mat_b, *, masked_m, scale_a, scale_b,
                       out_dtype=torch.bfloat16, recipe="deepseek",
                       scale_a_layout="COMPACT", scale_b_layout="COMPACT"):
     """torch.ops.qgemm.grouped_mm_masked with keywords."""
-    return torch.ops.qgemm.grouped_mm_masked(
-        mat_a, mat_b, masked_m, scale_a, scale_b, out_dtype, recipe,
-        scale_a_layout, scale_b_layout)
+    args = (mat_a, mat_b, masked_m, scale_a, scale_b, out_dtype, recipe,
+            scale_a_layout, scale_b_layout)
+    if _plain_eager(mat_a, mat_b, masked_m, scale_a, scale_b):
+        return _grouped_mm_masked_impl(*args)
+    return torch.ops.qgemm.grouped_mm_masked(*args)
 
 
-@torch.library.custom_op("qgemm::grouped_mm_masked", mutates_args=())
-def _grouped_mm_masked(mat_a: torch.Tensor, mat_b: torch.Tensor,
-                      masked_m: torch.Tensor, scale_a: torch.Tensor,
-                      scale_b: torch.Tensor,
-                      out_dtype: torch.dtype = torch.bfloat16,
-                      recipe: str = "deepseek",
-                      scale_a_layout: str = "COMPACT",
-                      scale_b_layout: str = "COMPACT") -> torch.Tensor:
+def _grouped_mm_masked_impl(mat_a: torch.Tensor, mat_b: torch.Tensor,
+                           masked_m: torch.Tensor, scale_a: torch.Tensor,
+                           scale_b: torch.Tensor,
+                           out_dtype: torch.dtype = torch.bfloat16,
+                           recipe: str = "deepseek",
+                           scale_a_layout: str = "COMPACT",
+                           scale_b_layout: str = "COMPACT") -> torch.Tensor:
     """D[g, :masked_m[g]] = A[g, :masked_m[g]] @ mat_b[g]; A (G, M_max, K),
     mat_b (G, K, N), masked_m int32 (G,) on the device (checked there:
     0 <= masked_m[g] <= M_max). Rows past masked_m[g] are not written."""
@@ -349,6 +384,10 @@ def _grouped_mm_masked(mat_a: torch.Tensor, mat_b: torch.Tensor,
     return d
 
 
+_grouped_mm_masked = torch.library.custom_op(
+    "qgemm::grouped_mm_masked", mutates_args=())(_grouped_mm_masked_impl)
+
+
 @_grouped_mm_masked.register_fake
 def _(mat_a, mat_b, masked_m, scale_a, scale_b, out_dtype=torch.bfloat16,
       recipe="deepseek", scale_a_layout="COMPACT", scale_b_layout="COMPACT"):
@@ -362,19 +401,20 @@ def grouped_mm_wgrad(mat_a, mat_b, *, offs, scale_a, scale_b,
                      recipe="deepseek", scale_a_layout="COMPACT",
                      scale_b_layout="COMPACT"):
     """torch.ops.qgemm.grouped_mm_wgrad with keywords."""
-    return torch.ops.qgemm.grouped_mm_wgrad(
-        mat_a, mat_b, offs, scale_a, scale_b, out_dtype, alignment, recipe,
-        scale_a_layout, scale_b_layout)
+    args = (mat_a, mat_b, offs, scale_a, scale_b, out_dtype, alignment,
+            recipe, scale_a_layout, scale_b_layout)
+    if _plain_eager(mat_a, mat_b, offs, scale_a, scale_b):
+        return _grouped_mm_wgrad_impl(*args)
+    return torch.ops.qgemm.grouped_mm_wgrad(*args)
 
 
-@torch.library.custom_op("qgemm::grouped_mm_wgrad", mutates_args=())
-def _grouped_mm_wgrad(mat_a: torch.Tensor, mat_b: torch.Tensor,
-                     offs: torch.Tensor, scale_a: torch.Tensor,
-                     scale_b: torch.Tensor,
-                     out_dtype: torch.dtype = torch.float32,
-                     alignment: int = 128, recipe: str = "deepseek",
-                     scale_a_layout: str = "COMPACT",
-                     scale_b_layout: str = "COMPACT") -> torch.Tensor:
+def _grouped_mm_wgrad_impl(mat_a: torch.Tensor, mat_b: torch.Tensor,
+                          offs: torch.Tensor, scale_a: torch.Tensor,
+                          scale_b: torch.Tensor,
+                          out_dtype: torch.dtype = torch.float32,
+                          alignment: int = 128, recipe: str = "deepseek",
+                          scale_a_layout: str = "COMPACT",
+                          scale_b_layout: str = "COMPACT") -> torch.Tensor:
     """D[g] = A[:, tokens of g] @ B[:, tokens of g]^T: the weight gradient
     dW_g (N, K) from A = dY^T (N, T) and B = X^T (K, T), FP8 and
     token-contiguous (the transposed column-wise output of quantize),
@@ -393,6 +433,10 @@ def _grouped_mm_wgrad(mat_a: torch.Tensor, mat_b: torch.Tensor,
     d = torch.empty((g, n, kdim), dtype=out_dtype, device=mat_a.device)
     _launch_gemm(k, mat_a, scale_a, mat_b, scale_b, d, offs)
     return d
+
+
+_grouped_mm_wgrad = torch.library.custom_op(
+    "qgemm::grouped_mm_wgrad", mutates_args=())(_grouped_mm_wgrad_impl)
 
 
 @_grouped_mm_wgrad.register_fake
