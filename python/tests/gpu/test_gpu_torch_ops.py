@@ -112,6 +112,33 @@ class GroupedMmTest(unittest.TestCase):
                                          scale_a=sa, scale_b=sb)
         self.assertEqual(tuple(out.shape), (64, N))
 
+    def test_eager_fast_path_matches_the_dispatched_op(self):
+        # qt.grouped_mm skips torch.library's dispatch for plain eager
+        # tensors; the registered op (what torch.compile and subclasses
+        # take) must give the same bits, and a dispatch mode must route
+        # through the op.
+        sizes = [48, 0, 80]
+        offs = torch.tensor(sizes).cumsum(0).to(torch.int32).cuda()
+        a, sa, w, sb = cuda(*mc_operands(160, len(sizes)), fp8=(0, 2))
+        self.assertTrue(qt._plain_eager(a, w, offs, sa, sb))
+        fast = qt.grouped_mm(a, w.transpose(-2, -1), offs=offs, scale_a=sa,
+                             scale_b=sb)
+        op = torch.ops.qgemm.grouped_mm(a, w.transpose(-2, -1), offs, sa, sb)
+        self.assertTrue(torch.equal(fast, op))
+        from torch.utils._python_dispatch import TorchDispatchMode
+        seen = []
+
+        class Record(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                seen.append(str(func))
+                return func(*args, **(kwargs or {}))
+        with Record():
+            self.assertFalse(qt._plain_eager(a, w, offs, sa, sb))
+            qt.grouped_mm(a, w.transpose(-2, -1), offs=offs, scale_a=sa,
+                          scale_b=sb)
+        self.assertTrue(any("qgemm.grouped_mm" in f for f in seen), seen)
+        qt.check_errors()
+
     def bad(self, offs_list, bit, rows=128):
         a, sa, w, sb = cuda(*mc_operands(rows, len(offs_list)), fp8=(0, 2))
         offs = torch.tensor(offs_list, dtype=torch.int32, device="cuda")
