@@ -13,7 +13,8 @@ CUDA driver is opened on the first launch.
 from ._capi import lib as _lib
 from ._errors import (ArgumentError, DeviceError, Error, InternalError,
                       SpecError, UnsupportedError)
-from ._kernel import Config, Geometry, Kernel, Scale, compile, compile_all
+from ._kernel import (Config, Geometry, Kernel, Scale, SwigluInfo, compile,
+                      compile_all)
 from ._runtime import Runtime, default_runtime
 
 __version__ = "0.1.0"
@@ -37,6 +38,7 @@ def group_error_string(word):
 __all__ = ["compile", "compile_all", "Kernel", "Runtime", "default_runtime",
            "Error", "SpecError", "ArgumentError", "DeviceError",
            "UnsupportedError", "InternalError", "Scale", "Config", "Geometry",
+           "SwigluInfo",
            "api_version", "library_version", "group_error_string",
            "GROUP_ERROR_ORDER", "GROUP_ERROR_RANGE", "GROUP_ERROR_ALIGNMENT",
            "GROUP_ERROR_LAYOUT"]

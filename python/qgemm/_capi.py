@@ -11,7 +11,7 @@ from ctypes import (POINTER, Structure, c_char_p, c_int, c_int32, c_int64,
                     c_size_t, c_uint32, c_uint64, c_void_p)
 
 # The header this module mirrors (QGEMM_API_VERSION of qgemm.h).
-API_VERSION = 1002
+API_VERSION = 1003
 
 OK = 0
 ERROR_USER = 1
@@ -28,6 +28,7 @@ GROUP_INDICES = ("none", "offsets", "row_group", "masked_m")
 OPS = ("grouped_gemm", "quantize", "permute", "unpermute", "swiglu_quantize",
        "swiglu_backward")
 FAMILIES = ("simt", "wgmma")
+SWIGLU_HALVES = ("stacked", "interleaved")
 SOURCES = ("memory", "disk", "compiled")
 
 
@@ -136,6 +137,40 @@ class UnpermuteArgs(Structure):
             "grad_probs")] + [("tokens", c_int64), ("rows", c_int64)]
 
 
+# API 1.3: swiglu_quantize and swiglu_backward.
+class SwigluInfo(Structure):
+    _fields_ = [("struct_size", c_size_t), ("op", c_int32),
+                ("halves", c_int32), ("input_dtype", c_int32),
+                ("output_dtype", c_int32), ("has_rowwise", c_int32),
+                ("has_columnwise", c_int32), ("rowwise", ScaleInfo),
+                ("columnwise", ScaleInfo),
+                ("columnwise_transposed", c_int32),
+                ("bf16_output", c_int32), ("intermediate", c_int64)]
+
+
+class SwigluSizes(Structure):
+    _fields_ = [("struct_size", c_size_t), ("row_data", c_int64),
+                ("row_scales", c_int64), ("col_data", c_int64),
+                ("col_scales", c_int64), ("bf16_output", c_int64)]
+
+
+class SwigluQuantizeArgs(Structure):
+    _fields_ = [("struct_size", c_size_t), ("input", c_uint64),
+                ("row_data", c_uint64), ("row_scales", c_uint64),
+                ("col_data", c_uint64), ("col_scales", c_uint64),
+                ("bf16_output", c_uint64), ("group_offsets", c_uint64),
+                ("rows", c_int64), ("intermediate", c_int64),
+                ("num_groups", c_int64), ("host_group_offsets", c_void_p),
+                ("flags", c_uint32), ("error_flag", c_uint64),
+                ("workspace", c_uint64)]
+
+
+class SwigluBackwardArgs(Structure):
+    _fields_ = [("struct_size", c_size_t), ("grad_output", c_uint64),
+                ("input", c_uint64), ("grad_input", c_uint64),
+                ("rows", c_int64), ("intermediate", c_int64)]
+
+
 _P = c_void_p  # opaque handles
 _SIGNATURES = {
     "qgemm_last_error_message": (c_char_p, []),
@@ -183,6 +218,14 @@ _SIGNATURES = {
     "qgemm_launch_permute": (c_int, [_P, _P, POINTER(PermuteArgs), c_void_p]),
     "qgemm_launch_unpermute":
         (c_int, [_P, _P, POINTER(UnpermuteArgs), c_void_p]),
+    "qgemm_kernel_swiglu_info": (c_int, [_P, POINTER(SwigluInfo)]),
+    "qgemm_kernel_swiglu_sizes":
+        (c_int, [_P, c_int64, c_int64, c_int64, c_void_p,
+                 POINTER(SwigluSizes)]),
+    "qgemm_launch_swiglu_quantize":
+        (c_int, [_P, _P, POINTER(SwigluQuantizeArgs), c_void_p]),
+    "qgemm_launch_swiglu_backward":
+        (c_int, [_P, _P, POINTER(SwigluBackwardArgs), c_void_p]),
 }
 
 

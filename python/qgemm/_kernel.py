@@ -7,7 +7,9 @@ from . import _capi
 from ._capi import lib
 from ._errors import ArgumentError
 from ._gemm_launch import GemmLaunch, host_groups_array
-from ._op_launch import PermuteLaunch, QuantizeLaunch, UnpermuteLaunch
+from ._op_launch import (PermuteLaunch, QuantizeLaunch, SwigluBackwardLaunch,
+                         SwigluQuantizeLaunch, UnpermuteLaunch)
+from ._op_launch import swiglu_info as _swiglu_info
 from ._runtime import _Spec, check, default_runtime
 
 Scale = namedtuple("Scale", "block dtype layout")
@@ -15,6 +17,9 @@ Config = namedtuple(
     "Config", "family block_m block_n block_k stages threads cluster "
     "n_fastest raster_band scale_block_k num_sms shared_bytes")
 Geometry = namedtuple("Geometry", "grid block cluster shared_bytes")
+SwigluInfo = namedtuple(
+    "SwigluInfo", "op halves input_dtype output_dtype rowwise columnwise "
+    "columnwise_transposed bf16_output intermediate")
 
 
 class Kernel:
@@ -229,6 +234,76 @@ class Kernel:
         Backward: grad_out (T, k), row_map, row_group (R,) [, probs, y] in;
         grad_y (R, k) bf16 [, grad_probs (T, topk) f32] out."""
         self._op("unpermute", UnpermuteLaunch)(tensors, stream)
+
+
+    # swiglu_quantize / swiglu_backward (C API 1.3).
+    def swiglu_info(self):
+        """The contract of a swiglu_quantize or swiglu_backward kernel:
+        SwigluInfo(op, halves ("stacked" / "interleaved"), input_dtype,
+        output_dtype, rowwise, columnwise (Scale or None),
+        columnwise_transposed, bf16_output, intermediate (shape.i; 0 when
+        the spec leaves I to run time)). Needs no GPU."""
+        if self.op not in ("swiglu_quantize", "swiglu_backward"):
+            raise ArgumentError("%s is a %s kernel; swiglu_info() describes "
+                                "swiglu_quantize and swiglu_backward kernels"
+                                % (self.name, self.op))
+        i = _swiglu_info(self)
+
+        def scale(has, sc):
+            return Scale((sc.block_rows, sc.block_cols),
+                         _capi.DTYPES[sc.dtype],
+                         _capi.SCALE_LAYOUTS[sc.layout]) if has else None
+        return SwigluInfo(_capi.OPS[i.op], _capi.SWIGLU_HALVES[i.halves],
+                          _capi.DTYPES[i.input_dtype],
+                          _capi.DTYPES[i.output_dtype],
+                          scale(i.has_rowwise, i.rowwise),
+                          scale(i.has_columnwise, i.columnwise),
+                          bool(i.columnwise_transposed), bool(i.bf16_output),
+                          i.intermediate)
+
+    def swiglu_quantize(self, x, *, row_data=None, row_scales=None,
+                        col_data=None, col_scales=None, y=None,
+                        group_offsets=None, host_group_offsets=None,
+                        stream=None, error_flag=None, workspace=None,
+                        debug_sync=False):
+        """y = silu(gate) * up of x (bf16 (rows, 2I), the spec's halves
+        layout), computed in f32 and quantized into the outputs the spec
+        declares, exactly as quantize() quantizes an f32 (rows, I) input:
+        row_data (rows, I) and row_scales; col_data ((I, rows) when stored
+        transposed, else (rows, I)) and col_scales; with bf16_output, `y`
+        (rows, I) bf16. Scales any shape with at least swiglu_sizes()
+        elements. Token groups (`group_offsets` with `host_group_offsets`,
+        or `error_flag` and `workspace` for the device check) as in
+        quantize()."""
+        plan = self._op("swiglu_quantize", SwigluQuantizeLaunch)
+        tensors = {"x": x, "row_data": row_data, "row_scales": row_scales,
+                   "col_data": col_data, "col_scales": col_scales, "y": y,
+                   "group_offsets": group_offsets, "error_flag": error_flag,
+                   "workspace": workspace}
+        given = {n: t for n, t in tensors.items() if t is not None}
+        plan(given, host_group_offsets, stream, debug_sync)
+
+    def swiglu_sizes(self, rows, intermediate=0, host_group_offsets=None,
+                     num_groups=0):
+        """Elements of each output of a swiglu_quantize launch of `rows`
+        rows and `intermediate` columns of y (0: the spec's shape.i):
+        {"row_data", "row_scales", "col_data", "col_scales", "y"} (0 for
+        an output the spec does not declare). `num_groups` without host
+        offsets: a device-groups launch's bound. Needs no GPU."""
+        plan = self._op("swiglu_quantize", SwigluQuantizeLaunch)
+        host = None if host_group_offsets is None \
+            else host_groups_array(host_group_offsets)
+        sizes = plan.sizes(rows, intermediate,
+                           len(host) if host else num_groups, host)
+        return dict(zip(("row_data", "row_scales", "col_data", "col_scales",
+                         "y"), sizes))
+
+    def swiglu_backward(self, grad_y, x, grad_x, *, stream=None):
+        """grad_x (bf16 (rows, 2I), x's layout) = the gradient of
+        silu(gate) * up for grad_y (bf16 (rows, I)) at x (bf16 (rows,
+        2I)), in f32 (SwigluContract.h). grad_x may be x itself."""
+        self._op("swiglu_backward", SwigluBackwardLaunch)(
+            {"grad_y": grad_y, "x": x, "grad_x": grad_x}, stream)
 
 
 def _compile_parsed(parsed, runtime):

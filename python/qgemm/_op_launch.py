@@ -1,5 +1,6 @@
-"""Launches of quantize, permute and unpermute kernels (C API 1.1): one
-table-driven launcher for the three ops.
+"""Launches of quantize, permute and unpermute kernels (C API 1.1) and of
+swiglu_quantize / swiglu_backward (1.3): one table-driven launcher for the
+five ops.
 
 Each op's operands are a table (built once per kernel from its info query):
 name, field of the C args struct, accepted dtypes, shape as a template of
@@ -89,10 +90,11 @@ class OpLaunch:
             got[name] = r
         return got, readers, device
 
-    def bind(self, got, sizes):
+    def bind(self, got, sizes, source=None):
         """Check every shape against its template, binding symbols
-        (`sizes`, updated) from the first operand that has them."""
-        source = {}
+        (`sizes`, updated) from the first operand that has them; `source`
+        names the operand of each symbol bound before (for messages)."""
+        source = {} if source is None else source
         for name, op in self.operands.items():
             if name not in got or op.shape is None:
                 continue
@@ -152,14 +154,14 @@ class QuantizeLaunch(OpLaunch):
             ops += [Operand("row_data", "row_data", out, lead + ("rows", k),
                             True),
                     Operand("row_scales", "row_scales",
-                            self._scale_dtypes(info.rowwise), None, True)]
+                            _scale_dtypes(info.rowwise), None, True)]
             self.required += ["row_data", "row_scales"]
             self.scales.append(("row_scales", 1, info.rowwise))
         if info.has_columnwise:
             col = (k, "rows") if info.columnwise_transposed else ("rows", k)
             ops += [Operand("col_data", "col_data", out, lead + col, True),
                     Operand("col_scales", "col_scales",
-                            self._scale_dtypes(info.columnwise), None, True)]
+                            _scale_dtypes(info.columnwise), None, True)]
             self.required += ["col_data", "col_scales"]
             self.scales.append(("col_scales", 3, info.columnwise))
         ops.append(Operand("group_offsets", "group_offsets", ("int32",),
@@ -173,11 +175,6 @@ class QuantizeLaunch(OpLaunch):
         super().__init__(kernel, kind, ops, _capi.QuantizeArgs,
                          lib.qgemm_launch_quantize)
         self.cache = {}
-
-    @staticmethod
-    def _scale_dtypes(scale):
-        return ("f32",) if _capi.DTYPES[scale.dtype] == "f32" \
-            else ("ue8m0", _FP8_STAND_IN)
 
     def sizes(self, rows, cols, tensors, groups, host):
         """qgemm_kernel_quantize_sizes, cached where no offsets matter."""
@@ -201,51 +198,70 @@ class QuantizeLaunch(OpLaunch):
         got, readers, device = self.read(tensors, s, self.required)
         sizes = self.bind(got, {})
         groups = sizes.get("groups", 0)
-        host = None
-        device_groups = "error_flag" in got
-        flags = 0
-        if device_groups:
-            if host_group_offsets is not None:
-                raise ArgumentError(
-                    "host_group_offsets and error_flag are both given: "
-                    "error_flag asks for the device check of the offsets, "
-                    "host_group_offsets for the host check; pass one")
-            if groups and "workspace" not in got:
-                raise ArgumentError(
-                    "workspace is missing: a launch with error_flag needs "
-                    "int32 device scratch as large as group_offsets")
-            flags = 1 | (2 if debug_sync else 0)
-        elif groups:
-            if host_group_offsets is None:
-                raise ArgumentError(
-                    "host_group_offsets is missing: a host copy of "
-                    "group_offsets is checked before the launch")
-            host = host_groups_array(host_group_offsets)
-            if len(host) != groups:
-                raise ArgumentError(
-                    "host_group_offsets has %d entries; group_offsets has %d"
-                    % (len(host), groups))
+        flags, host = _token_groups(got, groups, host_group_offsets,
+                                    debug_sync)
         rows, count = sizes["rows"], sizes.get("G", 1)
         cols = self.info.k or sizes["K"]
         need = self.sizes(rows, cols, count, groups, host)
-        for name, index, scale in self.scales:
-            have = 1
-            for dim in got[name][1]:
-                have *= dim
-            if have < need[index]:
-                raise ArgumentError(
-                    "%s has %d elements (shape %s); %s writes %d for rows = "
-                    "%d (%s %s scales, blocks %s)"
-                    % (name, have, tuple(got[name][1]), self.name,
-                       need[index], rows, _capi.SCALE_LAYOUTS[scale.layout],
-                       _capi.DTYPES[scale.dtype],
-                       [scale.block_rows, scale.block_cols]))
+        _check_scales(self.name, got, self.scales, need, rows)
         self.launch(got, readers, device, {
             "rows": rows, "cols": cols, "num_tensors": count,
             "num_groups": groups,
             "host_group_offsets": host.buffer_info()[0] if host else None,
             "flags": flags},
             s)
+
+
+def _scale_dtypes(scale):
+    return ("f32",) if _capi.DTYPES[scale.dtype] == "f32" \
+        else ("ue8m0", _FP8_STAND_IN)
+
+
+def _token_groups(got, groups, host_group_offsets, debug_sync):
+    """(flags, host offsets array or None) of a quantize or swiglu_quantize
+    launch with `groups` token groups: device-only when error_flag is
+    given (API 1.2), else the host copy, which is then required."""
+    host = None
+    flags = 0
+    if "error_flag" in got:
+        if host_group_offsets is not None:
+            raise ArgumentError(
+                "host_group_offsets and error_flag are both given: "
+                "error_flag asks for the device check of the offsets, "
+                "host_group_offsets for the host check; pass one")
+        if groups and "workspace" not in got:
+            raise ArgumentError(
+                "workspace is missing: a launch with error_flag needs "
+                "int32 device scratch as large as group_offsets")
+        flags = 1 | (2 if debug_sync else 0)
+    elif groups:
+        if host_group_offsets is None:
+            raise ArgumentError(
+                "host_group_offsets is missing: a host copy of "
+                "group_offsets is checked before the launch")
+        host = host_groups_array(host_group_offsets)
+        if len(host) != groups:
+            raise ArgumentError(
+                "host_group_offsets has %d entries; group_offsets has %d"
+                % (len(host), groups))
+    return flags, host
+
+
+def _check_scales(kernel_name, got, scales, need, rows):
+    """Each scale tensor holds at least the elements the size query gives
+    (`need`, indexed as the query's tuple); any shape is accepted."""
+    for name, index, scale in scales:
+        have = 1
+        for dim in got[name][1]:
+            have *= dim
+        if have < need[index]:
+            raise ArgumentError(
+                "%s has %d elements (shape %s); %s writes %d for rows = "
+                "%d (%s %s scales, blocks %s)"
+                % (name, have, tuple(got[name][1]), kernel_name,
+                   need[index], rows, _capi.SCALE_LAYOUTS[scale.layout],
+                   _capi.DTYPES[scale.dtype],
+                   [scale.block_rows, scale.block_cols]))
 
 
 # -- permute / unpermute ------------------------------------------------------
@@ -351,3 +367,130 @@ class UnpermuteLaunch(OpLaunch):
         sizes = self.bind(got, {})
         self.launch(got, readers, device,
                     {"tokens": sizes["T"], "rows": sizes["R"]}, s)
+
+
+# -- swiglu_quantize / swiglu_backward (C API 1.3) ---------------------------
+def swiglu_info(kernel):
+    info = _capi.SwigluInfo(ctypes.sizeof(_capi.SwigluInfo))
+    check(lib.qgemm_kernel_swiglu_info(kernel._handle, ctypes.byref(info)))
+    return info
+
+
+class _SwigluLaunch(OpLaunch):
+    """x is bf16 (rows, 2I): gate and up side by side (stacked) or in pairs
+    (interleaved). A spec without shape.i takes any I, read from x: the
+    templates hold the symbols "I" and "2I", and "I" is bound from x's
+    width before the shapes are checked (a template has no arithmetic)."""
+
+    def _widths(self):
+        i = self.info.intermediate
+        return (i, 2 * i) if i else ("I", "2I")
+
+    def bind_x(self, got):
+        sizes, source = {}, {}
+        shape = tuple(got["x"][1]) if "x" in got else ()
+        if not self.info.intermediate and len(shape) == 2:
+            if shape[1] % 2:
+                raise ArgumentError(
+                    "x has shape %s; its width must be even: gate and up, "
+                    "2I columns (%s, %s)" % (shape, self.name, self.what))
+            sizes["I"], source["I"] = shape[1] // 2, "x"
+        sizes = self.bind(got, sizes, source)
+        return sizes, self.info.intermediate or sizes["I"]
+
+
+class SwigluQuantizeLaunch(_SwigluLaunch):
+    def __init__(self, kernel):
+        info = self.info = swiglu_info(kernel)
+        i, i2 = self._widths()
+        out = _dtypes_of(info.output_dtype, True)
+        bf16 = ("bf16",)
+        ops = [Operand("x", "input", bf16, ("rows", i2), False)]
+        self.required = ["x"]
+        self.scales = []
+        if info.has_rowwise:
+            ops += [Operand("row_data", "row_data", out, ("rows", i), True),
+                    Operand("row_scales", "row_scales",
+                            _scale_dtypes(info.rowwise), None, True)]
+            self.required += ["row_data", "row_scales"]
+            self.scales.append(("row_scales", 1, info.rowwise))
+        if info.has_columnwise:
+            col = (i, "rows") if info.columnwise_transposed else ("rows", i)
+            ops += [Operand("col_data", "col_data", out, col, True),
+                    Operand("col_scales", "col_scales",
+                            _scale_dtypes(info.columnwise), None, True)]
+            self.required += ["col_data", "col_scales"]
+            self.scales.append(("col_scales", 3, info.columnwise))
+        if info.bf16_output:
+            # bf16_rn(y), what the backward of the next layer's input needs.
+            ops.append(Operand("y", "bf16_output", bf16, ("rows", i), True))
+            self.required.append("y")
+        ops += [Operand("group_offsets", "group_offsets", ("int32",),
+                        ("groups",), False),
+                Operand("error_flag", "error_flag", ("int32",), None, True),
+                Operand("workspace", "workspace", ("int32",), ("groups",),
+                        True)]
+        super().__init__(kernel, "swiglu_quantize, %s halves"
+                         % _capi.SWIGLU_HALVES[info.halves], ops,
+                         _capi.SwigluQuantizeArgs,
+                         lib.qgemm_launch_swiglu_quantize)
+        self.cache = {}
+
+    def sizes(self, rows, intermediate, groups, host):
+        """qgemm_kernel_swiglu_sizes: (row_data, row_scales, col_data,
+        col_scales, bf16_output), cached where no offsets matter."""
+        key = (rows, intermediate) if not groups else None
+        hit = self.cache.get(key) if key else None
+        if hit is not None:
+            return hit
+        out = _capi.SwigluSizes(ctypes.sizeof(_capi.SwigluSizes))
+        check(lib.qgemm_kernel_swiglu_sizes(
+            self.handle, rows, intermediate, groups,
+            host.buffer_info()[0] if host else None, ctypes.byref(out)))
+        sizes = (out.row_data, out.row_scales, out.col_data, out.col_scales,
+                 out.bf16_output)
+        if key:
+            if len(self.cache) > 256:
+                self.cache.clear()
+            self.cache[key] = sizes
+        return sizes
+
+    def __call__(self, tensors, host_group_offsets, stream, debug_sync=False):
+        s = stream_handle(stream)
+        got, readers, device = self.read(tensors, s, self.required)
+        sizes, inter = self.bind_x(got)
+        groups = sizes.get("groups", 0)
+        flags, host = _token_groups(got, groups, host_group_offsets,
+                                    debug_sync)
+        rows = sizes["rows"]
+        need = self.sizes(rows, inter, groups, host)
+        _check_scales(self.name, got, self.scales, need, rows)
+        self.launch(got, readers, device, {
+            "rows": rows, "intermediate": inter, "num_groups": groups,
+            "host_group_offsets": host.buffer_info()[0] if host else None,
+            "flags": flags},
+            s)
+
+
+class SwigluBackwardLaunch(_SwigluLaunch):
+    def __init__(self, kernel):
+        info = self.info = swiglu_info(kernel)
+        i, i2 = self._widths()
+        bf16 = ("bf16",)
+        # x first: rows and I are bound from it. grad_x may be x itself
+        # (in place); the runtime refuses any other overlap.
+        ops = [Operand("x", "input", bf16, ("rows", i2), False),
+               Operand("grad_y", "grad_output", bf16, ("rows", i), False),
+               Operand("grad_x", "grad_input", bf16, ("rows", i2), True)]
+        self.required = [op.name for op in ops]
+        super().__init__(kernel, "swiglu_backward, %s halves"
+                         % _capi.SWIGLU_HALVES[info.halves], ops,
+                         _capi.SwigluBackwardArgs,
+                         lib.qgemm_launch_swiglu_backward)
+
+    def __call__(self, tensors, stream):
+        s = stream_handle(stream)
+        got, readers, device = self.read(tensors, s, self.required)
+        sizes, inter = self.bind_x(got)
+        self.launch(got, readers, device,
+                    {"rows": sizes["rows"], "intermediate": inter}, s)

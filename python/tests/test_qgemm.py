@@ -167,7 +167,11 @@ class AbiTest(unittest.TestCase):
                "QuantizeArgs": "qgemm_quantize_args",
                "DispatchInfo": "qgemm_dispatch_info",
                "PermuteArgs": "qgemm_permute_args",
-               "UnpermuteArgs": "qgemm_unpermute_args"}
+               "UnpermuteArgs": "qgemm_unpermute_args",
+               "SwigluInfo": "qgemm_swiglu_info",
+               "SwigluSizes": "qgemm_swiglu_sizes",
+               "SwigluQuantizeArgs": "qgemm_swiglu_quantize_args",
+               "SwigluBackwardArgs": "qgemm_swiglu_backward_args"}
 
     def test_struct_layouts(self):
         from qgemm import _capi

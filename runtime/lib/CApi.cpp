@@ -228,6 +228,8 @@ const char *qgemm_op_name(qgemm_op v) {
   case QGEMM_OP_QUANTIZE: return "quantize";
   case QGEMM_OP_PERMUTE: return "permute";
   case QGEMM_OP_UNPERMUTE: return "unpermute";
+  case QGEMM_OP_SWIGLU_QUANTIZE: return "swiglu_quantize";
+  case QGEMM_OP_SWIGLU_BACKWARD: return "swiglu_backward";
   }
   return "<invalid>";
 }

@@ -1,7 +1,8 @@
 //===- CApiOps.cpp - qgemm.h's quantize, permute and unpermute ------------===//
 //
-// API 1.1: the launches of the ops other than grouped_gemm, their info
-// queries and output sizes. Each launch converts its versioned struct into
+// API 1.1: the launches of the ops other than grouped_gemm (the swiglu ops,
+// 1.3, are in CApiSwiglu.cpp), their info queries and output sizes. Each
+// launch converts its versioned struct into
 // the C++ args (QuantizeArgs.h, DispatchArgs.h) and calls Runtime::launch,
 // which validates before the driver is touched: bad arguments are
 // QGEMM_ERROR_USER on any machine, and valid ones without a GPU are
@@ -10,7 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "qgemm/qgemm.h"
 
-#include "CApiInternal.h"
+#include "CApiOpsSupport.h"
 #include "ScaleAlloc.h"
 #include "qgemm/DispatchArgs.h"
 #include "qgemm/Kernels/QuantizeABI.h"
@@ -25,82 +26,57 @@
 using namespace qgemm;
 using namespace qgemm::capi;
 
-namespace {
-
-/// The kernel of `k` when it is an `op` kernel; otherwise the error that a
-/// function for `op` kernels (`fn`) was given one of another op, naming
-/// both (nullptr with the status in `st`).
-const Kernel *kernelFor(const char *fn, const qgemm_kernel *k, OpKind op,
-                        qgemm_op cop, qgemm_status &st) {
-  const Kernel *kk = kernelOf(k);
-  if (!kk) {
-    st = invalid(fn, "kernel is NULL");
-    return nullptr;
-  }
-  if (kk->spec().op != op) {
-    st = fail(QGEMM_ERROR_USER,
-              std::string(fn) + ": " + kk->spec().name + " is a " +
-                  qgemm_op_name(qgemm_kernel_op(k)) + " kernel, not a " +
-                  qgemm_op_name(cop) + " kernel (use qgemm_launch_" +
-                  (kk->spec().op == OpKind::GroupedGemm
-                       ? std::string("gemm")
-                       : std::string(qgemm_op_name(qgemm_kernel_op(k)))) +
-                  ")");
-    return nullptr;
-  }
-  return kk;
-}
-
-/// Copy `full` into the caller's struct, no further than its struct_size
-/// (an older caller's smaller struct), and say how much was written.
-template <typename T> void fillOut(T *out, T full) {
-  full.struct_size = sizeof(T);
-  size_t n = std::min(out->struct_size, sizeof(T));
-  std::memcpy(out, &full, n);
-  out->struct_size = n;
-}
-
-template <typename T> T zeroed() {
-  T v;
-  std::memset(&v, 0, sizeof(v));
-  return v;
-}
-
-int64_t ceilDiv(int64_t x, int64_t b) { return (x + b - 1) / b; }
-
-const char *tooSmall(const char *type) {
-  static thread_local std::string m;
-  m = std::string("is NULL or its struct_size is smaller than sizeof(") +
-      type + ") of API 1.1";
-  return m.c_str();
-}
-
-/// The checks every op launch makes before its own (runtime, kernel of the
-/// right op, an argument struct of at least this API's size), then
-/// `launch(kernel)` inside the same error guard.
-template <typename CArgs, typename Launch>
-qgemm_status launchOp(const char *fn, const char *argsType, qgemm_runtime *rt,
-                      const qgemm_kernel *k, OpKind op, qgemm_op cop,
-                      const CArgs *args, Launch launch,
-                      size_t firstSize = sizeof(CArgs)) {
-  return guarded(fn, [&] {
-    if (!rt)
-      return invalid(fn, "rt is NULL");
-    qgemm_status st = QGEMM_OK;
-    const Kernel *kk = kernelFor(fn, k, op, cop, st);
-    if (!kk)
-      return st;
-    if (!sizeOk(args, firstSize))
-      return invalid(fn, std::string("args ") + tooSmall(argsType));
-    return launch(*kk);
-  });
-}
-
-} // namespace
-
 //===----------------------------------------------------------------------===//
 // Quantize
 //===----------------------------------------------------------------------===//
+
+// Shared with the swiglu forward's size query (CApiOpsSupport.h).
+qgemm_status qgemm::capi::quantizeOutputSizes(
+    const char *fn, const std::string &what, const QuantizeContract &c,
+    int64_t rows, int64_t cols, int64_t numTensors, int64_t numGroups,
+    const int32_t *hostOffsets, QuantizeOutputSizes &out) {
+  out = QuantizeOutputSizes();
+  if (c.rowwise) {
+    const ScaleRecipe &r = *c.rowwise;
+    int64_t one = scaleAllocElements(rows, cols, r, ceilDiv(rows, r.blockRows),
+                                     ceilDiv(cols, r.blockCols));
+    if (one < 0)
+      return fail(QGEMM_ERROR_INTERNAL, std::string(fn) +
+                                            ": no scale layout for the "
+                                            "row-wise output of " +
+                                            what);
+    out.rowData = numTensors * rows * cols;
+    out.rowScales = numTensors * one;
+  }
+  if (c.columnwise) {
+    const ScaleRecipe &r = *c.columnwise;
+    // Token groups restart the column-wise blocks at each group's first
+    // row; rows past the last group get no scale (QuantizeArgs.h).
+    int64_t gridRows = ceilDiv(rows, r.blockRows);
+    if (numGroups > 0 && !hostOffsets) {
+      // A device-groups launch (API 1.2): each group rounds up on its own,
+      // so at most cd(rows, b) + G blocks.
+      gridRows += numGroups;
+    } else if (numGroups > 0) {
+      gridRows = 0;
+      int64_t prev = 0;
+      for (int64_t g = 0; g < numGroups; ++g) {
+        gridRows += ceilDiv(hostOffsets[g] - prev, r.blockRows);
+        prev = hostOffsets[g];
+      }
+    }
+    int64_t one = scaleAllocElements(rows, cols, r, gridRows,
+                                     ceilDiv(cols, r.blockCols));
+    if (one < 0)
+      return fail(QGEMM_ERROR_INTERNAL, std::string(fn) +
+                                            ": no scale layout for the "
+                                            "column-wise output of " +
+                                            what);
+    out.colData = numTensors * rows * cols;
+    out.colScales = numTensors * one;
+  }
+  return QGEMM_OK;
+}
 
 qgemm_status qgemm_kernel_quantize_info(const qgemm_kernel *k,
                                         qgemm_quantize_info *out) {
@@ -172,54 +148,25 @@ qgemm_status qgemm_kernel_quantize_sizes(const qgemm_kernel *k, int64_t rows,
     if (num_groups > 0)
       a.groupOffsets = 256;
     // No host offsets with groups (API 1.2): the sizes of a device-groups
-    // launch, whose column-wise scales need the bound below.
-    const bool bound = num_groups > 0 && !host_offsets;
-    if (bound) {
+    // launch, whose column-wise scales need the bound cd(rows, b) + G.
+    if (num_groups > 0 && !host_offsets) {
       a.deviceGroups = true;
       a.errorFlag = 512;
       a.workspace = 768;
     }
     if (Status v = validateQuantizeArgs(c, a); !v.ok())
       return fail(QGEMM_ERROR_USER, std::string(fn) + ": " + v.message);
+    QuantizeOutputSizes n;
+    if (qgemm_status sz = quantizeOutputSizes(fn, kk->spec().name, c, rows,
+                                              cols, num_tensors, num_groups,
+                                              host_offsets, n);
+        sz != QGEMM_OK)
+      return sz;
     auto s = zeroed<qgemm_quantize_sizes>();
-    if (c.rowwise) {
-      const ScaleRecipe &r = *c.rowwise;
-      int64_t one = scaleAllocElements(rows, cols, r, ceilDiv(rows, r.blockRows),
-                                       ceilDiv(cols, r.blockCols));
-      if (one < 0)
-        return fail(QGEMM_ERROR_INTERNAL, std::string(fn) +
-                                              ": no scale layout for the "
-                                              "row-wise output of " +
-                                              kk->spec().name);
-      s.row_data = num_tensors * rows * cols;
-      s.row_scales = num_tensors * one;
-    }
-    if (c.columnwise) {
-      const ScaleRecipe &r = *c.columnwise;
-      // Token groups restart the column-wise blocks at each group's first
-      // row; rows past the last group get no scale (QuantizeArgs.h).
-      int64_t gridRows = ceilDiv(rows, r.blockRows);
-      if (bound) {
-        // Each group rounds up on its own: at most cd(rows, b) + G blocks.
-        gridRows += num_groups;
-      } else if (num_groups > 0) {
-        gridRows = 0;
-        int64_t prev = 0;
-        for (int64_t g = 0; g < num_groups; ++g) {
-          gridRows += ceilDiv(host_offsets[g] - prev, r.blockRows);
-          prev = host_offsets[g];
-        }
-      }
-      int64_t one = scaleAllocElements(rows, cols, r, gridRows,
-                                       ceilDiv(cols, r.blockCols));
-      if (one < 0)
-        return fail(QGEMM_ERROR_INTERNAL, std::string(fn) +
-                                              ": no scale layout for the "
-                                              "column-wise output of " +
-                                              kk->spec().name);
-      s.col_data = num_tensors * rows * cols;
-      s.col_scales = num_tensors * one;
-    }
+    s.row_data = n.rowData;
+    s.row_scales = n.rowScales;
+    s.col_data = n.colData;
+    s.col_scales = n.colScales;
     fillOut(out, s);
     return QGEMM_OK;
   });
@@ -247,14 +194,11 @@ qgemm_status qgemm_launch_quantize(qgemm_runtime *rt, const qgemm_kernel *k,
         // 1.2 fields, read only when the caller's struct has them.
         if (args->struct_size >= offsetof(qgemm_quantize_args, workspace) +
                                      sizeof(args->workspace)) {
-          const uint32_t known =
-              QGEMM_LAUNCH_DEVICE_GROUPS | QGEMM_LAUNCH_DEBUG_SYNC;
-          if (args->flags & ~known)
-            return invalid("qgemm_launch_quantize",
-                           "args->flags = " + std::to_string(args->flags) +
-                               " has bits no QGEMM_LAUNCH_* flag names");
-          a.deviceGroups = (args->flags & QGEMM_LAUNCH_DEVICE_GROUPS) != 0;
-          a.debugSync = (args->flags & QGEMM_LAUNCH_DEBUG_SYNC) != 0;
+          if (qgemm_status st = launchFlags("qgemm_launch_quantize",
+                                            args->flags, a.deviceGroups,
+                                            a.debugSync);
+              st != QGEMM_OK)
+            return st;
           a.errorFlag = args->error_flag;
           a.workspace = args->workspace;
         }

@@ -60,6 +60,10 @@ QuantizeArgs qgemm::quantizeArgsOf(const SwigluQuantizeArgs &a) {
   q.numTensors = 1;
   q.numGroups = a.numGroups;
   q.hostGroupOffsets = a.hostGroupOffsets;
+  q.deviceGroups = a.deviceGroups;
+  q.errorFlag = a.errorFlag;
+  q.workspace = a.workspace;
+  q.debugSync = a.debugSync;
   return q;
 }
 

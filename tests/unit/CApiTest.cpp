@@ -396,7 +396,7 @@ TEST_CASE("C API: scale sizes", "[capi]") {
 
 TEST_CASE("C API 1.2: device-only group metadata is checked as far as the "
           "host can, then needs a device", "[capi]") {
-  CHECK(qgemm_api_version() == 1002);
+  CHECK(qgemm_api_version() >= 1002);
   TempDir dir;
   Handles h;
   compileText(h, dir, kFprop);

@@ -33,6 +33,15 @@ struct SwigluQuantizeArgs {
   int64_t intermediate = 0; ///< I; must equal the spec's shape.i when set
   int64_t numGroups = 0;
   const int32_t *hostGroupOffsets = nullptr;
+  /// Device-only token groups, exactly as QuantizeArgs::deviceGroups (the
+  /// forward is the quantize kernel, so the same group check runs first and
+  /// the kernel reads its checked copy in workspace): errorFlag and
+  /// workspace (numGroups int32) are then required, hostGroupOffsets is not
+  /// read.
+  bool deviceGroups = false;
+  DevicePtr errorFlag = 0;
+  DevicePtr workspace = 0;
+  bool debugSync = false; ///< as QuantizeArgs::debugSync
 };
 
 struct SwigluBackwardArgs {

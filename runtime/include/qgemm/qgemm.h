@@ -47,14 +47,16 @@
  * kernel, const qgemm_<op>_args *, stream): grouped_gemm
  * (qgemm_launch_gemm, 1.0), quantize, permute and unpermute (1.1; the
  * backward direction of permute / unpermute is the spec field "backward",
- * and uses the same function with the gradient fields of the struct).
+ * and uses the same function with the gradient fields of the struct),
+ * swiglu_quantize and swiglu_backward (1.3; two ops, so two functions).
  * qgemm_kernel_op() says which launch function a kernel takes, and a launch
  * function given a kernel of another op fails with QGEMM_ERROR_USER naming
  * both. Each op has an info query (the contract a binding checks tensors
  * against) and a size query (what to allocate for the outputs). A launch
  * form that needs no host copy of the group metadata (checked on the device,
  * for CUDA graphs and torch.compile) is QGEMM_LAUNCH_DEVICE_GROUPS in
- * qgemm_gemm_args.flags (1.2).
+ * qgemm_gemm_args.flags (1.2; also qgemm_quantize_args.flags and, 1.3,
+ * qgemm_swiglu_quantize_args.flags).
  *
  *===----------------------------------------------------------------------===*/
 #ifndef QGEMM_QGEMM_H
@@ -78,9 +80,15 @@ extern "C" {
  * (the trailing fields of qgemm_gemm_args and qgemm_quantize_args from
  * `flags` on, the QGEMM_GROUP_ERROR_* bits, qgemm_group_error_string);
  * the fused quantize+permute (qgemm_dispatch_info's trailing out_dtype and
- * quantize fields). Additions only. */
+ * quantize fields). Additions only.
+ * 1.3: swiglu_quantize and swiglu_backward launches
+ * (qgemm_launch_swiglu_quantize / _backward and their args structs), their
+ * info query (qgemm_kernel_swiglu_info, qgemm_swiglu_halves) and the
+ * forward's output size query (qgemm_kernel_swiglu_sizes); the forward
+ * takes device-only token groups as qgemm_launch_quantize does. Additions
+ * only. */
 #define QGEMM_API_VERSION_MAJOR 1
-#define QGEMM_API_VERSION_MINOR 2
+#define QGEMM_API_VERSION_MINOR 3
 #define QGEMM_API_VERSION \
   (QGEMM_API_VERSION_MAJOR * 1000 + QGEMM_API_VERSION_MINOR)
 
@@ -216,8 +224,9 @@ typedef enum qgemm_op {
   QGEMM_OP_QUANTIZE = 1,
   QGEMM_OP_PERMUTE = 2,
   QGEMM_OP_UNPERMUTE = 3,
-  /* Compiled and reported through the C API; launched through the C++
-     Runtime::launch(SwigluQuantizeArgs / SwigluBackwardArgs) for now. */
+  /* Launched through the C API since 1.3 (qgemm_launch_swiglu_quantize,
+     qgemm_launch_swiglu_backward); 1.0 to 1.2 only compiled and reported
+     them. */
   QGEMM_OP_SWIGLU_QUANTIZE = 4,
   QGEMM_OP_SWIGLU_BACKWARD = 5
 } qgemm_op;
@@ -586,6 +595,124 @@ QGEMM_C_API qgemm_status qgemm_launch_permute(qgemm_runtime *rt,
 QGEMM_C_API qgemm_status qgemm_launch_unpermute(
     qgemm_runtime *rt, const qgemm_kernel *k,
     const qgemm_unpermute_args *args, void *stream);
+
+/*===------------- SwiGLU + FP8 quantize and its backward (API 1.3) ------===*/
+
+/* Where gate and up sit in a row of x, the merged gate/up projection
+ * (bf16 (rows, 2I); docs/SWIGLU.md): stacked = gate in columns [0, I), up
+ * in [I, 2I); interleaved = gate at column 2c, up at 2c + 1. */
+typedef enum qgemm_swiglu_halves {
+  QGEMM_SWIGLU_STACKED = 0,
+  QGEMM_SWIGLU_INTERLEAVED = 1
+} qgemm_swiglu_halves;
+
+/* The contract of a swiglu_quantize or swiglu_backward kernel. The forward
+ * reads x and writes y = silu(gate) * up, computed in f32, FP8-quantized
+ * with `quantize`'s recipes, blocks and layouts as a quantize kernel would
+ * quantize an f32 (rows, I) input (the outputs below, exactly as
+ * qgemm_quantize_info describes them), and optionally bf16_rn(y). The
+ * backward reads dy (bf16 (rows, I)) and x and writes dx (bf16 (rows, 2I),
+ * x's layout); its output and scale fields are zero. */
+typedef struct qgemm_swiglu_info {
+  size_t struct_size;         /* sizeof(qgemm_swiglu_info) */
+  int32_t op;                 /* qgemm_op: SWIGLU_QUANTIZE or
+                                 SWIGLU_BACKWARD */
+  int32_t halves;             /* qgemm_swiglu_halves */
+  int32_t input_dtype;        /* qgemm_dtype of x (and dy): BF16 */
+  int32_t output_dtype;       /* forward: E4M3 or E5M2 (the FP8 outputs);
+                                 backward: BF16 (dx) */
+  int32_t has_rowwise;        /* forward: the row-wise output */
+  int32_t has_columnwise;     /* forward: the column-wise output */
+  qgemm_scale_info rowwise;   /* zero when absent */
+  qgemm_scale_info columnwise;
+  int32_t columnwise_transposed; /* column-wise data stored (I, rows) */
+  int32_t bf16_output;        /* forward: also writes bf16 y (rows, I) */
+  int64_t intermediate;       /* shape.i: I, the columns of y (x has 2I);
+                                 0 when the spec leaves it to run time */
+} qgemm_swiglu_info;
+
+/* Either swiglu op; fails with QGEMM_ERROR_USER for a kernel of another
+ * op. */
+QGEMM_C_API qgemm_status qgemm_kernel_swiglu_info(const qgemm_kernel *k,
+                                                  qgemm_swiglu_info *out);
+
+/* Elements of each output of a swiglu_quantize launch of `rows` rows and
+ * `intermediate` columns of y (0: the spec's shape.i), padding included:
+ * FP8 data in bytes, scales in floats (F32) or bytes (UE8M0), bf16_output
+ * in bf16 elements; 0 for an output the spec does not declare. Token groups
+ * size the column-wise scales exactly as qgemm_kernel_quantize_sizes does:
+ * from the host offsets (num_groups entries, validated as a launch
+ * validates them), or with host_offsets NULL the bound cd(rows, b) +
+ * num_groups blocks of a device-groups launch. Needs no GPU. (A
+ * swiglu_backward writes dx, rows * 2I bf16, whatever its spec: it has no
+ * size query.) */
+typedef struct qgemm_swiglu_sizes {
+  size_t struct_size;         /* sizeof(qgemm_swiglu_sizes) */
+  int64_t row_data, row_scales;
+  int64_t col_data, col_scales;
+  int64_t bf16_output;
+} qgemm_swiglu_sizes;
+
+QGEMM_C_API qgemm_status qgemm_kernel_swiglu_sizes(
+    const qgemm_kernel *k, int64_t rows, int64_t intermediate,
+    int64_t num_groups, const int32_t *host_offsets, qgemm_swiglu_sizes *out);
+
+/* Operands of one swiglu_quantize launch (device addresses): x, bf16
+ * (rows, 2I) row-major in the spec's halves layout; each declared FP8
+ * output's data and scales and, with bf16_output, y bf16 (rows, I),
+ * written in place (undeclared outputs' pointers must be 0). Token groups
+ * restart the column-wise [128,1] / [32,1] scale blocks at each group, as
+ * for qgemm_quantize_args: a host copy of the offsets is checked before
+ * the launch, or with QGEMM_LAUNCH_DEVICE_GROUPS in `flags` they are
+ * checked on the device (error_flag, workspace: as qgemm_quantize_args). */
+typedef struct qgemm_swiglu_quantize_args {
+  size_t struct_size;         /* sizeof(qgemm_swiglu_quantize_args) */
+  uint64_t input;             /* x */
+  uint64_t row_data, row_scales;
+  uint64_t col_data, col_scales;
+  uint64_t bf16_output;       /* y, or 0 without bf16_output */
+  uint64_t group_offsets;     /* int32 [num_groups] cumulative ends, or 0 */
+  int64_t rows;               /* M; 0 launches nothing */
+  int64_t intermediate;       /* I; must equal shape.i when the spec sets
+                                 it */
+  int64_t num_groups;         /* token groups, 0 for none */
+  const int32_t *host_group_offsets; /* host copy, required with groups
+                                        unless QGEMM_LAUNCH_DEVICE_GROUPS */
+  uint32_t flags;             /* QGEMM_LAUNCH_* bits */
+  uint64_t error_flag;        /* int32 error word (device groups) */
+  uint64_t workspace;         /* num_groups int32 of device scratch (device
+                                 groups), not aliasing group_offsets */
+} qgemm_swiglu_quantize_args;
+
+#define QGEMM_SWIGLU_QUANTIZE_ARGS_INIT \
+  { sizeof(qgemm_swiglu_quantize_args), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL, \
+    0, 0, 0 }
+
+/* Operands of one swiglu_backward launch (device addresses): dy bf16
+ * (rows, I) and x bf16 (rows, 2I) in; dx bf16 (rows, 2I) out, in x's
+ * layout. dx may be x itself (in place: each element is read before it is
+ * written); any other overlap of dx and x is refused. */
+typedef struct qgemm_swiglu_backward_args {
+  size_t struct_size;         /* sizeof(qgemm_swiglu_backward_args) */
+  uint64_t grad_output;       /* dy */
+  uint64_t input;             /* x, as the forward read it */
+  uint64_t grad_input;        /* dx */
+  int64_t rows;               /* M; 0 launches nothing */
+  int64_t intermediate;       /* I; must equal shape.i when the spec sets
+                                 it */
+} qgemm_swiglu_backward_args;
+
+#define QGEMM_SWIGLU_BACKWARD_ARGS_INIT \
+  { sizeof(qgemm_swiglu_backward_args), 0, 0, 0, 0, 0 }
+
+/* Check `args` against the kernel's contract, then launch on `stream`, as
+ * qgemm_launch_gemm does. */
+QGEMM_C_API qgemm_status qgemm_launch_swiglu_quantize(
+    qgemm_runtime *rt, const qgemm_kernel *k,
+    const qgemm_swiglu_quantize_args *args, void *stream);
+QGEMM_C_API qgemm_status qgemm_launch_swiglu_backward(
+    qgemm_runtime *rt, const qgemm_kernel *k,
+    const qgemm_swiglu_backward_args *args, void *stream);
 
 /* Load the kernel's module into the calling thread's context now (a launch
  * does it on first use). */

@@ -1,0 +1,128 @@
+//===- CApiOpsSupport.h - What the C API's op launches share ----*- C++ -*-===//
+//
+// The helpers of the launches other than grouped_gemm, shared by
+// CApiOps.cpp (quantize, permute, unpermute) and CApiSwiglu.cpp (the swiglu
+// ops, 1.3): the op check naming both ops, versioned out-structs, the guard
+// every launch runs in, and the quantizer's output sizes (the swiglu
+// forward is the quantize kernel over y, so its sizes are quantize's).
+// Private to runtime/lib.
+//
+//===----------------------------------------------------------------------===//
+#ifndef QGEMM_RUNTIME_CAPIOPSSUPPORT_H
+#define QGEMM_RUNTIME_CAPIOPSSUPPORT_H
+
+#include "CApiInternal.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+namespace qgemm::capi {
+
+/// The kernel of `k` when it is an `op` kernel; otherwise the error that a
+/// function for `op` kernels (`fn`) was given one of another op, naming
+/// both (nullptr with the status in `st`).
+inline const Kernel *kernelFor(const char *fn, const qgemm_kernel *k,
+                               OpKind op, qgemm_op cop, qgemm_status &st) {
+  const Kernel *kk = kernelOf(k);
+  if (!kk) {
+    st = invalid(fn, "kernel is NULL");
+    return nullptr;
+  }
+  if (kk->spec().op != op) {
+    st = fail(QGEMM_ERROR_USER,
+              std::string(fn) + ": " + kk->spec().name + " is a " +
+                  qgemm_op_name(qgemm_kernel_op(k)) + " kernel, not a " +
+                  qgemm_op_name(cop) + " kernel (use qgemm_launch_" +
+                  (kk->spec().op == OpKind::GroupedGemm
+                       ? std::string("gemm")
+                       : std::string(qgemm_op_name(qgemm_kernel_op(k)))) +
+                  ")");
+    return nullptr;
+  }
+  return kk;
+}
+
+/// Copy `full` into the caller's struct, no further than its struct_size
+/// (an older caller's smaller struct), and say how much was written.
+template <typename T> void fillOut(T *out, T full) {
+  full.struct_size = sizeof(T);
+  size_t n = std::min(out->struct_size, sizeof(T));
+  std::memcpy(out, &full, n);
+  out->struct_size = n;
+}
+
+template <typename T> T zeroed() {
+  T v;
+  std::memset(&v, 0, sizeof(v));
+  return v;
+}
+
+inline int64_t ceilDiv(int64_t x, int64_t b) { return (x + b - 1) / b; }
+
+/// "is NULL or its struct_size is smaller than sizeof(TYPE) of API
+/// VERSION", the version that introduced the struct's first form.
+inline const char *tooSmall(const char *type, const char *version = "1.1") {
+  static thread_local std::string m;
+  m = std::string("is NULL or its struct_size is smaller than sizeof(") +
+      type + ") of API " + version;
+  return m.c_str();
+}
+
+/// The checks every op launch makes before its own (runtime, kernel of the
+/// right op, an argument struct of at least its first version's size), then
+/// `launch(kernel)` inside the same error guard.
+template <typename CArgs, typename Launch>
+qgemm_status launchOp(const char *fn, const char *argsType, qgemm_runtime *rt,
+                      const qgemm_kernel *k, OpKind op, qgemm_op cop,
+                      const CArgs *args, Launch launch,
+                      size_t firstSize = sizeof(CArgs),
+                      const char *version = "1.1") {
+  return guarded(fn, [&] {
+    if (!rt)
+      return invalid(fn, "rt is NULL");
+    qgemm_status st = QGEMM_OK;
+    const Kernel *kk = kernelFor(fn, k, op, cop, st);
+    if (!kk)
+      return st;
+    if (!sizeOk(args, firstSize))
+      return invalid(fn, std::string("args ") + tooSmall(argsType, version));
+    return launch(*kk);
+  });
+}
+
+/// The QGEMM_LAUNCH_* bits of an op's args->flags (1.2) as the C++ args'
+/// booleans; bits no flag names are misuse (a newer caller's flag this
+/// library would silently ignore).
+inline qgemm_status launchFlags(const char *fn, uint32_t flags,
+                                bool &deviceGroups, bool &debugSync) {
+  const uint32_t known = QGEMM_LAUNCH_DEVICE_GROUPS | QGEMM_LAUNCH_DEBUG_SYNC;
+  if (flags & ~known)
+    return invalid(fn, "args->flags = " + std::to_string(flags) +
+                           " has bits no QGEMM_LAUNCH_* flag names");
+  deviceGroups = (flags & QGEMM_LAUNCH_DEVICE_GROUPS) != 0;
+  debugSync = (flags & QGEMM_LAUNCH_DEBUG_SYNC) != 0;
+  return QGEMM_OK;
+}
+
+/// Elements of each output of quantizer `c` (padding included).
+struct QuantizeOutputSizes {
+  int64_t rowData = 0, rowScales = 0, colData = 0, colScales = 0;
+};
+
+/// The sizes of a launch of `c` over numTensors (rows, cols) inputs that
+/// the launch's own checks have accepted. Token groups (numGroups > 0)
+/// size the column-wise scales from hostOffsets, or with hostOffsets null
+/// as the bound cd(rows, b) + numGroups blocks of a device-groups launch
+/// (qgemm_kernel_quantize_sizes). QGEMM_ERROR_INTERNAL (a bug) when a
+/// declared output has no scale layout; `what` names the kernel then.
+qgemm_status quantizeOutputSizes(const char *fn, const std::string &what,
+                                 const QuantizeContract &c, int64_t rows,
+                                 int64_t cols, int64_t numTensors,
+                                 int64_t numGroups,
+                                 const int32_t *hostOffsets,
+                                 QuantizeOutputSizes &out);
+
+} // namespace qgemm::capi
+
+#endif // QGEMM_RUNTIME_CAPIOPSSUPPORT_H
