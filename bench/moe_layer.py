@@ -183,6 +183,43 @@ def run_row(row, flush, opt):
     return result
 
 
+def profile_row(row, opt):
+    """Where a step's GPU time goes: torch.profiler over `opt.steps` steps
+    of each path (after warm-up), the kernels with the most CUDA time."""
+    from torch.profiler import ProfilerActivity, profile
+    label, hidden, inter, experts, routed, topk = row
+    layer = ex.MoELayer(experts, hidden, inter, topk, opt.alignment,
+                        device="cuda", seed=opt.seed)
+    gen = torch.Generator(device="cuda").manual_seed(opt.seed + 1)
+    x = torch.randn(routed // topk, hidden, generator=gen, device="cuda").to(
+        torch.bfloat16).requires_grad_(True)
+    dout = torch.randn_like(x)
+    tables = {}
+    for backend in ("qgemm", "bf16"):
+        fn = ex.BACKENDS[backend] if opt.eager else ex.compiled(backend)
+
+        def step():
+            x.grad = None
+            for p in layer.parameters():
+                p.grad = None
+            fn(x, layer.router, layer.w1, layer.w2, layer.topk,
+               layer.alignment).backward(dout)
+        for _ in range(max(opt.warmup, 1)):
+            step()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(opt.steps):
+                step()
+            torch.cuda.synchronize()
+        table = prof.key_averages().table(
+            sort_by="cuda_time_total", row_limit=opt.profile_rows,
+            max_name_column_width=70)
+        tables[backend] = table
+        print("== %s, %s: %d steps" % (label, backend, opt.steps))
+        print(table, flush=True)
+    return tables
+
+
 def device_slug(name):
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
@@ -202,6 +239,10 @@ def main(argv=None):
     ap.add_argument("--only", action="append", default=[],
                     help="run the rows whose label contains this "
                          "(repeatable)")
+    ap.add_argument("--profile", action="store_true",
+                    help="instead of timing: torch.profiler's kernel table "
+                         "of each path for the selected rows")
+    ap.add_argument("--profile-rows", type=int, default=25)
     ap.add_argument("--out", help="JSON file (default bench/results/"
                     "<date>-<device>-moe-layer.json)")
     opt = ap.parse_args(argv)
@@ -226,6 +267,10 @@ def main(argv=None):
         HERE, "results", "%s-%s-moe-layer.json"
         % (now.strftime("%Y-%m-%d"), device_slug(device)))
     qt.error_word()
+    if opt.profile:
+        for row in rows:
+            profile_row(row, opt)
+        return 0
     flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
 
     t0 = time.perf_counter()
