@@ -9,6 +9,7 @@
 
 #include "qgemm/Kernels/GroupCheckABI.h"
 #include "qgemm/Kernels/QuantizeABI.h"
+#include "qgemm/Kernels/SwigluABI.h"
 #include "qgemm/QuantizeArgs.h"
 
 using namespace qgemm;
@@ -25,13 +26,22 @@ Status Runtime::launch(const Kernel &kernel, const QuantizeArgs &args,
     return Status::user(spec.name + ": " + st.message);
   if (args.rows == 0)
     return Status();
+  return launchQuantizeFamily(kernel, args, /*swiglu=*/false, 0, stream);
+}
+
+Status Runtime::launchQuantizeFamily(const Kernel &kernel,
+                                     const QuantizeArgs &args, bool swiglu,
+                                     DevicePtr swigluY, void *stream) {
   Kernel::State::Module m;
   if (Status st = impl->functionFor(*kernel.state, m); !st.ok())
     return st;
 
   const auto grid =
       quantizeGrid(args.rows, args.cols, args.numGroups, args.numTensors);
-  CUdeviceptr ptrs[kNumQuantizeParams] = {};
+  // swiglu_quantize's parameters are quantize's, then y (SwigluABI.h).
+  CUdeviceptr ptrs[kNumSwigluQuantizeParams] = {};
+  const unsigned numParams =
+      swiglu ? unsigned(kNumSwigluQuantizeParams) : unsigned(kNumQuantizeParams);
   ptrs[kQParamInput] = args.input;
   ptrs[kQParamInputTable] = args.inputTable;
   ptrs[kQParamRowData] = args.rowData;
@@ -39,9 +49,11 @@ Status Runtime::launch(const Kernel &kernel, const QuantizeArgs &args,
   ptrs[kQParamColData] = args.colData;
   ptrs[kQParamColScales] = args.colScales;
   ptrs[kQParamOffsets] = args.numGroups > 0 ? args.groupOffsets : 0;
+  if (swiglu)
+    ptrs[kSQParamBf16Out] = swigluY;
   const CudaDriver *d = impl->driver.load(std::memory_order_acquire);
   // Device-only token groups: the offsets check (alignment 1) first, the
-  // quantize kernel then reads its checked copy.
+  // kernel then reads its checked copy.
   const bool deviceGroups = args.deviceGroups && args.numGroups > 0;
   if (deviceGroups) {
     CUfunction check = nullptr;
@@ -60,8 +72,8 @@ Status Runtime::launch(const Kernel &kernel, const QuantizeArgs &args,
   // All three fit i32 after validation (at most 2^24 and 65535).
   int32_t rows = int32_t(args.rows), cols = int32_t(args.cols),
           groups = int32_t(args.numGroups);
-  void *params[kNumQuantizeParams];
-  for (unsigned i = 0; i < kNumQuantizeParams; ++i)
+  void *params[kNumSwigluQuantizeParams];
+  for (unsigned i = 0; i < numParams; ++i)
     params[i] = &ptrs[i];
   params[kQParamRows] = &rows;
   params[kQParamCols] = &cols;

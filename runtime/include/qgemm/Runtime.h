@@ -178,6 +178,13 @@ public:
   struct Impl;
 
 private:
+  /// The quantize kernel family's launch, after validation: quantize, and
+  /// swiglu_quantize with its bf16 y (`swigluY`, SwigluABI.h's one extra
+  /// parameter; 0 and unused for quantize). Device-only token groups run
+  /// the offsets check first (LaunchQuantize.cpp).
+  Status launchQuantizeFamily(const Kernel &kernel, const QuantizeArgs &args,
+                              bool swiglu, DevicePtr swigluY, void *stream);
+
   std::unique_ptr<Impl> impl;
 };
 
