@@ -8,6 +8,7 @@
 #   include/qgemm/{Runtime,...}.h      the C++ API and the headers it includes
 #   lib/cmake/qgemm/                   find_package(qgemm) -> qgemm::qgemm
 #   lib/pkgconfig/qgemm.pc             pkg-config --cflags --libs qgemm
+#   share/qgemm/tuning/*.json          the shipped tuning databases
 #
 # Nothing else is installed: the component archives (the MLIR libraries'
 # own install rules are off, LLVM_INSTALL_TOOLCHAIN_ONLY in the top-level
@@ -40,6 +41,11 @@ install(TARGETS qgemm EXPORT qgemmTargets
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES ${QGEMM_PUBLIC_HEADERS}
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/qgemm)
+# The shipped tuning databases (docs/TUNING.md): "tuning": "auto" looks for
+# <libdir>/../share/qgemm/tuning/<gpu>.json.
+install(DIRECTORY ${QGEMM_SOURCE_DIR}/tuning/
+  DESTINATION ${CMAKE_INSTALL_DATADIR}/qgemm/tuning
+  FILES_MATCHING PATTERN "*.json")
 
 set(QGEMM_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/qgemm)
 install(EXPORT qgemmTargets NAMESPACE qgemm:: DESTINATION ${QGEMM_CMAKE_DIR})

@@ -94,6 +94,8 @@ pack() {
   cp -r "$ROOT/specs" "$stage/qgemm/"
   cp -r "$ROOT/tests/gpu/specs" "$stage/qgemm/gpu-specs"
   cp -r "$ROOT/bench/sweeps" "$stage/qgemm/sweeps"
+  # The shipped tuning databases: lib/../tuning is where "auto" finds them.
+  cp -r "$ROOT/tuning" "$stage/qgemm/tuning"
   cp -r "$ROOT/python" "$stage/qgemm/python"
   # The MoE layer example (python/tests/gpu/test_moe_layer.py imports it by
   # path) and its benchmark, at the same relative paths.

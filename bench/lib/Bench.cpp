@@ -566,6 +566,18 @@ std::vector<BenchRow> BenchRunner::run(const std::vector<Spec> &specs,
   std::vector<DevicePtr> outputPtrs(specs.size(), 0);
   for (size_t i = 0; i < specs.size(); ++i) {
     BenchRow &r = rows[i];
+    if (m.opts.beforeSpec)
+      m.opts.beforeSpec(i);
+    // afterSpec on every way out of this iteration.
+    struct After {
+      const BenchOptions &o;
+      size_t i;
+      const BenchRow &r;
+      ~After() {
+        if (o.afterSpec)
+          o.afterSpec(i, r);
+      }
+    } after{m.opts, i, r};
     if (!r.status.ok())
       continue;
     const std::string layouts =
@@ -621,8 +633,12 @@ std::vector<BenchRow> BenchRunner::run(const std::vector<Spec> &specs,
     m.progress("qgemm " + layouts + ": " + fmt(r.qgemm.medianMs, 3) + " ms, " +
                fmt(r.qgemmTflops, 1) + " TFLOP/s, " + fmt(r.qgemmGbps, 0) +
                " GB/s, spot rel " + fmt(r.qgemmSpotRel * 1e3, 3) + "e-3");
-    outputPtrs[i] = out.ptr;
-    outputs.push_back(std::move(out));
+    // Without an anchor nothing compares the outputs later: free each one
+    // now (a tuning run measures many kernels on one data set).
+    if (anchor != BenchAnchor::None) {
+      outputPtrs[i] = out.ptr;
+      outputs.push_back(std::move(out));
+    }
   }
 
   m.runAnchor(anchor, data, a.ptr, b.ptr, spots, outputPtrs, rows);

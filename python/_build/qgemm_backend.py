@@ -41,6 +41,12 @@ def _files():
         if name.endswith(".py"):
             yield NAME + "/" + name, os.path.join(pkg, name)
     yield NAME + "/libqgemm.so", _library()
+    # The shipped tuning databases, found next to libqgemm.so (TUNING.md).
+    tuning = os.path.join(HERE, "..", "tuning")
+    if os.path.isdir(tuning):
+        for name in sorted(os.listdir(tuning)):
+            if name.endswith(".json"):
+                yield NAME + "/tuning/" + name, os.path.join(tuning, name)
 
 
 def _tag():

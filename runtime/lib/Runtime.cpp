@@ -11,6 +11,8 @@
 #include "qgemm/Kernels/ConfigRules.h"
 
 #include <chrono>
+#include <cstdlib>
+#include <iostream>
 
 using namespace qgemm;
 
@@ -141,9 +143,52 @@ Status Runtime::openDriver(const CudaDriver *&out) {
   return impl->openDriver(out);
 }
 
-KernelResult Runtime::getKernel(const Spec &spec) {
+std::shared_ptr<const AutoTuning> Runtime::Impl::autoTuning(const Spec &spec) {
+  std::lock_guard<std::mutex> lock(tuningMutex);
+  auto &slot = tuned[spec.hash];
+  if (slot)
+    return slot;
+  if (!tuningGpuKnown && options.consultTuningDb) {
+    tuningGpuKnown = true;
+    // The device's name; none without a driver or a device (compile-only
+    // use), and then no database is consulted unless QGEMM_TUNING_GPU names
+    // the GPU.
+    const CudaDriver *d = nullptr;
+    CUdevice dev = 0;
+    char name[256] = {0};
+    if (openDriver(d).ok() && d->deviceGet(&dev, options.device) == 0 &&
+        d->deviceGetName(name, sizeof(name) - 1, dev) == 0)
+      tuningGpu = name;
+  }
+  TuningContext ctx = tuningContextFromEnv(tuningGpu, versionString());
+  if (!options.consultTuningDb) {
+    ctx.heuristicOnly = true;
+    ctx.heuristicWhy = "RuntimeOptions::consultTuningDb off";
+  }
+  auto r = std::make_shared<AutoTuning>(resolveAutoTuning(spec, ctx));
+  // Entries skipped for another GPU or qgemm version: said once per process
+  // on stderr when QGEMM_VERBOSE is set (always in AutoTuning::notes,
+  // qgemmc explain).
+  static std::once_flag warned;
+  const char *verbose = std::getenv("QGEMM_VERBOSE");
+  if (!r->notes.empty() && verbose && *verbose && std::string(verbose) != "0")
+    std::call_once(warned, [&] {
+      for (const std::string &n : r->notes)
+        std::cerr << "qgemm: tuning database: " << n << "\n";
+    });
+  slot = r;
+  return slot;
+}
+
+KernelResult Runtime::getKernel(const Spec &requested) {
   auto start = std::chrono::steady_clock::now();
   KernelResult r;
+  std::shared_ptr<const AutoTuning> tuning;
+  if (requested.op == OpKind::GroupedGemm)
+    tuning = impl->autoTuning(requested);
+  const Spec &spec = tuning ? tuning->spec : requested;
+  if (tuning)
+    r.stats.tuningSource = tuning->detail;
   std::string identity = kernelIdentity(spec);
   std::string key = stableHash(identity);
   r.stats.cacheKey = key;

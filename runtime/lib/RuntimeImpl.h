@@ -11,6 +11,7 @@
 #include "qgemm/CudaDriver.h"
 #include "qgemm/KernelCache.h"
 #include "qgemm/Runtime.h"
+#include "qgemm/TuningDb.h"
 
 #include <atomic>
 #include <memory>
@@ -72,6 +73,13 @@ struct Runtime::Impl {
   std::unordered_map<std::string, std::shared_ptr<Slot>> slots;
 
   std::atomic<const CudaDriver *> driver{nullptr};
+
+  /// "tuning": "auto" resolved once per spec identity (Runtime.cpp).
+  std::mutex tuningMutex;
+  bool tuningGpuKnown = false;
+  std::string tuningGpu;
+  std::unordered_map<std::string, std::shared_ptr<const AutoTuning>> tuned;
+  std::shared_ptr<const AutoTuning> autoTuning(const Spec &spec);
 
   Status openDriver(const CudaDriver *&out);
   /// The function of `kernel` in the calling thread's context, loading the

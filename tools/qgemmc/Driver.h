@@ -31,6 +31,9 @@ int runExplain(const std::string &path);
 /// qgemmc bench (Bench.cpp): `args` are the words after "bench".
 int runBench(const std::vector<std::string> &args);
 
+/// qgemmc tune (Tune.cpp): `args` are the words after "tune".
+int runTune(const std::vector<std::string> &args);
+
 /// qgemmc gen-tests SPEC... [--check] [--rows N]
 int runGenTests(const std::vector<std::string> &args);
 

@@ -11,6 +11,8 @@
 #include "qgemm/Kernels/DispatchABI.h"
 #include "qgemm/Kernels/QuantizeABI.h"
 #include "qgemm/Kernels/SwigluABI.h"
+#include "qgemm/Runtime.h"
+#include "qgemm/TuningDb.h"
 
 #include <nlohmann/json.hpp>
 
@@ -74,7 +76,8 @@ std::string dispatchStagesOf(const qgemm::Spec &s) {
 }
 
 /// The configuration the compiler resolved (CompileOutput::config), in words.
-std::string configOf(const qgemm::Spec &s, const qgemm::CompileOutput &o) {
+std::string configOf(const qgemm::Spec &s, const qgemm::CompileOutput &o,
+                     bool fromDatabase) {
   if (s.op == qgemm::OpKind::Permute || s.op == qgemm::OpKind::Unpermute)
     return dispatchStagesOf(s);
   if (s.op == qgemm::OpKind::SwigluQuantize)
@@ -137,8 +140,10 @@ std::string configOf(const qgemm::Spec &s, const qgemm::CompileOutput &o) {
                 : "");
   if (!s.tuning.isAuto && s.tuning.family != "auto")
     text += "; family asked for by tuning.family";
-  text += s.tuning.isAuto
-              ? "; chosen by the heuristic"
+  text += s.tuning.isAuto ? "; chosen by the heuristic"
+          : fromDatabase
+              ? "; tuning from the database (see tuning:), the rest chosen "
+                "by the heuristic"
               : "; explicit tuning, the rest chosen by the heuristic";
   return text;
 }
@@ -149,16 +154,38 @@ int qgemmc::runExplain(const std::string &path) {
   std::vector<qgemm::Spec> specs;
   if (!loadSpecs(path, specs))
     return kUserError;
+  // "tuning": "auto" reads the tuning databases of this machine's GPU (or
+  // QGEMM_TUNING_GPU's), as the runtime does (TuningDb.h).
+  std::string gpu;
+  {
+    qgemm::RuntimeOptions ro;
+    ro.diskCache = false;
+    qgemm::Runtime rt(ro);
+    qgemm::DeviceInfo info;
+    if (rt.queryDevice(0, info).ok())
+      gpu = info.name;
+  }
+  const qgemm::TuningContext ctx =
+      qgemm::tuningContextFromEnv(gpu, qgemm::versionString());
   int worst = kOk;
-  for (const qgemm::Spec &s : specs) {
+  for (const qgemm::Spec &requested : specs) {
+    const qgemm::AutoTuning at = qgemm::resolveAutoTuning(requested, ctx);
+    const qgemm::Spec &s = at.spec;
     qgemm::CompileOutput o;
     qgemm::Status st = qgemm::compileSpec(s, qgemm::Emit::PTX, o);
     std::cout << "spec:      " << s.name << "\n"
               << "kernel:    " << qgemm::kernelNameFor(s) << "\n"
               << "identity:  " << s.hash << "  (" << qgemm::versionString()
               << ", " << s.target << ")\n"
-              << "config:    " << configOf(s, o) << "\n"
-              << "canonical: "
+              << "config:    "
+              << configOf(s, o, at.source == qgemm::AutoTuning::Database)
+              << "\n";
+    if (s.op == qgemm::OpKind::GroupedGemm) {
+      std::cout << "tuning:    " << at.detail << "\n";
+      for (const std::string &n : at.notes)
+        std::cout << "note:      " << n << "\n";
+    }
+    std::cout << "canonical: "
               << nlohmann::json::parse(s.canonicalJson).dump(2) << "\n";
     if (!st.ok()) {
       std::cout << "ptxas:     not run, compilation failed\n";

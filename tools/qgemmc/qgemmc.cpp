@@ -6,6 +6,7 @@
 //   qgemmc group-check [--emit mlir|llvm|ptx] [--target sm_XX]
 //   qgemmc bench SPEC --groups G (--m M | --rows R,...) ...   (Bench.cpp)
 //   qgemmc bench --suite FILE ...
+//   qgemmc tune SPEC... --shapes G:M:N:K,... | --suite FILE   (Tune.cpp)
 //
 // Exit codes: 0 ok, 1 user error (bad spec, bad arguments), 2 internal error.
 //
@@ -38,8 +39,9 @@ const char *kUsage = R"(usage:
       Print the kernels that check device-only group metadata before a
       grouped GEMM (GroupCheckABI.h; default: PTX for sm_90a).
   qgemmc explain SPEC
-      Print the canonical spec, the kernel identity hash, the configuration
-      and the ptxas resource report.
+      Print the canonical spec, the kernel identity hash, the configuration,
+      where it came from (spec tuning, tuning database entry, heuristic) and
+      the ptxas resource report.
   qgemmc bench SPEC --groups G (--m M | --rows R1,R2,...) [--imbalance X]
                [--max-m M] [--label TEXT] [options]
   qgemmc bench --suite FILE [--section NAME]... [--filter TEXT]
@@ -59,6 +61,22 @@ const char *kUsage = R"(usage:
       exit status 3 when one is more than 3% lower)
       --json (the report on stdout)  --out DIR (write
       DIR/<date>-<device>.json)
+  qgemmc tune SPEC... --shapes G:M:N:K[,...] [options]
+  qgemmc tune --suite FILE [--section NAME]... [--layout COMPACT|GEMM_READY|both]
+              [options]
+      Measure candidate tunings of each grouped GEMM on each shape (block_n,
+      raster m/n, cluster 1/2 where the contract allows; the heuristic's
+      configuration is one of them) and record every time and the winner in
+      a tuning database (docs/TUNING.md), which "tuning": "auto" reads.
+      Candidates compile in parallel, then are timed one at a time like
+      qgemmc bench (L2 flushed, median of --runs, outputs checked first).
+      options: --db PATH (default $QGEMM_TUNING_DB, else tuning/<gpu>.json;
+      entries with the same key are replaced)  --dry-run (compile and list
+      the candidates; no GPU)  --block-n LIST (default
+      128,144,160,192,208,224,256; widths the contract refuses are listed,
+      not built)  --no-cluster  --no-raster-m  --runs N (default 50)
+      --warmup N (default 10)  --budget SECONDS (measure no new shape after
+      that)  --jobs N (compile threads, default every core)  --threads N
   qgemmc gen-tests SPEC... [--check] [--rows N] [--huge-rows N]
       List the cases the spec-driven tests derive from each spec (shapes,
       value distributions); --check builds each one and runs the CPU float64
@@ -279,6 +297,8 @@ int dispatch(int argc, char **argv) {
     return runBench(args);
   if (cmd == "gen-tests")
     return runGenTests(args);
+  if (cmd == "tune")
+    return runTune(args);
   if (cmd == "explain") {
     if (args.size() != 1)
       return usageError("explain takes exactly one spec file");

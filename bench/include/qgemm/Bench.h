@@ -40,6 +40,7 @@ namespace qgemm {
 
 struct CudaDriver; // CudaDriver.h
 class Runtime;     // Runtime.h
+struct BenchRow;   // below
 
 /// The fixed seed of the suite's imbalanced group sizes and of the data.
 constexpr uint64_t kBenchSeed = 20261122;
@@ -373,6 +374,10 @@ struct BenchOptions {
   int device = 0;
   /// Progress lines (data built, kernels timed); none when empty.
   std::function<void(const std::string &)> progress;
+  /// run(): called before spec `index` is checked and timed, and after,
+  /// with its row (also when it failed). qgemmc tune draws its bar here.
+  std::function<void(size_t index)> beforeSpec;
+  std::function<void(size_t index, const BenchRow &row)> afterSpec;
 };
 
 /// One measured spec on one shape.

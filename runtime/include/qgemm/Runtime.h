@@ -77,6 +77,9 @@ struct KernelStats {
   /// <path>: payload checksum mismatch"); empty when all went well. Never an
   /// error: the kernel is still returned.
   std::string cacheNote;
+  /// grouped_gemm: where the configuration came from ("spec tuning",
+  /// "heuristic (...)", "database <file>, contract ..."; TuningDb.h).
+  std::string tuningSource;
 };
 
 /// getKernel's answer. `kernel` is valid when `status` is ok, and also when
@@ -118,6 +121,10 @@ struct RuntimeOptions {
   /// and load costs are not paid on the first launch. Without a driver
   /// getKernel silently skips the load.
   bool loadEagerly = true;
+  /// "tuning": "auto" consults the tuning databases for the device's GPU
+  /// (TuningDb.h, docs/TUNING.md); off: always the heuristic, as with
+  /// QGEMM_TUNING=heuristic.
+  bool consultTuningDb = true;
 };
 
 class QGEMM_API Runtime {
@@ -130,7 +137,10 @@ public:
 
   /// The kernel of `spec`: from this runtime's memory, else the disk cache,
   /// else compiled (and stored). Thread-safe; concurrent requests for one
-  /// spec compile it once. Needs no GPU.
+  /// spec compile it once. Needs no GPU. A grouped GEMM with "tuning":
+  /// "auto" first takes the configuration of a tuning database entry for
+  /// its contract on this device's GPU (resolveAutoTuning), if any: the
+  /// kernel's spec() then carries that tuning.
   KernelResult getKernel(const Spec &spec);
 
   /// Load `kernel`'s module into the calling thread's context (made current

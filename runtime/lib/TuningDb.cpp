@@ -1,0 +1,609 @@
+//===- TuningDb.cpp - Tuning database, candidates, "auto" resolution ------===//
+//
+// Outside the code generation fingerprint on purpose (cmake/
+// SourceFingerprint.cmake hashes dialect, kernels, codegen and compiler):
+// how configurations are looked up does not change the kernels, so editing
+// this file leaves every recorded entry valid.
+//
+//===----------------------------------------------------------------------===//
+#include "qgemm/TuningDb.h"
+
+#include "qgemm/KernelConfig.h"
+#include "qgemm/Kernels/ConfigRules.h"
+#include "qgemm/Kernels/Heuristics.h"
+#include "qgemm/Kernels/ResolveConfig.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <tuple>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <dlfcn.h>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using json = nlohmann::json;
+
+namespace qgemm {
+
+namespace {
+
+const char *env(const char *name) {
+  const char *v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+bool fileExists(const std::string &p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string compact(const json &j) { return j.dump(); }
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Keys
+//===----------------------------------------------------------------------===//
+
+std::string ShapeBucket::key() const {
+  return "g" + std::to_string(groups) + "_m" + std::to_string(rows) + "_n" +
+         std::to_string(n) + "_k" + std::to_string(k);
+}
+
+ShapeBucket shapeBucket(int64_t groups, int64_t totalRows, int64_t n,
+                        int64_t k) {
+  ShapeBucket b{groups, 1, n, k};
+  const int64_t mean = groups > 0 ? (totalRows + groups - 1) / groups : 0;
+  while (b.rows < mean)
+    b.rows *= 2;
+  return b;
+}
+
+std::string contractJson(const Spec &spec) {
+  json j = json::parse(spec.canonicalJson);
+  j.erase("name");
+  j.erase("tuning");
+  return j.dump();
+}
+
+std::string contractHash(const Spec &spec) {
+  return stableHash(contractJson(spec));
+}
+
+std::string gpuFileStem(const std::string &gpu) {
+  std::string s;
+  for (char c : gpu)
+    s += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' ||
+          c == '-' || c == '_')
+             ? c
+             : '_';
+  return s.empty() ? "unknown" : s;
+}
+
+std::string TuningEntry::key() const {
+  return contract + " " + bucket.key() + " on " + gpu + " (" + version + ")";
+}
+
+void TuningEntry::pickWinner() {
+  winner = -1;
+  for (size_t i = 0; i < candidates.size(); ++i)
+    if (candidates[i].ok() && candidates[i].ms > 0 &&
+        (winner < 0 || candidates[i].ms < candidates[size_t(winner)].ms))
+      winner = int(i);
+}
+
+//===----------------------------------------------------------------------===//
+// The file
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+json measurementJson(const TuningMeasurement &m) {
+  json j = {{"tuning", json::parse(m.tuning)}, {"config", m.config}};
+  if (m.ok()) {
+    j["ms"] = m.ms;
+    j["tflops"] = m.tflops;
+  } else {
+    j["error"] = m.error;
+  }
+  return j;
+}
+
+json entryJson(const TuningEntry &e) {
+  json cands = json::array();
+  for (const TuningMeasurement &m : e.candidates)
+    cands.push_back(measurementJson(m));
+  json j = {{"contract", e.contract},
+            {"bucket",
+             {{"groups", e.bucket.groups},
+              {"rows", e.bucket.rows},
+              {"n", e.bucket.n},
+              {"k", e.bucket.k}}},
+            {"gpu", e.gpu},
+            {"qgemm", e.version},
+            {"label", e.label},
+            {"candidates", cands}};
+  if (!e.spec.empty())
+    j["spec"] = json::parse(e.spec);
+  if (e.winner >= 0)
+    j["winner"] = measurementJson(e.candidates[size_t(e.winner)]);
+  else
+    j["winner"] = nullptr;
+  return j;
+}
+
+/// Throws std::runtime_error naming the field.
+TuningEntry readEntry(const json &j, const std::string &where) {
+  auto need = [&](const json &o, const char *key) -> const json & {
+    auto it = o.find(key);
+    if (it == o.end())
+      throw std::runtime_error(where + ": missing \"" + key + "\"");
+    return *it;
+  };
+  auto str = [&](const json &o, const char *key) {
+    const json &v = need(o, key);
+    if (!v.is_string())
+      throw std::runtime_error(where + "." + key + ": expected a string");
+    return v.get<std::string>();
+  };
+  auto integer = [&](const json &o, const char *key) {
+    const json &v = need(o, key);
+    if (!v.is_number_integer() || v.get<int64_t>() < 0)
+      throw std::runtime_error(where + ".bucket." + key +
+                               ": expected a non-negative integer");
+    return v.get<int64_t>();
+  };
+  if (!j.is_object())
+    throw std::runtime_error(where + ": expected an object");
+  TuningEntry e;
+  e.contract = str(j, "contract");
+  e.gpu = str(j, "gpu");
+  e.version = str(j, "qgemm");
+  if (auto it = j.find("label"); it != j.end() && it->is_string())
+    e.label = it->get<std::string>();
+  if (auto it = j.find("spec"); it != j.end() && it->is_object())
+    e.spec = it->dump();
+  const json &b = need(j, "bucket");
+  if (!b.is_object())
+    throw std::runtime_error(where + ".bucket: expected an object");
+  e.bucket = {integer(b, "groups"), integer(b, "rows"), integer(b, "n"),
+              integer(b, "k")};
+  const json &cands = need(j, "candidates");
+  if (!cands.is_array())
+    throw std::runtime_error(where + ".candidates: expected an array");
+  for (size_t i = 0; i < cands.size(); ++i) {
+    const std::string at = where + ".candidates[" + std::to_string(i) + "]";
+    const json &c = cands[i];
+    if (!c.is_object())
+      throw std::runtime_error(at + ": expected an object");
+    TuningMeasurement m;
+    const json &t = need(c, "tuning");
+    if (!(t.is_object() || t == "auto"))
+      throw std::runtime_error(at + ".tuning: expected \"auto\" or an object");
+    m.tuning = compact(t);
+    if (auto it = c.find("config"); it != c.end() && it->is_string())
+      m.config = it->get<std::string>();
+    if (auto it = c.find("error"); it != c.end() && it->is_string()) {
+      m.error = it->get<std::string>();
+      if (m.error.empty())
+        m.error = "failed";
+    } else {
+      const json &ms = need(c, "ms");
+      if (!ms.is_number() || !(ms.get<double>() > 0))
+        throw std::runtime_error(at + ".ms: expected a positive number");
+      m.ms = ms.get<double>();
+      if (auto it = c.find("tflops"); it != c.end() && it->is_number())
+        m.tflops = it->get<double>();
+    }
+    e.candidates.push_back(std::move(m));
+  }
+  // The winner is derived from the times, never trusted from the file.
+  e.pickWinner();
+  return e;
+}
+
+} // namespace
+
+bool parseTuningDb(const std::string &text, const std::string &file,
+                   TuningDb &out, std::string &why) {
+  out = TuningDb();
+  try {
+    json doc = json::parse(text);
+    if (!doc.is_object())
+      throw std::runtime_error("expected a JSON object");
+    auto v = doc.find("qgemm_tuning_db");
+    if (v == doc.end())
+      throw std::runtime_error(
+          "missing \"qgemm_tuning_db\" (the format version)");
+    if (!v->is_number_integer() || *v != kTuningDbVersion)
+      throw std::runtime_error("qgemm_tuning_db: format version " +
+                               v->dump() + " is not supported; supported: " +
+                               std::to_string(kTuningDbVersion));
+    auto entries = doc.find("entries");
+    if (entries == doc.end() || !entries->is_array())
+      throw std::runtime_error("\"entries\": expected an array");
+    for (size_t i = 0; i < entries->size(); ++i)
+      out.entries.push_back(
+          readEntry((*entries)[i], "entries[" + std::to_string(i) + "]"));
+  } catch (const std::exception &e) {
+    why = file + ": " + e.what();
+    out = TuningDb();
+    return false;
+  }
+  return true;
+}
+
+bool loadTuningDb(const std::string &path, TuningDb &out, std::string &why,
+                  bool missingOk) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) {
+    out = TuningDb();
+    if (missingOk && !fileExists(path) && errno == ENOENT)
+      return true;
+    why = path + ": cannot read: " + std::strerror(errno);
+    return false;
+  }
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return parseTuningDb(ss.str(), path, out, why);
+}
+
+std::string tuningDbText(const TuningDb &db) {
+  std::vector<const TuningEntry *> sorted;
+  for (const TuningEntry &e : db.entries)
+    sorted.push_back(&e);
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const TuningEntry *a, const TuningEntry *b) {
+                     return std::tie(a->gpu, a->version, a->contract,
+                                     a->bucket.groups, a->bucket.n,
+                                     a->bucket.k, a->bucket.rows) <
+                            std::tie(b->gpu, b->version, b->contract,
+                                     b->bucket.groups, b->bucket.n,
+                                     b->bucket.k, b->bucket.rows);
+                   });
+  json entries = json::array();
+  for (const TuningEntry *e : sorted)
+    entries.push_back(entryJson(*e));
+  json doc = {{"qgemm_tuning_db", kTuningDbVersion}, {"entries", entries}};
+  return doc.dump(1) + "\n";
+}
+
+int mergeTuningDb(TuningDb &into, const TuningDb &from) {
+  int replaced = 0;
+  for (const TuningEntry &e : from.entries) {
+    auto same = [&](const TuningEntry &x) { return x.key() == e.key(); };
+    auto it = std::find_if(into.entries.begin(), into.entries.end(), same);
+    if (it != into.entries.end()) {
+      *it = e;
+      ++replaced;
+    } else {
+      into.entries.push_back(e);
+    }
+  }
+  return replaced;
+}
+
+bool saveTuningDb(const std::string &path, const TuningDb &db,
+                  std::string &why) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    f << tuningDbText(db);
+    f.close();
+    if (!f) {
+      why = "cannot write " + tmp + ": " + std::strerror(errno);
+      ::unlink(tmp.c_str());
+      return false;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    why = "cannot rename " + tmp + " to " + path + ": " + std::strerror(errno);
+    ::unlink(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Candidates
+//===----------------------------------------------------------------------===//
+
+bool withTuning(const Spec &spec, const std::string &tuningJson, Spec &out,
+                std::string &why) {
+  json doc = json::parse(spec.canonicalJson);
+  try {
+    doc["tuning"] = json::parse(tuningJson);
+  } catch (const std::exception &e) {
+    why = std::string("tuning is not JSON: ") + e.what();
+    return false;
+  }
+  auto parsed = parseSpecText(doc.dump(), spec.name);
+  if (!parsed) {
+    why = parsed.error().path + ": " + parsed.error().message;
+    return false;
+  }
+  if (parsed.value().size() != 1) {
+    why = "the tuning expands to several specs";
+    return false;
+  }
+  out = std::move(parsed.value()[0]);
+  return true;
+}
+
+std::vector<TuningCandidate> tuningCandidates(const Spec &spec,
+                                              const CandidateOptions &opts) {
+  std::vector<TuningCandidate> out;
+  if (spec.op != OpKind::GroupedGemm)
+    return out;
+  std::set<std::string> configs;
+  auto add = [&](const json &tuning, const std::string &label) {
+    TuningCandidate c;
+    c.tuning = compact(tuning);
+    c.label = label;
+    if (!withTuning(spec, c.tuning, c.spec, c.refusal)) {
+      out.push_back(std::move(c));
+      return;
+    }
+    c.config = encodeConfig(resolveKernelConfig(c.spec.gemm, c.spec.tuning));
+    if (!configs.insert(c.config).second)
+      return; // the same kernel as an earlier candidate
+    out.push_back(std::move(c));
+  };
+  add("auto", "heuristic");
+  if (chooseFamily(spec.gemm, Tuning()) != KernelFamily::Wgmma)
+    return out;
+  const bool wgrad = spec.gemm.grouping.kind == GroupingKind::KContiguous;
+  for (int bn : opts.blockN) {
+    const std::string b = "bn" + std::to_string(bn);
+    add({{"block_n", bn}, {"raster", "n"}}, b + " n");
+    if (opts.rasterM)
+      add({{"block_n", bn}, {"raster", "m"}}, b + " m");
+    if (opts.cluster2 && !wgrad)
+      add({{"block_n", bn}, {"raster", "n"}, {"cluster", 2},
+           {"multicast", "a"}},
+          b + " n c2");
+  }
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// "auto"
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Directory of the binary holding this code (libqgemm.so, or a program
+/// linking the archives); empty if unknown.
+std::string ownDirectory() {
+  Dl_info info;
+  if (!dladdr(reinterpret_cast<void *>(&tuningContextFromEnv), &info) ||
+      !info.dli_fname)
+    return "";
+  std::string p = info.dli_fname;
+  size_t slash = p.find_last_of('/');
+  return slash == std::string::npos ? "." : p.substr(0, slash);
+}
+
+} // namespace
+
+TuningContext tuningContextFromEnv(const std::string &gpu,
+                                   const std::string &version) {
+  TuningContext ctx;
+  ctx.gpu = gpu;
+  if (const char *g = env("QGEMM_TUNING_GPU"))
+    ctx.gpu = g;
+  ctx.version = version;
+  if (const char *t = env("QGEMM_TUNING"); t && std::string(t) == "heuristic") {
+    ctx.heuristicOnly = true;
+    ctx.heuristicWhy = "QGEMM_TUNING=heuristic";
+  }
+  if (const char *db = env("QGEMM_TUNING_DB"))
+    ctx.databases.push_back(db);
+  if (ctx.gpu.empty())
+    return ctx;
+  const std::string file = "/" + gpuFileStem(ctx.gpu) + ".json";
+  if (const char *dir = env("QGEMM_TUNING_DIR")) {
+    ctx.databases.push_back(dir + file);
+    return ctx;
+  }
+#ifdef QGEMM_TUNING_SOURCE_DIR
+  ctx.databases.push_back(QGEMM_TUNING_SOURCE_DIR + file);
+#endif
+  const std::string own = ownDirectory();
+  if (!own.empty()) {
+    ctx.databases.push_back(own + "/tuning" + file);
+    ctx.databases.push_back(own + "/../share/qgemm/tuning" + file);
+    // scripts/dev.sh's GPU pack (qgemm/lib, qgemm/tuning), and a build
+    // tree at the root of a checkout (build/lib): the checkout's tuning/.
+    ctx.databases.push_back(own + "/../tuning" + file);
+    ctx.databases.push_back(own + "/../../tuning" + file);
+  }
+  return ctx;
+}
+
+namespace {
+
+std::string shortVersion(const std::string &v) { return v; }
+
+/// The chosen tuning among `entries` (all of one contract, GPU, version).
+const TuningMeasurement *chooseAcross(const std::vector<const TuningEntry *> &es,
+                                      std::string &how) {
+  // Candidates measured in every entry: the lowest mean log slowdown.
+  std::map<std::string, std::pair<int, double>> score; // tuning -> (n, sum)
+  for (const TuningEntry *e : es) {
+    if (e->winner < 0)
+      continue;
+    const double best = e->candidates[size_t(e->winner)].ms;
+    for (const TuningMeasurement &m : e->candidates)
+      if (m.ok()) {
+        auto &s = score[m.tuning];
+        s.first += 1;
+        s.second += std::log(m.ms / best);
+      }
+  }
+  int usable = 0;
+  for (const TuningEntry *e : es)
+    usable += e->winner >= 0;
+  const TuningEntry *first = nullptr;
+  for (const TuningEntry *e : es)
+    if (e->winner >= 0) {
+      first = e;
+      break;
+    }
+  if (!first)
+    return nullptr;
+  const TuningMeasurement *best = nullptr;
+  double bestScore = 0;
+  for (const TuningMeasurement &m : first->candidates) {
+    auto it = score.find(m.tuning);
+    if (!m.ok() || it == score.end() || it->second.first != usable)
+      continue;
+    double s = it->second.second / usable;
+    if (!best || s < bestScore - 1e-12) {
+      best = &m;
+      bestScore = s;
+    }
+  }
+  if (best) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.1f%%", (std::exp(bestScore) - 1) * 100);
+    how = usable == 1 ? "the bucket's winner"
+                      : "best over " + std::to_string(usable) +
+                            " buckets (mean slowdown vs each bucket's best " +
+                            buf + ")";
+    return best;
+  }
+  // No candidate measured everywhere: the winner of the largest bucket.
+  const TuningEntry *largest = first;
+  for (const TuningEntry *e : es)
+    if (e->winner >= 0 && e->bucket.groups * e->bucket.rows >
+                              largest->bucket.groups * largest->bucket.rows)
+      largest = e;
+  how = "winner of the largest bucket " + largest->bucket.key() +
+        " (no candidate was measured in every bucket)";
+  return &largest->candidates[size_t(largest->winner)];
+}
+
+} // namespace
+
+AutoTuning resolveAutoTuning(const Spec &spec, const TuningContext &ctx) {
+  AutoTuning r;
+  r.spec = spec;
+  if (spec.op != OpKind::GroupedGemm) {
+    r.source = spec.tuning.isAuto ? AutoTuning::Heuristic
+                                  : AutoTuning::SpecTuning;
+    r.detail = spec.tuning.isAuto ? "heuristic (no tuning knobs for this op)"
+                                  : "spec tuning";
+    return r;
+  }
+  if (!spec.tuning.isAuto) {
+    r.source = AutoTuning::SpecTuning;
+    r.detail = "spec tuning (explicit; no database consulted)";
+    return r;
+  }
+  r.source = AutoTuning::Heuristic;
+  if (ctx.heuristicOnly) {
+    r.detail = "heuristic (" + ctx.heuristicWhy + ": database not consulted)";
+    return r;
+  }
+  if (ctx.gpu.empty()) {
+    r.detail = "heuristic (GPU unknown: no device and QGEMM_TUNING_GPU "
+               "unset; database not consulted)";
+    return r;
+  }
+  const std::string contract = contractHash(spec);
+  std::vector<std::string> looked;
+  for (const std::string &path : ctx.databases) {
+    if (!fileExists(path))
+      continue;
+    looked.push_back(path);
+    TuningDb db;
+    std::string why;
+    if (!loadTuningDb(path, db, why)) {
+      r.notes.push_back("ignored " + why);
+      continue;
+    }
+    std::vector<const TuningEntry *> usable;
+    int otherGpu = 0, otherVersion = 0;
+    std::string otherGpuName, otherVersionName;
+    for (const TuningEntry &e : db.entries) {
+      if (e.contract != contract)
+        continue;
+      if (e.gpu != ctx.gpu) {
+        ++otherGpu;
+        otherGpuName = e.gpu;
+      } else if (e.version != ctx.version) {
+        ++otherVersion;
+        otherVersionName = e.version;
+      } else {
+        usable.push_back(&e);
+      }
+    }
+    if (otherGpu)
+      r.notes.push_back(path + ": skipped " + std::to_string(otherGpu) +
+                        " entr" + (otherGpu == 1 ? "y" : "ies") +
+                        " of this contract for another GPU (" + otherGpuName +
+                        "; this one is " + ctx.gpu + ")");
+    if (otherVersion)
+      r.notes.push_back(
+          path + ": skipped " + std::to_string(otherVersion) + " entr" +
+          (otherVersion == 1 ? "y" : "ies") +
+          " of this contract recorded by another qgemm (" +
+          shortVersion(otherVersionName) + "; this is " + ctx.version +
+          "): re-run qgemmc tune");
+    if (usable.empty())
+      continue;
+    std::string how;
+    const TuningMeasurement *m = chooseAcross(usable, how);
+    if (!m) {
+      r.notes.push_back(path + ": the entries of this contract have no "
+                               "measured candidate");
+      continue;
+    }
+    std::string buckets;
+    for (const TuningEntry *e : usable)
+      buckets += (buckets.empty() ? "" : ", ") + e->bucket.key();
+    const std::string where = "database " + path + ", contract " + contract +
+                              " on " + ctx.gpu + ", bucket(s) " + buckets +
+                              ": " + how + ", tuning " + m->tuning;
+    if (m->tuning == "\"auto\"") {
+      r.source = AutoTuning::Database;
+      r.detail = where + " (the heuristic's configuration)";
+      return r;
+    }
+    Spec tuned;
+    if (!withTuning(spec, m->tuning, tuned, why)) {
+      r.notes.push_back(path + ": tuning " + m->tuning +
+                        " is refused by this contract: " + why);
+      continue;
+    }
+    r.source = AutoTuning::Database;
+    r.spec = std::move(tuned);
+    r.detail = where;
+    return r;
+  }
+  std::string paths;
+  for (const std::string &p : ctx.databases)
+    paths += (paths.empty() ? "" : ", ") + p;
+  r.detail = "heuristic (no database entry for contract " + contract + " on " +
+             ctx.gpu + "; " +
+             (looked.empty() ? "no database file found" + std::string(
+                                   paths.empty() ? "" : " (looked for " +
+                                                            paths + ")")
+                             : "read " + std::to_string(looked.size()) +
+                                   " database file(s)") +
+             ")";
+  return r;
+}
+
+} // namespace qgemm

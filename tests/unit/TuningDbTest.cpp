@@ -1,0 +1,317 @@
+//===- TuningDbTest.cpp - Tuning database, candidates, "auto" -------------===//
+#include "qgemm/TuningDb.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <string>
+#include <unistd.h>
+
+using namespace qgemm;
+
+namespace {
+
+const char *kUp = R"({"qgemm": 1, "name": "up", "op": "grouped_gemm",
+  "grouping": {"kind": "m_contiguous", "alignment": 128, "index": "offsets"},
+  "shape": {"n": 4096, "k": 7168}})";
+const char *kWgrad = R"({"qgemm": 1, "name": "wgrad", "op": "grouped_gemm",
+  "grouping": {"kind": "k_contiguous", "alignment": 128},
+  "shape": {"n": 4096, "k": 7168},
+  "a": {"scale": {"block": [1, 128]}}, "b": {"scale": {"block": [1, 128]}},
+  "d": {"dtype": "f32"}})";
+
+Spec parseOne(const std::string &text) {
+  auto r = parseSpecText(text, "<test>");
+  if (!r)
+    FAIL(r.error().str());
+  REQUIRE(r.value().size() == 1);
+  return r.value()[0];
+}
+
+const char *kGpu = "NVIDIA H100 80GB HBM3";
+const char *kVersion = "qgemm 0.1.0 (LLVM 22.1.0; codegen 0123456789abcdef)";
+
+TuningMeasurement meas(const std::string &tuning, double ms) {
+  TuningMeasurement m;
+  m.tuning = tuning;
+  m.config = "family=wgmma";
+  m.ms = ms;
+  m.tflops = 1.0 / ms;
+  return m;
+}
+
+TuningEntry entryFor(const Spec &s, ShapeBucket b, const std::string &gpu,
+                     const std::string &version,
+                     std::vector<TuningMeasurement> cands) {
+  TuningEntry e;
+  e.contract = contractHash(s);
+  e.spec = contractJson(s);
+  e.bucket = b;
+  e.gpu = gpu;
+  e.version = version;
+  e.label = "test";
+  e.candidates = std::move(cands);
+  e.pickWinner();
+  return e;
+}
+
+const std::string kBn160m = R"({"block_n":160,"raster":"m"})";
+const std::string kBn128n = R"({"block_n":128,"raster":"n"})";
+
+/// A database file in a fresh temporary directory.
+struct TempDb {
+  std::string dir, path;
+  explicit TempDb(const TuningDb &db) {
+    char tmpl[] = "/tmp/qgemm-tuning-test-XXXXXX";
+    dir = ::mkdtemp(tmpl);
+    path = dir + "/db.json";
+    std::string why;
+    REQUIRE(saveTuningDb(path, db, why));
+  }
+  ~TempDb() {
+    ::unlink(path.c_str());
+    ::rmdir(dir.c_str());
+  }
+};
+
+TuningContext context(const std::string &path) {
+  TuningContext ctx;
+  ctx.gpu = kGpu;
+  ctx.version = kVersion;
+  ctx.databases = {path};
+  return ctx;
+}
+
+} // namespace
+
+TEST_CASE("tuning db: shape buckets and keys", "[tuning]") {
+  CHECK(shapeBucket(8, 8 * 4096, 4096, 7168).key() == "g8_m4096_n4096_k7168");
+  // Mean rows rounded up to a power of two: imbalanced groups share one.
+  CHECK(shapeBucket(8, 8 * 4096 + 900, 4096, 7168).rows == 8192);
+  CHECK(shapeBucket(32, 32 * 192, 4096, 7168).rows == 256);
+  CHECK(shapeBucket(4, 0, 4096, 7168).rows == 1);
+  CHECK(gpuFileStem(kGpu) == "NVIDIA_H100_80GB_HBM3");
+}
+
+TEST_CASE("tuning db: the contract hash ignores name and tuning", "[tuning]") {
+  Spec a = parseOne(kUp);
+  std::string t = kUp;
+  t.replace(t.find("\"up\""), 4, "\"other\"");
+  t.insert(t.size() - 1, R"(, "tuning": {"block_n": 128})");
+  Spec b = parseOne(t);
+  CHECK(a.hash != b.hash);
+  CHECK(contractHash(a) == contractHash(b));
+  CHECK(contractJson(a).find("\"name\"") == std::string::npos);
+  CHECK(contractHash(a) != contractHash(parseOne(kWgrad)));
+}
+
+TEST_CASE("tuning db: write, parse, merge", "[tuning]") {
+  Spec s = parseOne(kUp);
+  TuningDb db;
+  db.entries.push_back(entryFor(s, shapeBucket(8, 8 * 4096, 4096, 7168), kGpu,
+                                kVersion,
+                                {meas("\"auto\"", 1.0), meas(kBn160m, 0.9)}));
+  REQUIRE(db.entries[0].winner == 1);
+  const std::string text = tuningDbText(db);
+  CHECK(text.find("\"qgemm_tuning_db\": 1") != std::string::npos);
+
+  TuningDb back;
+  std::string why;
+  REQUIRE(parseTuningDb(text, "db.json", back, why));
+  REQUIRE(back.entries.size() == 1);
+  const TuningEntry &e = back.entries[0];
+  CHECK(e.key() == db.entries[0].key());
+  CHECK(e.candidates.size() == 2);
+  CHECK(e.candidates[1].tuning == kBn160m);
+  CHECK(e.winner == 1);
+
+  // Same key: replaced; another bucket: added.
+  TuningDb more;
+  more.entries.push_back(entryFor(s, shapeBucket(8, 8 * 4096, 4096, 7168),
+                                  kGpu, kVersion, {meas("\"auto\"", 0.5)}));
+  more.entries.push_back(entryFor(s, shapeBucket(32, 32 * 512, 4096, 7168),
+                                  kGpu, kVersion, {meas("\"auto\"", 0.5)}));
+  CHECK(mergeTuningDb(back, more) == 1);
+  REQUIRE(back.entries.size() == 2);
+  CHECK(back.entries[0].candidates.size() == 1);
+
+  // A failed candidate keeps its error and never wins.
+  TuningMeasurement bad;
+  bad.tuning = kBn128n;
+  bad.error = "compile: ptxas said no";
+  back.entries[0].candidates.push_back(bad);
+  REQUIRE(parseTuningDb(tuningDbText(back), "db.json", more, why));
+  CHECK(more.entries[0].candidates.size() + more.entries[1].candidates.size() ==
+        3);
+}
+
+TEST_CASE("tuning db: bad files are refused with the reason", "[tuning]") {
+  TuningDb db;
+  std::string why;
+  CHECK_FALSE(parseTuningDb(R"({"qgemm_tuning_db": 2, "entries": []})",
+                            "x.json", db, why));
+  CHECK(why.find("x.json: qgemm_tuning_db: format version 2 is not "
+                 "supported; supported: 1") != std::string::npos);
+  CHECK_FALSE(parseTuningDb(R"({"entries": []})", "x.json", db, why));
+  CHECK(why.find("missing \"qgemm_tuning_db\"") != std::string::npos);
+  CHECK_FALSE(parseTuningDb(
+      R"({"qgemm_tuning_db": 1, "entries": [{"contract": "ab", "gpu": "g",
+          "qgemm": "v", "bucket": {"groups": 1, "rows": 1, "n": 1, "k": 1},
+          "candidates": [{"tuning": "auto", "ms": -1}]}]})",
+      "x.json", db, why));
+  CHECK(why.find("entries[0].candidates[0].ms") != std::string::npos);
+  CHECK_FALSE(parseTuningDb("{", "x.json", db, why));
+  // Missing files: an empty database only when asked.
+  CHECK(loadTuningDb("/nonexistent/qgemm.json", db, why, true));
+  CHECK_FALSE(loadTuningDb("/nonexistent/qgemm.json", db, why, false));
+}
+
+TEST_CASE("tuning candidates of a forward and a weight-gradient spec",
+          "[tuning]") {
+  Spec up = parseOne(kUp);
+  std::vector<TuningCandidate> c = tuningCandidates(up);
+  REQUIRE(!c.empty());
+  CHECK(c[0].tuning == "\"auto\"");
+  CHECK(c[0].label == "heuristic");
+  std::set<std::string> configs;
+  int refused = 0, cluster2 = 0;
+  for (const TuningCandidate &t : c) {
+    if (!t.refusal.empty()) {
+      ++refused;
+      // 208, 224 and 256 exceed the widest tile the family builds.
+      CHECK(t.refusal.find("tuning.block_n") != std::string::npos);
+      continue;
+    }
+    CHECK(configs.insert(t.config).second); // each kernel once
+    cluster2 += t.tuning.find("\"cluster\":2") != std::string::npos;
+    CHECK(t.spec.name == "up");
+  }
+  CHECK(refused == 3 * 3);
+  CHECK(cluster2 == 4);
+  // 4 widths x 3 walks, one of which is the heuristic's kernel, + auto.
+  CHECK(configs.size() == 12);
+
+  std::vector<TuningCandidate> w = tuningCandidates(parseOne(kWgrad));
+  for (const TuningCandidate &t : w)
+    CHECK(t.tuning.find("cluster") == std::string::npos);
+
+  CandidateOptions small;
+  small.blockN = {128};
+  small.rasterM = false;
+  small.cluster2 = false;
+  c = tuningCandidates(up, small);
+  REQUIRE(c.size() == 2);
+  CHECK(c[1].tuning == kBn128n);
+  CHECK(c[1].spec.tuning.blockN == 128);
+}
+
+TEST_CASE("auto tuning prefers a database entry over the heuristic",
+          "[tuning]") {
+  Spec up = parseOne(kUp);
+  TuningDb db;
+  db.entries.push_back(entryFor(up, shapeBucket(8, 8 * 4096, 4096, 7168), kGpu,
+                                kVersion,
+                                {meas("\"auto\"", 1.0), meas(kBn160m, 0.9)}));
+  TempDb file(db);
+
+  AutoTuning r = resolveAutoTuning(up, context(file.path));
+  CHECK(r.source == AutoTuning::Database);
+  CHECK(r.spec.tuning.blockN == 160);
+  CHECK(r.spec.tuning.raster == "m");
+  CHECK(r.spec.name == "up");
+  CHECK(r.spec.hash != up.hash);
+  CHECK(r.detail.find("g8_m4096_n4096_k7168") != std::string::npos);
+  CHECK(r.notes.empty());
+
+  // Explicit tuning in the spec: the database is not consulted.
+  Spec tuned;
+  std::string why;
+  REQUIRE(withTuning(up, kBn128n, tuned, why));
+  r = resolveAutoTuning(tuned, context(file.path));
+  CHECK(r.source == AutoTuning::SpecTuning);
+  CHECK(r.spec.hash == tuned.hash);
+
+  // Another contract: no entry, the heuristic.
+  r = resolveAutoTuning(parseOne(kWgrad), context(file.path));
+  CHECK(r.source == AutoTuning::Heuristic);
+  CHECK(r.detail.find("no database entry") != std::string::npos);
+
+  // Unknown GPU: the database is not consulted.
+  TuningContext none = context(file.path);
+  none.gpu.clear();
+  r = resolveAutoTuning(up, none);
+  CHECK(r.source == AutoTuning::Heuristic);
+  CHECK(r.detail.find("GPU unknown") != std::string::npos);
+}
+
+TEST_CASE("auto tuning skips other GPUs and other qgemm versions with a note",
+          "[tuning]") {
+  Spec up = parseOne(kUp);
+  TuningDb db;
+  db.entries.push_back(entryFor(up, shapeBucket(8, 8 * 4096, 4096, 7168),
+                                "NVIDIA H200", kVersion,
+                                {meas("\"auto\"", 1.0), meas(kBn160m, 0.9)}));
+  db.entries.push_back(entryFor(up, shapeBucket(8, 8 * 4096, 4096, 7168), kGpu,
+                                "qgemm 0.0.9 (LLVM 22; codegen ffff)",
+                                {meas("\"auto\"", 1.0), meas(kBn160m, 0.9)}));
+  TempDb file(db);
+  AutoTuning r = resolveAutoTuning(up, context(file.path));
+  CHECK(r.source == AutoTuning::Heuristic);
+  CHECK(r.spec.hash == up.hash);
+  REQUIRE(r.notes.size() == 2);
+  CHECK(r.notes[0].find("another GPU (NVIDIA H200; this one is " +
+                        std::string(kGpu) + ")") != std::string::npos);
+  CHECK(r.notes[1].find("another qgemm (qgemm 0.0.9") != std::string::npos);
+}
+
+TEST_CASE("auto tuning over several buckets takes the best overall",
+          "[tuning]") {
+  Spec up = parseOne(kUp);
+  TuningDb db;
+  // bn160 m wins the small bucket by 1%, loses the large one by 30%.
+  db.entries.push_back(entryFor(
+      up, shapeBucket(32, 32 * 512, 4096, 7168), kGpu, kVersion,
+      {meas("\"auto\"", 1.00), meas(kBn160m, 0.99), meas(kBn128n, 1.05)}));
+  db.entries.push_back(entryFor(
+      up, shapeBucket(8, 8 * 4096, 4096, 7168), kGpu, kVersion,
+      {meas("\"auto\"", 1.30), meas(kBn160m, 1.30), meas(kBn128n, 1.00)}));
+  TempDb file(db);
+  AutoTuning r = resolveAutoTuning(up, context(file.path));
+  CHECK(r.source == AutoTuning::Database);
+  CHECK(r.spec.tuning.blockN == 128);
+  CHECK(r.detail.find("best over 2 buckets") != std::string::npos);
+}
+
+TEST_CASE("QGEMM_TUNING=heuristic ignores the databases", "[tuning]") {
+  Spec up = parseOne(kUp);
+  TuningDb db;
+  db.entries.push_back(entryFor(up, shapeBucket(8, 8 * 4096, 4096, 7168), kGpu,
+                                kVersion, {meas(kBn160m, 0.9)}));
+  TempDb file(db);
+  ::setenv("QGEMM_TUNING_DB", file.path.c_str(), 1);
+  ::setenv("QGEMM_TUNING_DIR", file.dir.c_str(), 1);
+  TuningContext ctx = tuningContextFromEnv(kGpu, kVersion);
+  REQUIRE(ctx.databases.size() == 2);
+  CHECK(ctx.databases[0] == file.path);
+  CHECK(ctx.databases[1] == file.dir + "/NVIDIA_H100_80GB_HBM3.json");
+  CHECK(resolveAutoTuning(up, ctx).source == AutoTuning::Database);
+
+  ::setenv("QGEMM_TUNING", "heuristic", 1);
+  ctx = tuningContextFromEnv(kGpu, kVersion);
+  AutoTuning r = resolveAutoTuning(up, ctx);
+  CHECK(r.source == AutoTuning::Heuristic);
+  CHECK(r.detail.find("QGEMM_TUNING=heuristic") != std::string::npos);
+  ::unsetenv("QGEMM_TUNING");
+
+  // QGEMM_TUNING_GPU names the GPU when there is no device.
+  ::setenv("QGEMM_TUNING_GPU", kGpu, 1);
+  ctx = tuningContextFromEnv("", kVersion);
+  CHECK(ctx.gpu == kGpu);
+  CHECK(resolveAutoTuning(up, ctx).source == AutoTuning::Database);
+  ::unsetenv("QGEMM_TUNING_GPU");
+  ::unsetenv("QGEMM_TUNING_DB");
+  ::unsetenv("QGEMM_TUNING_DIR");
+}
