@@ -215,15 +215,13 @@ qgemm_status qgemm_kernel_dispatch_info(const qgemm_kernel *k,
                                         qgemm_dispatch_info *out) {
   const char *fn = "qgemm_kernel_dispatch_info";
   return guarded(fn, [&] {
-    const Kernel *kk = kernelOf(k);
+    qgemm_status st = QGEMM_OK;
+    const Kernel *kk = kernelForEither(fn, k, OpKind::Permute,
+                                       OpKind::Unpermute,
+                                       "permute or unpermute", st);
     if (!kk)
-      return invalid(fn, "kernel is NULL");
+      return st;
     const OpKind op = kk->spec().op;
-    if (op != OpKind::Permute && op != OpKind::Unpermute)
-      return fail(QGEMM_ERROR_USER,
-                  std::string(fn) + ": " + kk->spec().name + " is a " +
-                      qgemm_op_name(qgemm_kernel_op(k)) +
-                      " kernel, not a permute or unpermute kernel");
     // out_dtype and quantize came later: a struct that ends before them is
     // the first version's, filled up to its size.
     if (!sizeOk(out, offsetof(qgemm_dispatch_info, out_dtype)))

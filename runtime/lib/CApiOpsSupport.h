@@ -43,6 +43,28 @@ inline const Kernel *kernelFor(const char *fn, const qgemm_kernel *k,
   return kk;
 }
 
+/// The kernel of `k` when it is an `op1` or `op2` kernel (an info query
+/// shared by an op's forward and backward, or its two directions); else the
+/// error naming what it is and what `fn` takes (`want`, e.g. "permute or
+/// unpermute"), nullptr with the status in `st`.
+inline const Kernel *kernelForEither(const char *fn, const qgemm_kernel *k,
+                                     OpKind op1, OpKind op2, const char *want,
+                                     qgemm_status &st) {
+  const Kernel *kk = kernelOf(k);
+  if (!kk) {
+    st = invalid(fn, "kernel is NULL");
+    return nullptr;
+  }
+  if (kk->spec().op != op1 && kk->spec().op != op2) {
+    st = fail(QGEMM_ERROR_USER,
+              std::string(fn) + ": " + kk->spec().name + " is a " +
+                  qgemm_op_name(qgemm_kernel_op(k)) + " kernel, not a " +
+                  want + " kernel");
+    return nullptr;
+  }
+  return kk;
+}
+
 /// Copy `full` into the caller's struct, no further than its struct_size
 /// (an older caller's smaller struct), and say how much was written.
 template <typename T> void fillOut(T *out, T full) {

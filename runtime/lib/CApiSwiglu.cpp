@@ -24,16 +24,12 @@ qgemm_status qgemm_kernel_swiglu_info(const qgemm_kernel *k,
                                       qgemm_swiglu_info *out) {
   const char *fn = "qgemm_kernel_swiglu_info";
   return guarded(fn, [&] {
-    const Kernel *kk = kernelOf(k);
+    qgemm_status st = QGEMM_OK;
+    const Kernel *kk = kernelForEither(
+        fn, k, OpKind::SwigluQuantize, OpKind::SwigluBackward,
+        "swiglu_quantize or swiglu_backward", st);
     if (!kk)
-      return invalid(fn, "kernel is NULL");
-    const OpKind op = kk->spec().op;
-    if (op != OpKind::SwigluQuantize && op != OpKind::SwigluBackward)
-      return fail(QGEMM_ERROR_USER,
-                  std::string(fn) + ": " + kk->spec().name + " is a " +
-                      qgemm_op_name(qgemm_kernel_op(k)) +
-                      " kernel, not a swiglu_quantize or swiglu_backward "
-                      "kernel");
+      return st;
     if (!sizeOk(out, sizeof(qgemm_swiglu_info)))
       return invalid(fn, std::string("out ") +
                              tooSmall("qgemm_swiglu_info", "1.3"));

@@ -100,6 +100,19 @@ const std::string &textFor(const qgemm::CompileOutput &o, qgemm::Emit e) {
   return e == qgemm::Emit::MLIR ? o.mlir : e == qgemm::Emit::LLVM ? o.llvmIR : o.ptx;
 }
 
+/// --emit's value; false for anything but mlir, llvm and ptx.
+bool parseEmit(const std::string &v, qgemm::Emit &emit) {
+  if (v == "mlir")
+    emit = qgemm::Emit::MLIR;
+  else if (v == "llvm")
+    emit = qgemm::Emit::LLVM;
+  else if (v == "ptx")
+    emit = qgemm::Emit::PTX;
+  else
+    return false;
+  return true;
+}
+
 bool isDirectory(const std::string &p) {
   struct stat st;
   return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
@@ -134,13 +147,7 @@ int runGroupCheck(const std::vector<std::string> &args) {
     const std::string &v = args[++i];
     if (a == "--target")
       target = v;
-    else if (v == "mlir")
-      emit = qgemm::Emit::MLIR;
-    else if (v == "llvm")
-      emit = qgemm::Emit::LLVM;
-    else if (v == "ptx")
-      emit = qgemm::Emit::PTX;
-    else
+    else if (!parseEmit(v, emit))
       return usageError("--emit: \"" + v + "\" is not one of mlir, llvm, ptx");
   }
   qgemm::CompileOutput o;
@@ -161,13 +168,7 @@ int runCompile(const std::vector<std::string> &args) {
       const std::string &v = args[++i];
       if (a == "-o")
         out = v;
-      else if (v == "mlir")
-        emit = qgemm::Emit::MLIR;
-      else if (v == "llvm")
-        emit = qgemm::Emit::LLVM;
-      else if (v == "ptx")
-        emit = qgemm::Emit::PTX;
-      else
+      else if (!parseEmit(v, emit))
         return usageError("--emit: \"" + v + "\" is not one of mlir, llvm, ptx");
     } else if (!a.empty() && a[0] == '-') {
       return usageError("unknown option " + a);
