@@ -74,8 +74,15 @@ void HopperIR::clusterSync() {
 void HopperIR::mbarrierArriveRemote(Value bar, Value rank) {
   Value remote = NVVM::MapaOp::create(
       b, LLVM::LLVMPointerType::get(b.getContext(), 7), bar, rank);
+  // Release at CTA scope, as for a local arrive: the peer's producer only
+  // needs this CTA's reads of the stage (complete at wgmma.wait_group) to
+  // come before its next multicast into it. A cluster-scope release also
+  // waits for every earlier global store of the thread (the previous
+  // tile's D) to become visible to the cluster, on each K block: with it
+  // the 2-CTA kernels ran at half speed, stalled on L1TEX (ncu,
+  // 2026-11-24).
   NVVM::MBarrierArriveOp::create(b, Type(), remote, Value(),
-                                 NVVM::MemScopeKind::CLUSTER);
+                                 NVVM::MemScopeKind::CTA);
 }
 
 /// The descriptor's layout-type code (bits 62-63) of a swizzle width.

@@ -278,7 +278,10 @@ qgemm.grouped_matmul @wide n = 7168, k = 2048,
 // CHECK-NEXT: nvvm.cluster.wait
 // CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg0, %{{.*}}, box[%{{.*}}, %{{.*}}] multicast_mask = %{{.*}}
 // CHECK: nvvm.mapa
-// CHECK: nvvm.mbarrier.arrive %{{.*}} {scope = #nvvm.mem_scope<cluster>} : !llvm.ptr<7>
+// The remote arrive releases at CTA scope (a cluster-scope release waits
+// for the thread's earlier global stores on every K block).
+// CHECK-NOT: mem_scope<cluster>
+// CHECK: nvvm.mbarrier.arrive %{{.*}} : !llvm.ptr<7>
 // CHECK: nvvm.cluster.arrive
 // CHECK-NEXT: nvvm.cluster.wait
 qgemm.grouped_matmul @pair n = 4096, k = 7168,
@@ -286,6 +289,28 @@ qgemm.grouped_matmul @pair n = 4096, k = 7168,
     b = #qgemm.operand<e4m3, #qgemm.scale<[128, 128], f32, COMPACT>>,
     d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 128, index = offsets>,
     padding = <zero> {tuning = #qgemm.tuning<block_m = 0, block_n = 0, stages = 0, cluster = 2, multicast = "a", num_sms = 0, raster = "auto">}
+
+// -----
+
+// A 2-CTA cluster sharing B: the pair takes adjacent m-blocks of one
+// n-block. Where both multiply one group's B, each CTA loads half of B's
+// rows (96 of 192, one box) into both CTAs; otherwise each loads both
+// halves into its own stage only. A is each CTA's own.
+// CHECK-LABEL: llvm.func @pair_b(
+// CHECK-SAME: nvvm.cluster_dim = array<i32: 2, 1, 1>
+// CHECK: nvvm.mbarrier.init %{{.*}}, %c258_i32
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg0, %{{.*}}, box[%{{.*}}, %{{.*}}] :
+// CHECK: scf.if
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg1, %{{.*}}, box[%{{.*}}, %{{.*}}, %{{.*}}] multicast_mask = %{{.*}}
+// CHECK: } else {
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg1, %{{.*}}, box[%{{.*}}, %{{.*}}, %{{.*}}] :
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg1, %{{.*}}, box[%{{.*}}, %{{.*}}, %{{.*}}] :
+// CHECK: nvvm.mapa
+qgemm.grouped_matmul @pair_b n = 4096, k = 7168,
+    a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
+    b = #qgemm.operand<e4m3, #qgemm.scale<[128, 128], f32, COMPACT>>,
+    d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 128, index = offsets>,
+    padding = <zero> {tuning = #qgemm.tuning<block_m = 0, block_n = 192, stages = 0, cluster = 2, multicast = "b", num_sms = 0, raster = "n">}
 
 // -----
 

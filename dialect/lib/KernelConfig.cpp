@@ -9,7 +9,7 @@ namespace qgemm {
 
 static auto fields(const KernelConfig &c) {
   return std::tie(c.family, c.blockM, c.blockN, c.blockK, c.stages, c.threads,
-                  c.nFastest, c.cluster, c.rasterBand, c.numSms,
+                  c.nFastest, c.cluster, c.shareB, c.rasterBand, c.numSms,
                   c.scalePerColumnB, c.stagedEpilogue, c.sharedBytes,
                   c.scaleBlockK);
 }
@@ -30,7 +30,8 @@ std::string encodeConfig(const KernelConfig &c) {
          " smem=" + i(c.sharedBytes) +
          // Only when it is not 128: the text of every other configuration
          // (and so every kernel cache entry written before) is unchanged.
-         (c.scaleBlockK != 128 ? " scale_k=" + i(c.scaleBlockK) : "");
+         (c.scaleBlockK != 128 ? " scale_k=" + i(c.scaleBlockK) : "") +
+         (c.shareB ? " multicast=b" : "");
 }
 
 namespace {
@@ -72,9 +73,11 @@ std::optional<KernelConfig> decodeConfig(std::string_view text,
   for (const char *k : kKeys)
     if (!kv.count(k))
       return fail(std::string("missing field ") + k);
-  // scale_k is optional (absent means 128).
+  // scale_k (absent: 128) and multicast (absent: A with a cluster) are
+  // optional.
   const bool hasScaleK = kv.count("scale_k") != 0;
-  if (kv.size() != std::size(kKeys) + (hasScaleK ? 1 : 0))
+  const bool hasMulticast = kv.count("multicast") != 0;
+  if (kv.size() != std::size(kKeys) + (hasScaleK ? 1 : 0) + (hasMulticast ? 1 : 0))
     return fail("unknown fields");
 
   KernelConfig c;
@@ -128,6 +131,11 @@ std::optional<KernelConfig> decodeConfig(std::string_view text,
     if (!intField("scale_k", 1, 1024) || (n != 32 && n != 128))
       return fail("bad scale_k");
     c.scaleBlockK = int(n);
+  }
+  if (hasMulticast) {
+    if (kv["multicast"] != "b")
+      return fail("bad multicast");
+    c.shareB = true;
   }
   return c;
 }

@@ -109,6 +109,7 @@ TuningAttr TuningAttr::get(MLIRContext *ctx, const ::qgemm::Tuning &t) {
   c.stagedEpilogue = getEpilogue() == "staged";
   c.sharedBytes = getSmem();
   c.scaleBlockK = int(getScaleK());
+  c.shareB = getMulticast() == "b";
   return c;
 }
 
@@ -118,15 +119,16 @@ KernelConfigAttr KernelConfigAttr::get(MLIRContext *ctx,
              c.nFastest ? "n" : "m", c.rasterBand, c.cluster, c.numSms,
              c.scalePerColumnB ? "column" : "tile",
              c.stagedEpilogue ? "staged" : "registers", c.sharedBytes,
-             c.scaleBlockK);
+             c.scaleBlockK, c.shareB ? "b" : "");
 }
 
 LogicalResult
 KernelConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                          ::qgemm::KernelFamily, int64_t, int64_t, int64_t,
-                         int64_t, int64_t, StringRef raster, int64_t, int64_t,
-                         int64_t, StringRef scalesB, StringRef epilogue,
-                         int64_t, int64_t scaleK) {
+                         int64_t, int64_t, StringRef raster, int64_t,
+                         int64_t cluster, int64_t, StringRef scalesB,
+                         StringRef epilogue, int64_t, int64_t scaleK,
+                         StringRef multicast) {
   if (raster != "n" && raster != "m")
     return emitError() << "raster must be n or m, got " << raster;
   if (scalesB != "tile" && scalesB != "column")
@@ -136,6 +138,9 @@ KernelConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        << epilogue;
   if (scaleK != 32 && scaleK != 128)
     return emitError() << "scale_k must be 32 or 128, got " << scaleK;
+  if (!multicast.empty() && (multicast != "b" || cluster < 2))
+    return emitError() << "multicast must be b, on a cluster, got "
+                       << multicast << " with cluster " << cluster;
   return success();
 }
 

@@ -23,6 +23,15 @@ std::string blockText(const ScaleRecipe &s) {
 
 } // namespace
 
+bool clusterCanShareB(const GemmContract &c) {
+  // The pair takes adjacent m-blocks, which must lie in whole 128-row
+  // blocks of one group to share anything: the fixed walks.
+  return c.grouping.kind == GroupingKind::MMasked ||
+         (c.grouping.kind == GroupingKind::MContiguous &&
+          c.grouping.alignment % 128 == 0 &&
+          c.grouping.index != GroupIndex::RowGroup);
+}
+
 std::string wgmmaRefusal(const GemmContract &c) {
   // k_contiguous: groups of any multiple of 16 tokens (alignment 16 and 32
   // restart their 1x128 scale blocks at each group; the kernel zeroes the
@@ -128,11 +137,17 @@ std::optional<Violation> checkFamilyRequest(const GemmContract &c,
   if (t.cluster == 2 && wgrad)
     return refuse("cluster",
                   "2 is not supported for k_contiguous yet; supported: 1");
-  if (t.cluster == 2 && t.multicast != "a")
+  if (t.cluster == 2 && t.multicast == "b" && !clusterCanShareB(c))
+    return refuse("multicast",
+                  "\"b\" needs m_masked, or m_contiguous groups aligned to "
+                  "128 rows and indexed by offsets (the pair takes adjacent "
+                  "128-row blocks of one group); supported here: \"a\"");
+  if (t.cluster == 2 && t.multicast != "a" && t.multicast != "b")
     return refuse("multicast",
                   quoted(t.multicast) +
                       " with cluster 2 is not supported; supported: \"a\" "
-                      "(the pair shares A across adjacent n-blocks)");
+                      "(the pair shares A across adjacent n-blocks) or "
+                      "\"b\" (B across adjacent m-blocks)");
   if (t.cluster == 1 && t.multicast != "none") {
     // The suggestion must be a request that is accepted.
     if (wgrad)
@@ -143,17 +158,17 @@ std::optional<Violation> checkFamilyRequest(const GemmContract &c,
     const std::string withCluster =
         t.raster == "m" ? "\"cluster\": 2 and \"raster\": \"n\""
                         : "\"cluster\": 2";
-    if (t.multicast == "a")
-      return refuse("multicast", "\"a\" needs " + withCluster);
+    if (t.multicast == "a" || t.multicast == "b")
+      return refuse("multicast", quoted(t.multicast) + " needs " + withCluster);
     return refuse("multicast", quoted(t.multicast) +
                                    " is not supported; supported: \"none\", "
-                                   "or \"a\" with " +
+                                   "or \"a\" or \"b\" with " +
                                    withCluster);
   }
   if (t.cluster == 2 && t.raster == "m")
     return refuse("raster", "\"m\" with cluster 2 is not supported; "
                             "supported: \"n\" (the pair walks adjacent "
-                            "n-blocks)");
+                            "blocks in step)");
   return std::nullopt;
 }
 
@@ -189,8 +204,10 @@ std::string checkConfigConsistent(const GemmContract &c,
                      " threads without dynamic shared memory";
   if (cfg.threads != kWgmmaThreads)
     return "a wgmma kernel runs " + std::to_string(kWgmmaThreads) + " threads";
-  if (cfg.cluster < 1 || cfg.cluster > 2 || cfg.blockM % cfg.cluster != 0)
-    return "cluster " + std::to_string(cfg.cluster) + " does not split the tile";
+  if (cfg.cluster < 1 || cfg.cluster > 2 || cfg.blockM % cfg.cluster != 0 ||
+      (cfg.shareB && (cfg.cluster != 2 || cfg.blockN % (8 * cfg.cluster))))
+    return "cluster " + std::to_string(cfg.cluster) +
+           (cfg.shareB ? " sharing B" : "") + " does not split the tile";
   if (cfg.blockK != WgmmaLayout::kSwizzleBytes || cfg.blockM != 128 ||
       cfg.blockN < 16 || cfg.blockN > kMaxWgmmaBlockN || cfg.blockN % 16 != 0)
     return "tile " + std::to_string(cfg.blockM) + "x" +

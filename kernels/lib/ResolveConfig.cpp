@@ -39,6 +39,7 @@ KernelConfig resolveKernelConfig(const GemmContract &c, const Tuning &t,
     cfg.nFastest = t.raster != "m";
     cfg.numSms = t.numSms;
     cfg.cluster = int(t.cluster);
+    cfg.shareB = t.cluster == 2 && t.multicast == "b";
   }
   cfg.rasterBand = heuristicRasterBand(c, cfg.nFastest);
   cfg.sharedBytes = WgmmaLayout(cfg).sharedBytes(c);

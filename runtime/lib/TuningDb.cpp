@@ -372,6 +372,10 @@ std::vector<TuningCandidate> tuningCandidates(const Spec &spec,
       add({{"block_n", bn}, {"raster", "n"}, {"cluster", 2},
            {"multicast", "a"}},
           b + " n c2");
+    if (opts.cluster2 && clusterCanShareB(spec.gemm))
+      add({{"block_n", bn}, {"raster", "n"}, {"cluster", 2},
+           {"multicast", "b"}},
+          b + " n c2b");
   }
   return out;
 }

@@ -228,15 +228,27 @@ TEST_CASE("every refusal that suggests a fix suggests one that is accepted",
       t.raster = "n";
     CHECK_FALSE(checkTuning(forward(), t));
   }
-  // multicast "b" is never accepted, so it is never suggested.
+  // multicast "b" without a cluster names the cluster too, and is accepted
+  // with it where the pair's m-blocks can share B.
   Tuning b;
   b.isAuto = false;
   b.multicast = "b";
   std::optional<Violation> v = checkTuning(forward(), b);
   REQUIRE(v);
-  CHECK(v->message.find("needs") == std::string::npos);
-  CHECK(v->message.find("supported: \"none\", or \"a\" with \"cluster\": 2") !=
-        std::string::npos);
+  CHECK(v->message.find("\"b\" needs \"cluster\": 2") != std::string::npos);
+  b.cluster = 2;
+  CHECK_FALSE(checkTuning(forward(), b));
+  // Groups that start inside a 128-row block: refused, pointing at "a".
+  GemmContract align16 = forward();
+  align16.grouping.alignment = 16;
+  v = checkTuning(align16, b);
+  REQUIRE(v);
+  CHECK(v->field == "tuning.multicast");
+  CHECK(v->message.find("supported here: \"a\"") != std::string::npos);
+  b.multicast = "a";
+  CHECK_FALSE(checkTuning(align16, b));
+  b.multicast = "b";
+  b.cluster = 1;
   // The weight gradient has no clusters: no cluster is suggested there.
   v = checkTuning(wgrad(), b);
   REQUIRE(v);

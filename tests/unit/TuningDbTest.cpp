@@ -189,10 +189,12 @@ TEST_CASE("tuning candidates of a forward and a weight-gradient spec",
     cluster2 += t.tuning.find("\"cluster\":2") != std::string::npos;
     CHECK(t.spec.name == "up");
   }
-  CHECK(refused == 3 * 3);
-  CHECK(cluster2 == 4);
-  // 4 widths x 3 walks, one of which is the heuristic's kernel, + auto.
-  CHECK(configs.size() == 12);
+  // 208, 224, 256 x (n, m, cluster a, cluster b).
+  CHECK(refused == 3 * 4);
+  // 4 widths x (cluster sharing A, cluster sharing B).
+  CHECK(cluster2 == 8);
+  // 4 widths x 4 walks, one of which is the heuristic's kernel, + auto.
+  CHECK(configs.size() == 16);
 
   std::vector<TuningCandidate> w = tuningCandidates(parseOne(kWgrad));
   for (const TuningCandidate &t : w)

@@ -27,7 +27,7 @@ void Producer::begin(TileScheduler &sched) {
 
 Value Producer::tile(TileScheduler &sched, Value it, Value tid) {
   auto ifWork = scf::IfOp::create(
-      k.b, arith::XOrIOp::create(k.b, k.tile.blockIsPadding, k.trueV()), false);
+      k.b, arith::XOrIOp::create(k.b, k.tile.pairIsPadding, k.trueV()), false);
   {
     OpBuilder::InsertionGuard g(k.b);
     k.b.setInsertionPointToStart(&ifWork.getThenRegion().front());
@@ -71,7 +71,7 @@ void Producer::loads(Value it, Value tid) {
     SmallVector<Value> aCoords = {k0, m0};
     if (k.masked())
       aCoords.push_back(t.group);
-    if (cfg.cluster > 1) {
+    if (cfg.cluster > 1 && !cfg.shareB) {
       // This CTA's rows of the shared A tile, into every CTA's stage.
       const int64_t rowsPerCta = k.layout.aRowsPerCta();
       aCoords[1] = ir.add(m0, ir.mul(t.rank, ir.i32(rowsPerCta)));
@@ -86,7 +86,10 @@ void Producer::loads(Value it, Value tid) {
     SmallVector<Value> bCoords = {k0, n0};
     if (!k.wgrad())
       bCoords.push_back(t.group);
-    hw.tmaLoad(k.stageB(s), k.arg(kWgParamMapB), bCoords, k.fullBar(s));
+    if (cfg.shareB)
+      loadSharedB(s, bCoords);
+    else
+      hw.tmaLoad(k.stageB(s), k.arg(kWgParamMapB), bCoords, k.fullBar(s));
   }
   if (k.mx()) {
     mxScales(s, k0, tid);
@@ -132,6 +135,33 @@ void Producer::loads(Value it, Value tid) {
                 scaleBAddress(ir.divU(col, ir.i32(128)), kb), ir.i32(4));
   }
   hw.cpAsyncArriveNoinc(k.fullBar(s));
+}
+
+/// A cluster sharing B: when the pair multiplies one group's B, this CTA's
+/// share of the tile's rows (one box) into every CTA's stage; otherwise all
+/// of its own B, one box per share, into its own stage only. The stage
+/// receives the same bytes either way.
+void Producer::loadSharedB(Value s, SmallVector<Value> coords) {
+  KernelIR &ir = k.ir;
+  HopperIR &hw = k.hw;
+  const int64_t rows = k.layout.bRowsPerBox();
+  Value n0 = coords[1];
+  auto boxAt = [&](Value share) {
+    coords[1] = ir.add(n0, ir.mul(share, ir.i32(rows)));
+    return hw.smemAt(k.stageB(s), ir.mul(share, ir.i32(rows * k.cfg.blockK)));
+  };
+  auto ifShared = scf::IfOp::create(k.b, k.tile.sharesB, true);
+  OpBuilder::InsertionGuard g(k.b);
+  k.b.setInsertionPointToStart(&ifShared.getThenRegion().front());
+  Value mask = arith::ConstantIntOp::create(k.b, k.b.getI16Type(),
+                                            (1 << k.cfg.cluster) - 1);
+  Value dst = boxAt(k.tile.rank);
+  hw.tmaLoad(dst, k.arg(kWgParamMapB), coords, k.fullBar(s), mask);
+  k.b.setInsertionPointToStart(&ifShared.getElseRegion().front());
+  for (int64_t share = 0; share < k.cfg.cluster; ++share) {
+    Value dstOwn = boxAt(ir.i32(share));
+    hw.tmaLoad(dstOwn, k.arg(kWgParamMapB), coords, k.fullBar(s));
+  }
 }
 
 /// k_contiguous: the token scale block (scale grid column) of the first

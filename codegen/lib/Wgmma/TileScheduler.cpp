@@ -21,12 +21,15 @@ void TileScheduler::countTiles() {
   const KernelConfig &cfg = k.cfg;
   const int64_t nb = (k.outCols() + cfg.blockN - 1) / cfg.blockN;
   t.nBlocks = ir.i32(nb);
-  t.nUnits = ir.i32((nb + cfg.cluster - 1) / cfg.cluster);
+  // A cluster shares A over adjacent n-blocks (a unit is a pair of them),
+  // or B over adjacent m-blocks (a unit is one n-block of a pair of them).
+  t.nUnits = ir.i32(cfg.shareB ? nb : (nb + cfg.cluster - 1) / cfg.cluster);
   t.mBlocks = k.wgrad() ? ir.i32((k.c.n + cfg.blockM - 1) / cfg.blockM)
                         : ir.ceilDiv(t.rows, cfg.blockM);
   if (k.groupStartsTiles())
     t.mBlocks = countGroupStartBlocks();
-  t.numTiles = ir.mul(t.mBlocks, t.nUnits);
+  t.mUnits = cfg.shareB ? ir.ceilDiv(t.mBlocks, cfg.cluster) : t.mBlocks;
+  t.numTiles = ir.mul(t.mUnits, t.nUnits);
   if (k.groupPerTile())
     t.numTiles = ir.mul(t.numTiles, k.arg(kWgParamNumGroups));
   if (validBlocksOnly()) {
@@ -44,7 +47,9 @@ void TileScheduler::countTiles() {
                       groupBlocks(loop.getInductionVar())));
     }
     t.validBlocks = loop.getResult(0);
-    t.numTiles = ir.mul(t.validBlocks, t.nUnits);
+    t.numTiles = ir.mul(cfg.shareB ? ir.ceilDiv(t.validBlocks, cfg.cluster)
+                                   : t.validBlocks,
+                        t.nUnits);
   }
 }
 
@@ -64,12 +69,17 @@ Value TileScheduler::groupBlocks(Value g) {
 }
 
 /// validBlocksOnly: group and block index within it of the `index`-th
-/// block with rows, counting groups in order.
-std::pair<Value, Value> TileScheduler::locateValidBlock(Value index) {
+/// block with rows, counting groups in order; with `peerGroup`, also the
+/// group of the `peerIndex`-th block (-1 past the last).
+std::pair<Value, Value> TileScheduler::locateValidBlock(Value index,
+                                                        Value *peerGroup,
+                                                        Value peerIndex) {
   KernelIR &ir = k.ir;
-  auto loop = scf::ForOp::create(
-      k.b, ir.i32(0), k.arg(kWgParamNumGroups), ir.i32(1),
-      ValueRange{ir.i32(0), ir.i32(0), ir.i32(0)});
+  SmallVector<Value> init = {ir.i32(0), ir.i32(0), ir.i32(0)};
+  if (peerGroup)
+    init.push_back(ir.i32(-1));
+  auto loop = scf::ForOp::create(k.b, ir.i32(0), k.arg(kWgParamNumGroups),
+                                 ir.i32(1), init);
   OpBuilder::InsertionGuard g(k.b);
   k.b.setInsertionPointToStart(loop.getBody());
   Value first = loop.getRegionIterArgs()[0];
@@ -78,12 +88,20 @@ std::pair<Value, Value> TileScheduler::locateValidBlock(Value index) {
   Value here = arith::AndIOp::create(
       k.b, ir.cmp(arith::CmpIPredicate::sge, index, first),
       ir.cmp(arith::CmpIPredicate::slt, index, next));
-  scf::YieldOp::create(
-      k.b, ValueRange{next,
-                      ir.select(here, loop.getInductionVar(),
-                                loop.getRegionIterArgs()[1]),
-                      ir.select(here, ir.sub(index, first),
-                                loop.getRegionIterArgs()[2])});
+  SmallVector<Value> yield = {
+      next,
+      ir.select(here, loop.getInductionVar(), loop.getRegionIterArgs()[1]),
+      ir.select(here, ir.sub(index, first), loop.getRegionIterArgs()[2])};
+  if (peerGroup) {
+    Value peerHere = arith::AndIOp::create(
+        k.b, ir.cmp(arith::CmpIPredicate::sge, peerIndex, first),
+        ir.cmp(arith::CmpIPredicate::slt, peerIndex, next));
+    yield.push_back(ir.select(peerHere, loop.getInductionVar(),
+                              loop.getRegionIterArgs()[3]));
+  }
+  scf::YieldOp::create(k.b, yield);
+  if (peerGroup)
+    *peerGroup = loop.getResult(3);
   return {loop.getResult(1), loop.getResult(2)};
 }
 
@@ -254,8 +272,14 @@ void TileScheduler::computeTile(Value tile) {
   TileState &t = k.tile;
   const KernelConfig &cfg = k.cfg;
   if (validBlocksOnly()) {
-    Value blockIndex;
-    if (cfg.nFastest) {
+    Value blockIndex, peerIndex, peerGroup;
+    if (cfg.shareB) {
+      // The pair takes blocks 2u and 2u + 1 of the blocks with rows.
+      t.nBlock = ir.remU(tile, t.nUnits);
+      Value pair = ir.mul(ir.divU(tile, t.nUnits), ir.i32(cfg.cluster));
+      blockIndex = ir.add(pair, t.rank);
+      peerIndex = ir.add(pair, ir.sub(ir.i32(1), t.rank));
+    } else if (cfg.nFastest) {
       t.nBlock = ir.add(ir.mul(ir.remU(tile, t.nUnits), ir.i32(cfg.cluster)),
                         t.rank);
       blockIndex = ir.divU(tile, t.nUnits);
@@ -263,10 +287,21 @@ void TileScheduler::computeTile(Value tile) {
       blockIndex = ir.remU(tile, t.validBlocks);
       t.nBlock = ir.divU(tile, t.validBlocks);
     }
-    std::tie(t.group, t.mBlock) = locateValidBlock(blockIndex);
+    std::tie(t.group, t.mBlock) = locateValidBlock(
+        blockIndex, cfg.shareB ? &peerGroup : nullptr, peerIndex);
     t.validRows = ir.load(ir.i32T(), k.arg(kWgParamGroups), ir.toI64(t.group));
     t.blockIsPadding = arith::ConstantIntOp::create(k.b, 0, 1);
+    t.pairIsPadding = t.blockIsPadding;
     t.kBlockCount = ir.i32((k.c.k + cfg.blockK - 1) / cfg.blockK);
+    if (cfg.shareB) {
+      // Past the last block with rows (an odd count), the CTA computes
+      // block 0 of group 0 beside its peer and stores none of it.
+      Value own = ir.cmp(arith::CmpIPredicate::ult, blockIndex, t.validBlocks);
+      t.validRows = ir.select(own, t.validRows, ir.i32(0));
+      t.blockIsPadding = arith::XOrIOp::create(k.b, own, k.trueV());
+      t.sharesB = arith::AndIOp::create(
+          k.b, own, ir.cmp(arith::CmpIPredicate::eq, peerGroup, t.group));
+    }
     return;
   }
   Value rest;
@@ -275,7 +310,7 @@ void TileScheduler::computeTile(Value tile) {
     // n-unit fastest: the CTAs working at once share a band's B (which
     // stays in L2 for the whole band) and a few A row blocks.
     const int64_t band = cfg.rasterBand;
-    Value perBand = ir.mul(ir.i32(band), t.mBlocks);
+    Value perBand = ir.mul(ir.i32(band), t.mUnits);
     Value fullBands = ir.divU(t.nUnits, ir.i32(band));
     Value inFull = ir.cmp(arith::CmpIPredicate::ult, tile,
                           ir.mul(fullBands, perBand));
@@ -285,22 +320,35 @@ void TileScheduler::computeTile(Value tile) {
     Value width = ir.select(inFull, ir.i32(band),
                             ir.sub(t.nUnits, ir.mul(fullBands, ir.i32(band))));
     Value unit = ir.add(ir.mul(bandIdx, ir.i32(band)), ir.remU(r, width));
-    t.nBlock = ir.add(ir.mul(unit, ir.i32(cfg.cluster)), t.rank);
+    t.nBlock = cfg.shareB ? unit
+                          : ir.add(ir.mul(unit, ir.i32(cfg.cluster)), t.rank);
     rest = ir.divU(r, width);
     t.mBlock = rest;
   } else if (cfg.nFastest) {
     // A cluster's CTAs take adjacent n-blocks; past the last n-block a
     // CTA still loads its half of A for the peer and stores nothing.
-    t.nBlock = ir.add(ir.mul(ir.remU(tile, t.nUnits), ir.i32(cfg.cluster)),
-                      t.rank);
+    t.nBlock = cfg.shareB ? ir.remU(tile, t.nUnits)
+                          : ir.add(ir.mul(ir.remU(tile, t.nUnits),
+                                          ir.i32(cfg.cluster)),
+                                   t.rank);
     rest = ir.divU(tile, t.nUnits);
-    t.mBlock = k.groupPerTile() ? ir.remU(rest, t.mBlocks) : rest;
+    t.mBlock = k.groupPerTile() ? ir.remU(rest, t.mUnits) : rest;
   } else {
     t.mBlock = ir.remU(tile, t.mBlocks);
     Value mn = ir.divU(tile, t.mBlocks);
     t.nBlock = k.groupPerTile() ? ir.remU(mn, t.nBlocks) : mn;
     // The group index below divides `rest` by mBlocks.
     rest = ir.add(ir.mul(ir.divU(mn, t.nBlocks), t.mBlocks), t.mBlock);
+  }
+  // Sharing B, the walk above counted pairs of m-blocks: the pair takes
+  // blocks 2u and 2u + 1 (the second past the last block when the count
+  // is odd: padding, computed beside the peer).
+  Value peerRow0;
+  if (cfg.shareB) {
+    Value pair = ir.mul(t.mBlock, ir.i32(cfg.cluster));
+    t.mBlock = ir.add(pair, t.rank);
+    peerRow0 = ir.mul(ir.add(pair, ir.sub(ir.i32(1), t.rank)),
+                      ir.i32(cfg.blockM));
   }
   Value row0 = ir.mul(t.mBlock, ir.i32(cfg.blockM));
   t.row0 = Value();
@@ -312,7 +360,7 @@ void TileScheduler::computeTile(Value tile) {
   if (k.wgrad()) {
     // The group's tokens [start, end) (the launch checks every group size
     // against the alignment).
-    t.group = ir.divU(rest, t.mBlocks);
+    t.group = ir.divU(rest, t.mUnits);
     Value end = ir.load(ir.i32T(), groups, ir.toI64(t.group));
     Value prevIdx =
         arith::MaxSIOp::create(k.b, ir.sub(t.group, ir.i32(1)), ir.i32(0));
@@ -334,9 +382,19 @@ void TileScheduler::computeTile(Value tile) {
       t.tokenEnd = end;
     t.validRows = ir.i32(k.c.n);
   } else if (k.masked()) {
-    t.group = ir.divU(rest, t.mBlocks);
+    t.group = ir.divU(rest, t.mUnits);
     t.validRows = ir.load(ir.i32T(), groups, ir.toI64(t.group));
     t.blockIsPadding = ir.cmp(arith::CmpIPredicate::sge, row0, t.validRows);
+    if (cfg.shareB) {
+      // Both blocks are the group's: B is shared unless one is padding.
+      Value peerPadding = ir.cmp(arith::CmpIPredicate::sge, peerRow0,
+                                 ir.minS(t.validRows, t.rows));
+      t.pairIsPadding =
+          arith::AndIOp::create(k.b, t.blockIsPadding, peerPadding);
+      t.sharesB = arith::XOrIOp::create(
+          k.b, arith::OrIOp::create(k.b, t.blockIsPadding, peerPadding),
+          k.trueV());
+    }
   } else if (k.groupStartsTiles()) {
     // mBlock counts the groups' row blocks (countGroupStartBlocks).
     locateGroupStartBlock(t.mBlock);
@@ -344,25 +402,60 @@ void TileScheduler::computeTile(Value tile) {
     // Alignment is a multiple of 128: the block lies in one group, found by
     // counting the group ends at or before its first row.
     Value numGroups = k.arg(kWgParamNumGroups);
-    auto loop = scf::ForOp::create(k.b, ir.i32(0), numGroups, ir.i32(1),
-                                   ValueRange{ir.i32(0)});
-    {
-      OpBuilder::InsertionGuard g(k.b);
-      k.b.setInsertionPointToStart(loop.getBody());
-      Value end = ir.load(ir.i32T(), groups, ir.toI64(loop.getInductionVar()));
-      Value past = ir.cmp(arith::CmpIPredicate::sle, end, row0);
-      scf::YieldOp::create(
-          k.b, ir.add(loop.getRegionIterArgs()[0],
-                      arith::ExtUIOp::create(k.b, ir.i32T(), past)));
-    }
-    t.group = loop.getResult(0);
+    Value peerGroup;
+    t.group = fixedBlockGroup(row0, cfg.shareB ? &peerGroup : nullptr,
+                              peerRow0);
     t.blockIsPadding = ir.cmp(arith::CmpIPredicate::sge, t.group, numGroups);
+    if (cfg.shareB) {
+      Value peerPadding =
+          ir.cmp(arith::CmpIPredicate::sge, peerGroup, numGroups);
+      t.pairIsPadding =
+          arith::AndIOp::create(k.b, t.blockIsPadding, peerPadding);
+      t.sharesB = arith::AndIOp::create(
+          k.b, ir.cmp(arith::CmpIPredicate::eq, t.group, peerGroup),
+          arith::XOrIOp::create(k.b, t.blockIsPadding, k.trueV()));
+      // A padding block computed beside its peer loads some group's B
+      // (its scales must be read inside the array); it stores no result.
+      t.group = arith::MaxSIOp::create(
+          k.b, ir.minS(t.group, ir.sub(numGroups, ir.i32(1))), ir.i32(0));
+    }
   }
+  if (!cfg.shareB)
+    t.pairIsPadding = t.blockIsPadding;
+}
+
+/// m_contiguous with whole 128-row blocks per group: the group of the block
+/// whose first row is `row0` (the count of group ends at or before it;
+/// numGroups for rows past the last group), and with `peerGroup` that of
+/// the block at `peerRow0`, in the same pass over the ends.
+Value TileScheduler::fixedBlockGroup(Value row0, Value *peerGroup,
+                                     Value peerRow0) {
+  KernelIR &ir = k.ir;
+  Value groups = k.arg(kWgParamGroups);
+  SmallVector<Value> init = {ir.i32(0)};
+  if (peerGroup)
+    init.push_back(ir.i32(0));
+  auto loop = scf::ForOp::create(k.b, ir.i32(0), k.arg(kWgParamNumGroups),
+                                 ir.i32(1), init);
+  OpBuilder::InsertionGuard g(k.b);
+  k.b.setInsertionPointToStart(loop.getBody());
+  Value end = ir.load(ir.i32T(), groups, ir.toI64(loop.getInductionVar()));
+  auto countIfPast = [&](Value count, Value row) {
+    Value past = ir.cmp(arith::CmpIPredicate::sle, end, row);
+    return ir.add(count, arith::ExtUIOp::create(k.b, ir.i32T(), past));
+  };
+  SmallVector<Value> yield = {countIfPast(loop.getRegionIterArgs()[0], row0)};
+  if (peerGroup)
+    yield.push_back(countIfPast(loop.getRegionIterArgs()[1], peerRow0));
+  scf::YieldOp::create(k.b, yield);
+  if (peerGroup)
+    *peerGroup = loop.getResult(1);
+  return loop.getResult(0);
 }
 
 Value TileScheduler::advance(Value it) {
   KernelIR &ir = k.ir;
-  return ir.select(k.tile.blockIsPadding, it,
+  return ir.select(k.tile.pairIsPadding, it,
                    ir.add(it, k.tile.kBlockCount));
 }
 

@@ -68,13 +68,25 @@ Value consumerTile(WgmmaKernel &k, TileScheduler &sched, Value it, Value tid,
   SmallVector<Value> zeros(size_t(n / 2), ir.f32(0.0));
   SmallVector<Type> accTypes(size_t(n / 2), ir.f32T());
   auto ifWork = scf::IfOp::create(
-      b, accTypes, arith::XOrIOp::create(b, k.tile.blockIsPadding, k.trueV()),
+      b, accTypes, arith::XOrIOp::create(b, k.tile.pairIsPadding, k.trueV()),
       true);
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&ifWork.getThenRegion().front());
-    scf::YieldOp::create(
-        b, Mainloop(k).run(it, consumerIdx, tidInWg, rowInTile, lane));
+    SmallVector<Value> acc =
+        Mainloop(k).run(it, consumerIdx, tidInWg, rowInTile, lane);
+    if (k.cfg.shareB) {
+      // A padding block computed beside its peer: its results are not D's.
+      auto ifOwn = scf::IfOp::create(b, accTypes, k.tile.blockIsPadding, true);
+      OpBuilder::InsertionGuard inner(b);
+      b.setInsertionPointToStart(&ifOwn.getThenRegion().front());
+      scf::YieldOp::create(b, zeros);
+      b.setInsertionPointToStart(&ifOwn.getElseRegion().front());
+      scf::YieldOp::create(b, acc);
+      b.setInsertionPointAfter(ifOwn);
+      acc.assign(ifOwn.getResults().begin(), ifOwn.getResults().end());
+    }
+    scf::YieldOp::create(b, acc);
     b.setInsertionPointToStart(&ifWork.getElseRegion().front());
     scf::YieldOp::create(b, zeros);
   }

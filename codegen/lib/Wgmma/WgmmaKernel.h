@@ -39,6 +39,15 @@ constexpr int kConsumersBarrier = 3;
 /// producer, mainloop and epilogue read them.
 struct TileState {
   Value mBlock, nBlock, group, rows, validRows, blockIsPadding;
+  /// Whether the producer and the mainloop skip the tile: blockIsPadding,
+  /// except in a cluster sharing B, where a CTA whose own block is padding
+  /// still runs the K loop beside its peer (loading its share of B, keeping
+  /// the barriers in step) and stores zeros or nothing.
+  Value pairIsPadding;
+  /// Sharing B (cfg.shareB): whether both CTAs of the pair multiply the same
+  /// group's B this tile, so each loads half of it into both (else each
+  /// loads all of its own).
+  Value sharesB;
   /// groupStartsTiles(): the tile's first row of A and D (i32; the fixed
   /// walks leave it null, see WgmmaKernel::tileRow0) and the end of its
   /// group's rows: rows from there on belong to the next group (or are
@@ -60,7 +69,8 @@ struct TileState {
   /// Straddling tiles: the tile's columns before the next 128-wide B
   /// scale block (set by the consumer per tile).
   Value boundary;
-  Value nBlocks, nUnits, mBlocks, numTiles, rank;
+  /// mUnits: m-blocks, or pairs of them when a cluster shares B.
+  Value nBlocks, nUnits, mBlocks, mUnits, numTiles, rank;
   /// validBlocksOnly: the launch's blocks with rows, over all groups.
   Value validBlocks;
 };
@@ -197,12 +207,15 @@ public:
 private:
   bool validBlocksOnly() const;
   Value groupBlocks(Value g);
-  std::pair<Value, Value> locateValidBlock(Value index);
+  std::pair<Value, Value> locateValidBlock(Value index,
+                                           Value *peerGroup = nullptr,
+                                           Value peerIndex = Value());
   Value groupEnd(Value g, Value prevEnd);
   Value searchGroupEnd(Value g);
   Value countGroupStartBlocks();
   void locateGroupStartBlock(Value index);
   void computeTile(Value tile);
+  Value fixedBlockGroup(Value row0, Value *peerGroup, Value peerRow0);
   WgmmaKernel &k;
 };
 
@@ -217,6 +230,7 @@ public:
 
 private:
   void loads(Value it, Value tid);
+  void loadSharedB(Value s, SmallVector<Value> coords);
   Value tokenScaleColumn(Value kb, Value k0);
   Value scaleAAddress(Value row, Value kb);
   Value scaleBAddress(Value nb128, Value kb);

@@ -54,8 +54,12 @@ struct KernelConfig {
   bool nFastest = true;
   /// CTAs per cluster. With 2, the pair takes adjacent n-blocks of one
   /// m-block and each CTA TMA-loads half of the shared A tile, multicast
-  /// into both (half the A bytes through L2).
+  /// into both (half the A bytes through L2), unless shareB.
   int cluster = 1;
+  /// With cluster 2: the pair takes adjacent m-blocks of one n-block and
+  /// shares B instead (each CTA loads half of the B tile's rows, multicast
+  /// into both), where both m-blocks multiply the same group's B.
+  bool shareB = false;
   /// m_contiguous: walk the tiles in bands of this many n-units (0: no
   /// bands, the whole n range per m-block).
   int rasterBand = 0;

@@ -119,7 +119,8 @@ def QGemm_KernelConfigAttr : QGemm_Attr<"KernelConfig", "config"> {
     `#qgemm.config<wgmma, tile = [128, 192, 128], stages = 4, threads = 384,
     raster = n, band = 4, cluster = 1, num_sms = 0, scales_b = tile,
     epilogue = staged, smem = 217216>`; MXFP8 kernels add `scale_k = 32`
-    (the promotion step along K; 128 is not printed).
+    (the promotion step along K; 128 is not printed), clusters sharing B
+    `multicast = b` (a cluster otherwise shares A).
   }];
   let parameters = (ins QGemm_EnumParameter<"KernelFamily">:$family,
                         "int64_t":$blockM, "int64_t":$blockN, "int64_t":$blockK,
@@ -128,14 +129,15 @@ def QGemm_KernelConfigAttr : QGemm_Attr<"KernelConfig", "config"> {
                         "int64_t":$cluster, "int64_t":$numSms,
                         StringRefParameter<>:$scalesB,
                         StringRefParameter<>:$epilogue, "int64_t":$smem,
-                        DefaultValuedParameter<"int64_t", "128">:$scaleK);
+                        DefaultValuedParameter<"int64_t", "128">:$scaleK,
+                        StringRefParameter<"operand a cluster shares", "\"\"">:$multicast);
   let assemblyFormat = [{
     `<` $family `,` `tile` `=` `[` $blockM `,` $blockN `,` $blockK `]` `,`
     `stages` `=` $stages `,` `threads` `=` $threads `,`
     `raster` `=` $raster `,` `band` `=` $band `,` `cluster` `=` $cluster `,`
     `num_sms` `=` $numSms `,` `scales_b` `=` $scalesB `,`
     `epilogue` `=` $epilogue `,` `smem` `=` $smem
-    (`,` `scale_k` `=` $scaleK^)? `>`
+    (`,` `scale_k` `=` $scaleK^)? (`,` `multicast` `=` $multicast^)? `>`
   }];
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{

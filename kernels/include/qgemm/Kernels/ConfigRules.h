@@ -45,6 +45,10 @@ bool blockNSpansTwoScaleBlocksAtMost(int64_t blockN);
 /// with `cfg`'s tile for `c`; 2 even when those do not fit.
 int maxWgmmaStages(const GemmContract &c, KernelConfig cfg);
 
+/// Whether a 2-CTA cluster can share B for `c` ("multicast": "b"): m_masked,
+/// or m_contiguous in whole 128-row blocks per group indexed by offsets.
+QGEMM_API bool clusterCanShareB(const GemmContract &c);
+
 /// Requests no family can honour for `c`, checked before any choice is
 /// made: "family": "wgmma" on a contract it does not build, tile knobs with
 /// the SIMT family (asked for, or the only one that builds the contract),

@@ -67,7 +67,8 @@ inline std::array<int64_t, 3> simtGemmGrid(const GemmContract &c, int64_t rows,
 }
 
 /// Work units of a wgmma launch: output tiles (n-block, m-block[, group]),
-/// or with a cluster of 2, pairs of adjacent n-blocks of one m-block. The
+/// or with a cluster of 2, pairs of adjacent n-blocks of one m-block (or,
+/// sharing B, of adjacent m-blocks of one n-block). The
 /// default walk is n fastest, so the CTAs working at once share a few A row
 /// blocks and one group's B and both stay in L2 (m-fastest order re-reads
 /// all of A from DRAM per n-block).
@@ -84,7 +85,11 @@ inline int64_t wgmmaWorkUnits(const GemmContract &c, const KernelConfig &cfg,
        c.grouping.index == GroupIndex::RowGroup))
     mBlocks += groups;
   const int64_t nBlocks = ((wgrad ? c.k : c.n) + cfg.blockN - 1) / cfg.blockN;
-  const int64_t nUnits = (nBlocks + cfg.cluster - 1) / cfg.cluster;
+  // A cluster shares A over adjacent n-blocks, or B over adjacent m-blocks.
+  const int64_t nUnits =
+      cfg.shareB ? nBlocks : (nBlocks + cfg.cluster - 1) / cfg.cluster;
+  if (cfg.shareB)
+    mBlocks = (mBlocks + cfg.cluster - 1) / cfg.cluster;
   return mBlocks * nUnits *
          (c.grouping.kind == GroupingKind::MMasked || wgrad ? groups : 1);
 }

@@ -64,7 +64,15 @@ struct WgmmaLayout {
   int64_t offsetA() const { return 0; }
   int64_t offsetB() const { return cfg.stages * stageBytesA(); }
   /// A rows each CTA of a cluster loads (and multicasts to the others).
-  int64_t aRowsPerCta() const { return cfg.blockM / cfg.cluster; }
+  int64_t aRowsPerCta() const {
+    return cfg.shareB ? cfg.blockM : cfg.blockM / cfg.cluster;
+  }
+  /// B rows of one TMA box: a cluster sharing B loads its share of the
+  /// tile's rows (multicast), or, when the pair's m-blocks multiply
+  /// different groups' B, all of them as `cluster` boxes of its own.
+  int64_t bRowsPerBox() const {
+    return cfg.shareB ? cfg.blockN / cfg.cluster : cfg.blockN;
+  }
   /// Byte offset, within a stage's A tile, of consumer warpgroup `i`'s rows.
   int64_t consumerOffsetA(int64_t i) const {
     return i * kConsumerRows * cfg.blockK;
@@ -137,7 +145,7 @@ struct WgmmaLayout {
     return {uint32_t(cfg.blockK), uint32_t(aRowsPerCta())};
   }
   std::array<uint32_t, 2> boxB() const {
-    return {uint32_t(cfg.blockK), uint32_t(cfg.blockN)};
+    return {uint32_t(cfg.blockK), uint32_t(bRowsPerBox())};
   }
 
 private:
