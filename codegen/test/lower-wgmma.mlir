@@ -64,11 +64,15 @@ qgemm.grouped_matmul @up n = 4096, k = 7168,
 // rows the tiles cover only the row blocks that hold rows: the kernel counts
 // them over the groups (ceil of masked_m clamped to [0, M_max], over 128),
 // and each tile finds its group and block with a scan over the groups.
+// The heuristic runs it as 2-CTA clusters sharing B: the pair takes blocks
+// 2u and 2u + 1, and the scan also finds the peer's group (B is shared
+// when both blocks are one group's).
 // CHECK-LABEL: llvm.func @masked(
+// CHECK-SAME: nvvm.cluster_dim = array<i32: 2, 1, 1>
 // CHECK: scf.for %{{.*}} = %c0_i32 to %arg8 step %c1_i32 iter_args(%{{.*}} = %c0_i32) -> (i32)
 // CHECK: arith.maxsi
 // CHECK: arith.minsi
-// CHECK: scf.for %{{.*}} = %c0_i32 to %arg8 step %c1_i32 iter_args({{.*}}) -> (i32, i32, i32)
+// CHECK: scf.for %{{.*}} = %c0_i32 to %arg8 step %c1_i32 iter_args({{.*}}) -> (i32, i32, i32, i32)
 // CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg0, %{{.*}}, box[%{{.*}}, %{{.*}}, %{{.*}}]
 // CHECK: nvvm.wgmma.mma_async {{.*}} A[<e5m2>, <one>, <row>], B[<e4m3>, <one>, <col>]
 qgemm.grouped_matmul @masked n = 7168, k = 2048,

@@ -40,6 +40,9 @@ KernelConfig resolveKernelConfig(const GemmContract &c, const Tuning &t,
     cfg.numSms = t.numSms;
     cfg.cluster = int(t.cluster);
     cfg.shareB = t.cluster == 2 && t.multicast == "b";
+  } else if (heuristicShareB(c, cfg)) {
+    cfg.cluster = 2;
+    cfg.shareB = true;
   }
   cfg.rasterBand = heuristicRasterBand(c, cfg.nFastest);
   cfg.sharedBytes = WgmmaLayout(cfg).sharedBytes(c);

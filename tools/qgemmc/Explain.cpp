@@ -125,6 +125,12 @@ std::string configOf(const qgemm::Spec &s, const qgemm::CompileOutput &o,
                                  " n-blocks"
                            : std::string()) +
            ", " +
+           (cfg.cluster > 1
+                ? std::to_string(cfg.cluster) + "-CTA clusters sharing " +
+                      (cfg.shareB ? "B over adjacent m-blocks"
+                                  : "A over adjacent n-blocks") +
+                      " (TMA multicast), "
+                : std::string()) +
            (cfg.numSms ? "at most " + std::to_string(cfg.numSms) + " CTAs, "
                        : std::string()) +
            promote + ", " +

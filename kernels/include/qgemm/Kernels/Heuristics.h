@@ -32,6 +32,9 @@ int heuristicStages(const GemmContract &c, const KernelConfig &cfg);
 /// Whether bf16 output goes through the shared-memory epilogue.
 bool heuristicStagedEpilogue(const GemmContract &c);
 
+/// Whether "auto" runs `cfg`'s tile as 2-CTA clusters sharing B.
+bool heuristicShareB(const GemmContract &c, const KernelConfig &cfg);
+
 /// Width, in n-units, of the bands an n-fastest walk takes (0: no bands).
 int heuristicRasterBand(const GemmContract &c, bool nFastest);
 
