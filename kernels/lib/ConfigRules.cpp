@@ -172,7 +172,17 @@ std::optional<Violation> checkFamilyRequest(const GemmContract &c,
   return std::nullopt;
 }
 
-std::optional<Violation> checkTileRequest(const Tuning &t) {
+/// The weight gradient's B scales are per column (staged blockN of them a
+/// stage), so its tiles never straddle a scale block and may be any
+/// multiple of 8 columns, the wgmma n step (DeepGEMM's k-grouped kernel
+/// runs 152); the forward tiles stay on multiples of 16 (16-byte bf16
+/// chunks, 8-column groups on either side of a 128 boundary).
+static int64_t blockNStep(const GemmContract &c) {
+  return c.grouping.kind == GroupingKind::KContiguous ? 8 : 16;
+}
+
+std::optional<Violation> checkTileRequest(const GemmContract &c,
+                                          const Tuning &t) {
   if (t.isAuto)
     return std::nullopt;
   if (t.blockM && t.blockM != 128)
@@ -181,14 +191,17 @@ std::optional<Violation> checkTileRequest(const Tuning &t) {
                                  "consumer warpgroups of 64 rows)");
   if (!t.blockN)
     return std::nullopt;
-  if (t.blockN % 16 != 0 || t.blockN > kMaxWgmmaBlockN)
+  const bool wgrad = c.grouping.kind == GroupingKind::KContiguous;
+  if (t.blockN % blockNStep(c) != 0 || t.blockN > kMaxWgmmaBlockN)
     return refuse("block_n",
                   std::to_string(t.blockN) +
-                      " is not supported; supported: multiples of 16 up to "
-                      "128, 144, 160, " +
+                      (wgrad ? " is not supported; supported: multiples of 8 "
+                               "up to "
+                             : " is not supported; supported: multiples of 16 "
+                               "up to 128, 144, 160, ") +
                       std::to_string(kMaxWgmmaBlockN) +
                       " (accumulators and temporaries must fit in registers)");
-  if (!blockNSpansTwoScaleBlocksAtMost(t.blockN))
+  if (!wgrad && !blockNSpansTwoScaleBlocksAtMost(t.blockN))
     return refuse("block_n", std::to_string(t.blockN) +
                                  " lets a tile span three 128-wide B scale "
                                  "blocks; supported: 16..128, 144, 160, 192");
@@ -209,7 +222,8 @@ std::string checkConfigConsistent(const GemmContract &c,
     return "cluster " + std::to_string(cfg.cluster) +
            (cfg.shareB ? " sharing B" : "") + " does not split the tile";
   if (cfg.blockK != WgmmaLayout::kSwizzleBytes || cfg.blockM != 128 ||
-      cfg.blockN < 16 || cfg.blockN > kMaxWgmmaBlockN || cfg.blockN % 16 != 0)
+      cfg.blockN < 16 || cfg.blockN > kMaxWgmmaBlockN ||
+      cfg.blockN % blockNStep(c) != 0)
     return "tile " + std::to_string(cfg.blockM) + "x" +
            std::to_string(cfg.blockN) + "x" + std::to_string(cfg.blockK) +
            " is not one the wgmma family builds";

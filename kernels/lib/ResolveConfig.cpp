@@ -27,7 +27,7 @@ KernelConfig resolveKernelConfig(const GemmContract &c, const Tuning &t,
       c.grouping.kind == GroupingKind::KContiguous || isMxfp8(c);
   cfg.stagedEpilogue = heuristicStagedEpilogue(c);
   if (!why)
-    why = checkTileRequest(t);
+    why = checkTileRequest(c, t);
   const bool explicitN = !t.isAuto && t.blockN;
   cfg.blockN = explicitN && !why ? int(t.blockN) : heuristicBlockN(c);
   cfg.stages = maxWgmmaStages(c, cfg);

@@ -55,8 +55,9 @@ QGEMM_API bool clusterCanShareB(const GemmContract &c);
 /// and cluster / multicast combinations.
 std::optional<Violation> checkFamilyRequest(const GemmContract &c,
                                             const Tuning &t);
-/// An explicit block_m / block_n the wgmma family cannot build.
-std::optional<Violation> checkTileRequest(const Tuning &t);
+/// An explicit block_m / block_n the wgmma family cannot build for `c`.
+std::optional<Violation> checkTileRequest(const GemmContract &c,
+                                          const Tuning &t);
 /// An explicit stage count that does not fit with `cfg`'s tile (whose
 /// stages are the most that fit).
 std::optional<Violation> checkStagesRequest(const GemmContract &c,
