@@ -25,8 +25,11 @@ std::string blockText(const ScaleRecipe &s) {
 
 bool clusterCanShareB(const GemmContract &c) {
   // The pair takes adjacent m-blocks, which must lie in whole 128-row
-  // blocks of one group to share anything: the fixed walks.
+  // blocks of one group to share anything: the fixed walks. k_contiguous
+  // tiles are (group, n-block of A's rows, k-block): both m-blocks of a
+  // pair always multiply the same group's B over the same tokens.
   return c.grouping.kind == GroupingKind::MMasked ||
+         c.grouping.kind == GroupingKind::KContiguous ||
          (c.grouping.kind == GroupingKind::MContiguous &&
           c.grouping.alignment % 128 == 0 &&
           c.grouping.index != GroupIndex::RowGroup);
@@ -134,14 +137,18 @@ std::optional<Violation> checkFamilyRequest(const GemmContract &c,
                             "num_sms out or use \"tuning\": \"auto\"");
   }
   const bool wgrad = c.grouping.kind == GroupingKind::KContiguous;
-  if (t.cluster == 2 && wgrad)
-    return refuse("cluster",
-                  "2 is not supported for k_contiguous yet; supported: 1");
+  if (t.cluster == 2 && wgrad && t.multicast != "b")
+    return refuse("multicast",
+                  quoted(t.multicast) +
+                      " with cluster 2 is not supported for k_contiguous; "
+                      "supported: \"b\" (the pair shares B across adjacent "
+                      "blocks of A's rows)");
   if (t.cluster == 2 && t.multicast == "b" && !clusterCanShareB(c))
     return refuse("multicast",
-                  "\"b\" needs m_masked, or m_contiguous groups aligned to "
-                  "128 rows and indexed by offsets (the pair takes adjacent "
-                  "128-row blocks of one group); supported here: \"a\"");
+                  "\"b\" needs m_masked, k_contiguous, or m_contiguous "
+                  "groups aligned to 128 rows and indexed by offsets (the "
+                  "pair takes adjacent 128-row blocks of one group); "
+                  "supported here: \"a\"");
   if (t.cluster == 2 && t.multicast != "a" && t.multicast != "b")
     return refuse("multicast",
                   quoted(t.multicast) +
@@ -151,10 +158,13 @@ std::optional<Violation> checkFamilyRequest(const GemmContract &c,
   if (t.cluster == 1 && t.multicast != "none") {
     // The suggestion must be a request that is accepted.
     if (wgrad)
-      return refuse("multicast", quoted(t.multicast) +
-                                     " is not supported for k_contiguous "
-                                     "(no clusters there yet); supported: "
-                                     "\"none\"");
+      return refuse("multicast",
+                    quoted(t.multicast) +
+                        (t.multicast == "b"
+                             ? " needs \"cluster\": 2"
+                             : " is not supported for k_contiguous; "
+                               "supported: \"none\", or \"b\" with "
+                               "\"cluster\": 2"));
     const std::string withCluster =
         t.raster == "m" ? "\"cluster\": 2 and \"raster\": \"n\""
                         : "\"cluster\": 2";
@@ -201,6 +211,14 @@ std::optional<Violation> checkTileRequest(const GemmContract &c,
                                "up to 128, 144, 160, ") +
                       std::to_string(kMaxWgmmaBlockN) +
                       " (accumulators and temporaries must fit in registers)");
+  // Sharing B, each CTA loads half of the tile's rows: a box of whole
+  // 8-row swizzle atoms (1024 B), so both halves start on an atom.
+  if (t.cluster == 2 && t.multicast == "b" && t.blockN % 16 != 0)
+    return refuse("block_n", std::to_string(t.blockN) +
+                                 " with \"multicast\": \"b\" is not "
+                                 "supported; supported: multiples of 16 (each "
+                                 "CTA loads half of the tile's rows in whole "
+                                 "8-row swizzle atoms)");
   if (!wgrad && !blockNSpansTwoScaleBlocksAtMost(t.blockN))
     return refuse("block_n", std::to_string(t.blockN) +
                                  " lets a tile span three 128-wide B scale "

@@ -249,10 +249,31 @@ TEST_CASE("every refusal that suggests a fix suggests one that is accepted",
   CHECK_FALSE(checkTuning(align16, b));
   b.multicast = "b";
   b.cluster = 1;
-  // The weight gradient has no clusters: no cluster is suggested there.
+  // The weight gradient shares B in clusters too: "b" without a cluster
+  // names it, and is accepted with it; "a" with a cluster is refused,
+  // pointing at "b".
   v = checkTuning(wgrad(), b);
   REQUIRE(v);
-  CHECK(v->message.find("cluster\": 2") == std::string::npos);
+  CHECK(v->message.find("\"b\" needs \"cluster\": 2") != std::string::npos);
+  b.cluster = 2;
+  CHECK_FALSE(checkTuning(wgrad(), b));
+  KernelConfig shared = resolveKernelConfig(wgrad(), b);
+  CHECK(shared.cluster == 2);
+  CHECK(shared.shareB);
+  // Half of a 152-wide tile is not whole swizzle atoms.
+  b.blockN = 152;
+  v = checkTuning(wgrad(), b);
+  REQUIRE(v);
+  CHECK(v->field == "tuning.block_n");
+  CHECK(v->message.find("multiples of 16") != std::string::npos);
+  b.blockN = 144;
+  CHECK_FALSE(checkTuning(wgrad(), b));
+  b.blockN = 0;
+  b.multicast = "a";
+  v = checkTuning(wgrad(), b);
+  REQUIRE(v);
+  CHECK(v->field == "tuning.multicast");
+  CHECK(v->message.find("supported: \"b\"") != std::string::npos);
   // A width that is a multiple of 16 but spans three scale blocks is not
   // among the supported ones the message lists.
   Tuning t176;

@@ -381,6 +381,14 @@ void TileScheduler::computeTile(Value tile) {
     if (k.mx())
       t.tokenEnd = end;
     t.validRows = ir.i32(k.c.n);
+    if (cfg.shareB) {
+      // Both blocks of the pair multiply this group's B over its tokens:
+      // always shared. With an odd count of A row blocks, the last pair's
+      // second block lies past n: TMA and the scale copies fill it with
+      // zeros, and its rows are never stored.
+      t.sharesB = k.trueV();
+      t.pairIsPadding = t.blockIsPadding;
+    }
   } else if (k.masked()) {
     t.group = ir.divU(rest, t.mUnits);
     t.validRows = ir.load(ir.i32T(), groups, ir.toI64(t.group));

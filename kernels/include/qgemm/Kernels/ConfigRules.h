@@ -46,7 +46,8 @@ bool blockNSpansTwoScaleBlocksAtMost(int64_t blockN);
 int maxWgmmaStages(const GemmContract &c, KernelConfig cfg);
 
 /// Whether a 2-CTA cluster can share B for `c` ("multicast": "b"): m_masked,
-/// or m_contiguous in whole 128-row blocks per group indexed by offsets.
+/// k_contiguous, or m_contiguous in whole 128-row blocks per group indexed
+/// by offsets.
 QGEMM_API bool clusterCanShareB(const GemmContract &c);
 
 /// Requests no family can honour for `c`, checked before any choice is
