@@ -339,7 +339,7 @@ qgemm.grouped_matmul @wgrad n = 4096, k = 7168,
     a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
     b = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, GEMM_READY>>,
     d = <f32>, grouping = #qgemm.grouping<k_contiguous, align = 128, index = offsets>,
-    padding = <zero> accumulate
+    padding = <zero> accumulate {tuning = #qgemm.tuning<block_m = 0, block_n = 0, stages = 0, cluster = 1, multicast = "none", num_sms = 0, raster = "n">}
 
 // -----
 
@@ -403,5 +403,23 @@ qgemm.grouped_matmul @wgrad n = 4096, k = 7168,
 qgemm.grouped_matmul @wgrad16 n = 4096, k = 7168,
     a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
     b = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, GEMM_READY>>,
+    d = <f32>, grouping = #qgemm.grouping<k_contiguous, align = 16, index = offsets>,
+    padding = <zero> {tuning = #qgemm.tuning<block_m = 0, block_n = 0, stages = 0, cluster = 1, multicast = "none", num_sms = 0, raster = "n">}
+
+// -----
+
+// The weight gradient's default: 2-CTA clusters sharing B. Both CTAs of a
+// pair always multiply the same group's B over the same tokens, so each
+// loads half of B's rows (one box) into both, and no unshared path is left.
+// CHECK-LABEL: llvm.func @wgrad_pair(
+// CHECK-SAME: nvvm.cluster_dim = array<i32: 2, 1, 1>
+// CHECK: nvvm.mbarrier.init %{{.*}}, %c258_i32
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg0, %{{.*}}, box[%{{.*}}, %{{.*}}] :
+// CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg1, %{{.*}}, box[%{{.*}}, %{{.*}}] multicast_mask = %{{.*}}
+// CHECK-NOT: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg1
+// CHECK: nvvm.mapa
+qgemm.grouped_matmul @wgrad_pair n = 4096, k = 7168,
+    a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
+    b = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
     d = <f32>, grouping = #qgemm.grouping<k_contiguous, align = 16, index = offsets>,
     padding = <zero>

@@ -31,9 +31,10 @@ qgemm.grouped_matmul @tuned n = 4096, k = 7168,
 
 // -----
 
-// The weight gradient: per-column B scales, registers epilogue, 4 stages.
+// The weight gradient: per-column B scales, registers epilogue, 4 stages,
+// 2-CTA clusters sharing B.
 // CHECK-LABEL: qgemm.grouped_matmul @wgrad
-// CHECK-SAME: stages = 4, threads = 384, raster = "n", band = 0, cluster = 1, num_sms = 0, scales_b = "column", epilogue = "registers"
+// CHECK-SAME: stages = 4, threads = 384, raster = "n", band = 0, cluster = 2, num_sms = 0, scales_b = "column", epilogue = "registers", smem = {{[0-9]+}}, multicast = "b"
 qgemm.grouped_matmul @wgrad n = 4096, k = 7168,
     a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
     b = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
@@ -76,3 +77,15 @@ qgemm.grouped_matmul @simt n = 4096, k = 7168,
     b = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, COMPACT>>,
     d = <f32>, grouping = #qgemm.grouping<k_contiguous, align = 16, index = offsets>,
     padding = <zero>
+
+// -----
+
+// Both optional tail fields at once (the second RUN line parses the printed
+// form back): MXFP8 steps and a cluster sharing B.
+// CHECK-LABEL: qgemm.grouped_matmul @mx_pair
+// CHECK-SAME: cluster = 2, {{.*}} scale_k = 32, multicast = "b">
+qgemm.grouped_matmul @mx_pair n = 4096, k = 7168,
+    a = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, COMPACT>>,
+    b = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, COMPACT>>,
+    d = <bf16>, grouping = #qgemm.grouping<m_masked, align = 1, index = masked_m>,
+    padding = <zero> {tuning = #qgemm.tuning<block_m = 0, block_n = 128, stages = 0, cluster = 2, multicast = "b", num_sms = 0, raster = "n">}

@@ -17,6 +17,44 @@ using namespace mlir::qgemm;
 
 #include "qgemm/Dialect/QGemmDialect.cpp.inc"
 
+/// The configuration's optional tail after `smem = N`: `, scale_k = 32`
+/// (MXFP8; 128 is not printed), then `, multicast = "b"` (clusters sharing
+/// B), either, both or neither. Two declarative optional groups that both
+/// open with a comma cannot tell each other apart: the first one takes the
+/// comma and then insists on its own keyword.
+static ParseResult parseConfigTail(AsmParser &p, int64_t &scaleK,
+                                   std::string &multicast) {
+  scaleK = 128;
+  multicast.clear();
+  while (succeeded(p.parseOptionalComma())) {
+    StringRef key;
+    SMLoc at = p.getCurrentLocation();
+    if (failed(p.parseKeyword(&key)) || failed(p.parseEqual()))
+      return failure();
+    if (key == "scale_k") {
+      if (failed(p.parseInteger(scaleK)))
+        return failure();
+    } else if (key == "multicast") {
+      if (failed(p.parseString(&multicast)))
+        return failure();
+    } else {
+      return p.emitError(at) << "expected 'scale_k' or 'multicast', got '"
+                             << key << "'";
+    }
+  }
+  return success();
+}
+
+static void printConfigTail(AsmPrinter &p, int64_t scaleK,
+                            StringRef multicast) {
+  if (scaleK != 128)
+    p << ", scale_k = " << scaleK;
+  if (!multicast.empty()) {
+    p << ", multicast = ";
+    p.printString(multicast);
+  }
+}
+
 #define GET_ATTRDEF_CLASSES
 #include "qgemm/Dialect/QGemmAttrs.cpp.inc"
 

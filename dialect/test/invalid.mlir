@@ -224,3 +224,13 @@ qgemm.quantize @neg_eps <bf16> -> <e4m3> recipe = <te>
 // expected-error @+1 {{shape.k: 100}}
 qgemm.quantize @k_odd <bf16> -> <e4m3> recipe = <deepseek>
     rowwise = #qgemm.scale<[1, 128], f32, COMPACT> {k = 100 : i64}
+
+// -----
+
+// The configuration's tail takes scale_k and multicast only.
+qgemm.grouped_matmul @bad_tail n = 4096, k = 7168,
+    a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
+    b = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
+    d = <f32>, grouping = #qgemm.grouping<k_contiguous, align = 128, index = offsets>,
+    // expected-error @+1 {{expected 'scale_k' or 'multicast', got 'warps'}}
+    padding = <zero> {config = #qgemm.config<wgmma, tile = [128, 192, 128], stages = 4, threads = 384, raster = "n", band = 0, cluster = 2, num_sms = 0, scales_b = "column", epilogue = "registers", smem = 169024, warps = 8>}

@@ -74,10 +74,24 @@ bool heuristicStagedEpilogue(const GemmContract &c) {
 // cluster. m_contiguous gains 1-7% on the K = 7168 and 2048 shapes and
 // loses up to 3% on the small ones in the same run: left to the tuning
 // database, per shape. MXFP8 and zeroed padding are not measured yet.
+//
+// k_contiguous (the weight gradient), same tile, same kind of run
+// (tests/results/gpu/2026-11-24-s8): 0.5-8% faster on the three suite
+// shapes in both layouts, and 1.42x at alignment 16, where each group's
+// K blocks start off a 128-byte line and the unshared kernel read 1.7x the
+// DRAM bytes of the same groups padded to 128. Only where the pairs are
+// nearly all real: with an odd count of A row blocks the last pair's second
+// CTA multiplies zeros (n 128 would leave half the CTAs idle). MXFP8 is not
+// measured yet.
 bool heuristicShareB(const GemmContract &c, const KernelConfig &cfg) {
-  return c.grouping.kind == GroupingKind::MMasked && !isMxfp8(c) &&
-         c.paddingRows == PaddingRows::Untouched && cfg.blockN == 192 &&
-         clusterCanShareB(c);
+  if (!clusterCanShareB(c) || isMxfp8(c) || cfg.blockN % 16 != 0)
+    return false;
+  if (c.grouping.kind == GroupingKind::KContiguous) {
+    const int64_t rowBlocks = (c.n + cfg.blockM - 1) / cfg.blockM;
+    return rowBlocks % 2 == 0 || rowBlocks >= 8;
+  }
+  return c.grouping.kind == GroupingKind::MMasked &&
+         c.paddingRows == PaddingRows::Untouched && cfg.blockN == 192;
 }
 
 // m_contiguous walks n-block fastest within bands of 4 n-units: a wave of

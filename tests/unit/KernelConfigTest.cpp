@@ -86,6 +86,37 @@ TEST_CASE("every explicit tile width fits with the staged epilogue", "[config]")
   }
 }
 
+TEST_CASE("the weight gradient shares B in clusters where the pairs are real",
+          "[config]") {
+  // n 4096: 32 row blocks of A, all in pairs.
+  KernelConfig cfg = resolveKernelConfig(wgrad(), Tuning());
+  CHECK(cfg.cluster == 2);
+  CHECK(cfg.shareB);
+  CHECK(cfg.blockN % 16 == 0);
+  // One row block (n 128) or three: the pair's second CTA would multiply
+  // zeros for a third of the work or more, so no cluster.
+  for (int64_t n : {128, 384}) {
+    GemmContract c = wgrad();
+    c.n = n;
+    INFO(n);
+    CHECK(resolveKernelConfig(c, Tuning()).cluster == 1);
+  }
+  // Nine row blocks: one idle CTA in ten, still shared.
+  GemmContract nine = wgrad();
+  nine.n = 9 * 128;
+  CHECK(resolveKernelConfig(nine, Tuning()).shareB);
+  // MXFP8 is not measured with clusters: none.
+  GemmContract mx = wgrad();
+  mx.a.scale = mx.b.scale = ScaleRecipe{1, 32, ElemType::UE8M0,
+                                         ScaleLayout::Compact};
+  CHECK(resolveKernelConfig(mx, Tuning()).cluster == 1);
+  // An explicit tuning without a cluster keeps none.
+  Tuning t;
+  t.isAuto = false;
+  t.blockN = 160;
+  CHECK(resolveKernelConfig(wgrad(), t).cluster == 1);
+}
+
 TEST_CASE("the weight gradient keeps 4 stages unless asked", "[config]") {
   KernelConfig cfg = resolveKernelConfig(wgrad(), Tuning());
   CHECK(cfg.scalePerColumnB);

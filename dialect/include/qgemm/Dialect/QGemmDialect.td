@@ -136,8 +136,8 @@ def QGemm_KernelConfigAttr : QGemm_Attr<"KernelConfig", "config"> {
     `stages` `=` $stages `,` `threads` `=` $threads `,`
     `raster` `=` $raster `,` `band` `=` $band `,` `cluster` `=` $cluster `,`
     `num_sms` `=` $numSms `,` `scales_b` `=` $scalesB `,`
-    `epilogue` `=` $epilogue `,` `smem` `=` $smem
-    (`,` `scale_k` `=` $scaleK^)? (`,` `multicast` `=` $multicast^)? `>`
+    `epilogue` `=` $epilogue `,` `smem` `=` $smem ``
+    custom<ConfigTail>($scaleK, $multicast) `>`
   }];
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
