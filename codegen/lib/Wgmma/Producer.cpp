@@ -46,7 +46,10 @@ void Producer::loads(Value it, Value tid) {
   ImplicitLocOpBuilder &b = k.b;
   const KernelConfig &cfg = k.cfg;
   const TileState &t = k.tile;
-  const int64_t bytes = k.layout.stageTxBytes();
+  if (k.registerScales()) {
+    loadsWithRegisterScales(it, tid);
+    return;
+  }
   auto loop = scf::ForOp::create(b, ir.i32(0), t.kBlockCount, ir.i32(1));
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(loop.getBody());
@@ -63,34 +66,7 @@ void Producer::loads(Value it, Value tid) {
     k0 = ir.add(t.tokenStart, k0);
   Value m0 = k.tileRow0();
   Value n0 = ir.mul(t.nBlock, ir.i32(cfg.blockN));
-  {
-    auto ifLane0 = scf::IfOp::create(b, k.eq(tid, 0), false);
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(&ifLane0.getThenRegion().front());
-    hw.mbarrierArriveExpectTx(k.fullBar(s), bytes);
-    SmallVector<Value> aCoords = {k0, m0};
-    if (k.masked())
-      aCoords.push_back(t.group);
-    if (cfg.cluster > 1 && !cfg.shareB) {
-      // This CTA's rows of the shared A tile, into every CTA's stage.
-      const int64_t rowsPerCta = k.layout.aRowsPerCta();
-      aCoords[1] = ir.add(m0, ir.mul(t.rank, ir.i32(rowsPerCta)));
-      Value dst = hw.smemAt(k.stageA(s),
-                            ir.mul(t.rank, ir.i32(rowsPerCta * cfg.blockK)));
-      Value mask = arith::ConstantIntOp::create(b, b.getI16Type(),
-                                                (1 << cfg.cluster) - 1);
-      hw.tmaLoad(dst, k.arg(kWgParamMapA), aCoords, k.fullBar(s), mask);
-    } else {
-      hw.tmaLoad(k.stageA(s), k.arg(kWgParamMapA), aCoords, k.fullBar(s));
-    }
-    SmallVector<Value> bCoords = {k0, n0};
-    if (!k.wgrad())
-      bCoords.push_back(t.group);
-    if (cfg.shareB)
-      loadSharedB(s, bCoords);
-    else
-      hw.tmaLoad(k.stageB(s), k.arg(kWgParamMapB), bCoords, k.fullBar(s));
-  }
+  tileLoads(s, k0, m0, n0, tid);
   if (k.mx()) {
     mxScales(s, k0, tid);
     return;
@@ -135,6 +111,179 @@ void Producer::loads(Value it, Value tid) {
                 scaleBAddress(ir.divU(col, ir.i32(128)), kb), ir.i32(4));
   }
   hw.cpAsyncArriveNoinc(k.fullBar(s));
+}
+
+/// Thread 0: the stage's expected bytes and the TMA loads of its A and B
+/// tiles (K block at `k0`, rows from `m0`, columns from `n0`).
+void Producer::tileLoads(Value s, Value k0, Value m0, Value n0, Value tid) {
+  KernelIR &ir = k.ir;
+  HopperIR &hw = k.hw;
+  ImplicitLocOpBuilder &b = k.b;
+  const KernelConfig &cfg = k.cfg;
+  const TileState &t = k.tile;
+  const int64_t bytes = k.layout.stageTxBytes();
+  {
+    auto ifLane0 = scf::IfOp::create(b, k.eq(tid, 0), false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&ifLane0.getThenRegion().front());
+    hw.mbarrierArriveExpectTx(k.fullBar(s), bytes);
+    SmallVector<Value> aCoords = {k0, m0};
+    if (k.masked())
+      aCoords.push_back(t.group);
+    if (cfg.cluster > 1 && !cfg.shareB) {
+      // This CTA's rows of the shared A tile, into every CTA's stage.
+      const int64_t rowsPerCta = k.layout.aRowsPerCta();
+      aCoords[1] = ir.add(m0, ir.mul(t.rank, ir.i32(rowsPerCta)));
+      Value dst = hw.smemAt(k.stageA(s),
+                            ir.mul(t.rank, ir.i32(rowsPerCta * cfg.blockK)));
+      Value mask = arith::ConstantIntOp::create(b, b.getI16Type(),
+                                                (1 << cfg.cluster) - 1);
+      hw.tmaLoad(dst, k.arg(kWgParamMapA), aCoords, k.fullBar(s), mask);
+    } else {
+      hw.tmaLoad(k.stageA(s), k.arg(kWgParamMapA), aCoords, k.fullBar(s));
+    }
+    SmallVector<Value> bCoords = {k0, n0};
+    if (!k.wgrad())
+      bCoords.push_back(t.group);
+    if (cfg.shareB)
+      loadSharedB(s, bCoords);
+    else
+      hw.tmaLoad(k.stageB(s), k.arg(kWgParamMapB), bCoords, k.fullBar(s));
+  }
+}
+
+/// The weight gradient with COMPACT scales on both operands
+/// (k.registerScales()). A row's token scales are contiguous, one f32 a
+/// K block, and rows lie Tb apart: a cp.async of one scale per row and
+/// column touches a new line for each of the 128 + blockN of them every K
+/// block. Here each producer thread holds the aligned quad of K blocks
+/// around the current one for its row and columns in registers: one
+/// 16-byte load where Tb is a multiple of 4 (else four 4-byte loads), issued
+/// before the empty-barrier wait so its latency overlaps the wait, every
+/// fourth K block. It stores the block's values into the stage, then
+/// arrives on the full barrier: a plain arrive releases those stores, where
+/// a cp.async arrive would not order them. Same arrival count either way.
+void Producer::loadsWithRegisterScales(Value it, Value tid) {
+  KernelIR &ir = k.ir;
+  HopperIR &hw = k.hw;
+  ImplicitLocOpBuilder &b = k.b;
+  const KernelConfig &cfg = k.cfg;
+  const TileState &t = k.tile;
+  auto quadT = VectorType::get({4}, ir.f32T());
+  const int64_t colsPerThread =
+      (cfg.blockN + kWarpgroupThreads - 1) / kWarpgroupThreads;
+  // Tb, the scale grid's columns (restarted grids: over all groups).
+  Value tb = k.restartsTokens() ? t.tokenScaleBlocks
+                                : ir.ceilDiv(t.rows, k.tokenScaleBlock());
+  Value m0 = k.tileRow0();
+  Value n0 = ir.mul(t.nBlock, ir.i32(cfg.blockN));
+  // This thread's row of A and columns of B (B's rows), clamped into the
+  // operand for the addresses; past the operand the staged scale is 0.
+  Value row = ir.add(m0, tid);
+  Value inRows = ir.cmp(arith::CmpIPredicate::slt, row, ir.i32(k.c.n));
+  Value rowAt = ir.minS(row, ir.i32(k.c.n - 1));
+  SmallVector<Value> cols, inCols, colsAt;
+  for (int64_t c = 0; c < colsPerThread; ++c) {
+    Value j = ir.add(tid, ir.i32(c * kWarpgroupThreads));
+    Value col = ir.add(n0, j);
+    cols.push_back(j);
+    inCols.push_back(ir.cmp(arith::CmpIPredicate::slt, col, ir.i32(k.c.k)));
+    colsAt.push_back(ir.minS(col, ir.i32(k.c.k - 1)));
+  }
+  // 16-byte loads need 16-byte aligned quads: Tb % 4 == 0 and both scale
+  // arrays 16-byte aligned (quads start at multiples of 4 blocks).
+  auto aligned16 = [&](Value ptr) {
+    Value addr = LLVM::PtrToIntOp::create(b, ir.i64T(), ptr);
+    return ir.cmp(arith::CmpIPredicate::eq, ir.remU(addr, ir.i64(16)),
+                  ir.i64(0));
+  };
+  Value vec = arith::AndIOp::create(
+      b, ir.cmp(arith::CmpIPredicate::eq, ir.remU(tb, ir.i32(4)), ir.i32(0)),
+      arith::AndIOp::create(b, aligned16(k.arg(kWgParamScaleA)),
+                            aligned16(k.arg(kWgParamScaleB))));
+  // The quad of blocks q0 .. q0 + 3 at `at(block)` (blocks past Tb - 1 read
+  // block Tb - 1: inside the row, never used).
+  auto loadQuad = [&](llvm::function_ref<Value(Value)> at, Value q0) {
+    auto ifVec = scf::IfOp::create(b, quadT, vec, true);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&ifVec.getThenRegion().front());
+    scf::YieldOp::create(
+        b, LLVM::LoadOp::create(b, quadT, at(q0), /*alignment=*/16)
+               .getResult());
+    b.setInsertionPointToStart(&ifVec.getElseRegion().front());
+    Value quad = LLVM::UndefOp::create(b, quadT);
+    for (int64_t i = 0; i < 4; ++i) {
+      Value blk = ir.minS(ir.add(q0, ir.i32(i)), ir.sub(tb, ir.i32(1)));
+      Value v = LLVM::LoadOp::create(b, ir.f32T(), at(blk));
+      quad = LLVM::InsertElementOp::create(b, quad, v, ir.i32(i));
+    }
+    scf::YieldOp::create(b, quad);
+    return ifVec.getResult(0);
+  };
+  SmallVector<Value> init(size_t(1 + colsPerThread),
+                          LLVM::UndefOp::create(b, quadT));
+  auto loop =
+      scf::ForOp::create(b, ir.i32(0), t.kBlockCount, ir.i32(1), init);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value kb = loop.getInductionVar();
+  Value iter = ir.add(it, kb);
+  Value s = k.stageOf(iter);
+  Value phase = k.phaseOf(iter);
+  Value k0 = ir.add(t.tokenStart, ir.mul(kb, ir.i32(cfg.blockK)));
+  Value block = tokenScaleColumn(kb, k0);
+  Value lane = ir.remU(block, ir.i32(4));
+  Value reload = arith::OrIOp::create(b, k.eq(kb, 0), k.eq(lane, 0));
+  auto ifReload = scf::IfOp::create(
+      b, TypeRange(ValueRange(loop.getRegionIterArgs())), reload, true);
+  {
+    OpBuilder::InsertionGuard gr(b);
+    b.setInsertionPointToStart(&ifReload.getThenRegion().front());
+    Value q0 = ir.sub(block, lane);
+    SmallVector<Value> quads = {
+        loadQuad([&](Value blk) { return scaleAAddress(rowAt, blk); }, q0)};
+    for (int64_t c = 0; c < colsPerThread; ++c)
+      quads.push_back(loadQuad(
+          [&](Value blk) { return scaleBColumnAddress(colsAt[c], blk); }, q0));
+    scf::YieldOp::create(b, quads);
+    b.setInsertionPointToStart(&ifReload.getElseRegion().front());
+    scf::YieldOp::create(b, loop.getRegionIterArgs());
+  }
+  SmallVector<Value> quads(ifReload.getResults());
+  // A fresh barrier counts as having completed the phase before phase 0.
+  hw.mbarrierWait(k.emptyBar(s), arith::XOrIOp::create(b, phase, ir.i32(1)));
+  tileLoads(s, k0, m0, n0, tid);
+  Value scales = k.stageScales(s);
+  // Element `lane` of the quad by selects: a dynamic extractelement goes
+  // through local memory.
+  auto pick = [&](Value quad, Value in) {
+    Value v = LLVM::ExtractElementOp::create(b, quad, ir.i32(0));
+    for (int64_t i = 1; i < 4; ++i)
+      v = ir.select(k.eq(lane, i),
+                    LLVM::ExtractElementOp::create(b, quad, ir.i32(i)), v);
+    return ir.select(in, v, ir.f32(0.0));
+  };
+  LLVM::StoreOp::create(b, pick(quads[0], inRows), k.sharedF32(scales, tid));
+  for (int64_t c = 0; c < colsPerThread; ++c) {
+    Value slot = k.sharedF32(
+        scales, ir.add(ir.i32(k.layout.scaleSlotB()), cols[size_t(c)]));
+    if ((c + 1) * kWarpgroupThreads <= cfg.blockN) {
+      LLVM::StoreOp::create(b, pick(quads[size_t(c + 1)], inCols[size_t(c)]),
+                            slot);
+      continue;
+    }
+    auto ifMine = scf::IfOp::create(
+        b,
+        ir.cmp(arith::CmpIPredicate::slt, cols[size_t(c)],
+               ir.i32(cfg.blockN)),
+        false);
+    OpBuilder::InsertionGuard gm(b);
+    b.setInsertionPointToStart(&ifMine.getThenRegion().front());
+    LLVM::StoreOp::create(b, pick(quads[size_t(c + 1)], inCols[size_t(c)]),
+                          slot);
+  }
+  hw.mbarrierArrive(k.fullBar(s));
+  scf::YieldOp::create(b, quads);
 }
 
 /// A cluster sharing B: when the pair multiplies one group's B, this CTA's

@@ -139,6 +139,13 @@ public:
   /// g uses scale column start(g) + (t - first_g) / tokenScaleBlock() of a
   /// grid with Tb columns instead of (t / tokenScaleBlock()) of cd(T, b).
   bool restartsTokens() const { return ::qgemm::restartsTokenBlocks(c); }
+  /// The weight gradient with 1x128 COMPACT scales on both operands: the
+  /// producer stages the scales from registers, four K blocks a load
+  /// (Producer::loadsWithRegisterScales).
+  bool registerScales() const {
+    return wgrad() && !mx() && c.a.scale.layout == ScaleLayout::Compact &&
+           c.b.scale.layout == ScaleLayout::Compact;
+  }
   /// Tokens of one scale block along the contraction (128 for 1x128).
   int64_t tokenScaleBlock() const { return contractionBlock(c.a.scale); }
 
@@ -230,6 +237,8 @@ public:
 
 private:
   void loads(Value it, Value tid);
+  void loadsWithRegisterScales(Value it, Value tid);
+  void tileLoads(Value s, Value k0, Value m0, Value n0, Value tid);
   void loadSharedB(Value s, SmallVector<Value> coords);
   Value tokenScaleColumn(Value kb, Value k0);
   Value scaleAAddress(Value row, Value kb);
