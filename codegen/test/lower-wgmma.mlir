@@ -1,4 +1,5 @@
 // RUN: qgemm-opt %s -split-input-file -qgemm-resolve-config -qgemm-lower-to-nvvm -canonicalize | FileCheck %s
+// RUN: qgemm-opt %s -split-input-file -qgemm-resolve-config -qgemm-lower-to-nvvm -canonicalize | FileCheck %s --check-prefix=RP
 
 // Groups aligned to 128 rows, 1x128 x 128x128 scales: the wgmma family.
 // CHECK: llvm.mlir.global external @qgemm_dynamic_smem() {addr_space = 3 : i32, alignment = 1024 : i64} : !llvm.array<0 x i8>
@@ -418,6 +419,13 @@ qgemm.grouped_matmul @wgrad16 n = 4096, k = 7168,
 // CHECK: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg1, %{{.*}}, box[%{{.*}}, %{{.*}}] multicast_mask = %{{.*}}
 // CHECK-NOT: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg1
 // CHECK: nvvm.mapa
+// COMPACT scales on both operands come from registers: 16-byte quads of
+// four K blocks per row and column, no 4-byte cp.async.
+// RP-LABEL: llvm.func @wgrad_pair(
+// RP: scf.for {{.*}} iter_args({{.*}}) -> (vector<4xf32>, vector<4xf32>, vector<4xf32>)
+// RP: llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xf32>
+// RP-NOT: nvvm.cp.async.shared.global
+// RP: nvvm.wgmma.mma_async
 qgemm.grouped_matmul @wgrad_pair n = 4096, k = 7168,
     a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
     b = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
