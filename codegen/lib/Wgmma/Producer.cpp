@@ -122,34 +122,32 @@ void Producer::tileLoads(Value s, Value k0, Value m0, Value n0, Value tid) {
   const KernelConfig &cfg = k.cfg;
   const TileState &t = k.tile;
   const int64_t bytes = k.layout.stageTxBytes();
-  {
-    auto ifLane0 = scf::IfOp::create(b, k.eq(tid, 0), false);
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(&ifLane0.getThenRegion().front());
-    hw.mbarrierArriveExpectTx(k.fullBar(s), bytes);
-    SmallVector<Value> aCoords = {k0, m0};
-    if (k.masked())
-      aCoords.push_back(t.group);
-    if (cfg.cluster > 1 && !cfg.shareB) {
-      // This CTA's rows of the shared A tile, into every CTA's stage.
-      const int64_t rowsPerCta = k.layout.aRowsPerCta();
-      aCoords[1] = ir.add(m0, ir.mul(t.rank, ir.i32(rowsPerCta)));
-      Value dst = hw.smemAt(k.stageA(s),
-                            ir.mul(t.rank, ir.i32(rowsPerCta * cfg.blockK)));
-      Value mask = arith::ConstantIntOp::create(b, b.getI16Type(),
-                                                (1 << cfg.cluster) - 1);
-      hw.tmaLoad(dst, k.arg(kWgParamMapA), aCoords, k.fullBar(s), mask);
-    } else {
-      hw.tmaLoad(k.stageA(s), k.arg(kWgParamMapA), aCoords, k.fullBar(s));
-    }
-    SmallVector<Value> bCoords = {k0, n0};
-    if (!k.wgrad())
-      bCoords.push_back(t.group);
-    if (cfg.shareB)
-      loadSharedB(s, bCoords);
-    else
-      hw.tmaLoad(k.stageB(s), k.arg(kWgParamMapB), bCoords, k.fullBar(s));
+  auto ifLane0 = scf::IfOp::create(b, k.eq(tid, 0), false);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(&ifLane0.getThenRegion().front());
+  hw.mbarrierArriveExpectTx(k.fullBar(s), bytes);
+  SmallVector<Value> aCoords = {k0, m0};
+  if (k.masked())
+    aCoords.push_back(t.group);
+  if (cfg.cluster > 1 && !cfg.shareB) {
+    // This CTA's rows of the shared A tile, into every CTA's stage.
+    const int64_t rowsPerCta = k.layout.aRowsPerCta();
+    aCoords[1] = ir.add(m0, ir.mul(t.rank, ir.i32(rowsPerCta)));
+    Value dst = hw.smemAt(k.stageA(s),
+                          ir.mul(t.rank, ir.i32(rowsPerCta * cfg.blockK)));
+    Value mask = arith::ConstantIntOp::create(b, b.getI16Type(),
+                                              (1 << cfg.cluster) - 1);
+    hw.tmaLoad(dst, k.arg(kWgParamMapA), aCoords, k.fullBar(s), mask);
+  } else {
+    hw.tmaLoad(k.stageA(s), k.arg(kWgParamMapA), aCoords, k.fullBar(s));
   }
+  SmallVector<Value> bCoords = {k0, n0};
+  if (!k.wgrad())
+    bCoords.push_back(t.group);
+  if (cfg.shareB)
+    loadSharedB(s, bCoords);
+  else
+    hw.tmaLoad(k.stageB(s), k.arg(kWgParamMapB), bCoords, k.fullBar(s));
 }
 
 /// The weight gradient with COMPACT scales on both operands
