@@ -62,6 +62,25 @@ void HopperIR::tmaLoad(Value dst, Value map, ValueRange coords, Value bar,
       Value());
 }
 
+void HopperIR::tmaStore(Value map, Value src, ValueRange coords) {
+  NVVM::CpAsyncBulkTensorSharedCTAToGlobalOp::create(
+      b, map, src, coords, /*l2CacheHint=*/Value(), NVVM::TMAStoreMode::TILE,
+      /*predicate=*/Value());
+}
+
+void HopperIR::bulkCommit() { NVVM::CpAsyncBulkCommitGroupOp::create(b); }
+
+void HopperIR::bulkWait(bool readOnly) {
+  NVVM::CpAsyncBulkWaitGroupOp::create(
+      b, uint32_t(0), readOnly ? UnitAttr::get(b.getContext()) : UnitAttr());
+}
+
+void HopperIR::fenceProxyAsyncShared() {
+  NVVM::FenceProxyOp::create(
+      b, NVVM::ProxyKind::async_shared,
+      NVVM::SharedSpaceAttr::get(b.getContext(), NVVM::SharedSpace::shared_cta));
+}
+
 Value HopperIR::clusterCtaRank() {
   return NVVM::BlockInClusterIdXOp::create(b, b.getI32Type());
 }

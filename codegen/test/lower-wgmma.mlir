@@ -46,13 +46,23 @@
 // Promotion: every fragment element times its row's A scale and its
 // column's B scale.
 // CHECK-COUNT-96: llvm.intr.fma
-// bf16 D goes through the warpgroup's shared buffer: a named barrier of its
-// 128 threads, packed pairs in, another barrier, 16-byte chunks out.
+// bf16 D goes through the warpgroup's shared buffer and leaves by TMA: the
+// leader waits until the previous tile's stores have read the buffer, a
+// named barrier of the warpgroup's 128 threads, pairs packed by one cvt
+// each, four 8x8 matrices a stmatrix, the async-proxy fence, the barrier
+// again, then one store per 64-column box (this tile has no other path:
+// groups of whole 128-row blocks and zeroed padding) and the bulk group's
+// commit; the kernel's end waits for the last stores.
+// CHECK: nvvm.cp.async.bulk.wait_group 0 {read}
 // CHECK: nvvm.barrier id = %{{.*}} number_of_threads = %c128_i32
-// CHECK-COUNT-48: llvm.store %{{.*}} {alignment = 4 : i64} : i32, !llvm.ptr<3>
-// CHECK: nvvm.barrier id = %{{.*}} number_of_threads = %c128_i32
-// CHECK: llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<3> -> vector<4xi32>
-// CHECK: llvm.store %{{.*}} {alignment = 16 : i64} : vector<4xi32>, !llvm.ptr<1>
+// CHECK-COUNT-12: nvvm.stmatrix
+// CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>
+// CHECK-NEXT: nvvm.barrier id = %{{.*}} number_of_threads = %c128_i32
+// CHECK-NOT: vector<4xi32>, !llvm.ptr<1>
+// CHECK-COUNT-3: nvvm.cp.async.bulk.tensor.global.shared.cta %arg9
+// CHECK: nvvm.cp.async.bulk.commit.group
+// CHECK: nvvm.cp.async.bulk.wait_group 0
+// CHECK-NOT: {read}
 qgemm.grouped_matmul @up n = 4096, k = 7168,
     a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
     b = #qgemm.operand<e4m3, #qgemm.scale<[128, 128], f32, COMPACT>>,
@@ -356,7 +366,7 @@ qgemm.grouped_matmul @wgrad n = 4096, k = 7168,
 // own 64 A rows and 6 of B's 192 rows a thread, then fence the async proxy
 // and meet at named barrier 3 (256 consumer threads) before the wgmma.
 // CHECK-LABEL: llvm.func @wgrad16(
-// CHECK-SAME: %[[SA:[a-z0-9]+]]: !llvm.ptr<1>, %[[SB:[a-z0-9]+]]: !llvm.ptr<1>, %{{[a-z0-9]+}}: !llvm.ptr<1>, %{{[a-z0-9]+}}: !llvm.ptr<1>, %[[G:[a-z0-9]+]]: !llvm.ptr<1>, %{{[a-z0-9]+}}: i32, %[[NG:[a-z0-9]+]]: i32)
+// CHECK-SAME: %[[SA:[a-z0-9]+]]: !llvm.ptr<1>, %[[SB:[a-z0-9]+]]: !llvm.ptr<1>, %{{[a-z0-9]+}}: !llvm.ptr<1>, %{{[a-z0-9]+}}: !llvm.ptr<1>, %[[G:[a-z0-9]+]]: !llvm.ptr<1>, %{{[a-z0-9]+}}: i32, %[[NG:[a-z0-9]+]]: i32, %{{[a-z0-9]+}}: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<128 x i8>, nvvm.grid_constant})
 // CHECK: nvvm.setmaxregister {{ *}}decrease 40
 // CHECK: %[[TB:.*]]:2 = scf.for %{{.*}} = %c0_i32 to %[[NG]] step %c1_i32
 // CHECK: llvm.getelementptr %[[G]]

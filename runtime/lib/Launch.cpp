@@ -227,6 +227,31 @@ Status encodeFp8Map(const CudaDriver &d, CUtensorMap &map, DevicePtr base,
       std::string("cuTensorMapEncodeTiled(") + what + ")");
 }
 
+/// The TMA map of bf16 D the epilogue stores through (WgmmaLayout::boxD,
+/// 128B-swizzled boxes as the epilogue buffer holds them): (N, rows), or
+/// (N, M_max, G) for m_masked so that a group's rows end at M_max.
+Status encodeBf16OutMap(const CudaDriver &d, CUtensorMap &map,
+                        const GemmContract &c, const WgmmaLayout &layout,
+                        const GemmArgs &args) {
+  const bool masked = c.grouping.kind == GroupingKind::MMasked;
+  const unsigned rank = masked ? 3 : 2;
+  const auto [boxCols, boxRows] = layout.boxD();
+  cuuint64_t size[3] = {uint64_t(c.n),
+                        std::max<uint64_t>(uint64_t(args.rows), 1),
+                        std::max<uint64_t>(uint64_t(args.numGroups), 1)};
+  cuuint64_t stride[2] = {uint64_t(c.n) * 2, uint64_t(c.n) * 2 * size[1]};
+  cuuint32_t boxDim[3] = {boxCols, boxRows, 1}, elemStride[3] = {1, 1, 1};
+  return d.check(
+      d.tensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank,
+                             reinterpret_cast<void *>(uintptr_t(args.d)), size,
+                             stride, boxDim, elemStride,
+                             CU_TENSOR_MAP_INTERLEAVE_NONE,
+                             CU_TENSOR_MAP_SWIZZLE_128B,
+                             CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+      "cuTensorMapEncodeTiled(D)");
+}
+
 /// Launch the wgmma family: tensor maps of A and B by value, dynamic
 /// shared memory for the stage ring, one persistent CTA per SM at most.
 Status launchWgmma(const CudaDriver &d, const Kernel::State::Module &m,
@@ -268,6 +293,10 @@ Status launchWgmma(const CudaDriver &d, const Kernel::State::Module &m,
       st = encodeFp8Map(d, mapB, args.b, {k, uint64_t(c.n), groups},
                         {bInner, bRows, 1}, "B");
   }
+  // Zeros where the kernel stores D itself: the parameter is unused.
+  CUtensorMap mapD{};
+  if (st.ok() && layout.storesDByTma(c))
+    st = encodeBf16OutMap(d, mapD, c, layout, args);
   if (!st.ok())
     return st;
   CUdeviceptr sa = args.scaleA, sb = args.scaleB, dOut = args.d;
@@ -285,6 +314,7 @@ Status launchWgmma(const CudaDriver &d, const Kernel::State::Module &m,
   params[kWgParamGroups] = &groupsPtr;
   params[kWgParamRows] = &rows;
   params[kWgParamNumGroups] = &numGroups;
+  params[kWgParamMapD] = &mapD;
   return d.check(d.launchKernel(m.function, unsigned(grid[0]), unsigned(grid[1]),
                                 unsigned(grid[2]), unsigned(cfg.threads), 1, 1,
                                 unsigned(cfg.sharedBytes), stream, params,

@@ -16,6 +16,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <set>
+
 using namespace qgemm;
 
 namespace {
@@ -54,10 +56,51 @@ TEST_CASE("bf16 output is staged through shared memory", "[config]") {
   // The 128-row buffer costs the 192-wide tile its fifth stage.
   CHECK(cfg.stages == 4);
   WgmmaLayout l(cfg);
-  CHECK(l.offsetEpilogue() % 128 == 0);
+  // 64 x 64 boxes, each on a swizzle atom: the TMA store's source.
+  CHECK(l.boxedEpilogue());
+  CHECK(l.offsetEpilogue() % 1024 == 0);
   CHECK(l.offsetEpilogue() >= l.offsetFullBarriers() + 16 * cfg.stages);
-  CHECK(cfg.sharedBytes == l.offsetEpilogue() + 128 * (192 * 2 + 16));
+  CHECK(cfg.sharedBytes == l.offsetEpilogue() + 128 * 192 * 2);
   CHECK(cfg.sharedBytes <= kMaxSharedBytesPerBlock);
+  CHECK(l.storesDByTma(forward()));
+}
+
+TEST_CASE("the epilogue boxes are 128B-swizzled as a TMA store reads them",
+          "[config]") {
+  KernelConfig cfg = resolveKernelConfig(forward(), Tuning());
+  WgmmaLayout l(cfg);
+  // Chunk c (8 columns) of row r: box c / 8, physical chunk (c % 8) ^ (r % 8).
+  CHECK(l.epilogueChunkOffset(0, 0) == 0);
+  CHECK(l.epilogueChunkOffset(0, 7) == 7 * 16);
+  CHECK(l.epilogueChunkOffset(1, 0) == 128 + 1 * 16);
+  CHECK(l.epilogueChunkOffset(9, 3) == 9 * 128 + (3 ^ 1) * 16);
+  CHECK(l.epilogueChunkOffset(63, 23) == 2 * 8192 + 63 * 128 + (7 ^ 7) * 16);
+  // Every chunk of the 64 x 192 buffer has its own 16 bytes.
+  std::set<int64_t> seen;
+  for (int64_t r = 0; r < 64; ++r)
+    for (int64_t c = 0; c < 24; ++c)
+      seen.insert(l.epilogueChunkOffset(r, c));
+  CHECK(seen.size() == 64 * 24);
+  CHECK(*seen.rbegin() == l.epilogueBufferBytes() - 16);
+}
+
+TEST_CASE("D leaves by TMA only where a map can address the stored rows",
+          "[config]") {
+  KernelConfig cfg = resolveKernelConfig(forward(), Tuning());
+  WgmmaLayout l(cfg);
+  CHECK_FALSE(l.storesDByTma(rowGroup()));
+  CHECK_FALSE(l.storesDByTma(forward(ElemType::F32)));
+  // Rows of 8200 bytes: not a 16-byte multiple.
+  CHECK_FALSE(l.storesDByTma(forward(ElemType::BF16, 4100)));
+  // Widths that are not whole 64-column boxes keep padded rows.
+  Tuning t;
+  t.isAuto = false;
+  t.blockN = 160;
+  KernelConfig narrow = resolveKernelConfig(forward(), t);
+  WgmmaLayout ln(narrow);
+  CHECK_FALSE(ln.boxedEpilogue());
+  CHECK_FALSE(ln.storesDByTma(forward()));
+  CHECK(ln.epilogueChunkOffset(1, 2) == 1 * (160 * 2 + 16) + 2 * 16);
 }
 
 TEST_CASE("f32 output and rows of partial chunks store from registers",

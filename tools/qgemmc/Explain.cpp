@@ -11,6 +11,7 @@
 #include "qgemm/Kernels/DispatchABI.h"
 #include "qgemm/Kernels/QuantizeABI.h"
 #include "qgemm/Kernels/SwigluABI.h"
+#include "qgemm/Kernels/WgmmaLayout.h"
 #include "qgemm/Runtime.h"
 #include "qgemm/TuningDb.h"
 
@@ -134,9 +135,13 @@ std::string configOf(const qgemm::Spec &s, const qgemm::CompileOutput &o,
            (cfg.numSms ? "at most " + std::to_string(cfg.numSms) + " CTAs, "
                        : std::string()) +
            promote + ", " +
-           (cfg.stagedEpilogue
-                ? "bf16 epilogue through shared memory (16-byte stores)"
-                : "epilogue stores from registers");
+           (!cfg.stagedEpilogue
+                ? "epilogue stores from registers"
+                : qgemm::WgmmaLayout(cfg).storesDByTma(s.gemm)
+                      ? "bf16 epilogue through shared memory (TMA stores of "
+                        "64x64 boxes; 16-byte stores where a warpgroup's rows "
+                        "are not all stored)"
+                      : "bf16 epilogue through shared memory (16-byte stores)");
   else
     text = "kernel family: simt (one thread per output element, " +
            std::to_string(qgemm::kSimtBlockThreads) +

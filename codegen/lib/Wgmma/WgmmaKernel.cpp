@@ -135,6 +135,15 @@ void buildBody(WgmmaKernel &k) {
     sched.forEachTile([&](Value it) {
       return consumerTile(k, sched, it, tid, consumerIdx);
     });
+    // The last tile's TMA stores read this CTA's shared memory and must be
+    // done writing D before the kernel ends.
+    if (k.layout.storesDByTma(k.c)) {
+      auto ifLeader = scf::IfOp::create(
+          b, k.eq(ir.remU(tid, ir.i32(kWarpgroupThreads)), 0), false);
+      OpBuilder::InsertionGuard inner(b);
+      b.setInsertionPointToStart(&ifLeader.getThenRegion().front());
+      hw.bulkWait(/*readOnly=*/false);
+    }
   }
   // A CTA must outlive its peer's last multicast into it and last remote
   // arrive on its barriers.
@@ -167,7 +176,8 @@ void mlir::qgemm::lowerWgmmaGemm(GroupedMatmulOp op,
   }
 
   SmallVector<Type> params(kNumWgmmaParams, globalPtr);
-  params[kWgParamMapA] = params[kWgParamMapB] = genericPtr;
+  params[kWgParamMapA] = params[kWgParamMapB] = params[kWgParamMapD] =
+      genericPtr;
   params[kWgParamRows] = params[kWgParamNumGroups] = i32T;
   auto fnT = LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx), params);
   auto fn = LLVM::LLVMFuncOp::create(mb, op.getLoc(), op.getSymName(), fnT);
@@ -180,7 +190,8 @@ void mlir::qgemm::lowerWgmmaGemm(GroupedMatmulOp op,
   if (cfg.cluster > 1)
     fn->setAttr(NVVM::NVVMDialect::getClusterDimAttrName(),
                 DenseI32ArrayAttr::get(ctx, {cfg.cluster, 1, 1}));
-  for (unsigned i : {unsigned(kWgParamMapA), unsigned(kWgParamMapB)}) {
+  for (unsigned i : {unsigned(kWgParamMapA), unsigned(kWgParamMapB),
+                     unsigned(kWgParamMapD)}) {
     fn.setArgAttr(i, LLVM::LLVMDialect::getByValAttrName(),
                   TypeAttr::get(
                       LLVM::LLVMArrayType::get(IntegerType::get(ctx, 8), 128)));

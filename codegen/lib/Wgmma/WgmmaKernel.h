@@ -294,6 +294,8 @@ public:
 
 private:
   std::pair<Value, Value> rowFlags(Value row);
+  Value wholeRows(Value row0);
+  Value chunkOffset(Value row, Value chunk);
   Value outRowOf(Value row);
   Value packBf16(Value v0, Value v1);
   void storePair(Value v0, Value v1, Value idx);

@@ -46,6 +46,19 @@ public:
   void tmaLoad(Value dst, Value map, ValueRange coords, Value bar,
                Value multicastMask = Value());
 
+  /// TMA tile store of shared `src` to `coords` (innermost first) of the
+  /// tensor map at generic pointer `map`, in this thread's current bulk
+  /// group; boxes past the map's extent are clipped.
+  void tmaStore(Value map, Value src, ValueRange coords);
+  /// Closes this thread's bulk group of TMA stores.
+  void bulkCommit();
+  /// Waits until this thread's bulk groups have read their shared sources
+  /// (`readOnly`) or completed their writes.
+  void bulkWait(bool readOnly);
+  /// Orders this thread's generic shared-memory writes before later reads
+  /// by the async proxy (TMA, wgmma).
+  void fenceProxyAsyncShared();
+
   /// %cluster_ctaid.x: this CTA's index in its (x-only) cluster.
   Value clusterCtaRank();
   /// barrier.cluster arrive + wait by every thread of every CTA of the

@@ -47,6 +47,9 @@ enum WgmmaParam : unsigned {
   kWgParamGroups,
   kWgParamRows,
   kWgParamNumGroups,
+  /// bf16 D: (N, rows), m_masked (N, M_max, G); box WgmmaLayout::boxD.
+  /// Encoded only where WgmmaLayout::storesDByTma, else zeros (unused).
+  kWgParamMapD,
   kNumWgmmaParams
 };
 

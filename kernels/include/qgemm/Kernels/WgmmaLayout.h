@@ -16,7 +16,10 @@
 //                            B as [step][column])
 //   full mbarriers, then empty mbarriers (8 bytes each, one per stage)
 //   epilogue buffer          (bf16, one 64-row buffer per consumer
-//                            warpgroup, 128-byte aligned; staged only)
+//                            warpgroup; staged only): boxes of 64 rows x
+//                            64 columns, 128B-swizzled and 1024-byte
+//                            aligned, the TMA store's source (blockN a
+//                            multiple of 64); else rows padded by 16 bytes
 //   group table              (m_contiguous with row_group only: the end
 //                            row of each of the first kGroupTableEntries
 //                            groups, found once per CTA; 16-byte aligned)
@@ -30,6 +33,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstdlib>
 
 namespace qgemm {
 
@@ -103,16 +107,56 @@ struct WgmmaLayout {
   }
 
   // The staged bf16 epilogue.
+  /// Columns of one epilogue box: one 128-byte swizzle row of bf16.
+  static constexpr int64_t kEpilogueBoxCols = kSwizzleBytes / 2;
+  static constexpr int64_t kEpilogueBoxBytes = kConsumerRows * kSwizzleBytes;
+  /// The buffer holds 64 x 64 boxes laid out as a TMA store reads them.
+  bool boxedEpilogue() const {
+    static const bool off = [] {
+      const char *e = std::getenv("QGEMM_EXP_NOTMA");
+      return e && *e == '1';
+    }();
+    return !off && cfg.stagedEpilogue && cfg.blockN % kEpilogueBoxCols == 0;
+  }
   int64_t epilogueRowBytes() const {
     return int64_t(cfg.blockN) * 2 + kEpiloguePadBytes;
   }
+  /// Byte offset, in a warpgroup's buffer, of the 16-byte chunk `chunk`
+  /// (8 columns) of row `row`; constants only (codegen emits the same
+  /// arithmetic on values).
+  int64_t epilogueChunkOffset(int64_t row, int64_t chunk) const {
+    if (!boxedEpilogue())
+      return row * epilogueRowBytes() + chunk * 16;
+    return chunk / 8 * kEpilogueBoxBytes + row * kSwizzleBytes +
+           ((chunk % 8) ^ (row % kAtomRows)) * 16;
+  }
   /// Bytes between the buffers of consecutive consumer warpgroups.
-  int64_t epilogueBufferBytes() const { return kConsumerRows * epilogueRowBytes(); }
+  int64_t epilogueBufferBytes() const {
+    return boxedEpilogue() ? kConsumerRows * int64_t(cfg.blockN) * 2
+                           : kConsumerRows * epilogueRowBytes();
+  }
   int64_t offsetEpilogue() const {
-    return (barriersEnd() + kEpilogueAlign - 1) / kEpilogueAlign * kEpilogueAlign;
+    const int64_t align = boxedEpilogue() ? kAtomBytes : kEpilogueAlign;
+    return (barriersEnd() + align - 1) / align * align;
   }
   int64_t epilogueBytes() const {
-    return cfg.stagedEpilogue ? int64_t(cfg.blockM) * epilogueRowBytes() : 0;
+    return cfg.stagedEpilogue
+               ? int64_t(cfg.blockM) / kConsumerRows * epilogueBufferBytes()
+               : 0;
+  }
+  /// Whether the consumers store D from the boxes with TMA (else with
+  /// 16-byte stores of their own): bf16 rows of a 16-byte multiple, and a
+  /// grouping whose rows a tile stores are one run the map can address.
+  /// row_group's padding rows inside groups and the weight gradient's f32
+  /// D take the stores.
+  bool storesDByTma(const GemmContract &c) const {
+    return boxedEpilogue() && c.d == ElemType::BF16 && c.n % 8 == 0 &&
+           !c.accumulate && c.grouping.kind != GroupingKind::KContiguous &&
+           c.grouping.index != GroupIndex::RowGroup;
+  }
+  /// TMA box of D: 64 columns x 64 rows (x one group for m_masked).
+  std::array<uint32_t, 2> boxD() const {
+    return {uint32_t(kEpilogueBoxCols), uint32_t(kConsumerRows)};
   }
 
   /// Dynamic shared memory of one CTA, without the group table.
