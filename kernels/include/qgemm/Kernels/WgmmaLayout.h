@@ -33,7 +33,6 @@
 
 #include <array>
 #include <cstdint>
-#include <cstdlib>
 
 namespace qgemm {
 
@@ -112,11 +111,7 @@ struct WgmmaLayout {
   static constexpr int64_t kEpilogueBoxBytes = kConsumerRows * kSwizzleBytes;
   /// The buffer holds 64 x 64 boxes laid out as a TMA store reads them.
   bool boxedEpilogue() const {
-    static const bool off = [] {
-      const char *e = std::getenv("QGEMM_EXP_NOTMA");
-      return e && *e == '1';
-    }();
-    return !off && cfg.stagedEpilogue && cfg.blockN % kEpilogueBoxCols == 0;
+    return cfg.stagedEpilogue && cfg.blockN % kEpilogueBoxCols == 0;
   }
   int64_t epilogueRowBytes() const {
     return int64_t(cfg.blockN) * 2 + kEpiloguePadBytes;
