@@ -46,10 +46,20 @@ std::optional<AnchorRatio> anchorRatio(const json &row) {
   auto q = number(row, "qgemm_tflops");
   if (!q)
     return std::nullopt;
+  // Times, not rates: the anchor's fastest run over qgemm's.
+  auto minima = [&](const char *anchorMin) -> std::optional<double> {
+    if (auto m = number(row, "min_ratio"))
+      return m;
+    auto qm = number(row, "qgemm_min_ms"), am = number(row, anchorMin);
+    if (!qm || !am)
+      return std::nullopt;
+    return *am / *qm;
+  };
   if (auto c = number(row, "cublaslt_tflops"))
-    return AnchorRatio{*q / *c, "cublaslt_fp8"};
+    return AnchorRatio{*q / *c, "cublaslt_fp8", minima("cublaslt_min_ms")};
   if (auto c = number(row, "bf16_cublaslt_tflops"))
-    return AnchorRatio{*q / *c, "cublaslt_bf16"};
+    return AnchorRatio{*q / *c, "cublaslt_bf16",
+                       minima("bf16_cublaslt_min_ms")};
   return std::nullopt;
 }
 
@@ -89,7 +99,12 @@ std::vector<BaselineComparison> compareWithBaseline(const json &current,
       c.baseline = then->ratio;
       c.current = now->ratio;
       c.change = now->ratio / then->ratio - 1.0;
-      c.regressed = c.change < -tolerance;
+      if (now->minRatio && then->minRatio)
+        c.minChange = *now->minRatio / *then->minRatio - 1.0;
+      // A median in the other clock mode moves alone; a slower kernel
+      // moves its minimum too.
+      c.regressed = c.change < -tolerance &&
+                    (!c.minChange || *c.minChange < -tolerance);
     }
     out.push_back(std::move(c));
   }

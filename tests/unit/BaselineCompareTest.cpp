@@ -103,6 +103,48 @@ TEST_CASE("bench --compare: ratios to the same run's anchor", "[bench][gate]") {
   }
 }
 
+TEST_CASE("bench --compare: a median in the other clock mode is not a "
+          "regression, a slower minimum is", "[bench][gate]") {
+  // ms: qgemm median / min, cuBLASLt median / min.
+  auto timed = [](double qMed, double qMin, double cMed, double cMin) {
+    json r = gemmRow("up", 1000.0 / qMed, 1000.0 / cMed);
+    r["qgemm_min_ms"] = qMin;
+    r["cublaslt_min_ms"] = cMin;
+    return r;
+  };
+  const json base = doc({timed(1.60, 1.54, 1.60, 1.47)});
+  const std::string key = "m_contiguous_fprop/up/COMPACT";
+  SECTION("the median 10% slower, the minimum where it was") {
+    auto r = compareWithBaseline(doc({timed(1.76, 1.545, 1.60, 1.47)}), base);
+    const BaselineComparison &c = find(r, key);
+    CHECK(c.change < -0.09);
+    REQUIRE(c.minChange.has_value());
+    CHECK(*c.minChange == Approx(1.54 / 1.545 - 1.0));
+    CHECK_FALSE(c.regressed);
+  }
+  SECTION("both the median and the minimum slower") {
+    auto r = compareWithBaseline(doc({timed(1.70, 1.63, 1.60, 1.47)}), base);
+    CHECK(find(r, key).regressed);
+  }
+  SECTION("a baseline row with a stored min_ratio (a mean over runs)") {
+    json row = gemmRow("up", 1000, 1000);
+    row["min_ratio"] = 0.95;
+    auto r = compareWithBaseline(doc({timed(1.70, 1.60, 1.60, 1.47)}),
+                                 doc({row}));
+    const BaselineComparison &c = find(r, key);
+    REQUIRE(c.minChange.has_value());
+    CHECK(*c.minChange == Approx((1.47 / 1.60) / 0.95 - 1.0));
+    CHECK(c.regressed);
+  }
+  SECTION("without minima in the baseline the median decides alone") {
+    auto r = compareWithBaseline(doc({timed(1.76, 1.545, 1.60, 1.47)}),
+                                 doc({gemmRow("up", 1000, 1000)}));
+    const BaselineComparison &c = find(r, key);
+    CHECK_FALSE(c.minChange.has_value());
+    CHECK(c.regressed);
+  }
+}
+
 TEST_CASE("the committed baseline has a measured row for every suite GEMM row",
           "[bench][gate]") {
   std::ifstream f(QGEMM_BENCH_BASELINE);

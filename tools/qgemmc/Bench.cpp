@@ -594,8 +594,10 @@ std::string loadBaseline(const std::string &path, json &out) {
 bool printComparison(const json &doc, const json &baseline,
                      const std::string &path) {
   bool regressed = false;
-  std::fprintf(stderr, "\ncompared with %s (ratio to the same run's anchor; "
-                       "a row more than 3%% below its baseline fails):\n",
+  std::fprintf(stderr,
+               "\ncompared with %s (ratio to the same run's anchor; a row "
+               "more than 3%% below its baseline fails when the ratio of the "
+               "fastest runs, where both have one, fell by as much):\n",
                path.c_str());
   for (const qgemm::BaselineComparison &c :
        qgemm::compareWithBaseline(doc, baseline)) {
@@ -605,9 +607,14 @@ bool printComparison(const json &doc, const json &baseline,
       continue;
     }
     regressed |= c.regressed;
-    std::fprintf(stderr, "  %-60s %-13s %.3f -> %.3f  %+6.1f%%%s\n",
+    char minima[32] = "";
+    if (c.minChange)
+      std::snprintf(minima, sizeof minima, "  (min %+5.1f%%)",
+                    100.0 * *c.minChange);
+    std::fprintf(stderr, "  %-60s %-13s %.3f -> %.3f  %+6.1f%%%s%s\n",
                  c.key.c_str(), c.anchor.c_str(), c.baseline, c.current,
-                 100.0 * c.change, c.regressed ? "  REGRESSION" : "");
+                 100.0 * c.change, minima,
+                 c.regressed ? "  REGRESSION" : "");
   }
   return regressed;
 }
