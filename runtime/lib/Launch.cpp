@@ -197,12 +197,14 @@ constexpr CUtensorMapSwizzle tmaSwizzle() {
   }
 }
 
-/// A TMA map of an FP8 operand: `dims` innermost first (K first), rows of
-/// K bytes, boxes (WgmmaLayout::boxA/boxB, plus one group for grouped
-/// operands) whose inner extent is one swizzle row.
-Status encodeFp8Map(const CudaDriver &d, CUtensorMap &map, DevicePtr base,
-                    std::initializer_list<uint64_t> dims,
-                    std::initializer_list<uint32_t> box, const char *what) {
+/// A TMA map of `elemBytes`-byte elements: `dims` innermost first (the
+/// innermost contiguous), boxes whose inner extent is one swizzle row
+/// (WgmmaLayout::kSwizzleBytes).
+Status encodeTiledMap(const CudaDriver &d, CUtensorMap &map,
+                      CUtensorMapDataType type, uint64_t elemBytes,
+                      DevicePtr base, std::initializer_list<uint64_t> dims,
+                      std::initializer_list<uint32_t> box,
+                      CUtensorMapL2promotion promotion, const char *what) {
   const unsigned rank = unsigned(dims.size());
   cuuint64_t size[3], stride[2];
   cuuint32_t boxDim[3], elemStride[3] = {1, 1, 1};
@@ -213,18 +215,25 @@ Status encodeFp8Map(const CudaDriver &d, CUtensorMap &map, DevicePtr base,
   for (uint32_t v : box)
     boxDim[i++] = v;
   // Byte strides of dimensions 1.. (dimension 0 is contiguous).
-  stride[0] = size[0];
+  stride[0] = size[0] * elemBytes;
   if (rank == 3)
-    stride[1] = size[0] * size[1];
+    stride[1] = stride[0] * size[1];
   return d.check(
-      d.tensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, rank,
+      d.tensorMapEncodeTiled(&map, type, rank,
                              reinterpret_cast<void *>(uintptr_t(base)), size,
                              stride, boxDim, elemStride,
-                             CU_TENSOR_MAP_INTERLEAVE_NONE,
-                             tmaSwizzle(),
-                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+                             CU_TENSOR_MAP_INTERLEAVE_NONE, tmaSwizzle(),
+                             promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
       std::string("cuTensorMapEncodeTiled(") + what + ")");
+}
+
+/// A TMA map of an FP8 operand: rows of K bytes (K first), boxes
+/// WgmmaLayout::boxA/boxB, plus one group for grouped operands.
+Status encodeFp8Map(const CudaDriver &d, CUtensorMap &map, DevicePtr base,
+                    std::initializer_list<uint64_t> dims,
+                    std::initializer_list<uint32_t> box, const char *what) {
+  return encodeTiledMap(d, map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, base, dims,
+                        box, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, what);
 }
 
 /// The TMA map of bf16 D the epilogue stores through (WgmmaLayout::boxD,
@@ -233,23 +242,17 @@ Status encodeFp8Map(const CudaDriver &d, CUtensorMap &map, DevicePtr base,
 Status encodeBf16OutMap(const CudaDriver &d, CUtensorMap &map,
                         const GemmContract &c, const WgmmaLayout &layout,
                         const GemmArgs &args) {
-  const bool masked = c.grouping.kind == GroupingKind::MMasked;
-  const unsigned rank = masked ? 3 : 2;
   const auto [boxCols, boxRows] = layout.boxD();
-  cuuint64_t size[3] = {uint64_t(c.n),
-                        std::max<uint64_t>(uint64_t(args.rows), 1),
-                        std::max<uint64_t>(uint64_t(args.numGroups), 1)};
-  cuuint64_t stride[2] = {uint64_t(c.n) * 2, uint64_t(c.n) * 2 * size[1]};
-  cuuint32_t boxDim[3] = {boxCols, boxRows, 1}, elemStride[3] = {1, 1, 1};
-  return d.check(
-      d.tensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank,
-                             reinterpret_cast<void *>(uintptr_t(args.d)), size,
-                             stride, boxDim, elemStride,
-                             CU_TENSOR_MAP_INTERLEAVE_NONE,
-                             CU_TENSOR_MAP_SWIZZLE_128B,
-                             CU_TENSOR_MAP_L2_PROMOTION_NONE,
-                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-      "cuTensorMapEncodeTiled(D)");
+  const uint64_t n = uint64_t(c.n);
+  const uint64_t rows = std::max<uint64_t>(uint64_t(args.rows), 1);
+  const uint64_t groups = std::max<uint64_t>(uint64_t(args.numGroups), 1);
+  if (c.grouping.kind == GroupingKind::MMasked)
+    return encodeTiledMap(d, map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, args.d,
+                          {n, rows, groups}, {boxCols, boxRows, 1},
+                          CU_TENSOR_MAP_L2_PROMOTION_NONE, "D");
+  return encodeTiledMap(d, map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, args.d,
+                        {n, rows}, {boxCols, boxRows},
+                        CU_TENSOR_MAP_L2_PROMOTION_NONE, "D");
 }
 
 /// Launch the wgmma family: tensor maps of A and B by value, dynamic
