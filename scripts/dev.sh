@@ -22,6 +22,10 @@
 #   scripts/dev.sh gpu-moe-bench [--quick]
 #                             on the GPU machine: the PyTorch MoE layer
 #                             benchmark (bench/moe_layer.py), qgemm vs bf16
+#   scripts/dev.sh gpu-train-bench [bench/train_op.py options]
+#                             on the GPU machine: fp8_grouped_mm's training-step
+#                             tests, then bench/train_op.py (qgemm vs bf16 vs
+#                             torchao; torchao from a carried .whl/)
 #   scripts/dev.sh gpu-qgemmc ARGS...
 #                             on the GPU machine: the packed qgemmc (e.g. a
 #                             bench of a tuning sweep in bench/sweeps/)
@@ -101,7 +105,8 @@ pack() {
   # path) and its benchmark, at the same relative paths.
   mkdir -p "$stage/qgemm/examples" "$stage/qgemm/bench"
   cp -r "$ROOT/examples/python" "$stage/qgemm/examples/python"
-  cp "$ROOT/bench/moe_layer.py" "$stage/qgemm/bench/"
+  cp "$ROOT/bench/moe_layer.py" "$ROOT/bench/train_op.py" "$stage/qgemm/bench/"
+  git -C "$ROOT" describe --always --dirty --abbrev=40 >"$stage/qgemm/COMMIT" 2>/dev/null || true
   local suite="$ROOT/../shared/bench/moe_suite.json"
   [[ -f "$suite" ]] && cp "$suite" "$stage/qgemm/"
   tar -C "$stage" -cJf "$dir/qgemm-gpu.tar.xz" qgemm
@@ -162,6 +167,26 @@ gpu_moe_bench() {
   (cd "$dest/qgemm" && export QGEMM_LIBRARY="$dest/qgemm/lib/libqgemm.so" \
      PYTHONPATH="$dest/qgemm/python" QGEMM_CACHE_DIR="$dest/cache" &&
    with_timeout python3 bench/moe_layer.py --out "$out/moe-layer.json" "$@")
+}
+
+# fp8_grouped_mm as a training op (issue 27): its GPU tests
+# (test_train_step.py), then bench/train_op.py against bf16 and torchao's FP8
+# rowwise. torchao: the wheels in .whl/ (git-ignored; carry it with .pack),
+# installed into /tmp/site; without them the bench skips that path. The bench
+# runs even when a test fails; the status is the tests' or else the bench's.
+gpu_train_bench() {
+  unpack
+  local site=/tmp/site
+  if compgen -G "$ROOT/.whl/*.whl" >/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+      --upgrade --target "$site" "$ROOT"/.whl/*.whl
+  fi
+  (cd "$dest/qgemm" && export QGEMM_LIBRARY="$dest/qgemm/lib/libqgemm.so" \
+     PYTHONPATH="$site:$dest/qgemm/python" QGEMM_CACHE_DIR="$dest/cache" &&
+   rc=0 &&
+   { with_timeout python3 -m unittest discover -v -s python/tests/gpu \
+       -p test_train_step.py || rc=$?; } &&
+   with_timeout python3 bench/train_op.py --out "$out/" "$@" && exit $rc)
 }
 
 # One spec of each kernel family, grouping and tile variant (straddled B
@@ -296,6 +321,7 @@ case "$cmd" in
   gpu-qgemmc) gpu_qgemmc "$@" ;;
   gpu-python) gpu_python ;;
   gpu-moe-bench) gpu_moe_bench "$@" ;;
+  gpu-train-bench) gpu_train_bench "$@" ;;
   gpu-sanitize) gpu_sanitize "$@" ;;
-  *) sed -n '2,27p' "$0"; exit 1 ;;
+  *) sed -n '2,31p' "$0"; exit 1 ;;
 esac
