@@ -217,11 +217,6 @@ Check checkOutput(const GemmContract &c) {
   if (auto v = checkType(c.d, "d.dtype", "the output type",
                          {ElemType::BF16, ElemType::F32}))
     return v;
-  if (c.grouping.kind == GroupingKind::KContiguous && c.d != ElemType::F32)
-    return Violation{"d.dtype",
-                     str(toString(c.d)) + " is not allowed for " +
-                         gemmPhrase(c.grouping.kind) +
-                         " (weight gradients are kept in f32); allowed: f32"};
   if (c.accumulate && c.d != ElemType::F32)
     return Violation{"c", "accumulating into C (D = C + A.B) needs an f32 "
                           "output, but d.dtype is " +

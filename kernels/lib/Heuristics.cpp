@@ -63,8 +63,11 @@ int heuristicStages(const GemmContract &c, const KernelConfig &cfg) {
 // whole 16-byte chunks; f32 D (the weight gradient) already fills whole
 // sectors from registers.
 bool heuristicStagedEpilogue(const GemmContract &c) {
-  return c.d == ElemType::BF16 && c.n % 8 == 0 &&
-         c.grouping.kind != GroupingKind::KContiguous;
+  // bf16 rows of whole 16-byte chunks: D's rows are n wide, or k for the
+  // weight gradient ((G, N, K) out).
+  const int64_t width =
+      c.grouping.kind == GroupingKind::KContiguous ? c.k : c.n;
+  return c.d == ElemType::BF16 && width % 8 == 0;
 }
 
 // m_masked (decode and prefill batches): 2-CTA clusters on adjacent row

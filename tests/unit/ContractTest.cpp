@@ -234,14 +234,14 @@ TEST_CASE("each GEMM rule is enforced", "[contract]") {
 
 TEST_CASE("each weight-gradient rule is enforced", "[contract]") {
   const GemmCase cases[] = {
-      {"bf16 output",
+      {"bf16 output accumulating",
        [](auto &c) {
          c.d = ElemType::BF16;
-         c.accumulate = false;
+         c.accumulate = true;
        },
-       "d.dtype",
-       "bf16 is not allowed for a k_contiguous GEMM (weight gradients are "
-       "kept in f32); allowed: f32"},
+       "c",
+       "accumulating into C (D = C + A.B) needs an f32 output, but d.dtype "
+       "is bf16"},
       {"tile-wise B", [](auto &c) { c.b.scale = scale(128, 128); },
        "b.scale.block",
        "[128, 128] is not allowed for B of a k_contiguous GEMM; allowed: "

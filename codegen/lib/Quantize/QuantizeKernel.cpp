@@ -5,14 +5,20 @@
 //      rows past the last group form one more segment), so the column-wise
 //      blocks restart at every group as LAYOUTS.md "Grouping" says; without
 //      groups there is one segment, all rows;
-//   2. stage the tile in shared memory as f32 (the input is read once;
+//   2. stage the tile in shared memory as f32 with 16-byte loads, all of a
+//      thread's loads in flight at once (element loads where the rows are
+//      not a multiple of 8 elements or the input is not 16-byte aligned);
 //      cells past the matrix edge hold 0, which no amax can see: every
-//      amax is a max of |x| >= 0);
-//   3. row-wise: each warp takes rows, lanes hold columns lane + 32j; the
-//      amax of a 1x128 block is a warp max, of a 1x32 block (j) the warp
-//      max of element j; 128x128 takes the tile's amax;
-//   4. column-wise: the same with rows and columns swapped; GEMM_READY data
-//      is written transposed, lanes over consecutive rows (coalesced).
+//      amax is a max of |x| >= 0;
+//   3. column-wise (colPass): a thread per half column, amaxes from shared
+//      memory, the transposed output written in 16-byte runs (a column of
+//      the tile is contiguous there);
+//   4. row-wise (rowPass): 16 threads per row, 8 columns each, amaxes by
+//      shuffles, 8-byte stores (a half-warp writes a row's 128 bytes); the
+//      untransposed column-wise output goes out in the same walk with the
+//      factors step 3 left in shared memory.
+// Every store is a whole 8- or 16-byte vector where alignment allows; the
+// edges of the matrix fall back to byte stores.
 // Amaxes use max.NaN (arith.maximumf): a NaN anywhere in a block makes its
 // amax NaN, as the CPU quantizer's blockAmax does.
 //
@@ -51,9 +57,22 @@ using mlir::qgemm::ScaleAddress;
 namespace {
 
 constexpr int kWarps = kQuantThreads / 32;
-/// Elements of a row (or column) of the tile each lane holds.
-constexpr int kPerLane = int(kQuantTileCols / 32);
-static_assert(kQuantTileRows == kQuantTileCols, "square tile");
+/// A chunk: 8 consecutive elements of a tile row, one 16-byte bf16 load,
+/// one 8-byte FP8 store.
+constexpr int kChunk = 8;
+constexpr int kChunksPerRow = int(kQuantTileCols / kChunk);
+constexpr int kChunksPerThread =
+    int(kQuantTileRows * kQuantTileCols / kChunk / kQuantThreads);
+/// Rows one sweep of the CTA covers in rowPass (16 threads a row).
+constexpr int kRowsPerPass = kQuantThreads / kChunksPerRow;
+/// Shared memory past the tile: one float per warp, then the column-wise
+/// factors (QuantizeABI.h kQuantSharedBytes).
+constexpr int kWarpSlots = int(kQuantTileRows * kQuantSmemStride);
+constexpr int kFactorSlots = kWarpSlots + kWarps;
+static_assert(kQuantTileRows == 128 && kQuantTileCols == 128 &&
+                  kQuantThreads == 256,
+              "the thread maps below are written for 128 x 128 tiles of 256 "
+              "threads");
 
 /// Where this CTA's tile lies.
 struct Tile {
@@ -100,6 +119,16 @@ private:
     b.setInsertionPointToStart(&op.getThenRegion().front());
     body();
   }
+  /// scf.if without results, both branches built.
+  void ifThenElse(Value cond, function_ref<void()> thenFn,
+                  function_ref<void()> elseFn) {
+    auto op = scf::IfOp::create(b, cond, /*withElse=*/true);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&op.getThenRegion().front());
+    thenFn();
+    b.setInsertionPointToStart(&op.getElseRegion().front());
+    elseFn();
+  }
   /// for (i = 0; i < n; ++i) body(i), i32.
   void forEach(int64_t n, function_ref<void(Value)> body) {
     auto loop = scf::ForOp::create(b, ir.i32(0), ir.i32(n), ir.i32(1));
@@ -123,9 +152,6 @@ private:
   void smemStore(Value v, Value index) {
     LLVM::StoreOp::create(b, v, smemPtr(index));
   }
-  Value cell(Value r, Value col) {
-    return ir.add(ir.mul(r, ir.i32(kQuantSmemStride)), col);
-  }
 
   /// Max over the warp's lanes (butterfly: every lane gets it), NaN-sticky.
   Value warpMax(Value v) {
@@ -144,19 +170,52 @@ private:
   Value loadInput(Value base, Value index);
   /// swiglu_quantize: y at (gr, gc) (i64) from the (rows, 2 cols) input.
   Value swigluInput(Value base, Value gr, Value gc);
-  /// Stage the tile; returns this thread's max |x| over what it loaded.
+  /// Stage the tile in shared memory as f32; returns this thread's max |x|
+  /// over what it staged. 16-byte loads where the rows allow them
+  /// (stageVector), element loads otherwise (stageScalar).
   Value stage(Value inPtr, Value inBase, Value row0, Value col0,
               Value tileRows, Value tileCols);
+  Value stageVector(Value inPtr, Value inBase, Value row0, Value col0,
+                    Value tileRows, Value tileCols);
+  Value stageScalar(Value inPtr, Value inBase, Value row0, Value col0,
+                    Value tileRows, Value tileCols);
   /// The tile's amax (every thread), from each thread's partial max.
   Value tileAmax(Value localMax);
-  void rowPass(Value tileQuantAmax, Value row0, Value col0, Value tileRows,
-               Value tileCols);
+  BlockQuantIR colBlockQuant(const Tile &t, Value amax);
   void colPass(Value tileQuantAmax, const Tile &t, Value row0, Value col0,
                Value tileRows, Value tileCols);
+  void rowPass(Value tileQuantAmax, Value row0, Value col0, Value tileRows,
+               Value tileCols);
   void storeScale(const BlockQuantIR &q, unsigned param, ScaleAddress a) {
     Value idx = ir.add(ir.mul(z64, a.matrixSize), a.offset);
     ir.store(q.stored, arg(param), idx);
   }
+
+  /// Shared-memory float index of tile cell (r, col) (swizzled).
+  Value cell(Value r, Value col);
+  /// Float index of column-wise factor `j` (a 32-row block, or 0) of
+  /// column `col`.
+  Value factorSlot(Value j, Value col) {
+    return ir.add(ir.i32(kFactorSlots),
+                  ir.add(ir.mul(j, ir.i32(kQuantTileCols)), col));
+  }
+  Value smemLoad4(Value index);
+  void smemStore4(ArrayRef<Value> v, Value index);
+  /// i1: `ptr` is a multiple of `bytes`.
+  Value aligned(Value ptr, int64_t bytes);
+  Value bytePtr(Value base, Value byteOffset);
+  Value loadGlobal4(Value base, Value byteOffset);
+  /// One 8- or 16-byte store of 2 or 4 i32 words.
+  void storeGlobalWords(ArrayRef<Value> words, Value base, Value byteOffset);
+  /// Max over lanes l ^ o for each o of `offsets`, NaN-sticky.
+  Value xorMax(Value v, ArrayRef<int> offsets);
+  /// Four packed bf16 pairs (vector<4xi32>) -> f32 out[first..first+7].
+  void widenChunk(Value words, int64_t first, Value *out);
+  /// x (8 or 16 values) through their blocks to FP8 bytes at byte
+  /// `byteOffset` of `base`: one vector store when `wholeChunk`, else the
+  /// bytes below `limit` one by one.
+  void quantizeChunk(ArrayRef<Value> x, ArrayRef<BlockQuantIR> q, Value base,
+                     Value byteOffset, Value wholeChunk, Value limit);
 
   ImplicitLocOpBuilder &b;
   KernelIR ir;
@@ -166,6 +225,9 @@ private:
   Value smem;
   // Set by build().
   Value lane, warp, tid, cx, z64, tensorElems;
+  /// Uniform: the row-wise (and untransposed column-wise) outputs take
+  /// 8-byte stores; the transposed column-wise output 16-byte ones.
+  Value rowVec, colVec;
   QuantShape shape;
 };
 
@@ -270,275 +332,517 @@ Value QuantizeBuilder::swigluInput(Value base, Value gr, Value gc) {
   return swiglu::emitForward(ir, g, u);
 }
 
+Value QuantizeBuilder::cell(Value r, Value col) {
+  // Rows 64..127 flip bit 4 of the column: the column walk's two lane
+  // halves (rows j and 64 + j, the same 16 columns) then hit the two halves
+  // of the banks; 8-column chunks stay contiguous and 32-byte aligned.
+  Value flip = ir.mul(andI(arith::ShRUIOp::create(b, r, ir.i32(6)), ir.i32(1)),
+                      ir.i32(16));
+  return ir.add(ir.mul(r, ir.i32(kQuantSmemStride)),
+                arith::XOrIOp::create(b, col, flip));
+}
+
+Value QuantizeBuilder::smemLoad4(Value index) {
+  return LLVM::LoadOp::create(b, VectorType::get({4}, ir.f32T()),
+                              smemPtr(index), /*alignment=*/16);
+}
+
+void QuantizeBuilder::smemStore4(ArrayRef<Value> v, Value index) {
+  auto t = VectorType::get({4}, ir.f32T());
+  Value vec = LLVM::UndefOp::create(b, t);
+  for (int i = 0; i < 4; ++i)
+    vec = LLVM::InsertElementOp::create(b, vec, v[i], ir.i32(i));
+  LLVM::StoreOp::create(b, vec, smemPtr(index), /*alignment=*/16);
+}
+
+Value QuantizeBuilder::aligned(Value ptr, int64_t bytes) {
+  Value p = LLVM::PtrToIntOp::create(b, ir.i64T(), ptr);
+  return ir.cmp(arith::CmpIPredicate::eq, andI(p, ir.i64(bytes - 1)),
+                ir.i64(0));
+}
+
+Value QuantizeBuilder::bytePtr(Value base, Value byteOffset) {
+  return LLVM::GEPOp::create(b, ir.globalPtrT(), ir.i8T(), base,
+                             ValueRange{byteOffset});
+}
+
+Value QuantizeBuilder::loadGlobal4(Value base, Value byteOffset) {
+  return LLVM::LoadOp::create(b, VectorType::get({4}, ir.i32T()),
+                              bytePtr(base, byteOffset), /*alignment=*/16);
+}
+
+void QuantizeBuilder::storeGlobalWords(ArrayRef<Value> words, Value base,
+                                       Value byteOffset) {
+  auto t = VectorType::get({int64_t(words.size())}, ir.i32T());
+  Value vec = LLVM::UndefOp::create(b, t);
+  for (size_t i = 0; i < words.size(); ++i)
+    vec = LLVM::InsertElementOp::create(b, vec, words[i], ir.i32(i));
+  LLVM::StoreOp::create(b, vec, bytePtr(base, byteOffset),
+                        /*alignment=*/unsigned(4 * words.size()));
+}
+
+Value QuantizeBuilder::xorMax(Value v, ArrayRef<int> offsets) {
+  for (int off : offsets) {
+    Value other = NVVM::ShflOp::create(
+        b, ir.f32T(), ir.i32(-1), v, ir.i32(off), ir.i32(0x1f),
+        NVVM::ShflKindAttr::get(b.getContext(), NVVM::ShflKind::bfly),
+        UnitAttr());
+    v = maxF(v, other);
+  }
+  return v;
+}
+
+void QuantizeBuilder::quantizeChunk(ArrayRef<Value> x, ArrayRef<BlockQuantIR> q,
+                                    Value base, Value byteOffset,
+                                    Value wholeChunk, Value limit) {
+  const int64_t n = int64_t(x.size());
+  SmallVector<Value> pairs;
+  for (int64_t j = 0; j < n; j += 2)
+    pairs.push_back(emitQuantizePacked(ir, x[j], q[j], x[j + 1], q[j + 1],
+                                       c.output));
+  ifThenElse(
+      wholeChunk,
+      [&] {
+        SmallVector<Value> words;
+        for (size_t p = 0; p < pairs.size(); p += 2) {
+          Value lo = arith::ExtUIOp::create(b, ir.i32T(), pairs[p]);
+          Value hi = arith::ExtUIOp::create(b, ir.i32T(), pairs[p + 1]);
+          words.push_back(arith::OrIOp::create(
+              b, lo, arith::ShLIOp::create(b, hi, ir.i32(16))));
+        }
+        storeGlobalWords(words, base, byteOffset);
+      },
+      [&] {
+        // Off alignment, or the chunk runs past the tile: bytes, each
+        // inside `limit` (elements of the chunk that exist).
+        for (int64_t j = 0; j < n; ++j) {
+          Value pair = pairs[j / 2];
+          if (j % 2)
+            pair = arith::ShRUIOp::create(
+                b, pair, arith::ConstantIntOp::create(b, 8, 16));
+          Value byte = arith::TruncIOp::create(b, ir.i8T(), pair);
+          when(lt(ir.i32(j), limit), [&] {
+            LLVM::StoreOp::create(
+                b, byte, bytePtr(base, ir.add(byteOffset, ir.i64(j))));
+          });
+        }
+      });
+}
+
+void QuantizeBuilder::widenChunk(Value words, int64_t first, Value *out) {
+  // Four packed bf16 pairs, low half first.
+  for (int w = 0; w < 4; ++w) {
+    Value word = LLVM::ExtractElementOp::create(b, words, ir.i32(w));
+    out[first + 2 * w] = arith::BitcastOp::create(
+        b, ir.f32T(), arith::ShLIOp::create(b, word, ir.i32(16)));
+    out[first + 2 * w + 1] = arith::BitcastOp::create(
+        b, ir.f32T(), andI(word, ir.i32(int32_t(0xFFFF0000u))));
+  }
+}
+
+Value QuantizeBuilder::stageVector(Value inPtr, Value inBase, Value row0,
+                                   Value col0, Value tileRows,
+                                   Value tileCols) {
+  // Chunk i of this thread is chunk i * 256 + tid of the tile, 16 to a row:
+  // a warp reads two rows' 512 contiguous bytes (bf16) per chunk. All of a
+  // round's 16-byte loads are issued before the first is used; a chunk past
+  // the tile loads the tile's first chunk (always inside) and becomes 0.
+  // bf16 takes one load a chunk, four chunks a round; f32 and
+  // swiglu_quantize (gate and up) two loads a chunk, two chunks a round:
+  // 64 bytes in flight per thread, about 48 KB per SM at three CTAs, over
+  // twice what the bandwidth-latency product needs, and no spills under
+  // kQuantMaxRegisters.
+  const bool wide = sw || c.input == ElemType::F32;
+  const int perRound = wide ? kChunksPerThread / 4 : kChunksPerThread / 2;
+  const int64_t inBytes = c.input == ElemType::F32 && !sw ? 4 : 2;
+  Value acc = ir.f32(0.0);
+  for (int round = 0; round < kChunksPerThread / perRound; ++round) {
+    Value raw[kChunksPerThread][2], valid[kChunksPerThread];
+    Value rIn[kChunksPerThread], cIn[kChunksPerThread];
+    Value gElem[kChunksPerThread];
+    for (int u = 0; u < perRound; ++u) {
+      int i = round * perRound + u;
+      Value q = ir.add(ir.i32(i * kQuantThreads), tid);
+      Value r = rIn[u] = arith::ShRUIOp::create(b, q, ir.i32(4));
+      Value cc = cIn[u] = ir.mul(andI(q, ir.i32(kChunksPerRow - 1)),
+                                 ir.i32(kChunk));
+      valid[u] = andI(lt(r, tileRows), lt(cc, tileCols));
+      Value gr = ir.toI64(ir.add(row0, ir.select(valid[u], r, ir.i32(0))));
+      Value gc = ir.toI64(ir.add(col0, ir.select(valid[u], cc, ir.i32(0))));
+      gElem[u] = ir.add(ir.mul(gr, shape.cols), gc);
+      if (!sw) {
+        Value at = ir.mul(ir.add(inBase, gElem[u]), ir.i64(inBytes));
+        raw[u][0] = loadGlobal4(inPtr, at);
+        if (wide)
+          raw[u][1] = loadGlobal4(inPtr, ir.add(at, ir.i64(16)));
+        continue;
+      }
+      // (rows, 2 I) bf16: gate and up of 8 outputs.
+      Value rowBase = ir.mul(gr, ir.mul(shape.cols, ir.i64(2)));
+      if (sw->halves == SwigluHalves::Stacked) {
+        raw[u][0] = loadGlobal4(inPtr, ir.mul(ir.add(rowBase, gc), ir.i64(2)));
+        raw[u][1] = loadGlobal4(
+            inPtr, ir.mul(ir.add(rowBase, ir.add(gc, shape.cols)), ir.i64(2)));
+      } else {
+        Value at = ir.mul(ir.add(rowBase, ir.mul(gc, ir.i64(2))), ir.i64(2));
+        raw[u][0] = loadGlobal4(inPtr, at);
+        raw[u][1] = loadGlobal4(inPtr, ir.add(at, ir.i64(16)));
+      }
+    }
+    for (int u = 0; u < perRound; ++u) {
+      Value x[kChunk];
+      if (!sw && c.input == ElemType::F32) {
+        for (int h = 0; h < 2; ++h)
+          for (int w = 0; w < 4; ++w)
+            x[4 * h + w] = arith::BitcastOp::create(
+                b, ir.f32T(),
+                LLVM::ExtractElementOp::create(b, raw[u][h], ir.i32(w)));
+      } else if (!sw) {
+        widenChunk(raw[u][0], 0, x);
+      } else {
+        Value in[2 * kChunk];
+        widenChunk(raw[u][0], 0, in);
+        widenChunk(raw[u][1], kChunk, in);
+        for (int j = 0; j < kChunk; ++j) {
+          Value g = sw->halves == SwigluHalves::Stacked ? in[j] : in[2 * j];
+          Value up = sw->halves == SwigluHalves::Stacked ? in[kChunk + j]
+                                                          : in[2 * j + 1];
+          x[j] = swiglu::emitForward(ir, g, up);
+        }
+        if (sw->bf16Output)
+          when(valid[u], [&] {
+            SmallVector<Value> words;
+            for (int j = 0; j < kChunk; j += 2) {
+              Value lo = arith::ExtUIOp::create(
+                  b, ir.i32T(),
+                  arith::BitcastOp::create(
+                      b, ir.i16T(), arith::TruncFOp::create(b, ir.bf16T(), x[j])));
+              Value hi = arith::ExtUIOp::create(
+                  b, ir.i32T(),
+                  arith::BitcastOp::create(
+                      b, ir.i16T(),
+                      arith::TruncFOp::create(b, ir.bf16T(), x[j + 1])));
+              words.push_back(arith::OrIOp::create(
+                  b, lo, arith::ShLIOp::create(b, hi, ir.i32(16))));
+            }
+            storeGlobalWords(words, arg(kSQParamBf16Out),
+                             ir.mul(gElem[u], ir.i64(2)));
+          });
+      }
+      for (int j = 0; j < kChunk; ++j) {
+        x[j] = ir.select(valid[u], x[j], ir.f32(0.0));
+        acc = maxF(acc, absF(x[j]));
+      }
+      Value at = cell(rIn[u], cIn[u]);
+      smemStore4({x[0], x[1], x[2], x[3]}, at);
+      smemStore4({x[4], x[5], x[6], x[7]}, ir.add(at, ir.i32(4)));
+    }
+  }
+  return acc;
+}
+
+Value QuantizeBuilder::stageScalar(Value inPtr, Value inBase, Value row0,
+                                   Value col0, Value tileRows,
+                                   Value tileCols) {
+  // Any width and alignment: element loads, kScalarUnroll in flight per
+  // trip (half for swiglu_quantize, which reads two per cell), in the same
+  // chunk order and cells as stageVector.
+  constexpr int kScalarUnroll = 16;
+  const int unroll = sw ? kScalarUnroll / 2 : kScalarUnroll;
+  const int64_t perThread = kChunksPerThread * kChunk;
+  auto loop = scf::ForOp::create(b, ir.i32(0), ir.i32(perThread / unroll),
+                                 ir.i32(1), ValueRange{ir.f32(0.0)});
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value acc = loop.getRegionIterArgs()[0];
+  Value v[kScalarUnroll], valid[kScalarUnroll], at[kScalarUnroll];
+  Value gRow[kScalarUnroll], gCol[kScalarUnroll];
+  for (int u = 0; u < unroll; ++u) {
+    // Element e of the thread: chunk e / 8, element e % 8 of the chunk.
+    Value e = ir.add(ir.mul(loop.getInductionVar(), ir.i32(unroll)),
+                     ir.i32(u));
+    Value q = ir.add(ir.mul(arith::ShRUIOp::create(b, e, ir.i32(3)),
+                            ir.i32(kQuantThreads)),
+                     tid);
+    Value r = arith::ShRUIOp::create(b, q, ir.i32(4));
+    Value col = ir.add(ir.mul(andI(q, ir.i32(kChunksPerRow - 1)),
+                              ir.i32(kChunk)),
+                       andI(e, ir.i32(kChunk - 1)));
+    valid[u] = andI(lt(r, tileRows), lt(col, tileCols));
+    at[u] = cell(r, col);
+    Value gr = gRow[u] =
+        ir.toI64(ir.add(row0, ir.select(valid[u], r, ir.i32(0))));
+    Value gc = gCol[u] =
+        ir.toI64(ir.add(col0, ir.select(valid[u], col, ir.i32(0))));
+    v[u] = sw ? swigluInput(inPtr, gr, gc)
+              : loadInput(inPtr,
+                          ir.add(inBase, ir.add(ir.mul(gr, shape.cols), gc)));
+  }
+  for (int u = 0; u < unroll; ++u) {
+    if (sw && sw->bf16Output)
+      when(valid[u], [&] {
+        swiglu::storeBf16(ir, v[u], arg(kSQParamBf16Out),
+                          ir.add(ir.mul(gRow[u], shape.cols), gCol[u]));
+      });
+    Value x = ir.select(valid[u], v[u], ir.f32(0.0));
+    smemStore(x, at[u]);
+    acc = maxF(acc, absF(x));
+  }
+  scf::YieldOp::create(b, acc);
+  return loop.getResult(0);
+}
+
 Value QuantizeBuilder::stage(Value inPtr, Value inBase, Value row0, Value col0,
                              Value tileRows, Value tileCols) {
-  // The kernel is bound by memory latency unless many loads are in flight:
-  // each trip of the loop issues `unroll` loads before its first shared
-  // store (as a loop of one load per trip, the tile staged at ~30% of the
-  // device copy's bandwidth on the H100, 2026-11-23). Cells outside the
-  // matrix load the tile's first element, which is always inside (a found
-  // tile has a row and a column), and are then replaced by 0: no branch
-  // between the loads.
-  // swiglu_quantize reads two inputs per cell (gate and up) and keeps the
-  // SiLU's temporaries: half the cells per trip, the same loads in flight,
-  // and no spills under kQuantMaxRegisters.
-  constexpr int64_t kMaxUnroll = 16;
-  const int64_t unroll = sw ? kMaxUnroll / 2 : kMaxUnroll;
-  const int64_t steps = kQuantTileRows * kQuantTileCols / kQuantThreads;
-  static_assert(steps % kMaxUnroll == 0, "unroll divides the steps");
-  auto loop = scf::ForOp::create(b, ir.i32(0), ir.i32(steps / unroll),
-                                 ir.i32(1), ValueRange{ir.f32(0.0)});
-  {
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(loop.getBody());
-    Value acc = loop.getRegionIterArgs()[0];
-    Value first = ir.mul(loop.getInductionVar(),
-                         ir.i32(unroll * kQuantThreads));
-    Value v[kMaxUnroll], valid[kMaxUnroll], at[kMaxUnroll];
-    Value gRow[kMaxUnroll], gCol[kMaxUnroll];
-    for (int u = 0; u < unroll; ++u) {
-      // A warp reads 32 consecutive columns of one row.
-      Value idx = ir.add(first, ir.add(ir.i32(u * kQuantThreads), tid));
-      Value r = arith::ShRUIOp::create(b, idx, ir.i32(7));
-      Value col = andI(idx, ir.i32(kQuantTileCols - 1));
-      valid[u] = andI(lt(r, tileRows), lt(col, tileCols));
-      at[u] = cell(r, col);
-      Value gr = gRow[u] =
-          ir.toI64(ir.add(row0, ir.select(valid[u], r, ir.i32(0))));
-      Value gc = gCol[u] =
-          ir.toI64(ir.add(col0, ir.select(valid[u], col, ir.i32(0))));
-      v[u] = sw ? swigluInput(inPtr, gr, gc)
-                : loadInput(inPtr,
-                            ir.add(inBase, ir.add(ir.mul(gr, shape.cols), gc)));
-    }
-    for (int u = 0; u < unroll; ++u) {
-      // swiglu_quantize's bf16 y (what the backward reads), inside only.
-      if (sw && sw->bf16Output)
-        when(valid[u], [&] {
-          swiglu::storeBf16(ir, v[u], arg(kSQParamBf16Out),
-                            ir.add(ir.mul(gRow[u], shape.cols), gCol[u]));
-        });
-      Value x = ir.select(valid[u], v[u], ir.f32(0.0));
-      smemStore(x, at[u]);
-      acc = maxF(acc, absF(x));
-    }
-    scf::YieldOp::create(b, acc);
-  }
-  return loop.getResult(0);
+  // 16-byte loads need rows of a multiple of 8 elements and 16-byte aligned
+  // tensors (a uniform test: every thread of every CTA takes one branch).
+  Value vec = ir.cmp(arith::CmpIPredicate::eq,
+                     andI(arg(kQParamCols), ir.i32(kChunk - 1)), ir.i32(0));
+  vec = andI(vec, aligned(inPtr, 16));
+  if (sw && sw->bf16Output)
+    vec = andI(vec, aligned(arg(kSQParamBf16Out), 16));
+  return ifElse(
+      vec, ir.f32T(),
+      [&] { return stageVector(inPtr, inBase, row0, col0, tileRows, tileCols); },
+      [&] { return stageScalar(inPtr, inBase, row0, col0, tileRows, tileCols); });
 }
 
 Value QuantizeBuilder::tileAmax(Value localMax) {
   // After the staging barrier: one partial per warp past the tile.
-  Value slot = ir.add(ir.i32(kQuantTileRows * kQuantSmemStride), warp);
+  Value slot = ir.add(ir.i32(kWarpSlots), warp);
   Value m = warpMax(localMax);
   when(ir.cmp(arith::CmpIPredicate::eq, lane, ir.i32(0)),
        [&] { smemStore(m, slot); });
   NVVM::Barrier0Op::create(b);
   Value amax = ir.f32(0.0);
   for (int w = 0; w < kWarps; ++w)
-    amax = maxF(amax, smemLoad(ir.i32(kQuantTileRows * kQuantSmemStride + w)));
+    amax = maxF(amax, smemLoad(ir.i32(kWarpSlots + w)));
   return amax;
+}
+
+BlockQuantIR QuantizeBuilder::colBlockQuant(const Tile &t, Value amax) {
+  // Rows past the last group: data at scale 1, no scale entry.
+  BlockQuantIR q = emitBlockQuant(ir, amax, c);
+  q.factor = ir.select(t.tail, ir.f32(1.0), q.factor);
+  return q;
+}
+
+void QuantizeBuilder::colPass(Value tileQuantAmax, const Tile &t, Value row0,
+                              Value col0, Value tileRows, Value tileCols) {
+  // Thread (warp w, lane l) walks column 16 w + l % 16 of the tile, rows
+  // 64 (l / 16) .. + 63: the amaxes from shared memory, then (transposed
+  // outputs) 16-byte runs of the column's bytes, which are contiguous in
+  // the (cols, rows) output. Untransposed outputs keep the factors in
+  // shared memory for rowPass, which writes their data row by row.
+  const ScaleRecipe &cs = *c.columnwise;
+  const bool transposed = colDataTransposed(cs);
+  Value half = arith::ShRUIOp::create(b, lane, ir.i32(4));
+  Value col = ir.add(ir.mul(warp, ir.i32(16)), andI(lane, ir.i32(15)));
+  Value rowBase = ir.mul(half, ir.i32(64));
+  Value colIn = lt(col, tileCols);
+  Value gCol = ir.toI64(ir.add(col0, col));
+  Value notTail =
+      arith::XOrIOp::create(b, t.tail, arith::ConstantIntOp::create(b, 1, 1));
+  const int64_t perTile = kQuantTileRows / cs.blockRows;
+  Value tileBlock =
+      ir.add(t.blockStart, ir.mul(ir.toI64(t.tileIn), ir.i64(perTile)));
+
+  // The column's blocks this thread touches: one ([128,1] and [128,128],
+  // shared by both halves) or two 32-row blocks ([32,1]).
+  BlockQuantIR q[2];
+  if (cs.blockCols == 128) {
+    // [128,128] of the transposed matrix; no groups (the launch refuses
+    // them), so the tile is the 128-row block row0 / 128.
+    q[0] = q[1] = emitBlockQuant(ir, tileQuantAmax, c);
+    when(ir.cmp(arith::CmpIPredicate::eq, tid, ir.i32(0)), [&] {
+      storeScale(q[0], kQParamColScales,
+                 colScaleAddress(ir, cs, shape,
+                                 ir.toI64(ir.divU(row0, ir.i32(128))),
+                                 ir.toI64(cx)));
+    });
+  } else {
+    Value m[2] = {ir.f32(0.0), ir.f32(0.0)};
+    for (int j = 0; j < 64; ++j)
+      m[j / 32] = maxF(m[j / 32],
+                       absF(smemLoad(cell(ir.add(rowBase, ir.i32(j)), col))));
+    if (cs.blockRows == 128) {
+      q[0] = q[1] = colBlockQuant(t, xorMax(maxF(m[0], m[1]), {16}));
+      when(andI(andI(colIn, notTail),
+                ir.cmp(arith::CmpIPredicate::eq, half, ir.i32(0))),
+           [&] {
+             storeScale(q[0], kQParamColScales,
+                        colScaleAddress(ir, cs, shape, tileBlock, gCol));
+           });
+    } else { // 32 x 1: blocks 2 half and 2 half + 1 of the tile
+      for (int k = 0; k < 2; ++k) {
+        q[k] = colBlockQuant(t, m[k]);
+        Value blk = ir.add(ir.mul(half, ir.i32(2)), ir.i32(k));
+        when(andI(andI(colIn, notTail),
+                  lt(ir.mul(blk, ir.i32(32)), tileRows)),
+             [&] {
+               storeScale(q[k], kQParamColScales,
+                          colScaleAddress(ir, cs, shape,
+                                          ir.add(tileBlock, ir.toI64(blk)),
+                                          gCol));
+             });
+      }
+    }
+  }
+  if (!transposed) {
+    // Factor of block j of column col (j = 2 half + k for [32,1]; 0 for
+    // [128,1]).
+    when(colIn, [&] {
+      if (cs.blockRows == 32) {
+        for (int k = 0; k < 2; ++k)
+          smemStore(q[k].factor,
+                    factorSlot(ir.add(ir.mul(half, ir.i32(2)), ir.i32(k)), col));
+      } else {
+        when(ir.cmp(arith::CmpIPredicate::eq, half, ir.i32(0)),
+             [&] { smemStore(q[0].factor, factorSlot(ir.i32(0), col)); });
+      }
+    });
+    return;
+  }
+  // Transposed data: column col of the tile is row gCol of the (cols, rows)
+  // output, bytes row0 + rowBase .. + 63 of it, in four 16-byte runs.
+  Value base = ir.mul(z64, tensorElems);
+  Value rowStart = ir.toI64(ir.add(row0, rowBase));
+  Value lineStart = ir.add(base, ir.add(ir.mul(gCol, shape.rows), rowStart));
+  // A loop, not unrolled: one run's 16 values and divisions live at a time
+  // (unrolled, the runs overlapped past kQuantMaxRegisters and spilled).
+  BlockQuantIR upper = q[1];
+  forEach(4, [&](Value run) {
+    Value first = ir.add(rowBase, ir.mul(run, ir.i32(16)));
+    // Runs 2 and 3 are the second 32-row block ([32,1]).
+    BlockQuantIR runQ = q[0];
+    if (cs.blockRows == 32)
+      runQ.factor = ir.select(ir.cmp(arith::CmpIPredicate::uge, run, ir.i32(2)),
+                              upper.factor, q[0].factor);
+    Value x[16];
+    BlockQuantIR qs[16];
+    for (int j = 0; j < 16; ++j) {
+      x[j] = smemLoad(cell(ir.add(first, ir.i32(j)), col));
+      qs[j] = runQ;
+    }
+    Value left = ir.sub(tileRows, first);
+    Value whole = andI(colVec, ir.cmp(arith::CmpIPredicate::sge, left,
+                                      ir.i32(16)));
+    when(andI(colIn, lt(ir.i32(0), left)), [&] {
+      quantizeChunk(x, qs, arg(kQParamColData),
+                    ir.add(lineStart, ir.toI64(ir.sub(first, rowBase))), whole,
+                    left);
+    });
+  });
 }
 
 void QuantizeBuilder::rowPass(Value tileQuantAmax, Value row0, Value col0,
                               Value tileRows, Value tileCols) {
-  const ScaleRecipe &rs = *c.rowwise;
-  Value lane0 = ir.cmp(arith::CmpIPredicate::eq, lane, ir.i32(0));
+  // Thread t takes chunk t % 16 (8 columns) of rows t / 16 + 16 i: a
+  // half-warp holds a row, its lanes' 8 bytes contiguous in the output.
+  // The row-wise output with the row's blocks (shuffles within 16 lanes
+  // for [1,128], 4 for [1,32]); the untransposed column-wise output with
+  // the factors colPass left in shared memory.
+  const ScaleRecipe *rs = c.rowwise ? &*c.rowwise : nullptr;
+  const ScaleRecipe *cs =
+      c.columnwise && !colDataTransposed(*c.columnwise) ? &*c.columnwise
+                                                         : nullptr;
+  if (!rs && !cs)
+    return;
+  Value chunk = andI(tid, ir.i32(kChunksPerRow - 1));
+  Value colFirst = ir.mul(chunk, ir.i32(kChunk));
+  Value limit = ir.sub(tileCols, colFirst);
+  Value colsIn = lt(colFirst, tileCols);
+  Value whole = andI(rowVec, ir.cmp(arith::CmpIPredicate::sge, limit,
+                                    ir.i32(kChunk)));
   BlockQuantIR tileQ;
-  if (rs.blockRows == 128) {
+  if (rs && rs->blockRows == 128) {
     tileQ = emitBlockQuant(ir, tileQuantAmax, c);
     // Groups never reach a [128,128] row-wise output (the launch refuses
     // it), so the tile is the 128-row block row0 / 128.
     when(ir.cmp(arith::CmpIPredicate::eq, tid, ir.i32(0)), [&] {
       storeScale(tileQ, kQParamRowScales,
-                 rowScaleAddress(ir, rs, shape,
+                 rowScaleAddress(ir, *rs, shape,
                                  ir.toI64(ir.divU(row0, ir.i32(128))),
                                  ir.toI64(cx)));
     });
   }
-  forEach(kQuantTileRows / kWarps, [&](Value i) {
-    Value r = ir.add(warp, ir.mul(i, ir.i32(kWarps)));
-    when(lt(r, tileRows), [&] {
-      Value gRow = ir.toI64(ir.add(row0, r));
-      Value v[kPerLane];
-      Value colIn[kPerLane];
-      for (int j = 0; j < kPerLane; ++j) {
-        colIn[j] = ir.add(lane, ir.i32(32 * j));
-        v[j] = smemLoad(cell(r, colIn[j]));
-      }
-      BlockQuantIR q[kPerLane];
-      if (rs.blockRows == 128) {
-        for (int j = 0; j < kPerLane; ++j)
-          q[j] = tileQ;
-      } else if (rs.blockCols == 128) {
-        Value m = absF(v[0]);
-        for (int j = 1; j < kPerLane; ++j)
-          m = maxF(m, absF(v[j]));
-        q[0] = emitBlockQuant(ir, warpMax(m), c);
-        for (int j = 1; j < kPerLane; ++j)
-          q[j] = q[0];
-        when(lane0, [&] {
-          storeScale(q[0], kQParamRowScales,
-                     rowScaleAddress(ir, rs, shape, gRow, ir.toI64(cx)));
-        });
-      } else { // 1 x 32: element j of every lane is block j of the tile
-        for (int j = 0; j < kPerLane; ++j) {
-          q[j] = emitBlockQuant(ir, warpMax(absF(v[j])), c);
-          when(andI(lane0, lt(ir.i32(32 * j), tileCols)), [&] {
-            Value jb = ir.toI64(ir.add(ir.mul(cx, ir.i32(kPerLane)), ir.i32(j)));
-            storeScale(q[j], kQParamRowScales,
-                       rowScaleAddress(ir, rs, shape, gRow, jb));
-          });
-        }
-      }
-      Value rowBase = ir.add(ir.mul(z64, tensorElems),
-                             ir.add(ir.mul(gRow, shape.cols), ir.toI64(col0)));
-      for (int j = 0; j < kPerLane; j += 2) {
-        auto [b0, b1] =
-            emitQuantizePair(ir, v[j], q[j], v[j + 1], q[j + 1], c.output);
-        Value bytes[2] = {b0, b1};
-        for (int k = 0; k < 2; ++k)
-          when(lt(colIn[j + k], tileCols), [&] {
-            ir.store(bytes[k], arg(kQParamRowData),
-                     ir.add(rowBase, ir.toI64(colIn[j + k])));
-          });
-      }
-    });
-  });
-}
-
-void QuantizeBuilder::colPass(Value tileQuantAmax, const Tile &t, Value row0,
-                              Value col0, Value tileRows, Value tileCols) {
-  const ScaleRecipe &cs = *c.columnwise;
-  const bool transposed = colDataTransposed(cs);
-  Value lane0 = ir.cmp(arith::CmpIPredicate::eq, lane, ir.i32(0));
-  // Factor j (token block j of the tile for 32 x 1, else 0) of column col,
-  // past the tile and the warp slots (kQuantSharedBytes).
-  auto factorSlot = [&](Value col, Value j) {
-    return ir.add(ir.i32(kQuantTileRows * kQuantSmemStride + kWarps),
-                  ir.add(ir.mul(col, ir.i32(kQuantFactorsPerCol)), j));
-  };
-  Value notTail =
-      arith::XOrIOp::create(b, t.tail, arith::ConstantIntOp::create(b, 1, 1));
-  // Rows past the last group: data at scale 1, no scale entry.
-  auto blockQuant = [&](Value amax) {
-    BlockQuantIR q = emitBlockQuant(ir, amax, c);
-    q.factor = ir.select(t.tail, ir.f32(1.0), q.factor);
-    return q;
-  };
-  BlockQuantIR tileQ;
-  if (cs.blockCols == 128) {
-    // [128,128] of the transposed matrix; no groups (the launch refuses
-    // them), so the tile is the 128-row block row0 / 128.
-    tileQ = emitBlockQuant(ir, tileQuantAmax, c);
-    when(ir.cmp(arith::CmpIPredicate::eq, tid, ir.i32(0)), [&] {
-      storeScale(tileQ, kQParamColScales,
-                 colScaleAddress(ir, cs, shape,
-                                 ir.toI64(ir.divU(row0, ir.i32(128))),
-                                 ir.toI64(cx)));
-    });
+  // The column-wise form (divide or multiply) with the stored factors.
+  BlockQuantIR colForm;
+  Value colFactors[2][kChunk];
+  if (cs) {
+    colForm = emitBlockQuant(ir, ir.f32(1.0), c);
+    if (cs->blockRows == 128) {
+      Value at = factorSlot(ir.i32(0), colFirst);
+      Value lo = smemLoad4(at), hi = smemLoad4(ir.add(at, ir.i32(4)));
+      for (int j = 0; j < kChunk; ++j)
+        colFactors[0][j] = LLVM::ExtractElementOp::create(
+            b, j < 4 ? lo : hi, ir.i32(j % 4));
+    }
   }
-  // Token block of this tile's first row: start(g) + the tile's blocks.
-  const int64_t perTile = kQuantTileRows / cs.blockRows;
-  Value tileBlock =
-      ir.add(t.blockStart, ir.mul(ir.toI64(t.tileIn), ir.i64(perTile)));
-  forEach(kQuantTileCols / kWarps, [&](Value i) {
-    Value col = ir.add(warp, ir.mul(i, ir.i32(kWarps)));
-    when(lt(col, tileCols), [&] {
-      Value gCol = ir.toI64(ir.add(col0, col));
-      Value v[kPerLane], rowIn[kPerLane];
-      for (int j = 0; j < kPerLane; ++j) {
-        rowIn[j] = ir.add(lane, ir.i32(32 * j));
-        v[j] = smemLoad(cell(rowIn[j], col));
-      }
-      BlockQuantIR q[kPerLane];
-      if (cs.blockCols == 128) {
-        for (int j = 0; j < kPerLane; ++j)
-          q[j] = tileQ;
-      } else if (cs.blockRows == 128) {
-        Value m = absF(v[0]);
-        for (int j = 1; j < kPerLane; ++j)
-          m = maxF(m, absF(v[j]));
-        q[0] = blockQuant(warpMax(m));
-        for (int j = 1; j < kPerLane; ++j)
-          q[j] = q[0];
-        when(andI(lane0, notTail), [&] {
-          storeScale(q[0], kQParamColScales,
-                     colScaleAddress(ir, cs, shape, tileBlock, gCol));
-        });
-      } else { // 32 x 1: element j of every lane is the tile's row block j
-        for (int j = 0; j < kPerLane; ++j) {
-          q[j] = blockQuant(warpMax(absF(v[j])));
-          when(andI(andI(lane0, notTail), lt(ir.i32(32 * j), tileRows)), [&] {
-            storeScale(q[j], kQParamColScales,
-                       colScaleAddress(ir, cs, shape,
-                                       ir.add(tileBlock, ir.i64(j)), gCol));
-          });
-        }
-      }
-      if (!transposed) {
-        // Keep the factors; the data goes out row by row below.
-        when(lane0, [&] {
-          for (int j = 0; j < kPerLane; ++j)
-            if (j == 0 || cs.blockRows == 32)
-              smemStore(q[j].factor, factorSlot(col, ir.i32(j)));
-        });
-        return;
-      }
-      Value base = ir.mul(z64, tensorElems);
-      for (int j = 0; j < kPerLane; j += 2) {
-        auto [b0, b1] =
-            emitQuantizePair(ir, v[j], q[j], v[j + 1], q[j + 1], c.output);
-        Value bytes[2] = {b0, b1};
-        for (int k = 0; k < 2; ++k)
-          when(lt(rowIn[j + k], tileRows), [&] {
-            Value gRow = ir.toI64(ir.add(row0, rowIn[j + k]));
-            ir.store(bytes[k], arg(kQParamColData),
-                     ir.add(base, colDataOffset(ir, cs, shape, gRow, gCol)));
-          });
-      }
-    });
-  });
-  if (transposed)
-    return;
-  // Column-wise data stored (rows, cols), not transposed: written by the
-  // pass above, lanes over rows, each warp store touched 32 rows K bytes
-  // apart (the grouped column-wise suite row ran at 6% of the copy
-  // bandwidth on the H100, 2026-11-23). Here lanes run over columns, as in
-  // the row-wise pass, with each column's factors from shared memory.
-  NVVM::Barrier0Op::create(b);
   Value base = ir.mul(z64, tensorElems);
-  // The recipe's form (divide or multiply); its factor is replaced by the
-  // stored ones (the unused arithmetic folds away).
-  const BlockQuantIR form = cs.blockCols == 128 ? tileQ : blockQuant(ir.f32(1.0));
-  forEach(kQuantTileRows / kWarps, [&](Value i) {
-    Value r = ir.add(warp, ir.mul(i, ir.i32(kWarps)));
-    when(lt(r, tileRows), [&] {
-      Value gRow = ir.toI64(ir.add(row0, r));
-      // The row's token block inside the tile: 0, or r / 32 for 32 x 1.
-      Value rb = cs.blockRows == 32 ? arith::ShRUIOp::create(b, r, ir.i32(5))
-                                    : ir.i32(0);
-      Value v[kPerLane], colIn[kPerLane];
-      BlockQuantIR q[kPerLane];
-      for (int j = 0; j < kPerLane; ++j) {
-        colIn[j] = ir.add(lane, ir.i32(32 * j));
-        v[j] = smemLoad(cell(r, colIn[j]));
-        q[j] = form;
-        if (cs.blockCols != 128)
-          q[j].factor = smemLoad(factorSlot(colIn[j], rb));
+  forEach(kQuantTileRows / kRowsPerPass, [&](Value i) {
+    Value r = ir.add(arith::ShRUIOp::create(b, tid, ir.i32(4)),
+                     ir.mul(i, ir.i32(kRowsPerPass)));
+    Value rowIn = lt(r, tileRows);
+    Value gRow = ir.toI64(ir.add(row0, r));
+    Value at = cell(r, colFirst);
+    Value lo = smemLoad4(at), hi = smemLoad4(ir.add(at, ir.i32(4)));
+    Value x[kChunk];
+    for (int j = 0; j < kChunk; ++j)
+      x[j] = LLVM::ExtractElementOp::create(b, j < 4 ? lo : hi, ir.i32(j % 4));
+    Value lineAt = ir.add(base, ir.add(ir.mul(gRow, shape.cols),
+                                       ir.toI64(ir.add(col0, colFirst))));
+    if (rs) {
+      BlockQuantIR q;
+      if (rs->blockRows == 128) {
+        q = tileQ;
+      } else {
+        Value m = absF(x[0]);
+        for (int j = 1; j < kChunk; ++j)
+          m = maxF(m, absF(x[j]));
+        // [1,128]: the row's 16 lanes; [1,32]: the block's 4.
+        m = rs->blockCols == 128 ? xorMax(m, {8, 4, 2, 1}) : xorMax(m, {2, 1});
+        q = emitBlockQuant(ir, m, c);
+        const int64_t lanesPerBlock = rs->blockCols / kChunk;
+        Value leader = ir.cmp(arith::CmpIPredicate::eq,
+                              andI(chunk, ir.i32(lanesPerBlock - 1)),
+                              ir.i32(0));
+        when(andI(andI(rowIn, colsIn), leader), [&] {
+          Value jb = ir.toI64(ir.add(
+              ir.mul(cx, ir.i32(kQuantTileCols / rs->blockCols)),
+              ir.divU(chunk, ir.i32(lanesPerBlock))));
+          storeScale(q, kQParamRowScales,
+                     rowScaleAddress(ir, *rs, shape, gRow, jb));
+        });
       }
-      for (int j = 0; j < kPerLane; j += 2) {
-        auto [b0, b1] =
-            emitQuantizePair(ir, v[j], q[j], v[j + 1], q[j + 1], c.output);
-        Value bytes[2] = {b0, b1};
-        for (int k = 0; k < 2; ++k)
-          when(lt(colIn[j + k], tileCols), [&] {
-            Value gCol = ir.toI64(ir.add(col0, colIn[j + k]));
-            ir.store(bytes[k], arg(kQParamColData),
-                     ir.add(base, colDataOffset(ir, cs, shape, gRow, gCol)));
-          });
+      BlockQuantIR qs[kChunk];
+      for (int j = 0; j < kChunk; ++j)
+        qs[j] = q;
+      when(andI(rowIn, colsIn), [&] {
+        quantizeChunk(x, qs, arg(kQParamRowData), lineAt, whole, limit);
+      });
+    }
+    if (cs) {
+      BlockQuantIR qs[kChunk];
+      Value *f = colFactors[0];
+      Value blockFactors[kChunk];
+      if (cs->blockRows == 32) {
+        Value fat = factorSlot(arith::ShRUIOp::create(b, r, ir.i32(5)),
+                               colFirst);
+        Value flo = smemLoad4(fat), fhi = smemLoad4(ir.add(fat, ir.i32(4)));
+        for (int j = 0; j < kChunk; ++j)
+          blockFactors[j] = LLVM::ExtractElementOp::create(
+              b, j < 4 ? flo : fhi, ir.i32(j % 4));
+        f = blockFactors;
       }
-    });
+      for (int j = 0; j < kChunk; ++j) {
+        qs[j] = colForm;
+        qs[j].factor = f[j];
+      }
+      when(andI(rowIn, colsIn), [&] {
+        quantizeChunk(x, qs, arg(kQParamColData), lineAt, whole, limit);
+      });
+    }
   });
 }
 
@@ -583,15 +887,30 @@ void QuantizeBuilder::build() {
           [&] { return arg(kQParamInput); });
       inBase = ir.select(hasTable, ir.i64(0), ir.mul(z64, tensorElems));
     }
+    // 8-byte row-wise stores need rows of a multiple of 8 bytes and aligned
+    // outputs; the transposed column-wise 16-byte runs need (cols, rows)
+    // rows of a multiple of 16 bytes and a tile starting on one.
+    Value cols8 = ir.cmp(arith::CmpIPredicate::eq,
+                         andI(cols32, ir.i32(kChunk - 1)), ir.i32(0));
+    rowVec = andI(cols8, andI(aligned(arg(kQParamRowData), 8),
+                              aligned(arg(kQParamColData), 8)));
+    colVec = andI(ir.cmp(arith::CmpIPredicate::eq,
+                         andI(arith::OrIOp::create(b, rows32, row0),
+                              ir.i32(15)),
+                         ir.i32(0)),
+                  aligned(arg(kQParamColData), 16));
     Value localMax = stage(inPtr, inBase, row0, col0, tileRows, tileCols);
     NVVM::Barrier0Op::create(b);
     const bool needTileAmax = (c.rowwise && c.rowwise->blockRows == 128) ||
                               (c.columnwise && c.columnwise->blockCols == 128);
     Value amax = needTileAmax ? tileAmax(localMax) : Value();
-    if (c.rowwise)
-      rowPass(amax, row0, col0, tileRows, tileCols);
-    if (c.columnwise)
+    if (c.columnwise) {
       colPass(amax, t, row0, col0, tileRows, tileCols);
+      // rowPass reads the factors of an untransposed column-wise output.
+      if (!colDataTransposed(*c.columnwise))
+        NVVM::Barrier0Op::create(b);
+    }
+    rowPass(amax, row0, col0, tileRows, tileCols);
   });
 }
 

@@ -46,6 +46,12 @@ std::pair<Value, Value> emitQuantizePair(KernelIR &ir, Value x0,
                                          const BlockQuantIR &q1,
                                          ::qgemm::ElemType fp8);
 
+/// The same two elements as one i16: x0's byte low, x1's high (the order
+/// they have in memory).
+Value emitQuantizePacked(KernelIR &ir, Value x0, const BlockQuantIR &q0,
+                         Value x1, const BlockQuantIR &q1,
+                         ::qgemm::ElemType fp8);
+
 /// Sizes of one launch, i64.
 struct QuantShape {
   Value rows, cols;

@@ -165,10 +165,8 @@ BlockQuantIR quant::unitBlockQuant(KernelIR &ir,
   return {Value(), ir.f32(1.0), /*divide=*/false};
 }
 
-std::pair<Value, Value> quant::emitQuantizePair(KernelIR &ir, Value x0,
-                                                const BlockQuantIR &q0, Value x1,
-                                                const BlockQuantIR &q1,
-                                                ElemType fp8) {
+Value quant::emitQuantizePacked(KernelIR &ir, Value x0, const BlockQuantIR &q0,
+                               Value x1, const BlockQuantIR &q1, ElemType fp8) {
   auto &b = ir.builder();
   auto apply = [&](Value x, const BlockQuantIR &q) -> Value {
     if (q.divide)
@@ -179,9 +177,17 @@ std::pair<Value, Value> quant::emitQuantizePair(KernelIR &ir, Value x0,
   Type dstTy = fp8 == ElemType::E5M2 ? Type(b.getType<Float8E5M2Type>())
                                      : Type(b.getType<Float8E4M3FNType>());
   // The first operand lands in the upper byte.
-  Value packed = NVVM::ConvertF32x2ToF8x2Op::create(
+  return NVVM::ConvertF32x2ToF8x2Op::create(
       b, ir.i16T(), y1, y0, NVVM::FPRoundingMode::RN,
       NVVM::SaturationMode::SATFINITE, /*relu=*/false, dstTy);
+}
+
+std::pair<Value, Value> quant::emitQuantizePair(KernelIR &ir, Value x0,
+                                                const BlockQuantIR &q0, Value x1,
+                                                const BlockQuantIR &q1,
+                                                ElemType fp8) {
+  auto &b = ir.builder();
+  Value packed = emitQuantizePacked(ir, x0, q0, x1, q1, fp8);
   Value lo = arith::TruncIOp::create(b, ir.i8T(), packed);
   Value hi = arith::TruncIOp::create(
       b, ir.i8T(), arith::ShRUIOp::create(b, packed, arith::ConstantIntOp::create(b, 8, 16)));

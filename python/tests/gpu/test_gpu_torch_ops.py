@@ -524,13 +524,93 @@ class Fp8GroupedMmTest(unittest.TestCase):
         w = torch.randn(2, 128, 256, device="cuda").to(torch.bfloat16)
         first = qt.quantized_weights(w)
         ptrs = [t.data_ptr() for t in first]
+        scales = first[1].clone()
+        stamp = w._qgemm_fp8.stamp.clone()
         self.assertEqual([t.data_ptr() for t in qt.quantized_weights(w)],
                          ptrs)
+        self.assertTrue(torch.equal(w._qgemm_fp8.stamp, stamp))
         with torch.no_grad():
             w.mul_(2)
+        # A new version: requantized in place, into the same buffers.
         again = qt.quantized_weights(w)
-        self.assertNotEqual([t.data_ptr() for t in again], ptrs)
-        torch.testing.assert_close(again[1], first[1] * 2, rtol=0, atol=0)
+        self.assertEqual([t.data_ptr() for t in again], ptrs)
+        self.assertNotEqual(int(w._qgemm_fp8.stamp[0]), int(stamp[0]))
+        torch.testing.assert_close(again[1], scales * 2, rtol=0, atol=0)
+        # The cached forms equal a fresh quantization, byte for byte.
+        fresh = torch.ops.qgemm.quantize_weights(w)
+        for got, want in zip(again, fresh):
+            self.assertTrue(torch.equal(got.view(torch.uint8),
+                                        want.view(torch.uint8)))
+        # The transposed form is each expert's (K, N) matrix.
+        self.assertEqual(tuple(again[2].shape), (2, 256, 128))
+        self.assertTrue(torch.equal(again[2][1].view(torch.uint8),
+                                    again[0][1].t().contiguous()
+                                    .view(torch.uint8)))
+
+    def _wgrad_operands(self, sizes, n=256, kdim=512, alignment=16):
+        gen = torch.Generator().manual_seed(5)
+        offs = torch.tensor(sizes).cumsum(0).to(torch.int32).cuda()
+        m = int(sum(sizes))
+        dy = torch.randn(m, n, generator=gen).to(torch.bfloat16).cuda()
+        x = torch.randn(m, kdim, generator=gen).to(torch.bfloat16).cuda()
+        _, _, dyc, dycs = qt.quantize(dy, offs, col_block="128x1")
+        _, _, xc, xcs = qt.quantize(x, offs, col_block="128x1")
+        return dict(mat_a=dyc, mat_b=xc, offs=offs, scale_a=dycs,
+                    scale_b=xcs, alignment=alignment,
+                    scale_a_layout="GEMM_READY", scale_b_layout="GEMM_READY")
+
+    def test_wgrad_bf16_is_the_f32_result_rounded(self):
+        # The bf16 epilogue of the weight gradient: the same accumulators
+        # as the f32 kernel, rounded once (cvt.rn), empty groups zero.
+        ops = self._wgrad_operands([48, 0, 160, 48])
+        f32 = qt.grouped_mm_wgrad(**ops, out_dtype=torch.float32)
+        bf16 = qt.grouped_mm_wgrad(**ops, out_dtype=torch.bfloat16)
+        self.assertEqual(bf16.dtype, torch.bfloat16)
+        self.assertTrue(torch.equal(bf16, f32.to(torch.bfloat16)))
+        self.assertEqual(int(bf16[1].abs().max()), 0)
+        qt.check_errors()
+
+    def test_wgrad_accumulates_into_main_grad(self):
+        ops = self._wgrad_operands([64, 128, 0, 32])
+        f32 = qt.grouped_mm_wgrad(**ops, out_dtype=torch.float32)
+        main = torch.randn(f32.shape, device="cuda")
+        want = main + f32
+        ptr = main.data_ptr()
+        torch.ops.qgemm.grouped_mm_wgrad_accumulate(
+            ops["mat_a"], ops["mat_b"], ops["offs"], ops["scale_a"],
+            ops["scale_b"], main, ops["alignment"], "deepseek",
+            "GEMM_READY", "GEMM_READY")
+        self.assertEqual(main.data_ptr(), ptr)
+        torch.testing.assert_close(main, want, rtol=1e-6, atol=1e-6)
+        with self.assertRaises(qgemm.ArgumentError):
+            torch.ops.qgemm.grouped_mm_wgrad_accumulate(
+                ops["mat_a"], ops["mat_b"], ops["offs"], ops["scale_a"],
+                ops["scale_b"], main.to(torch.bfloat16), ops["alignment"])
+        qt.check_errors()
+
+    def test_fp8_grouped_mm_main_grad(self):
+        sizes = [128, 256, 0, 128]
+        offs = torch.tensor(sizes).cumsum(0).to(torch.int32).cuda()
+        gen = torch.Generator().manual_seed(3)
+        x = torch.randn(512, 512, generator=gen).to(torch.bfloat16).cuda()
+        w = (torch.randn(4, 256, 512, generator=gen) / 512 ** 0.5).to(
+            torch.bfloat16).cuda().requires_grad_(True)
+        dy = torch.randn(512, 256, generator=gen).to(torch.bfloat16).cuda()
+        qt.fp8_grouped_mm(x, w, offs, alignment=128).backward(dy)
+        dw = w.grad.float()
+        w.grad = None
+        w.main_grad = torch.ones(w.shape, device="cuda")
+        for _ in range(2):  # two micro-batches accumulate
+            qt.fp8_grouped_mm(x, w, offs, alignment=128,
+                              accumulate_into_main_grad=True).backward(dy)
+        self.assertIsNone(w.grad)
+        torch.testing.assert_close(w.main_grad, 1 + 2 * dw, rtol=2e-2,
+                                   atol=2e-2)
+        del w.main_grad
+        with self.assertRaises(qgemm.ArgumentError):
+            qt.fp8_grouped_mm(x, w, offs, alignment=128,
+                              accumulate_into_main_grad=True)
+        qt.check_errors()
 
     def test_quantize_with_device_offsets(self):
         x = torch.randn(256, K, device="cuda").to(torch.bfloat16)

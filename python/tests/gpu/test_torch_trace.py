@@ -29,7 +29,8 @@ class FakeTraceTest(unittest.TestCase):
 
     def test_ops_registered_with_schemas(self):
         for name in ("grouped_mm", "grouped_mm_masked", "grouped_mm_wgrad",
-                     "quantize", "quantize_weights", "permute",
+                     "quantize", "quantize_weights", "refresh_weights",
+                     "grouped_mm_wgrad_accumulate", "permute",
                      "permute_backward", "unpermute", "unpermute_backward",
                      "swiglu_quantize", "swiglu_backward"):
             op = getattr(torch.ops.qgemm, name).default

@@ -45,11 +45,13 @@ constexpr int64_t kQuantTileCols = 128;
 constexpr int kQuantThreads = 256;
 /// Register bound of the quantize kernels: 3 CTAs of kQuantThreads per SM.
 constexpr int kQuantMaxRegisters = 80;
-/// Shared row stride in floats: 129 makes both the row walk (lanes over
-/// columns) and the column walk (lanes over rows) free of bank conflicts.
-constexpr int64_t kQuantSmemStride = kQuantTileCols + 1;
+/// Shared row stride in floats. Unpadded, so that 8-column chunks stay
+/// 16-byte vectors; the kernel swizzles rows 64..127 instead (bit 4 of the
+/// column flipped), which keeps the column walk free of bank conflicts.
+constexpr int64_t kQuantSmemStride = kQuantTileCols;
 /// Column-wise factors kept per column of the tile when the column-wise
-/// data is stored untransposed (written row by row): one per 32-row block.
+/// data is stored untransposed (written row by row): one per 32-row block,
+/// stored block-major (4 x 128 floats).
 constexpr int64_t kQuantFactorsPerCol = kQuantTileRows / 32;
 /// The staged tile, one float per warp for the 128x128 tile amax, and the
 /// column-wise factors (kQuantFactorsPerCol per column).
