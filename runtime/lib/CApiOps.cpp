@@ -99,13 +99,9 @@ qgemm_status qgemm_kernel_quantize_info(const qgemm_kernel *k,
       i.rowwise = cScale(*c.rowwise);
     if (c.columnwise) {
       i.columnwise = cScale(*c.columnwise);
-      // LAYOUTS.md: column-block ([128,1], [32,1]) GEMM_READY data is
-      // stored transposed, (cols, rows).
-      i.columnwise_transposed = c.columnwise->blockCols == 1 &&
-                                        c.columnwise->layout ==
-                                            ScaleLayout::GemmReady
-                                    ? 1
-                                    : 0;
+      // (cols, rows) exactly where the kernel writes it so.
+      i.columnwise_transposed =
+          columnwiseStoredTransposed(*c.columnwise) ? 1 : 0;
     }
     i.multi_tensor = c.multiTensor ? 1 : 0;
     i.k = c.k;

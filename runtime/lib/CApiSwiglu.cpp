@@ -11,6 +11,7 @@
 #include "qgemm/qgemm.h"
 
 #include "CApiOpsSupport.h"
+#include "qgemm/Kernels/QuantizeABI.h"
 #include "qgemm/Runtime.h"
 #include "qgemm/SwigluArgs.h"
 
@@ -51,13 +52,10 @@ qgemm_status qgemm_kernel_swiglu_info(const qgemm_kernel *k,
         i.rowwise = cScale(*q.rowwise);
       if (q.columnwise) {
         i.columnwise = cScale(*q.columnwise);
-        // As qgemm_kernel_quantize_info: column-block GEMM_READY data is
-        // stored transposed, (I, rows).
+        // As qgemm_kernel_quantize_info: (I, rows) where the kernel
+        // writes it so.
         i.columnwise_transposed =
-            q.columnwise->blockCols == 1 &&
-                    q.columnwise->layout == ScaleLayout::GemmReady
-                ? 1
-                : 0;
+            columnwiseStoredTransposed(*q.columnwise) ? 1 : 0;
       }
       i.bf16_output = c.bf16Output ? 1 : 0;
     }

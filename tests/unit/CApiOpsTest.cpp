@@ -98,6 +98,34 @@ TEST_CASE("C API 1.1: version", "[capi]") {
   CHECK(qgemm_api_version() >= 1001);
 }
 
+TEST_CASE("C API: where quantize stores column-wise data transposed",
+          "[capi]") {
+  // As the kernel writes it (codegen's colDataTransposed): [128,128]
+  // always, token blocks only in GEMM_READY.
+  struct Case {
+    const char *block, *layout;
+    int transposed;
+  };
+  for (Case c : {Case{"[128, 128]", "COMPACT", 1},
+                 Case{"[128, 1]", "GEMM_READY", 1},
+                 Case{"[128, 1]", "COMPACT", 0},
+                 Case{"[32, 1]", "COMPACT", 0}}) {
+    std::string spec =
+        std::string(R"({"qgemm": 1, "name": "capi_qt", "op": "quantize",
+          "input": "bf16", "output": "e4m3", "recipe": ")") +
+        (c.block[1] == '3' ? "mx_floor" : "deepseek") +
+        R"(", "columnwise": {"block": )" + c.block + R"(, "layout": ")" +
+        c.layout + R"("}})";
+    TempDir dir;
+    Compiled q(dir, spec.c_str());
+    qgemm_quantize_info info;
+    info.struct_size = sizeof(info);
+    REQUIRE(qgemm_kernel_quantize_info(q.kernel, &info) == QGEMM_OK);
+    INFO(c.block << " " << c.layout);
+    CHECK(info.columnwise_transposed == c.transposed);
+  }
+}
+
 TEST_CASE("C API: quantize info and sizes", "[capi]") {
   TempDir dir;
   Compiled q(dir, kQuantize);

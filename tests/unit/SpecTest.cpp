@@ -273,8 +273,11 @@ const BadSpec kBadSpecs[] = {
   {Doc::Gemm, R"({"c": true})", "c", "expected an object, got a boolean"},
 
   // k_contiguous (weight gradient)
-  {Doc::Gemm, R"({"grouping": {"kind": "k_contiguous"}, "d": {"dtype": "bf16"}})",
-   "d.dtype", "bf16 is not allowed for a k_contiguous GEMM"},
+  // A bf16 weight gradient is built; accumulating into C needs f32 D.
+  {Doc::Gemm,
+   R"({"grouping": {"kind": "k_contiguous"}, "d": {"dtype": "bf16"},
+       "c": {"dtype": "f32"}})",
+   "c", "accumulating into C (D = C + A.B) needs an f32 output"},
   // Alignments 16 and 32 below the block restart the token scale blocks
   // (LAYOUTS.md, "Grouping"); others below it are refused.
   {Doc::Gemm, R"({"grouping": {"kind": "k_contiguous", "alignment": 8}})",

@@ -16,6 +16,8 @@
 //===----------------------------------------------------------------------===//
 #include "QuantizeKernel.h"
 
+#include "qgemm/Kernels/QuantizeABI.h"
+
 using namespace mlir;
 using namespace mlir::qgemm;
 using namespace mlir::qgemm::quant;
@@ -23,7 +25,7 @@ using ::qgemm::ScaleLayout;
 using ::qgemm::ScaleRecipe;
 
 bool quant::colDataTransposed(const ScaleRecipe &col) {
-  return col.blockCols != 1 || col.layout == ScaleLayout::GemmReady;
+  return ::qgemm::columnwiseStoredTransposed(col);
 }
 
 Value quant::colDataOffset(KernelIR &ir, const ScaleRecipe &col,

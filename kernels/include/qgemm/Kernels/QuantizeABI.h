@@ -59,6 +59,14 @@ constexpr int64_t kQuantSharedBytes =
     kQuantTileRows * kQuantSmemStride * 4 + (kQuantThreads / 32) * 4 +
     kQuantTileCols * kQuantFactorsPerCol * 4;
 
+/// Whether a column-wise output's data is stored transposed, (cols, rows):
+/// the GEMM_READY token-block layouts ([128,1], [32,1]) and [128,128]
+/// always (the quantization of the transposed matrix). COMPACT token
+/// blocks keep (rows, cols). LAYOUTS.md "Scale layouts".
+inline bool columnwiseStoredTransposed(const ScaleRecipe &col) {
+  return col.blockCols != 1 || col.layout == ScaleLayout::GemmReady;
+}
+
 /// Grid: x column tiles, y row tiles, z tensors (multi_tensor) or 1. With
 /// token groups each group's row tiles start at its first row, plus the
 /// rows past the last group as one more segment, so at most `groups` more
