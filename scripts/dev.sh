@@ -105,7 +105,8 @@ pack() {
   # path) and its benchmark, at the same relative paths.
   mkdir -p "$stage/qgemm/examples" "$stage/qgemm/bench"
   cp -r "$ROOT/examples/python" "$stage/qgemm/examples/python"
-  cp "$ROOT/bench/moe_layer.py" "$ROOT/bench/train_op.py" "$stage/qgemm/bench/"
+  cp "$ROOT/bench/moe_layer.py" "$ROOT/bench/train_op.py" \
+    "$ROOT/bench/train_op_profile.py" "$stage/qgemm/bench/"
   git -C "$ROOT" describe --always --dirty --abbrev=40 >"$stage/qgemm/COMMIT" 2>/dev/null || true
   local suite="$ROOT/../shared/bench/moe_suite.json"
   [[ -f "$suite" ]] && cp "$suite" "$stage/qgemm/"

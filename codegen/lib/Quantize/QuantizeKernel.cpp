@@ -199,6 +199,18 @@ private:
     return ir.add(ir.i32(kFactorSlots),
                   ir.add(ir.mul(j, ir.i32(kQuantTileCols)), col));
   }
+  /// The same for the factor's reciprocal (dividing recipes).
+  Value reciprocalSlot(Value j, Value col) {
+    return ir.add(factorSlot(j, col),
+                  ir.i32(kQuantFactorsPerCol * kQuantTileCols));
+  }
+  /// Eight consecutive floats of shared memory from `index`.
+  void smemLoad8(Value index, Value *out) {
+    Value lo = smemLoad4(index), hi = smemLoad4(ir.add(index, ir.i32(4)));
+    for (int j = 0; j < 8; ++j)
+      out[j] = LLVM::ExtractElementOp::create(b, j < 4 ? lo : hi,
+                                              ir.i32(j % 4));
+  }
   Value smemLoad4(Value index);
   void smemStore4(ArrayRef<Value> v, Value index);
   /// i1: `ptr` is a multiple of `bytes`.
@@ -625,6 +637,8 @@ BlockQuantIR QuantizeBuilder::colBlockQuant(const Tile &t, Value amax) {
   // Rows past the last group: data at scale 1, no scale entry.
   BlockQuantIR q = emitBlockQuant(ir, amax, c);
   q.factor = ir.select(t.tail, ir.f32(1.0), q.factor);
+  if (q.reciprocal)
+    q.reciprocal = ir.select(t.tail, ir.f32(1.0), q.reciprocal);
   return q;
 }
 
@@ -692,14 +706,18 @@ void QuantizeBuilder::colPass(Value tileQuantAmax, const Tile &t, Value row0,
   if (!transposed) {
     // Factor of block j of column col (j = 2 half + k for [32,1]; 0 for
     // [128,1]).
+    auto keep = [&](const BlockQuantIR &bq, Value j) {
+      smemStore(bq.factor, factorSlot(j, col));
+      if (bq.reciprocal)
+        smemStore(bq.reciprocal, reciprocalSlot(j, col));
+    };
     when(colIn, [&] {
       if (cs.blockRows == 32) {
         for (int k = 0; k < 2; ++k)
-          smemStore(q[k].factor,
-                    factorSlot(ir.add(ir.mul(half, ir.i32(2)), ir.i32(k)), col));
+          keep(q[k], ir.add(ir.mul(half, ir.i32(2)), ir.i32(k)));
       } else {
         when(ir.cmp(arith::CmpIPredicate::eq, half, ir.i32(0)),
-             [&] { smemStore(q[0].factor, factorSlot(ir.i32(0), col)); });
+             [&] { keep(q[0], ir.i32(0)); });
       }
     });
     return;
@@ -716,9 +734,13 @@ void QuantizeBuilder::colPass(Value tileQuantAmax, const Tile &t, Value row0,
     Value first = ir.add(rowBase, ir.mul(run, ir.i32(16)));
     // Runs 2 and 3 are the second 32-row block ([32,1]).
     BlockQuantIR runQ = q[0];
-    if (cs.blockRows == 32)
-      runQ.factor = ir.select(ir.cmp(arith::CmpIPredicate::uge, run, ir.i32(2)),
-                              upper.factor, q[0].factor);
+    if (cs.blockRows == 32) {
+      Value second = ir.cmp(arith::CmpIPredicate::uge, run, ir.i32(2));
+      runQ.factor = ir.select(second, upper.factor, q[0].factor);
+      if (runQ.reciprocal)
+        runQ.reciprocal =
+            ir.select(second, upper.reciprocal, q[0].reciprocal);
+    }
     Value x[16];
     BlockQuantIR qs[16];
     for (int j = 0; j < 16; ++j) {
@@ -767,17 +789,16 @@ void QuantizeBuilder::rowPass(Value tileQuantAmax, Value row0, Value col0,
                                  ir.toI64(cx)));
     });
   }
-  // The column-wise form (divide or multiply) with the stored factors.
+  // The column-wise form (divide or multiply) with the stored factors
+  // (and reciprocals).
   BlockQuantIR colForm;
-  Value colFactors[2][kChunk];
+  Value colFactors[kChunk], colRecips[kChunk];
   if (cs) {
     colForm = emitBlockQuant(ir, ir.f32(1.0), c);
     if (cs->blockRows == 128) {
-      Value at = factorSlot(ir.i32(0), colFirst);
-      Value lo = smemLoad4(at), hi = smemLoad4(ir.add(at, ir.i32(4)));
-      for (int j = 0; j < kChunk; ++j)
-        colFactors[0][j] = LLVM::ExtractElementOp::create(
-            b, j < 4 ? lo : hi, ir.i32(j % 4));
+      smemLoad8(factorSlot(ir.i32(0), colFirst), colFactors);
+      if (colForm.reciprocal)
+        smemLoad8(reciprocalSlot(ir.i32(0), colFirst), colRecips);
     }
   }
   Value base = ir.mul(z64, tensorElems);
@@ -825,20 +846,21 @@ void QuantizeBuilder::rowPass(Value tileQuantAmax, Value row0, Value col0,
     }
     if (cs) {
       BlockQuantIR qs[kChunk];
-      Value *f = colFactors[0];
-      Value blockFactors[kChunk];
+      Value *f = colFactors, *y = colRecips;
+      Value blockFactors[kChunk], blockRecips[kChunk];
       if (cs->blockRows == 32) {
-        Value fat = factorSlot(arith::ShRUIOp::create(b, r, ir.i32(5)),
-                               colFirst);
-        Value flo = smemLoad4(fat), fhi = smemLoad4(ir.add(fat, ir.i32(4)));
-        for (int j = 0; j < kChunk; ++j)
-          blockFactors[j] = LLVM::ExtractElementOp::create(
-              b, j < 4 ? flo : fhi, ir.i32(j % 4));
+        Value blk = arith::ShRUIOp::create(b, r, ir.i32(5));
+        smemLoad8(factorSlot(blk, colFirst), blockFactors);
+        if (colForm.reciprocal)
+          smemLoad8(reciprocalSlot(blk, colFirst), blockRecips);
         f = blockFactors;
+        y = blockRecips;
       }
       for (int j = 0; j < kChunk; ++j) {
         qs[j] = colForm;
         qs[j].factor = f[j];
+        if (colForm.reciprocal)
+          qs[j].reciprocal = y[j];
       }
       when(andI(rowIn, colsIn), [&] {
         quantizeChunk(x, qs, arg(kQParamColData), lineAt, whole, limit);

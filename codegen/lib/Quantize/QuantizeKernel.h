@@ -31,6 +31,11 @@ struct BlockQuantIR {
   /// satfinite(x * factor).
   Value factor;
   bool divide = false;
+  /// With `divide`: RN(1 / factor), or null. Elements are then divided by
+  /// a multiply and two fmas (Recipe.cpp emitDivide), the same bits as
+  /// div.rn at a third of its cost; a factor replaced by a select needs its
+  /// reciprocal replaced alike.
+  Value reciprocal;
 };
 
 /// amax (f32, >= 0 or NaN) -> the recipe's scale and factor.
@@ -46,6 +51,9 @@ std::pair<Value, Value> emitQuantizePair(KernelIR &ir, Value x0,
                                          const BlockQuantIR &q1,
                                          ::qgemm::ElemType fp8);
 
+/// x / q.factor, correctly rounded (div.rn, or its fma form when q carries
+/// the reciprocal).
+Value emitDivide(KernelIR &ir, Value x, const BlockQuantIR &q);
 /// The same two elements as one i16: x0's byte low, x1's high (the order
 /// they have in memory).
 Value emitQuantizePacked(KernelIR &ir, Value x0, const BlockQuantIR &q0,

@@ -4,7 +4,9 @@
 // testing/lib/Fp8.cpp, operation for operation:
 //   - every f32 division is arith.divf, which the NVPTX backend (no
 //     fast-math flags, default precision) emits as div.rn.f32: correctly
-//     rounded like the host's SSE division; no reciprocal is substituted;
+//     rounded like the host's SSE division; the deepseek recipe's element
+//     divisions x / s use the correctly rounded reciprocal and Markstein's
+//     fma correction instead (emitDivide), which yields the same bits;
 //   - every f32 product is one mul.rn.f32 with no neighbouring add to fuse;
 //   - denormals are kept (the target sets no ftz), as on the host;
 //   - E8M0 exponents come from the bits of the f32, by integer arithmetic,
@@ -15,6 +17,7 @@
 #include "QuantizeKernel.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 
 #include <cfloat>
@@ -50,7 +53,9 @@ BlockQuantIR deepseek(KernelIR &ir, Value amax, ElemType fp8) {
   Value a = ir.select(cmpF(ir, arith::CmpFPredicate::OLT, amax, floor), floor,
                       amax);
   Value s = arith::DivFOp::create(b, a, ir.f32(maxFinite(fp8)));
-  return {s, s, /*divide=*/true};
+  BlockQuantIR q{s, s, /*divide=*/true};
+  q.reciprocal = arith::DivFOp::create(b, ir.f32(1.0), s);
+  return q;
 }
 
 /// teQuantizeFactor, then scale = 1.0f / q.
@@ -165,12 +170,34 @@ BlockQuantIR quant::unitBlockQuant(KernelIR &ir,
   return {Value(), ir.f32(1.0), /*divide=*/false};
 }
 
+Value quant::emitDivide(KernelIR &ir, Value x, const BlockQuantIR &q) {
+  auto &b = ir.builder();
+  if (!q.reciprocal)
+    return arith::DivFOp::create(b, x, q.factor);
+  // Markstein's correction: with y = RN(1/s) and q0 = RN(x y) within an
+  // ulp of x/s, the residual x - q0 s is exact in one fma and
+  // RN(q0 + residual * y) is RN(x/s), the bits div.rn gives. The deepseek
+  // factor s = max(amax, 1e-4) / max is normal and |x| <= amax, so the
+  // quotient stays in [-max, max]: no overflow, and quotients too small
+  // for exact residuals are far below the FP8 types' smallest subnormal
+  // (they convert to the same byte, zero). s = inf (an infinite amax)
+  // gives y = 0: x/inf is q0 = x * 0 (0, or NaN for x = inf), where the
+  // residual would be NaN. NaN s or x stay NaN throughout.
+  Value s = q.factor, y = q.reciprocal;
+  Value q0 = arith::MulFOp::create(b, x, y);
+  Value r = LLVM::FMAOp::create(b, arith::NegFOp::create(b, q0), s, x);
+  Value q1 = LLVM::FMAOp::create(b, r, y, q0);
+  Value yZero = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, y,
+                                      ir.f32(0.0));
+  return ir.select(yZero, q0, q1);
+}
+
 Value quant::emitQuantizePacked(KernelIR &ir, Value x0, const BlockQuantIR &q0,
                                Value x1, const BlockQuantIR &q1, ElemType fp8) {
   auto &b = ir.builder();
   auto apply = [&](Value x, const BlockQuantIR &q) -> Value {
     if (q.divide)
-      return arith::DivFOp::create(b, x, q.factor);
+      return emitDivide(ir, x, q);
     return arith::MulFOp::create(b, x, q.factor);
   };
   Value y0 = apply(x0, q0), y1 = apply(x1, q1);

@@ -54,10 +54,11 @@ constexpr int64_t kQuantSmemStride = kQuantTileCols;
 /// stored block-major (4 x 128 floats).
 constexpr int64_t kQuantFactorsPerCol = kQuantTileRows / 32;
 /// The staged tile, one float per warp for the 128x128 tile amax, and the
-/// column-wise factors (kQuantFactorsPerCol per column).
+/// column-wise factors and their reciprocals (kQuantFactorsPerCol each
+/// per column).
 constexpr int64_t kQuantSharedBytes =
     kQuantTileRows * kQuantSmemStride * 4 + (kQuantThreads / 32) * 4 +
-    kQuantTileCols * kQuantFactorsPerCol * 4;
+    2 * kQuantTileCols * kQuantFactorsPerCol * 4;
 
 /// Whether a column-wise output's data is stored transposed, (cols, rows):
 /// the GEMM_READY token-block layouts ([128,1], [32,1]) and [128,128]
