@@ -135,12 +135,13 @@ qgemm.grouped_matmul @wgrad_align n = 256, k = 256,
 
 // -----
 
-// expected-error @+1 {{d.dtype: bf16}}
-qgemm.grouped_matmul @wgrad_bf16 n = 256, k = 256,
+// A bf16 weight gradient is built; accumulating into C is not (f32 D).
+// expected-error @+1 {{accumulating into C (D = C + A.B) needs an f32 output}}
+qgemm.grouped_matmul @wgrad_bf16_acc n = 256, k = 256,
     a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
     b = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
     d = <bf16>, grouping = #qgemm.grouping<k_contiguous, align = 128, index = offsets>,
-    padding = <zero>
+    padding = <zero> accumulate
 
 // -----
 
