@@ -63,7 +63,11 @@ int qgemmc::runGenTests(const std::vector<std::string> &args) {
   // The 100k-row group is for the GPU run; its CPU reference takes minutes,
   // so --check leaves it out unless asked for.
   int64_t hugeRows = -1;
+  SingleOptions once;
   for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--rows" || args[i] == "--huge-rows")
+      if (std::string err = once.see(args[i]); !err.empty())
+        return usageError(err);
     if (args[i] == "--check") {
       check = true;
     } else if (args[i] == "--rows") {
