@@ -131,9 +131,9 @@ std::vector<double> dense(const GemmView &v, int64_t rows, int64_t k0,
                           int64_t k1) {
   const int64_t len = k1 - k0;
   std::vector<double> out(size_t(rows * len));
-  parallelFor(rows, [&](int64_t i) {
-    denseRow(v, i, k0, k1, out.data() + i * len);
-  });
+  parallelFor(
+      rows, [&](int64_t i) { denseRow(v, i, k0, k1, out.data() + i * len); },
+      rows * len);
   return out;
 }
 
@@ -152,7 +152,7 @@ std::vector<double> denseTransposed(const GemmView &v, int64_t rows,
     for (int64_t kk = 0; kk < len; ++kk)
       for (int64_t i = 0; i < n; ++i)
         out[size_t(kk * rows + i0 + i)] = buf[size_t(i * len + kk)];
-  });
+  }, rows * len);
   return out;
 }
 
@@ -290,9 +290,12 @@ ReferenceResult mGemm(const GemmContract &c, const GemmOperands &ops) {
         ops.a + ag * m * k,
         stackedScales(ops.scaleA, c.a.scale.dtype, ag * allocA), c.a, m, k)};
     std::vector<double> ar(size_t(count * k));
-    parallelFor(count, [&](int64_t r) {
-      denseRow(a, pairs[size_t(r)].first, 0, k, ar.data() + r * k);
-    });
+    parallelFor(
+        count,
+        [&](int64_t r) {
+          denseRow(a, pairs[size_t(r)].first, 0, k, ar.data() + r * k);
+        },
+        count * k);
     std::vector<double> sums(size_t(count * n));
     orderedProduct(ar.data(), k, bt.data(), n, count, n, k, sums.data(), n);
     for (int64_t r = 0; r < count; ++r) {
