@@ -16,8 +16,9 @@
 //   - the error message is longer than kMaxMessage bytes past the file
 //     name, or does not name the file.
 // With --cli, every Nth mutant also goes through the qgemmc binary itself
-// (`compile --emit mlir`), under `timeout`: its exit status must be 0 or 1
-// and agree with the in-process answer, with the same message rules.
+// (`compile --emit mlir -o WORK/cli-out/`), under `timeout`: its exit
+// status must be 0 or 1 and agree with the in-process answer, with the
+// same message rules.
 // Counts go to stdout; a failing mutant is kept as WORK/fail-<i>.json.
 // Exit status: 0 when every count of failures is 0.
 //
@@ -158,8 +159,9 @@ int runInProcess(const std::string &file, std::set<std::string> &compiled,
 int runCli(const Options &o, const std::string &file, std::string &err) {
   const std::string errFile = o.work + "/cli.err";
   const std::string cmd = "timeout -k 5 " + std::to_string(o.timeout) + " '" +
-                          o.cli + "' compile --emit mlir -o /dev/null '" +
-                          file + "' > /dev/null 2> '" + errFile + "'";
+                          o.cli + "' compile --emit mlir -o '" + o.work +
+                          "/cli-out/' '" + file + "' > /dev/null 2> '" +
+                          errFile + "'";
   int status = std::system(cmd.c_str());
   err = readFile(errFile);
   if (status == -1)
