@@ -31,7 +31,9 @@
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/TargetParser/Triple.h"
 
+#include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <mutex>
 
 extern "C" {
@@ -245,6 +247,18 @@ Status compileSpec(const Spec &spec, Emit upTo,
 Status compileGroupCheck(const std::string &target, Emit upTo,
                          CompileOutput &out) {
   auto start = Clock::now();
+  out = CompileOutput();
+  // LLVM only warns about a processor it does not know, and emits PTX for
+  // a generic one; refuse the name instead.
+  if (std::find(std::begin(kSupportedTargets), std::end(kSupportedTargets),
+                target) == std::end(kSupportedTargets)) {
+    std::string list;
+    for (std::string_view t : kSupportedTargets)
+      list += (list.empty() ? "" : ", ") + std::string(t);
+    return Status::user("target \"" + target.substr(0, 64) +
+                        (target.size() > 64 ? "..." : "") +
+                        "\" is not supported; supported: " + list);
+  }
   DialectRegistry registry;
   ::qgemm::registerQGemmDialects(registry);
   MLIRContext ctx(registry, MLIRContext::Threading::DISABLED);

@@ -142,6 +142,11 @@ void spec_detail::canonicalize(Spec &spec) {
   spec.hash = stableHash(spec.canonicalJson);
 }
 
+void qgemm::renameSpec(Spec &spec, const std::string &name) {
+  spec.name = name;
+  canonicalize(spec);
+}
+
 std::string qgemm::stableHash(const std::string &text) {
   uint64_t h = 0xcbf29ce484222325ull; // FNV-1a 64 offset basis.
   for (unsigned char c : text) {

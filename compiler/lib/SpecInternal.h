@@ -58,7 +58,11 @@ std::string quote(std::string_view s);
 /// What `v` is, for "expected X, got Y" messages.
 std::string typeName(const json &v);
 std::string join(const std::vector<std::string_view> &items);
+/// `base.key`, or `base["key"]` (quoted, cut) for a key that is not a plain
+/// identifier: user keys reach messages through paths too.
 std::string joinPath(const std::string &base, std::string_view key);
+/// `s` cut to at most `maxBytes` (on a character boundary) plus "...".
+std::string cutText(std::string_view s, size_t maxBytes);
 std::string indexPath(const std::string &base, size_t i);
 
 //===----------------------------------------------------------------------===//

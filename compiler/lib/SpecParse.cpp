@@ -8,11 +8,17 @@
 
 #include "SpecInternal.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <fcntl.h>
 #include <memory>
 #include <set>
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace qgemm;
 using namespace qgemm::spec_detail;
@@ -76,6 +82,86 @@ std::string positionOf(std::string_view text, size_t offset) {
       ++line, lineStart = i + 1;
   return "byte " + std::to_string(offset) + " (line " + std::to_string(line) +
          ", column " + std::to_string(offset - lineStart + 1) + ")";
+}
+
+/// Bytes of the JSON number starting at `at`.
+size_t numberLength(std::string_view text, size_t at) {
+  size_t end = at;
+  while (end < text.size() &&
+         (std::isdigit(static_cast<unsigned char>(text[end])) ||
+          text[end] == '-' || text[end] == '+' || text[end] == '.' ||
+          text[end] == 'e' || text[end] == 'E'))
+    ++end;
+  return end - at;
+}
+
+/// Whether the JSON number `num` (well-formed: the parser read it) is
+/// larger in magnitude than any double. Decided from its digits rather than
+/// by strtod, which follows the process's locale.
+bool overflowsDouble(std::string_view num) {
+  double v = 0;
+  auto r = std::from_chars(num.data(), num.data() + num.size(), v);
+  if (r.ec != std::errc::result_out_of_range)
+    return false;
+  // Out of range either way: too large, or too small (an underflow, which
+  // nlohmann reads as 0 or a subnormal). The decimal exponent tells which.
+  size_t i = num[0] == '-' ? 1 : 0;
+  long long exponent = 0; // of the first significant digit
+  bool seen = false, fraction = false;
+  long long position = 0; // digits before the point minus leading zeros
+  for (; i < num.size() && num[i] != 'e' && num[i] != 'E'; ++i) {
+    if (num[i] == '.') {
+      fraction = true;
+      continue;
+    }
+    if (!seen && num[i] == '0') {
+      if (fraction)
+        --position;
+      continue;
+    }
+    if (!seen) {
+      seen = true;
+      exponent = position;
+    }
+    if (!fraction)
+      ++exponent;
+  }
+  if (!seen)
+    return false;
+  long long e = 0;
+  if (i < num.size()) {
+    std::string_view digits = num.substr(i + 1);
+    bool negative = !digits.empty() && digits[0] == '-';
+    if (!digits.empty() && (digits[0] == '-' || digits[0] == '+'))
+      digits.remove_prefix(1);
+    for (char ch : digits)
+      e = std::min<long long>(e * 10 + (ch - '0'), 1000000);
+    if (negative)
+      e = -e;
+  }
+  return exponent + e > 0;
+}
+
+/// Offset of the first number token outside strings that overflows a
+/// double, or npos.
+size_t findOverflowingNumber(std::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    char ch = text[i];
+    if (ch == '"') {
+      for (++i; i < text.size() && text[i] != '"'; ++i)
+        if (text[i] == '\\')
+          ++i;
+      ++i;
+    } else if (ch == '-' || std::isdigit(static_cast<unsigned char>(ch))) {
+      size_t n = numberLength(text, i);
+      if (overflowsDouble(text.substr(i, n)))
+        return i;
+      i += n;
+    } else {
+      ++i;
+    }
+  }
+  return std::string_view::npos;
 }
 
 /// Tracks where the parser is, to reject duplicate keys (nlohmann keeps the
@@ -159,6 +245,15 @@ json parseJson(const std::string &text) {
         text, [guard](int depth, json::parse_event_t event, json &parsed) {
           return (*guard)(depth, event, parsed);
         });
+  } catch (const json::out_of_range &e) {
+    // nlohmann reports a number beyond a double (1e999) without a position.
+    size_t at = findOverflowingNumber(text);
+    if (at != std::string::npos)
+      fail("", "invalid JSON: number " +
+                   cutText(text.substr(at, numberLength(text, at)), 32) +
+                   " at " + positionOf(text, at) +
+                   " is beyond the range of a double");
+    fail("", std::string("invalid JSON: ") + e.what());
   } catch (const json::exception &e) {
     // Drop nlohmann's "[json.exception.parse_error.101] " prefix; keep the
     // line and column it reports.
@@ -195,36 +290,85 @@ std::string SpecError::str() const {
   return out + message;
 }
 
+namespace {
+
+/// Paths and messages are bounded whatever the input: every echoed value
+/// is cut where it is quoted, and this is the backstop for the whole text.
+constexpr size_t kMaxErrorPathBytes = 256;
+constexpr size_t kMaxErrorMessageBytes = 1024;
+
+SpecError specError(const std::string &file, const std::string &path,
+                    const std::string &message) {
+  return SpecError{file, cutText(path, kMaxErrorPathBytes),
+                   cutText(message, kMaxErrorMessageBytes)};
+}
+
+/// "a FIFO", "a directory", ... for a file that is not a regular file.
+const char *fileTypeText(mode_t mode) {
+  if (S_ISDIR(mode))
+    return "a directory";
+  if (S_ISFIFO(mode))
+    return "a FIFO or pipe";
+  if (S_ISSOCK(mode))
+    return "a socket";
+  if (S_ISCHR(mode))
+    return "a character device";
+  if (S_ISBLK(mode))
+    return "a block device";
+  return "not a regular file";
+}
+
+std::string errnoText() { return std::strerror(errno); }
+
+} // namespace
+
 SpecResult<std::vector<Spec>> qgemm::parseSpecText(const std::string &text,
                                                    const std::string &file) {
   try {
     return parseDocument(text);
   } catch (const FieldError &e) {
-    return SpecError{file, e.path, e.message};
+    return specError(file, e.path, e.message);
   } catch (const std::exception &e) {
-    return SpecError{file, "", std::string("internal error: ") + e.what()};
+    return specError(file, "", std::string("internal error: ") + e.what());
   } catch (...) {
-    return SpecError{file, "", "internal error"};
+    return specError(file, "", "internal error");
   }
 }
 
 SpecResult<std::vector<Spec>> qgemm::parseSpecFile(const std::string &path) {
-  std::unique_ptr<std::FILE, int (*)(std::FILE *)> f(
-      std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f)
-    return SpecError{path, "",
-                     "cannot read file: " + std::string(std::strerror(errno))};
+  // Opened without blocking (a FIFO with no writer would block open()
+  // forever) and judged by its type before anything is read: a spec is a
+  // regular file, as a cache entry is.
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0)
+    return specError(path, "", "cannot read file: " + errnoText());
+  std::unique_ptr<int, void (*)(int *)> closer(&fd, [](int *f) { ::close(*f); });
+  struct stat st;
+  if (::fstat(fd, &st) != 0)
+    return specError(path, "", "cannot read file: " + errnoText());
+  if (!S_ISREG(st.st_mode))
+    return specError(path, "",
+                     std::string("cannot read file: it is ") +
+                         fileTypeText(st.st_mode) +
+                         "; a spec is a regular file");
   // Read one byte past the limit to tell "exactly 1 MiB" from "larger"
   // without reading all of a huge file.
   std::string text(kMaxSpecBytes + 1, '\0');
-  size_t n = std::fread(text.data(), 1, text.size(), f.get());
-  if (std::ferror(f.get()))
-    return SpecError{path, "",
-                     "cannot read file: " + std::string(std::strerror(errno))};
+  size_t n = 0;
+  while (n < text.size()) {
+    ssize_t got = ::read(fd, text.data() + n, text.size() - n);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got < 0)
+      return specError(path, "", "cannot read file: " + errnoText());
+    if (got == 0)
+      break;
+    n += size_t(got);
+  }
   if (n > kMaxSpecBytes)
-    return SpecError{path, "",
+    return specError(path, "",
                      "file is larger than " + std::to_string(kMaxSpecBytes) +
-                         " bytes (1 MiB)"};
+                         " bytes (1 MiB)");
   text.resize(n);
   return parseSpecText(text, path);
 }

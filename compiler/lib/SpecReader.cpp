@@ -74,9 +74,38 @@ std::string spec_detail::join(const std::vector<std::string_view> &items) {
   return out;
 }
 
+namespace {
+
+/// A key every schema could hold: written bare in paths. Any other key
+/// (spaces, dots, control characters, a megabyte of text) is written
+/// `["..."]`, quoted and cut like a value, so that a path stays short,
+/// printable and unambiguous.
+bool isPlainKey(std::string_view key) {
+  if (key.empty() || key.size() > kMaxQuotedBytes)
+    return false;
+  for (char ch : key)
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+          (ch >= '0' && ch <= '9') || ch == '_'))
+      return false;
+  return true;
+}
+
+} // namespace
+
 std::string spec_detail::joinPath(const std::string &base,
                                   std::string_view key) {
+  if (!isPlainKey(key))
+    return base + "[" + quote(key) + "]";
   return base.empty() ? str(key) : base + "." + str(key);
+}
+
+std::string spec_detail::cutText(std::string_view s, size_t maxBytes) {
+  if (s.size() <= maxBytes)
+    return str(s);
+  size_t n = maxBytes;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80)
+    --n;
+  return str(s.substr(0, n)) + "...";
 }
 
 std::string spec_detail::indexPath(const std::string &base, size_t i) {

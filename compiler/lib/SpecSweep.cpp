@@ -16,6 +16,8 @@ namespace {
 
 constexpr size_t kMaxSweepValues = 64;
 constexpr size_t kMaxSweepPoints = 256;
+/// Bytes of a sweep point's name quoted in a message.
+constexpr size_t kMaxNameInMessage = 256;
 
 bool startsWith(const std::string &s, const std::string &prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
@@ -157,8 +159,20 @@ FieldError inSweepPoint(FieldError e, const std::vector<SweepAxis> &axes,
       break;
     }
   }
-  e.message += " (in sweep point " + pointName + ")";
+  // A name grows with its labels; a long (so invalid) value must not make
+  // the message long.
+  e.message += " (in sweep point " + cutText(pointName, kMaxNameInMessage) + ")";
   return e;
+}
+
+/// The document of one sweep point: the body with the point's values set.
+json pointDocument(const json &doc, const std::vector<SweepAxis> &axes,
+                   const std::vector<size_t> &choice) {
+  json point = doc;
+  point.erase("sweep");
+  for (size_t a = 0; a < axes.size(); ++a)
+    applySweepValue(point, axes[a].path, axes[a].values[choice[a]]);
+  return point;
 }
 
 Spec readSweepPoint(const json &doc, const std::string &name,
@@ -168,15 +182,53 @@ Spec readSweepPoint(const json &doc, const std::string &name,
   for (size_t a = 0; a < axes.size(); ++a)
     pointName += "__" + axes[a].path + "=" + axes[a].labels[choice[a]];
   try {
-    json point = doc;
-    point.erase("sweep");
-    for (size_t a = 0; a < axes.size(); ++a)
-      applySweepValue(point, axes[a].path, axes[a].values[choice[a]]);
-    Spec spec = readSpec(point);
+    Spec spec = readSpec(pointDocument(doc, axes, choice));
     spec.name = pointName;
     return spec;
   } catch (const FieldError &e) {
     throw inSweepPoint(e, axes, choice, pointName);
+  }
+}
+
+/// The value at the dotted `path` of the spec body, or null when the body
+/// does not set it.
+const json *bodyValue(const json &doc, const std::string &path) {
+  const json *node = &doc;
+  for (const std::string &segment : splitPath(path)) {
+    if (!node->is_object())
+      return nullptr;
+    auto it = node->find(segment);
+    if (it == node->end())
+      return nullptr;
+    node = &*it;
+  }
+  return node;
+}
+
+/// A body value that a sweep overrides never reaches a kernel, but it is
+/// still what the author wrote: a typo there must be refused as it would be
+/// without the sweep. Each such value is read in place of the sweep's value
+/// in the first point (valid by now); an error at its own path refuses it.
+void checkOverriddenBodyValues(const json &doc,
+                               const std::vector<SweepAxis> &axes) {
+  const std::vector<size_t> first(axes.size(), 0);
+  for (const SweepAxis &axis : axes) {
+    const json *body = bodyValue(doc, axis.path);
+    if (!body)
+      continue;
+    json point = pointDocument(doc, axes, first);
+    applySweepValue(point, axis.path, *body);
+    try {
+      readSpec(point);
+    } catch (FieldError e) {
+      if (e.path != axis.path && !startsWith(e.path, axis.path + ".") &&
+          !startsWith(e.path, axis.path + "["))
+        continue; // the value itself is fine; a combination is not ours
+      e.message += " (the value in the spec body, which " +
+                   sweepPath(axis.path) +
+                   " overrides; it is checked all the same)";
+      throw e;
+    }
   }
 }
 
@@ -195,6 +247,8 @@ std::vector<Spec> spec_detail::expandSweep(const json &doc,
     while (a > 0 && ++choice[a - 1] == axes[a - 1].values.size())
       choice[--a] = 0;
     if (a == 0)
-      return specs;
+      break;
   }
+  checkOverriddenBodyValues(doc, axes);
+  return specs;
 }

@@ -108,7 +108,9 @@ ObjectReader spec_detail::readHeader(const json &doc, Spec &spec) {
     fail("name", quote(spec.name) + " is not a valid name; use 1 to " +
                      std::to_string(kMaxNameChars) +
                      " characters from A-Z a-z 0-9 _ . -");
-  spec.target = top.choice("target", {"sm_90a"}, "sm_90a");
+  spec.target = top.choice(
+      "target", {std::begin(kSupportedTargets), std::end(kSupportedTargets)},
+      kSupportedTargets[0]);
   return top;
 }
 

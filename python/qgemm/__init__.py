@@ -11,6 +11,7 @@ this package; importing it needs neither LLVM nor the CUDA toolkit, and the
 CUDA driver is opened on the first launch.
 """
 from ._capi import lib as _lib
+from ._ints import integer as _integer
 from ._errors import (ArgumentError, DeviceError, Error, InternalError,
                       SpecError, UnsupportedError)
 from ._kernel import (Config, Geometry, Kernel, Scale, SwigluInfo, compile,
@@ -32,8 +33,12 @@ GROUP_ERROR_LAYOUT = 8
 
 
 def group_error_string(word):
-    """What the bits of a device group check's error word say ("" for 0)."""
-    return _lib.qgemm_group_error_string(int(word)).decode()
+    """What the bits of a device group check's error word say ("" for 0).
+    The word is 32 bits, as read from an int32 (negative when bit 31 is
+    set) or as an unsigned value."""
+    w = _integer(word, "word", -2**31, 2**32 - 1)
+    return _lib.qgemm_group_error_string(w - 2**32 if w >= 2**31 else w
+                                         ).decode()
 
 __all__ = ["compile", "compile_all", "Kernel", "Runtime", "default_runtime",
            "Error", "SpecError", "ArgumentError", "DeviceError",

@@ -16,7 +16,7 @@ import math
 import struct
 import threading
 
-from . import _capi, _tensors
+from . import _capi, _ints, _tensors
 from ._capi import lib
 from ._errors import ArgumentError
 from ._runtime import check
@@ -49,13 +49,18 @@ def stream_handle(stream):
                         "stream object, not %s" % type(stream).__name__)
 
 
-def host_groups_array(host_groups):
+def host_groups_array(host_groups, name="host_groups"):
     """An int32 array.array of the host group metadata (no copy when it
     already is one): its buffer is what qgemm_gemm_args.host_groups points
-    to during the call."""
+    to during the call. An element that is not an int32 raises
+    ArgumentError naming it (`name[i]`)."""
     if isinstance(host_groups, array.array) and host_groups.typecode == "i":
         return host_groups
-    return array.array("i", host_groups)
+    try:
+        return array.array("i", host_groups)
+    except (TypeError, OverflowError, ValueError):
+        # The slow path says which element it was.
+        return array.array("i", _ints.int32_list(host_groups, name))
 
 
 # qgemm_gemm_args as one struct.pack_into call instead of fourteen ctypes
@@ -82,8 +87,8 @@ class GemmLaunch:
         # Handles as ints (the Kernel owns them and calls this plan; the plan
         # keeps no reference to the Kernel, so no cycle delays its release).
         self.name = kernel.name
-        self.runtime = kernel.runtime._handle.value
-        self.handle = kernel._handle.value
+        self.runtime = kernel.runtime._live().value
+        self.handle = kernel._live().value
         self.grouping = kernel.grouping
         self.group_index = kernel.group_index
         self.n, self.k = kernel.n, kernel.k
@@ -358,7 +363,36 @@ class GemmLaunch:
         bshape = (1, n, k) if len(b) == 3 else (n, k)
         return rows, 1, {"a": (rows, k), "b": bshape, "d": (rows, n)}
 
+    # Dimensions of a, b and d per grouping, in words for the messages.
+    _RANKS = {
+        "m_contiguous": {"a": (2, "(rows, k)"), "b": (3, "(G, n, k)"),
+                         "d": (2, "(rows, n)")},
+        "m_masked": {"a": (3, "(G, M_max, k)"), "b": (3, "(G, n, k)"),
+                     "d": (3, "(G, M_max, n)")},
+        "k_contiguous": {"a": (2, "(n, tokens)"), "b": (2, "(k, tokens)"),
+                         "d": (3, "(G, n, k)")},
+        "none": {"a": (2, "(rows, k)"), "b": ((2, 3), "(n, k) or (1, n, k)"),
+                 "d": (2, "(rows, n)")},
+    }
+
+    def _check_ranks(self, got):
+        """Negative sizes and wrong numbers of dimensions, named on the
+        operand that has them: rows and G are read from a, b and d, so a
+        wrong one there would otherwise be blamed on another operand."""
+        for name, r in got.items():
+            if any(size < 0 for size in r[1]):
+                raise ArgumentError("%s has shape %s, with a negative size"
+                                    % (name, tuple(r[1])))
+        for name, (rank, words) in self._RANKS[self.grouping].items():
+            have = len(got[name][1])
+            if have not in (rank if isinstance(rank, tuple) else (rank,)):
+                raise ArgumentError(
+                    "%s has %d dimension(s) (shape %s); %s expects %s for "
+                    "%s" % (name, have, tuple(got[name][1]), self.name,
+                            words, self.grouping))
+
     def _check_shapes(self, got, have_host_groups):
+        self._check_ranks(got)
         rows, num_groups, shapes = self._expected_shapes(
             got["a"][1], got["b"][1], got["d"][1])
         if self.accumulate:

@@ -7,10 +7,11 @@ from . import _capi
 from ._capi import lib
 from ._errors import ArgumentError
 from ._gemm_launch import GemmLaunch, host_groups_array
+from ._ints import INT64, integer
 from ._op_launch import (PermuteLaunch, QuantizeLaunch, SwigluBackwardLaunch,
                          SwigluQuantizeLaunch, UnpermuteLaunch)
 from ._op_launch import swiglu_info as _swiglu_info
-from ._runtime import _Spec, check, default_runtime
+from ._runtime import Runtime, _Spec, check, default_runtime
 
 Scale = namedtuple("Scale", "block dtype layout")
 Config = namedtuple(
@@ -31,6 +32,8 @@ class Kernel:
         self._destroy = lib.qgemm_kernel_destroy
         self.runtime = runtime
         self._gemm = None
+        # Kept for messages about the kernel after close().
+        self._name = lib.qgemm_kernel_name(handle).decode()
         if self.op == "grouped_gemm":
             info = _capi.GemmInfo(ctypes.sizeof(_capi.GemmInfo))
             check(lib.qgemm_kernel_gemm_info(handle, ctypes.byref(info)))
@@ -44,17 +47,42 @@ class Kernel:
         # Built on the first launch (_gemm_launch.py).
         self._gemm_launch = None
 
-    def __del__(self):
+    def close(self):
+        """Free the kernel now rather than when it is collected. Any later
+        use raises ArgumentError (never an empty answer or a launch of
+        freed memory)."""
         handle = getattr(self, "_handle", None)
+        # The launch plans hold the raw handle: drop them first.
+        self._gemm_launch = None
+        self.__dict__.pop("_op_launches", None)
         if handle:
-            self._destroy(handle)
             self._handle = None
+            self._destroy(handle)
+
+    def __del__(self):
+        self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
     def __repr__(self):
+        if not getattr(self, "_handle", None):
+            return "<qgemm.Kernel %s (closed)>" % getattr(self, "_name", "?")
         return "<qgemm.Kernel %s>" % self.name
 
+    def _live(self):
+        """The handle, or ArgumentError once the kernel is closed."""
+        handle = getattr(self, "_handle", None)
+        if not handle:
+            raise ArgumentError("kernel %s is closed; compile it again"
+                                % getattr(self, "_name", "?"))
+        return handle
+
     def _str(self, fn):
-        return fn(self._handle).decode()
+        return fn(self._live()).decode()
 
     # Identity and text.
     name = property(lambda s: s._str(lib.qgemm_kernel_name),
@@ -69,9 +97,9 @@ class Kernel:
                     doc="the canonical spec as a dict")
     cache_note = property(lambda s: s._str(lib.qgemm_kernel_cache_note))
     source = property(
-        lambda s: _capi.SOURCES[lib.qgemm_kernel_source_of(s._handle)],
+        lambda s: _capi.SOURCES[lib.qgemm_kernel_source_of(s._live())],
         doc="where compile found it: memory, disk or compiled")
-    op = property(lambda s: _capi.OPS[lib.qgemm_kernel_op(s._handle)])
+    op = property(lambda s: _capi.OPS[lib.qgemm_kernel_op(s._live())])
 
     # The grouped_gemm contract (None for other ops).
     def _g(self, field, names=None):
@@ -109,13 +137,15 @@ class Kernel:
         SXM). Needs no GPU."""
         g = _capi.LaunchGeometry(ctypes.sizeof(_capi.LaunchGeometry))
         check(lib.qgemm_kernel_launch_geometry(
-            self._handle, rows, num_groups, sm_count, ctypes.byref(g)))
+            self._live(), integer(rows, "rows", *INT64),
+            integer(num_groups, "num_groups", *INT64),
+            integer(sm_count, "sm_count", *INT64), ctypes.byref(g)))
         return Geometry(tuple(g.grid), tuple(g.block), g.cluster,
                         g.shared_bytes)
 
     def load(self):
         """Load the module into the current CUDA context now."""
-        check(lib.qgemm_kernel_load(self.runtime._handle, self._handle))
+        check(lib.qgemm_kernel_load(self.runtime._live(), self._live()))
 
     # Launch.
     def launch(self, a, scale_a, b, scale_b, d, *, groups=None,
@@ -201,7 +231,11 @@ class Kernel:
         bound on the column-wise scales)."""
         plan = self._op("quantize", QuantizeLaunch)
         host = None if host_group_offsets is None \
-            else host_groups_array(host_group_offsets)
+            else host_groups_array(host_group_offsets, "host_group_offsets")
+        rows = integer(rows, "rows", *INT64)
+        cols = integer(cols, "cols", *INT64)
+        num_tensors = integer(num_tensors, "num_tensors", *INT64)
+        num_groups = integer(num_groups, "num_groups", *INT64)
         sizes = plan.sizes(rows, cols, num_tensors,
                            len(host) if host else num_groups, host)
         return dict(zip(("row_data", "row_scales", "col_data", "col_scales"),
@@ -224,8 +258,9 @@ class Kernel:
         `experts` groups: tokens * topk + experts * (alignment - 1)."""
         self._op("permute", PermuteLaunch)
         rows = ctypes.c_int64()
-        check(lib.qgemm_kernel_permute_rows(self._handle, tokens, experts,
-                                            ctypes.byref(rows)))
+        check(lib.qgemm_kernel_permute_rows(
+            self._live(), integer(tokens, "tokens", *INT64),
+            integer(experts, "experts", *INT64), ctypes.byref(rows)))
         return rows.value
 
     def unpermute(self, *, stream=None, **tensors):
@@ -292,7 +327,10 @@ class Kernel:
         offsets: a device-groups launch's bound. Needs no GPU."""
         plan = self._op("swiglu_quantize", SwigluQuantizeLaunch)
         host = None if host_group_offsets is None \
-            else host_groups_array(host_group_offsets)
+            else host_groups_array(host_group_offsets, "host_group_offsets")
+        rows = integer(rows, "rows", *INT64)
+        intermediate = integer(intermediate, "intermediate", *INT64)
+        num_groups = integer(num_groups, "num_groups", *INT64)
         sizes = plan.sizes(rows, intermediate,
                            len(host) if host else num_groups, host)
         return dict(zip(("row_data", "row_scales", "col_data", "col_scales",
@@ -307,11 +345,15 @@ class Kernel:
 
 
 def _compile_parsed(parsed, runtime):
+    if runtime is not None and not isinstance(runtime, Runtime):
+        raise ArgumentError("runtime must be a qgemm.Runtime or None, not %s"
+                            % type(runtime).__name__)
     rt = runtime or default_runtime()
+    rt._live()
     kernels = []
     for i in range(len(parsed)):
         handle = ctypes.c_void_p()
-        status = lib.qgemm_compile(rt._handle, parsed._handle, i,
+        status = lib.qgemm_compile(rt._live(), parsed._handle, i,
                                    ctypes.byref(handle))
         kernel = Kernel(handle, rt) if handle else None
         # Without a usable GPU the kernel is still there to inspect.

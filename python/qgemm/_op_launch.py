@@ -42,8 +42,8 @@ class OpLaunch:
     def __init__(self, kernel, what, operands, args_cls, launch_fn):
         self.name = kernel.name
         self.what = what  # "a forward permute", ... for messages
-        self.runtime = kernel.runtime._handle.value
-        self.handle = kernel._handle.value
+        self.runtime = kernel.runtime._live().value
+        self.handle = kernel._live().value
         self.operands = {op.name: op for op in operands}
         self.args_cls = args_cls
         self.launch_fn = launch_fn
@@ -139,7 +139,7 @@ class OpLaunch:
 class QuantizeLaunch(OpLaunch):
     def __init__(self, kernel):
         info = _capi.QuantizeInfo(ctypes.sizeof(_capi.QuantizeInfo))
-        check(lib.qgemm_kernel_quantize_info(kernel._handle,
+        check(lib.qgemm_kernel_quantize_info(kernel._live(),
                                              ctypes.byref(info)))
         self.info = info
         # A spec without shape.k takes any width: the symbol K, from x.
@@ -239,7 +239,7 @@ def _token_groups(got, groups, host_group_offsets, debug_sync):
             raise ArgumentError(
                 "host_group_offsets is missing: a host copy of "
                 "group_offsets is checked before the launch")
-        host = host_groups_array(host_group_offsets)
+        host = host_groups_array(host_group_offsets, "host_group_offsets")
         if len(host) != groups:
             raise ArgumentError(
                 "host_group_offsets has %d entries; group_offsets has %d"
@@ -267,7 +267,7 @@ def _check_scales(kernel_name, got, scales, need, rows):
 # -- permute / unpermute ------------------------------------------------------
 def _dispatch_info(kernel):
     info = _capi.DispatchInfo(ctypes.sizeof(_capi.DispatchInfo))
-    check(lib.qgemm_kernel_dispatch_info(kernel._handle, ctypes.byref(info)))
+    check(lib.qgemm_kernel_dispatch_info(kernel._live(), ctypes.byref(info)))
     return info
 
 
@@ -325,7 +325,7 @@ class PermuteLaunch(OpLaunch):
                 "experts": sizes.get("G", 1)}
         host = None
         if host_routing is not None:
-            host = host_groups_array(host_routing)
+            host = host_groups_array(host_routing, "host_routing")
             if len(host) != sizes["T"] * self.info.topk:
                 raise ArgumentError(
                     "host_routing has %d entries; expected T * topk = %d"
@@ -372,7 +372,7 @@ class UnpermuteLaunch(OpLaunch):
 # -- swiglu_quantize / swiglu_backward (C API 1.3) ---------------------------
 def swiglu_info(kernel):
     info = _capi.SwigluInfo(ctypes.sizeof(_capi.SwigluInfo))
-    check(lib.qgemm_kernel_swiglu_info(kernel._handle, ctypes.byref(info)))
+    check(lib.qgemm_kernel_swiglu_info(kernel._live(), ctypes.byref(info)))
     return info
 
 

@@ -7,7 +7,18 @@ import threading
 
 from . import _capi
 from ._capi import lib
-from ._errors import from_status
+from ._errors import ArgumentError, from_status
+from ._ints import INT32, integer
+
+
+def _path(value, name):
+    """A file system path for C (None stays NULL), or ArgumentError."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, (str, bytes, os.PathLike)):
+        raise ArgumentError("%s must be a path (str, bytes or os.PathLike), "
+                            "not %s" % (name, type(value).__name__))
+    return os.fsencode(value)
 
 
 def check(status):
@@ -28,24 +39,38 @@ class Runtime:
                  load_eagerly=True, device=0, libcuda=None):
         opts = _capi.RuntimeOptions(
             ctypes.sizeof(_capi.RuntimeOptions),
-            os.fsencode(cache_directory) if cache_directory else None,
-            1 if disk_cache else 0, 1 if load_eagerly else 0, int(device),
-            os.fsencode(libcuda) if libcuda else None)
+            _path(cache_directory, "cache_directory"),
+            1 if disk_cache else 0, 1 if load_eagerly else 0,
+            integer(device, "device", 0, INT32[1]),
+            _path(libcuda, "libcuda"))
         handle = ctypes.c_void_p()
         check(lib.qgemm_runtime_create(ctypes.byref(opts),
                                        ctypes.byref(handle)))
         self._handle = handle
         self._destroy = lib.qgemm_runtime_destroy
 
-    def __del__(self):
+    def close(self):
+        """Free the runtime now. Kernels compiled by it keep it alive until
+        they are closed too; any later use of a closed runtime raises
+        ArgumentError."""
         handle = getattr(self, "_handle", None)
         if handle:
-            self._destroy(handle)
             self._handle = None
+            self._destroy(handle)
+
+    def __del__(self):
+        self.close()
+
+    def _live(self):
+        """The handle, or ArgumentError once the runtime is closed."""
+        handle = getattr(self, "_handle", None)
+        if not handle:
+            raise ArgumentError("the runtime is closed")
+        return handle
 
     @property
     def cache_directory(self):
-        return lib.qgemm_runtime_cache_directory(self._handle).decode()
+        return lib.qgemm_runtime_cache_directory(self._live()).decode()
 
 
 _default = None

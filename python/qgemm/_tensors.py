@@ -11,6 +11,7 @@ Both raise ArgumentError naming the argument. Nothing here touches the GPU;
 a launch checks every tensor before anything runs.
 """
 import ctypes
+import operator
 import struct
 import sys
 from collections import namedtuple
@@ -120,26 +121,67 @@ def _from_dlpack(obj, name, stream):
                         % name)
 
 
+def _cai_ints(cai, key, name, count=None):
+    """A tuple of ints from the interface's `key`, or ArgumentError."""
+    value = cai.get(key)
+    try:
+        items = tuple(_index(v) for v in value)
+        if count is None or len(items) == count:
+            return items
+    except TypeError:
+        pass
+    raise ArgumentError("%s.__cuda_array_interface__[%r] is %s; expected a "
+                        "tuple of %s integers" % (
+                            name, key, _short(value),
+                            count if count is not None else "dimension"))
+
+
+def _index(v):
+    """An int from anything that indexes (NumPy integers too), not bool."""
+    if isinstance(v, bool):
+        raise TypeError("bool")
+    return operator.index(v)
+
+
+def _short(value):
+    text = repr(value)
+    return text if len(text) <= 64 else text[:61] + "..."
+
+
 def _from_cai(obj, name, writable):
     cai = obj.__cuda_array_interface__
+    if not isinstance(cai, dict):
+        raise ArgumentError("%s.__cuda_array_interface__ is a %s; expected "
+                            "a dict" % (name, type(cai).__name__))
     typestr = cai.get("typestr")
-    dtype = _CAI_TYPES.get(typestr)
+    dtype = _CAI_TYPES.get(typestr) if isinstance(typestr, str) else None
     if dtype is None:
-        raise ArgumentError("%s has typestr %r, which qgemm does not read"
-                            % (name, typestr))
-    ptr, readonly = cai["data"]
+        raise ArgumentError("%s has typestr %s, which qgemm does not read"
+                            % (name, _short(typestr)))
+    data = cai.get("data")
+    try:
+        ptr, readonly = _index(data[0]), data[1]
+        if not isinstance(readonly, (bool, int)):
+            raise TypeError("flag")
+        readonly = bool(readonly)
+        if len(data) != 2 or not 0 <= ptr < 2**64:
+            raise TypeError("not an address")
+    except (TypeError, IndexError, KeyError):
+        raise ArgumentError("%s.__cuda_array_interface__['data'] is %s; "
+                            "expected (device address, read-only flag)"
+                            % (name, _short(data))) from None
     if writable and readonly:
         raise ArgumentError("%s is read-only (__cuda_array_interface__ data "
                             "flag); qgemm writes it" % name)
-    shape = tuple(map(int, cai["shape"]))
+    shape = _cai_ints(cai, "shape", name)
     strides = cai.get("strides")
     if strides is not None:
+        strides = _cai_ints(cai, "strides", name, len(shape))
         item = ITEMSIZE[dtype]
         if any(s % item for s in strides):
             raise ArgumentError("%s has byte strides %r that are not whole "
                                 "elements" % (name, tuple(strides)))
-        strides = tuple(int(s) // item for s in strides) if item > 1 \
-            else tuple(map(int, strides))
+        strides = tuple(s // item for s in strides)
     # The interface has no device id: its pointers are device pointers
     # (CUDA unified addressing says which device).
     return TensorView(name, ptr or 0, shape, strides, dtype, DL_CUDA, -1)

@@ -148,7 +148,8 @@ class TorchPathTest(unittest.TestCase):
         self.assertRefused(r"b has shape \(2, 256, 384\); expected "
                            r"\(2, 256, 512\)",
                            b=FakeTorch((2, 256, 384), "float8_e4m3fn"))
-        self.assertRefused(r"a has shape \(256, 512, 1\)",
+        self.assertRefused(r"a has 3 dimension\(s\) \(shape \(256, 512, 1\)\); "
+                           r".* expects \(rows, k\) for m_contiguous",
                            a=FakeTorch((256, 512, 1), "float8_e4m3fn"))
         self.assertRefused(r"groups has shape \(3,\); expected \(2,\)",
                            groups=FakeTorch((3,), "int32"))

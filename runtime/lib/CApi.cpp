@@ -273,8 +273,10 @@ const char *qgemm_kernel_cache_note(const qgemm_kernel *k) {
 }
 
 qgemm_kernel_source qgemm_kernel_source_of(const qgemm_kernel *k) {
-  if (!k)
-    return QGEMM_SOURCE_COMPILED;
+  if (!k) {
+    invalid("qgemm_kernel_source_of", "k is NULL");
+    return QGEMM_SOURCE_INVALID;
+  }
   switch (k->stats.source) {
   case KernelSource::MemoryHit: return QGEMM_SOURCE_MEMORY;
   case KernelSource::DiskHit: return QGEMM_SOURCE_DISK;
@@ -285,8 +287,10 @@ qgemm_kernel_source qgemm_kernel_source_of(const qgemm_kernel *k) {
 
 qgemm_op qgemm_kernel_op(const qgemm_kernel *k) {
   const Kernel *kk = kernelOf(k);
-  if (!kk)
-    return QGEMM_OP_GROUPED_GEMM;
+  if (!kk) {
+    invalid("qgemm_kernel_op", k ? "k holds no kernel" : "k is NULL");
+    return QGEMM_OP_INVALID;
+  }
   switch (kk->spec().op) {
   case OpKind::GroupedGemm: return QGEMM_OP_GROUPED_GEMM;
   case OpKind::Quantize: return QGEMM_OP_QUANTIZE;

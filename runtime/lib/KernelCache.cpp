@@ -37,8 +37,11 @@ constexpr const char *kEntrySuffix = ".qgk";
 /// Temporary files are `<key>.qgk.tmp.XXXXXX`: never mistaken for entries.
 constexpr const char *kTempMarker = ".qgk.tmp.";
 /// A non-empty directory found at an entry's path is moved aside to
-/// `<key>.qgk.stale.XXXXXX`, never deleted (it may hold someone's files).
-constexpr const char *kStaleSuffix = ".stale.XXXXXX";
+/// `<key>.qgk.stale`: one name per entry, so repeated damage cannot pile up
+/// folders; the latest one found stays there to be looked at.
+constexpr const char *kStaleSuffix = ".stale";
+/// Nesting at which removing a moved-aside directory gives up.
+constexpr int kMaxRemoveDepth = 16;
 
 std::string errnoText(const std::string &what, const std::string &path) {
   return what + " " + path + ": " + std::strerror(errno);
@@ -185,10 +188,39 @@ bool readFile(const std::string &path, std::string &out, std::string &why,
   return ok;
 }
 
+/// Removes `name` in the directory `parentFd` with everything under it,
+/// through file descriptors and without following symbolic links (a link
+/// is removed, never its target), to `depth` levels.
+bool removeTreeAt(int parentFd, const std::string &name, int depth) {
+  if (unlinkat(parentFd, name.c_str(), 0) == 0 || errno == ENOENT)
+    return true;
+  if ((errno != EISDIR && errno != EPERM) || depth == 0)
+    return false;
+  int fd = openat(parentFd, name.c_str(),
+                  O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return errno == ENOENT;
+  DIR *d = fdopendir(fd);
+  if (!d) {
+    ::close(fd);
+    return false;
+  }
+  // Names first: removing entries while readdir walks them may skip some.
+  std::vector<std::string> names;
+  while (dirent *e = readdir(d))
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+      names.push_back(e->d_name);
+  for (const std::string &n : names)
+    removeTreeAt(dirfd(d), n, depth - 1);
+  closedir(d);
+  return unlinkat(parentFd, name.c_str(), AT_REMOVEDIR) == 0 || errno == ENOENT;
+}
+
 /// Clears the way for an entry whose path holds a directory (rename cannot
 /// replace a directory with a file, so the kernel would never be cached
-/// again): an empty one is removed, a non-empty one renamed aside to a
-/// unique `.stale` name. `note` says what was moved where. Succeeds, too,
+/// again): an empty one is removed, a non-empty one renamed aside to
+/// `<key>.qgk.stale`, where it replaces (and so removes) whatever an
+/// earlier clearing left. `note` says what was moved where. Succeeds, too,
 /// when another process cleared it first.
 Status clearDirectoryAt(const std::string &target, std::string &note) {
   struct stat st;
@@ -198,22 +230,35 @@ Status clearDirectoryAt(const std::string &target, std::string &note) {
     return Status();
   if (errno != ENOTEMPTY && errno != EEXIST)
     return Status::user(errnoText("cannot remove the directory at", target));
-  // mkdtemp makes a unique empty directory; rename() replaces an empty
-  // directory atomically, so nothing can be lost between the two.
-  std::vector<char> stale(target.begin(), target.end());
-  stale.insert(stale.end(), kStaleSuffix,
-               kStaleSuffix + std::strlen(kStaleSuffix) + 1);
-  if (!mkdtemp(stale.data()))
-    return Status::user(errnoText("cannot create a directory next to", target));
-  if (std::rename(target.c_str(), stale.data()) != 0) {
-    Status st =
-        Status::user("cannot move the directory " + target + " aside to " +
-                     stale.data() + ": " + std::strerror(errno));
-    rmdir(stale.data());
-    return st;
+  const std::string stale = target + kStaleSuffix;
+  const size_t slash = stale.find_last_of('/');
+  const std::string parent =
+      slash == std::string::npos ? "." : stale.substr(0, slash + 1);
+  const std::string staleName =
+      slash == std::string::npos ? stale : stale.substr(slash + 1);
+  // rename() moves the directory whole and atomically; it fails while the
+  // stale name is taken by an earlier one, which is removed first.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    if (std::rename(target.c_str(), stale.c_str()) == 0) {
+      note = "moved the directory at " + target + " aside to " + stale;
+      return Status();
+    }
+    if (errno == ENOENT)
+      return Status(); // another process cleared it
+    if (errno != ENOTEMPTY && errno != EEXIST && errno != ENOTDIR &&
+        errno != EISDIR)
+      break;
+    int dfd = ::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+      break;
+    bool removed = removeTreeAt(dfd, staleName, kMaxRemoveDepth);
+    ::close(dfd);
+    if (!removed)
+      return Status::user("cannot remove " + stale +
+                          " to move the directory at " + target + " there");
   }
-  note = "moved the directory at " + target + " aside to " + stale.data();
-  return Status();
+  return Status::user("cannot move the directory " + target + " aside to " +
+                      stale + ": " + std::strerror(errno));
 }
 
 std::string tuningText(const Tuning &t) {

@@ -327,6 +327,10 @@ bool withTuning(const Spec &spec, const std::string &tuningJson, Spec &out,
     why = std::string("tuning is not JSON: ") + e.what();
     return false;
   }
+  // A sweep point's derived name (`up__a.scale.layout=COMPACT`) is not one
+  // a document may spell: the document is read under a stand-in and the
+  // spec renamed after.
+  doc["name"] = "tuning_candidate";
   auto parsed = parseSpecText(doc.dump(), spec.name);
   if (!parsed) {
     why = parsed.error().path + ": " + parsed.error().message;
@@ -337,6 +341,7 @@ bool withTuning(const Spec &spec, const std::string &tuningJson, Spec &out,
     return false;
   }
   out = std::move(parsed.value()[0]);
+  renameSpec(out, spec.name);
   return true;
 }
 

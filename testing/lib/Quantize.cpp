@@ -12,6 +12,8 @@
 
 #include "qgemm/Quantize.h"
 
+#include "ParallelFor.h"
+
 #include "qgemm/Fp8.h"
 #include "qgemm/ScaleLayout.h"
 
@@ -145,12 +147,15 @@ bool paramsFit(const ScaleRecipe &recipe, const QuantizeParams &p,
 
 /// One scale per (row range i, column range j), written at its offset in
 /// `grid`'s layout; the elements of each block quantized with its scale.
+/// Blocks are independent (each writes its own scale and elements), so
+/// rows of blocks go to every core; the bytes are the same in any order.
 void quantizeBlocks(const float *x, int64_t rows, int64_t cols,
                     const ScaleRecipe &recipe, const QuantizeParams &p,
                     ScaleGrid grid, const BlockRanges &rowBlocks,
                     const BlockRanges &colBlocks, uint8_t *data,
                     void *scales) {
-  for (size_t i = 0; i < rowBlocks.size(); ++i) {
+  qgemm::testing_detail::parallelFor(int64_t(rowBlocks.size()), [&](int64_t ii) {
+    const size_t i = size_t(ii);
     auto [r0, r1] = rowBlocks[i];
     for (size_t j = 0; j < colBlocks.size(); ++j) {
       auto [c0, c1] = colBlocks[j];
@@ -168,7 +173,7 @@ void quantizeBlocks(const float *x, int64_t rows, int64_t cols,
           data[dataOffset(rows, cols, recipe, r, c)] =
               quantizeElement(x[r * cols + c], b, p.fp8);
     }
-  }
+  }, rows * cols);
 }
 
 /// A zero-filled tensor with `n` scale entries set to the padding value;

@@ -1,25 +1,49 @@
 //===- Reference.cpp - float64 reference of grouped GEMMs -----------------===//
 //
-// Straightforward on purpose: every element is dequantized through the
-// layout formulas one at a time, then rows are multiplied in double with k
-// ascending. Each group's B is dequantized once, so the cost stays O(M*N*K)
-// with memory O(N*K) whatever G is.
+// Every element is dequantized through the layout formulas (the scale found
+// once per run of elements that share it), then each output is summed in
+// double with k ascending, one product at a time from 0.0. Each group's B
+// is dequantized once, so the cost stays O(M*N*K) with memory O(N*K)
+// whatever G is. The sums are formed by orderedProduct: blocked, several at
+// a time and on every core, but each one exactly as a plain dot-product
+// loop forms it (ReferenceTest checks the two bit for bit).
 //
 //===----------------------------------------------------------------------===//
 
 #include "qgemm/Reference.h"
 
+#include "OrderedProduct.h"
+#include "ParallelFor.h"
+
 #include "qgemm/Fp8.h"
 #include "qgemm/ScaleLayout.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <optional>
 #include <utility>
 
 using namespace qgemm;
+using qgemm::testing_detail::orderedProduct;
+using qgemm::testing_detail::parallelFor;
 
 namespace {
+
+/// double(decodeFp8(code, t)) for every code: the decoder's values, looked
+/// up instead of decoded per element.
+const std::array<double, 256> &fp8Table(ElemType t) {
+  static const auto build = [](ElemType type) {
+    std::array<double, 256> table{};
+    for (int code = 0; code < 256; ++code)
+      table[size_t(code)] = double(decodeFp8(uint8_t(code), type));
+    return table;
+  };
+  static const std::array<double, 256> e4m3 = build(ElemType::E4M3);
+  static const std::array<double, 256> e5m2 = build(ElemType::E5M2);
+  return t == ElemType::E5M2 ? e5m2 : e4m3;
+}
 
 /// A quantized logical matrix: FP8 data and scales in their layouts.
 struct QuantView {
@@ -33,18 +57,22 @@ struct QuantView {
   const TokenBlocks *tokens = nullptr;
   ScaleGrid grid;
 
-  double at(int64_t r, int64_t c) const {
+  /// The scale covering element (r, c).
+  double scaleAt(int64_t r, int64_t c) const {
     int64_t i = r / recipe.blockRows, j = c / recipe.blockCols;
     if (tokens)
       (recipe.blockCols == 1 ? i : j) =
           tokens->blockOf(recipe.blockCols == 1 ? r : c);
     int64_t off = tokens ? scaleOffset(rows, cols, recipe, grid, i, j)
                          : scaleOffset(rows, cols, recipe, i, j);
-    double s = recipe.dtype == ElemType::UE8M0
-                   ? decodeUE8M0(static_cast<const uint8_t *>(scales)[off])
-                   : static_cast<const float *>(scales)[off];
+    return recipe.dtype == ElemType::UE8M0
+               ? decodeUE8M0(static_cast<const uint8_t *>(scales)[off])
+               : static_cast<const float *>(scales)[off];
+  }
+
+  double at(int64_t r, int64_t c) const {
     uint8_t code = data[dataOffset(rows, cols, recipe, r, c)];
-    return double(decodeFp8(code, dtype)) * s;
+    return double(decodeFp8(code, dtype)) * scaleAt(r, c);
   }
 };
 
@@ -71,22 +99,61 @@ struct GemmView {
   }
 };
 
-/// Rows [i0, i1) x contraction [k0, k1) as a dense row-major double matrix.
-std::vector<double> dense(const GemmView &v, int64_t i0, int64_t i1, int64_t k0,
-                          int64_t k1) {
-  std::vector<double> out;
-  out.reserve(size_t((i1 - i0) * (k1 - k0)));
-  for (int64_t i = i0; i < i1; ++i)
+/// out[kk - k0] = v.at(i, kk) for kk in [k0, k1). Without token blocks,
+/// the scale is looked up once per block it covers and the codes are read
+/// at a fixed stride; the values are at()'s.
+void denseRow(const GemmView &v, int64_t i, int64_t k0, int64_t k1,
+              double *out) {
+  const QuantView &q = v.q;
+  if (q.tokens) {
     for (int64_t kk = k0; kk < k1; ++kk)
-      out.push_back(v.at(i, kk));
+      out[kk - k0] = v.at(i, kk);
+    return;
+  }
+  const std::array<double, 256> &decoded = fp8Table(q.dtype);
+  // Along kk the logical matrix is walked by column (or by row, swapped).
+  const int64_t block = v.swap ? q.recipe.blockRows : q.recipe.blockCols;
+  const bool transposed = isDataTransposed(q.recipe);
+  const int64_t stride =
+      v.swap ? (transposed ? 1 : q.cols) : (transposed ? q.rows : 1);
+  for (int64_t kk = k0; kk < k1;) {
+    const int64_t end = std::min(k1, (kk / block + 1) * block);
+    const int64_t r = v.swap ? kk : i, c = v.swap ? i : kk;
+    const double s = q.scaleAt(r, c);
+    const uint8_t *code = q.data + dataOffset(q.rows, q.cols, q.recipe, r, c);
+    for (; kk < end; ++kk, code += stride)
+      out[kk - k0] = decoded[*code] * s;
+  }
+}
+
+/// Rows [0, rows) x contraction [k0, k1), row-major (ld k1 - k0).
+std::vector<double> dense(const GemmView &v, int64_t rows, int64_t k0,
+                          int64_t k1) {
+  const int64_t len = k1 - k0;
+  std::vector<double> out(size_t(rows * len));
+  parallelFor(
+      rows, [&](int64_t i) { denseRow(v, i, k0, k1, out.data() + i * len); },
+      rows * len);
   return out;
 }
 
-double dot(const double *x, const double *y, int64_t n) {
-  double s = 0.0;
-  for (int64_t i = 0; i < n; ++i)
-    s += x[i] * y[i];
-  return s;
+/// The same, stored contraction-major: out[(kk - k0) * rows + i]. Rows are
+/// dequantized a few at a time and written out as short runs.
+std::vector<double> denseTransposed(const GemmView &v, int64_t rows,
+                                    int64_t k0, int64_t k1) {
+  constexpr int64_t kChunk = 16;
+  const int64_t len = k1 - k0;
+  std::vector<double> out(size_t(rows * len));
+  parallelFor((rows + kChunk - 1) / kChunk, [&](int64_t chunk) {
+    const int64_t i0 = chunk * kChunk, n = std::min(kChunk, rows - i0);
+    std::vector<double> buf(size_t(n * len));
+    for (int64_t i = 0; i < n; ++i)
+      denseRow(v, i0 + i, k0, k1, buf.data() + i * len);
+    for (int64_t kk = 0; kk < len; ++kk)
+      for (int64_t i = 0; i < n; ++i)
+        out[size_t(kk * rows + i0 + i)] = buf[size_t(i * len + kk)];
+  }, rows * len);
+  return out;
 }
 
 /// Scale pointer of the g-th stacked allocation.
@@ -209,21 +276,32 @@ ReferenceResult mGemm(const GemmContract &c, const GemmOperands &ops) {
   const int64_t allocA = scaleAllocSize(m, k, c.a.scale);
   const int64_t allocB = scaleAllocSize(n, k, c.b.scale);
   for (int64_t g = 0; g < groups; ++g) {
-    if (rowsOf[g].empty())
+    const RowPairs &pairs = rowsOf[g];
+    const int64_t count = int64_t(pairs.size());
+    if (!count)
       continue;
     GemmView b{quantView(ops.b + g * n * k,
                          stackedScales(ops.scaleB, c.b.scale.dtype, g * allocB),
                          c.b, n, k)};
-    std::vector<double> bg = dense(b, 0, n, 0, k);
+    std::vector<double> bt = denseTransposed(b, n, 0, k);
 
     int64_t ag = masked ? g : 0;
     GemmView a{quantView(
         ops.a + ag * m * k,
         stackedScales(ops.scaleA, c.a.scale.dtype, ag * allocA), c.a, m, k)};
-    for (auto [aRow, dRow] : rowsOf[g]) {
-      std::vector<double> ar = dense(a, aRow, aRow + 1, 0, k);
+    std::vector<double> ar(size_t(count * k));
+    parallelFor(
+        count,
+        [&](int64_t r) {
+          denseRow(a, pairs[size_t(r)].first, 0, k, ar.data() + r * k);
+        },
+        count * k);
+    std::vector<double> sums(size_t(count * n));
+    orderedProduct(ar.data(), k, bt.data(), n, count, n, k, sums.data(), n);
+    for (int64_t r = 0; r < count; ++r) {
+      const int64_t dRow = pairs[size_t(r)].second;
       for (int64_t j = 0; j < n; ++j) {
-        double acc = dot(ar.data(), bg.data() + j * k, k);
+        double acc = sums[size_t(r * n + j)];
         if (c.accumulate)
           acc += double(ops.c[dRow * n + j]);
         res.d[size_t(dRow * n + j)] = acc;
@@ -271,17 +349,13 @@ ReferenceResult kGemm(const GemmContract &c, const GemmOperands &ops) {
   int64_t t0 = 0;
   for (int64_t g = 0; g < groups; ++g) {
     int64_t t1 = ops.groupIndex[g], len = t1 - t0;
-    std::vector<double> ag = dense(a, 0, n, t0, t1);
-    std::vector<double> bg = dense(b, 0, k, t0, t1);
-    for (int64_t i = 0; i < n; ++i) {
-      for (int64_t j = 0; j < k; ++j) {
-        int64_t o = (g * n + i) * k + j;
-        double acc = dot(ag.data() + i * len, bg.data() + j * len, len);
-        if (c.accumulate)
-          acc += double(ops.c[o]);
-        res.d[size_t(o)] = acc;
-      }
-    }
+    std::vector<double> ag = dense(a, n, t0, t1);
+    std::vector<double> bt = denseTransposed(b, k, t0, t1);
+    double *dg = res.d.data() + g * n * k;
+    orderedProduct(ag.data(), len, bt.data(), k, n, k, len, dg, k);
+    if (c.accumulate)
+      for (int64_t o = g * n * k; o < (g + 1) * n * k; ++o)
+        res.d[size_t(o)] += double(ops.c[o]);
     t0 = t1;
   }
   return res;

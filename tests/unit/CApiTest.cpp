@@ -240,6 +240,18 @@ TEST_CASE("C API: misuse is QGEMM_ERROR_INVALID_ARGUMENT", "[capi]") {
         QGEMM_ERROR_INVALID_ARGUMENT);
   CHECK(qgemm_launch_gemm(h.rt, h.kernel, nullptr, nullptr) ==
         QGEMM_ERROR_INVALID_ARGUMENT);
+  // Queries that answer an enum answer none for a NULL kernel, and say why:
+  // a valid op or source would pick a launch function or a cache story.
+  CHECK(qgemm_kernel_op(nullptr) == QGEMM_OP_INVALID);
+  CHECK(qgemm_last_error_code() == QGEMM_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(qgemm_last_error_message()) ==
+        "qgemm_kernel_op: k is NULL");
+  CHECK(qgemm_kernel_source_of(nullptr) == QGEMM_SOURCE_INVALID);
+  CHECK(qgemm_last_error_code() == QGEMM_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(qgemm_last_error_message()) ==
+        "qgemm_kernel_source_of: k is NULL");
+  CHECK(qgemm_kernel_op(h.kernel) == QGEMM_OP_GROUPED_GEMM);
+  CHECK(qgemm_kernel_source_of(h.kernel) != QGEMM_SOURCE_INVALID);
   // NULL handles everywhere else are harmless.
   CHECK(std::string(qgemm_kernel_name(nullptr)).empty());
   CHECK(qgemm_spec_count(nullptr) == 0);

@@ -452,16 +452,40 @@ TEST_CASE("a directory at an entry's path is cleared away by the store",
       CHECK(names == std::vector<std::string>{key + ".qgk"});
       CHECK_THAT(k.stats.cacheNote, !Catch::Contains("moved"));
     } else {
-      // Moved aside, never deleted: the file in it is intact.
-      REQUIRE(names.size() == 2);
-      CHECK(names[0] == key + ".qgk");
-      CHECK_THAT(names[1], Catch::StartsWith(key + ".qgk.stale."));
+      // Moved aside under the one stale name: the file in it is intact.
+      CHECK(names == std::vector<std::string>{key + ".qgk", key + ".qgk.stale"});
       CHECK_THAT(k.stats.cacheNote,
                  Catch::EndsWith("; moved the directory at " + path +
-                                 " aside to " + dir.path + "/" + names[1]));
-      CHECK(readBytes(dir.path + "/" + names[1] + "/notes.txt") ==
-            "someone's file");
+                                 " aside to " + path + ".stale"));
+      CHECK(readBytes(path + ".stale/notes.txt") == "someone's file");
     }
+  }
+}
+
+TEST_CASE("damage repeated at an entry's path leaves one stale folder",
+          "[cache]") {
+  Spec spec = gemmSpec("dir_again");
+  std::string key = cacheKeyFor(spec);
+  TempDir dir;
+  std::string path = dir.path + "/" + key + ".qgk";
+  for (int round = 0; round < 5; ++round) {
+    INFO("round " << round);
+    // A directory (with nested folders and a link out of the cache, which
+    // must be removed without being followed) where the entry belongs.
+    REQUIRE((::unlink(path.c_str()) == 0 || errno == ENOENT));
+    REQUIRE(mkdir(path.c_str(), 0700) == 0);
+    REQUIRE(mkdir((path + "/deep").c_str(), 0700) == 0);
+    writeBytes(path + "/deep/notes.txt", "round " + std::to_string(round));
+    REQUIRE(symlink(dir.path.c_str(), (path + "/deep/outside").c_str()) == 0);
+    Runtime rt(noDriverOptions(dir.path));
+    KernelResult k = rt.getKernel(spec);
+    REQUIRE(k.ok());
+    CHECK(rt.cacheStats().writes == 1);
+    CHECK(listDir(dir.path) ==
+          std::vector<std::string>{key + ".qgk", key + ".qgk.stale"});
+    // The latest damage is what is kept.
+    CHECK(readBytes(path + ".stale/deep/notes.txt") ==
+          "round " + std::to_string(round));
   }
 }
 

@@ -21,6 +21,8 @@
 #include <iterator>
 
 #include <set>
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace qgemm;
 using qgemm::testing::parseOne;
@@ -104,7 +106,12 @@ const BadSpec kBadSpecs[] = {
   {Doc::Raw, "null", "", "the top level must be a JSON object (a spec), not null"},
   {Doc::Raw, "{} {}", "", "invalid JSON"},
   {Doc::Raw, "{/* comment */}", "", "invalid JSON"},
-  {Doc::Raw, R"({"qgemm": 1e400})", "", "invalid JSON: number overflow"},
+  // Where the number is, which nlohmann's own message does not say.
+  {Doc::Raw, R"({"qgemm": 1e400})", "",
+   "invalid JSON: number 1e400 at byte 10 (line 1, column 11) is beyond the "
+   "range of a double"},
+  {Doc::Raw, "{\"x\": \"1e999\",\n \"qgemm\": -12.5e308}", "",
+   "invalid JSON: number -12.5e308 at byte 25 (line 2, column 11)"},
   {Doc::Raw, R"({"name": "\ud800"})", "", "invalid JSON"},
   {Doc::Raw, "{\"qgemm\": 1, \"name\": \"a\xff" "b\"}", "",
    "invalid UTF-8 at byte 23 (line 1, column 24)"},
@@ -461,6 +468,54 @@ TEST_CASE("long bad values are cut short in messages", "[spec]") {
   CHECK(r.error().message.size() < 160);
   CHECK_THAT(r.error().message,
              Catch::Contains("...") && Catch::Contains("is not one of zero"));
+}
+
+TEST_CASE("keys reach paths short and printable", "[spec]") {
+  // A megabyte of key: the path and the message quote it cut, like a value.
+  std::string key(1000000, 'z');
+  auto r = parseSpecText(
+      patched(kGemmBase, json{{"shape", {{key, 1}}}}.dump()), "x.json");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().str().size() < 300);
+  CHECK(r.error().path == "shape[\"" + std::string(64, 'z') + "\"...]");
+  // A key that is not a plain word is quoted in the path, escapes and all.
+  checkError(patched(kGemmBase, R"({"a": {"scale": {"lay.out\n": 1}}})"),
+             "a.scale[\"lay.out\\n\"]", "unknown key \"lay.out\\n\"");
+  // Duplicate keys are found by the parser's own path tracking.
+  checkError(R"({"qgemm": 1, "x y": {"k": 1, "k": 2}})", "[\"x y\"].k",
+             "duplicate key \"k\"");
+}
+
+TEST_CASE("every message is bounded, whatever the input", "[spec]") {
+  // A long value in a sweep makes a long sweep point name.
+  std::string value(1000000, 'Q');
+  auto r = parseSpecText(
+      patched(kGemmBase,
+              json{{"sweep", {{"a.scale.layout", {"COMPACT", value}}}}}.dump()),
+      "x.json");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().str().size() < 700);
+  CHECK_THAT(r.error().message, Catch::Contains("(in sweep point t__"));
+}
+
+TEST_CASE("a value a sweep overrides is checked in the body", "[spec]") {
+  const char *sweep = R"("sweep": {"a.scale.layout": ["COMPACT", "GEMM_READY"]})";
+  checkError(patched(kGemmBase, std::string(R"({"a": {"scale": {"layout": true}}, )") +
+                                    sweep + "}"),
+             "a.scale.layout",
+             "expected a string, got a boolean; allowed: COMPACT, GEMM_READY "
+             "(the value in the spec body, which sweep[\"a.scale.layout\"] "
+             "overrides; it is checked all the same)");
+  checkError(patched(kGemmBase, std::string(R"({"a": {"scale": {"layout": "COMPACTT"}}, )") +
+                                    sweep + "}"),
+             "a.scale.layout", "\"COMPACTT\" is not one of COMPACT, GEMM_READY");
+  // Valid body values are overridden as before.
+  auto ok = parseSpecText(
+      patched(kGemmBase, std::string(R"({"a": {"scale": {"layout": "GEMM_READY"}}, )") +
+                             sweep + "}"),
+      "x.json");
+  REQUIRE(ok.ok());
+  CHECK(ok.value()[0].gemm.a.scale.layout == ScaleLayout::Compact);
 }
 
 TEST_CASE("defaults of a plain GEMM", "[spec]") {
@@ -850,7 +905,19 @@ TEST_CASE("spec files", "[spec]") {
 
   auto dir = parseSpecFile("/tmp");
   REQUIRE_FALSE(dir.ok());
-  CHECK_THAT(dir.error().message, Catch::Contains("cannot read file"));
+  CHECK(dir.error().message ==
+        "cannot read file: it is a directory; a spec is a regular file");
+
+  // A FIFO with no writer is refused at once (opening it for reading used
+  // to block until a writer came, i.e. forever).
+  std::string fifo = "/tmp/qgemm-spec-fifo-" + stableHash(__FILE__) +
+                     std::to_string(::getpid());
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  auto piped = parseSpecFile(fifo);
+  ::unlink(fifo.c_str());
+  REQUIRE_FALSE(piped.ok());
+  CHECK(piped.error().message ==
+        "cannot read file: it is a FIFO or pipe; a spec is a regular file");
 
   std::string path = "/tmp/qgemm-spec-test-" + stableHash(__FILE__) + ".json";
   {

@@ -95,9 +95,12 @@ bool parseInt(const std::string &opt, const std::string &v, int64_t lo,
 std::string parseArgs(const std::vector<std::string> &args, BenchArgs &a) {
   std::string err;
   bool sawGroups = false, sawMaxM = false;
+  SingleOptions once;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &o = args[i];
     auto value = [&](std::string &v) {
+      if (o != "--section" && !(err = once.see(o)).empty())
+        return false;
       if (i + 1 == args.size()) {
         err = o + " needs a value";
         return false;

@@ -5,6 +5,7 @@
 #include "qgemm/Compiler.h"
 #include "qgemm/Spec.h"
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,28 @@ int usageError(const std::string &msg);
 
 /// Create `path` and its missing parents; on failure print why.
 bool ensureDirectory(const std::string &path);
+
+/// Remembers the options that take a value: one given twice is refused,
+/// since the last would silently win (--section, which adds, is not one).
+class SingleOptions {
+public:
+  /// "" the first time `option` is seen, else the error to report.
+  std::string see(const std::string &option) {
+    if (seen.insert(option).second)
+      return "";
+    return option + " is given twice; give it once";
+  }
+
+private:
+  std::set<std::string> seen;
+};
+
+/// Call after printing a large text to stdout: remembers why a write
+/// failed while errno still says (main() reports it at exit).
+void watchStdout();
+
+/// `qgemmc CMD --help`: the usage of CMD alone.
+std::string usageOf(const std::string &cmd);
 
 int runExplain(const std::string &path);
 

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <future>
 #include <sstream>
 
 using namespace qgemmc;
@@ -28,9 +29,7 @@ std::string joined(const std::vector<int64_t> &v) {
 /// Build the problem and run the CPU reference; a non-finite value on a
 /// valid row means poisoned padding reached a result, except on the rows
 /// whose exact result is NaN (HostProblem::nanRows), which must be NaN.
-bool checkCase(const qgemm::Spec &s, const qgemm::TestCase &tc,
-               std::string &why) {
-  qgemm::HostProblem p = qgemm::buildProblem(s, tc);
+bool checkCase(const qgemm::HostProblem &p, std::string &why) {
   qgemm::ReferenceResult ref = qgemm::referenceGemm(p.contract, p.operands());
   if (!ref.ok()) {
     why = ref.error;
@@ -63,7 +62,11 @@ int qgemmc::runGenTests(const std::vector<std::string> &args) {
   // The 100k-row group is for the GPU run; its CPU reference takes minutes,
   // so --check leaves it out unless asked for.
   int64_t hugeRows = -1;
+  SingleOptions once;
   for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--rows" || args[i] == "--huge-rows")
+      if (std::string err = once.see(args[i]); !err.empty())
+        return usageError(err);
     if (args[i] == "--check") {
       check = true;
     } else if (args[i] == "--rows") {
@@ -106,9 +109,28 @@ int qgemmc::runGenTests(const std::vector<std::string> &args) {
                     s.name.c_str());
         continue;
       }
-      for (const qgemm::TestCase &tc : qgemm::generateCases(s, opts)) {
+      const std::vector<qgemm::TestCase> all = qgemm::generateCases(s, opts);
+      // With --check, the next case's operands are drawn on another thread
+      // (random values come from one sequential stream per operand) while
+      // the reference of this one runs on every core.
+      std::future<qgemm::HostProblem> next;
+      auto build = [&](size_t i) {
+        return std::async(std::launch::async, [&s, &all, i] {
+          return qgemm::buildProblem(s, all[i]);
+        });
+      };
+      if (check && !all.empty())
+        next = build(0);
+      for (size_t i = 0; i < all.size(); ++i) {
+        const qgemm::TestCase &tc = all[i];
         std::string why;
-        bool ok = !check || checkCase(s, tc, why);
+        bool ok = true;
+        if (check) {
+          qgemm::HostProblem p = next.get();
+          if (i + 1 < all.size())
+            next = build(i + 1);
+          ok = checkCase(p, why);
+        }
         ++cases;
         failed += !ok;
         std::printf("%-4s %s/%s groups [%s]%s%s\n",

@@ -94,10 +94,13 @@ std::vector<std::string> split(const std::string &s, char sep) {
 
 std::string parseArgs(const std::vector<std::string> &args, TuneArgs &a) {
   std::string err;
+  SingleOptions once;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &o = args[i];
     std::string v;
     auto value = [&]() {
+      if (o != "--section" && !(err = once.see(o)).empty())
+        return false;
       if (i + 1 == args.size()) {
         err = o + " needs a value";
         return false;
@@ -342,6 +345,21 @@ int qgemmc::runTune(const std::vector<std::string> &args) {
   std::vector<Job> jobs;
   if (int rc = a.suite.empty() ? specJobs(a, jobs) : suiteJobs(a, jobs))
     return rc;
+  // The heuristic's own configuration is always a candidate, so a shape
+  // with none left means qgemm refused its own spec: say so, loudly.
+  for (const Job &j : jobs)
+    if (std::all_of(j.cands.begin(), j.cands.end(),
+                    [](const qgemm::TuningCandidate &c) {
+                      return !c.refusal.empty();
+                    })) {
+      std::cerr << "internal error: tune: " << j.label << " (" << j.spec.name
+                << "): every candidate was refused"
+                << (j.cands.empty() ? std::string()
+                                    : ", the heuristic's with: " +
+                                          j.cands[0].refusal)
+                << "\n";
+      return kInternalError;
+    }
 
   // The candidates' kernels, each once, compiled in parallel through the
   // runtime (its disk cache too). The runtime must not itself consult a

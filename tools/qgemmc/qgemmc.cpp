@@ -15,7 +15,11 @@
 
 #include "qgemm/GroupCheck.h"
 
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <fcntl.h>
 #include <exception>
 #include <fstream>
 #include <iostream>
@@ -26,23 +30,40 @@ using namespace qgemmc;
 
 namespace {
 
-const char *kUsage = R"(usage:
-  qgemmc compile SPEC [--emit mlir|llvm|ptx] [-o FILE|DIR]
+/// stdout was closed when qgemmc started (holdClosedStandardStreams).
+bool stdoutWasClosed = false;
+/// errno of the first failed write to stdout, when watchStdout saw it.
+int stdoutErrno = 0;
+
+/// The usage, one entry per command: `qgemmc --help` prints them all,
+/// `qgemmc CMD --help` its own.
+struct CommandUsage {
+  const char *command;
+  const char *text;
+};
+
+const CommandUsage kCommands[] = {
+    {"compile", R"(  qgemmc compile SPEC [--emit mlir|llvm|ptx] [-o FILE|DIR]
       Compile a spec (default: to PTX). Without -o the result goes to stdout.
       A spec with a sweep compiles to several kernels: -o then names a
-      directory that receives one <kernel>.<ext> file each.
-  qgemmc build SPEC... [-o DIR]
+      directory that receives one <kernel>.<ext> file each. For one kernel,
+      an -o that is a directory or ends in / receives <kernel>.<ext> too.
+)"},
+    {"build", R"(  qgemmc build SPEC... [-o DIR]
       Compile every spec to PTX, assemble it with ptxas -v and print one line
       per kernel: name, registers, shared memory, spills. With -o the PTX is
       written to DIR.
-  qgemmc group-check [--emit mlir|llvm|ptx] [--target sm_XX]
+)"},
+    {"group-check", R"(  qgemmc group-check [--emit mlir|llvm|ptx] [--target sm_XX]
       Print the kernels that check device-only group metadata before a
       grouped GEMM (GroupCheckABI.h; default: PTX for sm_90a).
-  qgemmc explain SPEC
+)"},
+    {"explain", R"(  qgemmc explain SPEC
       Print the canonical spec, the kernel identity hash, the configuration,
       where it came from (spec tuning, tuning database entry, heuristic) and
       the ptxas resource report.
-  qgemmc bench SPEC --groups G (--m M | --rows R1,R2,...) [--imbalance X]
+)"},
+    {"bench", R"(  qgemmc bench SPEC --groups G (--m M | --rows R1,R2,...) [--imbalance X]
                [--max-m M] [--label TEXT] [options]
   qgemmc bench --suite FILE [--section NAME]... [--filter TEXT]
                [--layout COMPACT|GEMM_READY|both] [options]
@@ -61,7 +82,8 @@ const char *kUsage = R"(usage:
       exit status 3 when one is more than 3% lower)
       --json (the report on stdout)  --out DIR (write
       DIR/<date>-<device>.json)
-  qgemmc tune SPEC... --shapes G:M:N:K[,...] [options]
+)"},
+    {"tune", R"(  qgemmc tune SPEC... --shapes G:M:N:K[,...] [options]
   qgemmc tune --suite FILE [--section NAME]... [--layout COMPACT|GEMM_READY|both]
               [options]
       Measure candidate tunings of each grouped GEMM on each shape (block_n,
@@ -77,15 +99,26 @@ const char *kUsage = R"(usage:
       not built)  --no-cluster  --no-raster-m  --runs N (default 50)
       --warmup N (default 10)  --budget SECONDS (measure no new shape after
       that)  --jobs N (compile threads, default every core)  --threads N
-  qgemmc gen-tests SPEC... [--check] [--rows N] [--huge-rows N]
+)"},
+    {"gen-tests", R"(  qgemmc gen-tests SPEC... [--check] [--rows N] [--huge-rows N]
       List the cases the spec-driven tests derive from each spec (shapes,
       value distributions); --check builds each one and runs the CPU float64
       reference over it. --rows sets the typical group height (default 96),
       --huge-rows the rows of the one very large group (default 100000; 0
       leaves it out, as --check does unless it is given).
-  qgemmc --version | --help
-exit codes: 0 ok, 1 user error, 2 internal error
-)";
+)"},
+    {"--version", R"(  qgemmc --version | --help | COMMAND --help
+)"},
+};
+
+const char *kExitCodes = "exit codes: 0 ok, 1 user error, 2 internal error\n";
+
+std::string fullUsage() {
+  std::string text = "usage:\n";
+  for (const CommandUsage &c : kCommands)
+    text += c.text;
+  return text + kExitCodes;
+}
 
 const char *extensionFor(qgemm::Emit e) {
   switch (e) {
@@ -137,11 +170,14 @@ bool writeFile(const std::string &path, const std::string &text,
 
 int runGroupCheck(const std::vector<std::string> &args) {
   qgemm::Emit emit = qgemm::Emit::PTX;
-  std::string target = "sm_90a";
+  std::string target(qgemm::kSupportedTargets[0]);
+  SingleOptions once;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &a = args[i];
     if (a != "--emit" && a != "--target")
       return usageError("group-check: unknown argument " + a);
+    if (std::string err = once.see(a); !err.empty())
+      return usageError(err);
     if (i + 1 == args.size())
       return usageError(a + " needs a value");
     const std::string &v = args[++i];
@@ -154,18 +190,24 @@ int runGroupCheck(const std::vector<std::string> &args) {
   if (qgemm::Status st = qgemm::compileGroupCheck(target, emit, o); !st.ok())
     return report(st);
   std::cout << textFor(o, emit);
+  watchStdout();
   return kOk;
 }
 
 int runCompile(const std::vector<std::string> &args) {
   std::string spec, out;
   qgemm::Emit emit = qgemm::Emit::PTX;
+  SingleOptions once;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &a = args[i];
     if (a == "--emit" || a == "-o") {
+      if (std::string err = once.see(a); !err.empty())
+        return usageError(err);
       if (i + 1 == args.size())
         return usageError(a + " needs a value");
       const std::string &v = args[++i];
+      if (a == "-o" && v.empty())
+        return usageError("-o needs a non-empty path");
       if (a == "-o")
         out = v;
       else if (!parseEmit(v, emit))
@@ -194,11 +236,17 @@ int runCompile(const std::vector<std::string> &args) {
     kernels.emplace_back(o.kernelName, textFor(o, emit));
   }
   if (out.empty()) {
-    for (const auto &[name, text] : kernels)
+    for (const auto &[name, text] : kernels) {
       std::cout << text;
+      watchStdout();
+    }
     return kOk;
   }
-  const bool many = specs.size() > 1;
+  // Several kernels always go into a directory; one goes there too when -o
+  // names a directory (or ends in /, which asks for one).
+  const bool many = specs.size() > 1 || out.back() == '/' || isDirectory(out);
+  while (out.size() > 1 && out.back() == '/')
+    out.pop_back();
   if (many && !ensureDirectory(out))
     return kUserError;
   std::vector<std::string> written;
@@ -221,8 +269,11 @@ int runCompile(const std::vector<std::string> &args) {
 int runBuild(const std::vector<std::string> &args) {
   std::vector<std::string> files;
   std::string outDir;
+  SingleOptions once;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "-o") {
+      if (std::string err = once.see("-o"); !err.empty())
+        return usageError(err);
       if (i + 1 == args.size())
         return usageError("-o needs a directory");
       outDir = args[++i];
@@ -281,9 +332,16 @@ int dispatch(int argc, char **argv) {
   std::string cmd = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
-    std::cout << kUsage;
+    std::cout << fullUsage();
     return kOk;
   }
+  // `qgemmc CMD --help` anywhere among CMD's words (a spec file of that
+  // name is ./--help).
+  for (const std::string &a : args)
+    if ((a == "--help" || a == "-h") && !usageOf(cmd).empty()) {
+      std::cout << "usage:\n" << usageOf(cmd) << kExitCodes;
+      return kOk;
+    }
   if (cmd == "--version") {
     std::cout << qgemm::versionString() << "\n";
     return kOk;
@@ -310,8 +368,22 @@ int dispatch(int argc, char **argv) {
 
 } // namespace
 
+std::string qgemmc::usageOf(const std::string &cmd) {
+  for (const CommandUsage &c : kCommands)
+    if (cmd == c.command && cmd != "--version")
+      return c.text;
+  return "";
+}
+
+void qgemmc::watchStdout() {
+  // A write that fails sets errno and the stream's state together; errno
+  // is gone by the time main() checks the stream.
+  if (!stdoutErrno && (!std::cout || std::ferror(stdout)))
+    stdoutErrno = errno ? errno : -1;
+}
+
 int qgemmc::usageError(const std::string &msg) {
-  std::cerr << "qgemmc: " << msg << "\n" << kUsage;
+  std::cerr << "qgemmc: " << msg << "\n" << fullUsage();
   return kUserError;
 }
 
@@ -349,13 +421,54 @@ bool qgemmc::loadSpecs(const std::string &path, std::vector<qgemm::Spec> &specs)
   return true;
 }
 
+namespace {
+
+/// A closed standard stream is held by /dev/null opened read-only: writes
+/// to it still fail (and are reported), and no file this process opens can
+/// take its number and receive the output meant for the terminal.
+
+void holdClosedStandardStreams() {
+  for (int fd = 0; fd <= 2; ++fd)
+    if (::fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+      stdoutWasClosed |= fd == 1;
+      int held = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+      if (held >= 0 && held != fd) {
+        ::dup2(held, fd);
+        ::close(held);
+      }
+    }
+}
+
+/// Whatever the command printed must have reached stdout: PTX lost to a
+/// full disk or a closed stream is an error, not a success.
+int checkStdout(int rc) {
+  errno = 0;
+  std::cout.flush(); // std::cout writes through stdout's buffer
+  bool failed = std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout;
+  if (!failed)
+    return rc;
+  // A failure seen as it happened names its cause best; else the final
+  // flush, which usually repeats the failing write.
+  int err = stdoutErrno ? stdoutErrno : errno;
+  std::cerr << "qgemmc: cannot write to standard output: "
+            << (stdoutWasClosed ? "it is closed"
+                : err > 0       ? std::strerror(err)
+                                : "write error")
+            << "; the output is lost\n";
+  return std::max(rc, int(kUserError));
+}
+
+} // namespace
+
 int main(int argc, char **argv) {
+  holdClosedStandardStreams();
+  int rc = kInternalError;
   try {
-    return dispatch(argc, argv);
+    rc = dispatch(argc, argv);
   } catch (const std::exception &e) {
     std::cerr << "internal error: " << e.what() << "\n";
   } catch (...) {
     std::cerr << "internal error: unknown exception\n";
   }
-  return kInternalError;
+  return checkStdout(rc);
 }

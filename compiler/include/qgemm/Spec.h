@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -30,6 +31,10 @@ enum class OpKind {
   SwigluQuantize,
   SwigluBackward
 };
+
+/// The GPU targets qgemm generates code for: a spec's "target" and the
+/// group check module (GroupCheck.h) take one of these.
+inline constexpr std::string_view kSupportedTargets[] = {"sm_90a"};
 
 /// One canonical, validated spec.
 struct Spec {
@@ -82,6 +87,11 @@ QGEMM_API SpecResult<std::vector<Spec>> parseSpecText(const std::string &text,
                                                       const std::string &file);
 /// Read and parse a file (errors for unreadable files name the file).
 QGEMM_API SpecResult<std::vector<Spec>> parseSpecFile(const std::string &path);
+
+/// `spec` under another name, its canonical form and hash recomputed. For
+/// specs rebuilt from a canonical form (a tuning applied to a sweep point,
+/// whose derived name a document could not spell).
+QGEMM_API void renameSpec(Spec &spec, const std::string &name);
 
 /// FNV-1a 64 of `text` as 16 lowercase hex digits.
 QGEMM_API std::string stableHash(const std::string &text);

@@ -99,7 +99,8 @@ public:
   /// Publish `entry` under `key`: write a unique temporary file in the
   /// directory, fsync it, rename it over `<key>.qgk`, fsync the directory.
   /// A directory at `<key>.qgk` is removed when empty, else renamed aside to
-  /// `<key>.qgk.stale.XXXXXX`, and `note` (optional) says so.
+  /// `<key>.qgk.stale` (replacing the one an earlier clearing left), and
+  /// `note` (optional) says so.
   Status store(const std::string &key, const CacheEntry &entry,
                std::string *note = nullptr);
 

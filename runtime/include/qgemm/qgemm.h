@@ -220,6 +220,9 @@ typedef enum qgemm_group_index {
   QGEMM_GROUP_INDEX_MASKED_M = 3  /* int32 [G]: valid rows of each group */
 } qgemm_group_index;
 typedef enum qgemm_op {
+  /* What qgemm_kernel_op answers for a NULL kernel (with the last error
+     set): no op, so that no launch function is picked by mistake. */
+  QGEMM_OP_INVALID = -1,
   QGEMM_OP_GROUPED_GEMM = 0,
   QGEMM_OP_QUANTIZE = 1,
   QGEMM_OP_PERMUTE = 2,
@@ -236,6 +239,8 @@ typedef enum qgemm_family {
 } qgemm_family;
 /* Where qgemm_compile found the kernel. */
 typedef enum qgemm_kernel_source {
+  /* A NULL kernel (the last error says so). */
+  QGEMM_SOURCE_INVALID = -1,
   QGEMM_SOURCE_MEMORY = 0,
   QGEMM_SOURCE_DISK = 1,
   QGEMM_SOURCE_COMPILED = 2
@@ -260,9 +265,12 @@ QGEMM_C_API const char *qgemm_kernel_target(const qgemm_kernel *k); /* sm_90a */
 QGEMM_C_API const char *qgemm_kernel_ptx(const qgemm_kernel *k);
 /* Why the disk cache was not used for this kernel ("" when it was fine). */
 QGEMM_C_API const char *qgemm_kernel_cache_note(const qgemm_kernel *k);
+/* QGEMM_SOURCE_INVALID for a NULL kernel, with the thread's last error set
+ * to QGEMM_ERROR_INVALID_ARGUMENT. */
 QGEMM_C_API qgemm_kernel_source qgemm_kernel_source_of(const qgemm_kernel *k);
-/* The op, which says the launch function to use (QGEMM_OP_GROUPED_GEMM for
- * a NULL kernel). */
+/* The op, which says the launch function to use; QGEMM_OP_INVALID for a
+ * NULL kernel, with the thread's last error set to
+ * QGEMM_ERROR_INVALID_ARGUMENT. */
 QGEMM_C_API qgemm_op qgemm_kernel_op(const qgemm_kernel *k);
 
 typedef struct qgemm_scale_info {
