@@ -12,6 +12,7 @@
 
 #include "qgemm/Quantize.h"
 
+#include "Fp8Bits.h"
 #include "ParallelFor.h"
 
 #include "qgemm/Fp8.h"
@@ -154,6 +155,7 @@ void quantizeBlocks(const float *x, int64_t rows, int64_t cols,
                     ScaleGrid grid, const BlockRanges &rowBlocks,
                     const BlockRanges &colBlocks, uint8_t *data,
                     void *scales) {
+  const bool transposed = isDataTransposed(recipe); // as dataOffset reads it
   qgemm::testing_detail::parallelFor(int64_t(rowBlocks.size()), [&](int64_t ii) {
     const size_t i = size_t(ii);
     auto [r0, r1] = rowBlocks[i];
@@ -168,10 +170,19 @@ void quantizeBlocks(const float *x, int64_t rows, int64_t cols,
       else
         static_cast<float *>(scales)[off] = b.scale;
 
-      for (int64_t r = r0; r < r1; ++r)
-        for (int64_t c = c0; c < c1; ++c)
-          data[dataOffset(rows, cols, recipe, r, c)] =
-              quantizeElement(x[r * cols + c], b, p.fp8);
+      // quantizeElement, with the layout and the format chosen per block.
+      auto encode = [&](auto encodeBits) {
+        for (int64_t r = r0; r < r1; ++r)
+          for (int64_t c = c0; c < c1; ++c) {
+            const float v = x[r * cols + c];
+            data[transposed ? c * rows + r : r * cols + c] =
+                encodeBits(b.divide ? v / b.factor : v * b.factor);
+          }
+      };
+      if (p.fp8 == ElemType::E5M2)
+        encode([](float y) { return testing_detail::encodeE5M2Bits(y); });
+      else
+        encode([](float y) { return testing_detail::encodeE4M3Bits(y); });
     }
   }, rows * cols);
 }

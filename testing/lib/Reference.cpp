@@ -6,7 +6,7 @@
 // is dequantized once, so the cost stays O(M*N*K) with memory O(N*K)
 // whatever G is. The sums are formed by orderedProduct: blocked, several at
 // a time and on every core, but each one exactly as a plain dot-product
-// loop forms it (ReferenceTest checks the two bit for bit).
+// loop forms it (OrderedProductTest checks the two bit for bit).
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,6 +1,8 @@
 //===- TestGen.cpp - Spec-driven test cases and their host data -----------===//
 #include "qgemm/TestGen.h"
 
+#include "PolarNormal.h"
+
 #include "qgemm/Kernels/ConfigRules.h"
 #include "qgemm/Quantize.h"
 #include "qgemm/ScaleLayout.h"
@@ -191,7 +193,9 @@ double relErrTolerance(const GemmContract &c) {
 
 namespace {
 
-/// Fills matrices with one distribution.
+/// Fills matrices with one distribution. The normal variates are
+/// std::normal_distribution<float>'s on a std::mt19937_64 (PolarNormal.h,
+/// which forms long runs of them on every core).
 class ValueSource {
 public:
   ValueSource(ValueDist d, uint64_t seed, float identical)
@@ -210,11 +214,29 @@ public:
       return normal(rng);
     }
   }
+  /// out[0..n) = n successive next() results.
+  void next(float *out, int64_t n) {
+    switch (dist) {
+    case ValueDist::Identical:
+    case ValueDist::Outliers:
+      for (int64_t i = 0; i < n; ++i)
+        out[i] = next();
+      return;
+    case ValueDist::Tiny:
+      normal.fill(rng, out, n);
+      for (int64_t i = 0; i < n; ++i)
+        out[i] = out[i] * 1e-9f;
+      return;
+    default:
+      normal.fill(rng, out, n);
+      return;
+    }
+  }
 
 private:
   ValueDist dist;
-  std::mt19937_64 rng;
-  std::normal_distribution<float> normal{0.0f, 1.0f};
+  qgemm::testing_detail::BufferedEngine rng;
+  qgemm::testing_detail::PolarNormal normal;
   std::uniform_real_distribution<double> uniform{0.0, 1.0};
   float identical;
 };
@@ -313,14 +335,25 @@ std::vector<CodeOverride> extremeCodesB(int64_t rows) {
 }
 
 /// A (rows, cols) matrix of `src` values; rows flagged as padding are zero,
-/// as producers leave them.
+/// as producers leave them (and draw nothing). Runs of value rows are drawn
+/// in one call.
 std::vector<float> fill(int64_t rows, int64_t cols, ValueSource &src,
                         const std::vector<bool> &paddingRows) {
-  std::vector<float> x(size_t(rows * cols));
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j)
-      x[size_t(i * cols + j)] =
-          (!paddingRows.empty() && paddingRows[size_t(i)]) ? 0.0f : src.next();
+  std::vector<float> x(size_t(rows * cols), 0.0f);
+  auto padding = [&](int64_t i) {
+    return !paddingRows.empty() && paddingRows[size_t(i)];
+  };
+  for (int64_t i = 0; i < rows;) {
+    if (padding(i)) {
+      ++i;
+      continue;
+    }
+    int64_t end = i + 1;
+    while (end < rows && !padding(end))
+      ++end;
+    src.next(x.data() + i * cols, (end - i) * cols);
+    i = end;
+  }
   return x;
 }
 
@@ -528,8 +561,7 @@ HostProblem buildProblem(const Spec &spec, const TestCase &tc) {
     p.cAliasesD = tc.cAliasesD;
     ValueSource srcC(ValueDist::Normal, tc.seed * 2 + 3, 0.0f);
     p.c.resize(size_t(p.dRows * p.dCols));
-    for (float &v : p.c)
-      v = srcC.next();
+    srcC.next(p.c.data(), int64_t(p.c.size()));
   }
   return p;
 }
