@@ -154,16 +154,7 @@ private:
   }
 
   /// Max over the warp's lanes (butterfly: every lane gets it), NaN-sticky.
-  Value warpMax(Value v) {
-    for (int off = 16; off >= 1; off /= 2) {
-      Value other = NVVM::ShflOp::create(
-          b, ir.f32T(), ir.i32(-1), v, ir.i32(off), ir.i32(0x1f),
-          NVVM::ShflKindAttr::get(b.getContext(), NVVM::ShflKind::bfly),
-          UnitAttr());
-      v = maxF(v, other);
-    }
-    return v;
-  }
+  Value warpMax(Value v) { return xorMax(v, {16, 8, 4, 2, 1}); }
 
   Tile findTile(Value cy);
   /// Input element `index` (i64) as f32: bf16 widened exactly (bits << 16).
