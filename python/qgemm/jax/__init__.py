@@ -1,0 +1,31 @@
+"""qgemm from JAX: FP8 grouped matmuls (DeepSeek recipe) as XLA custom calls.
+
+    import jax, jax.numpy as jnp
+    from qgemm.jax import gmm
+    y = jax.jit(gmm)(x, w, group_sizes)       # x (M, K) bf16, w (G, K, N)
+    dx, dw = jax.grad(lambda x, w: gmm(x, w, group_sizes).sum(),
+                      argnums=(0, 1))(x, w)
+
+gmm / tgmm take megablox's arguments (lhs (M, K), rhs (G, K, N) or
+transposed, group_sizes int32 (G,)). Inside, activations are quantized 1x128
+(and 128x1 for the weight gradient), weights 128x128, every product
+accumulated in f32, all on qgemm's kernels, launched by the FFI handlers of
+libqgemm_xla.so on XLA's stream (docs/JAX.md). Kernels are compiled at trace
+time (and found again in XLA's instantiate stage), never while a step runs;
+under jax.jit no Python runs on the launch path, and the handlers may be
+captured into CUDA graphs (XLA command buffers)."""
+from . import _calls
+from ._ffi import ffi_api_version, library_path, register
+from ._gmm import gmm, gmm_quantized, tgmm
+from ._swiglu import swiglu, swiglu_quantize
+
+__all__ = ["gmm", "tgmm", "gmm_quantized", "swiglu", "swiglu_quantize",
+           "register", "set_debug_sync", "library_path", "ffi_api_version"]
+
+
+def set_debug_sync(on=True):
+    """Launch the GEMMs traced from now on with qgemm's debug flag: the
+    stream is synchronized after each launch and bad group sizes raise an
+    XLA error naming the violation. Those launches cannot be captured into
+    CUDA graphs (the debug target does not declare the trait)."""
+    _calls.debug_sync = bool(on)

@@ -1,0 +1,115 @@
+"""One function per custom call: the output shapes (from the library's size
+queries, at trace time) and the jax.ffi.ffi_call.
+
+Group offsets are int32 (G,) cumulative ends on the device. Every call that
+reads them also takes a zero error word (int32 (1,)), aliased to an output
+that the device check ORs qgemm.GROUP_ERROR_* bits into, and a scratch
+output for the checked copy of the offsets: nothing is read back to the
+host, so the calls can be captured into CUDA graphs. Scales are flat f32
+arrays of the sizes the kernels read (LAYOUTS.md gives their order)."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _ffi, _specs
+
+FP8 = jnp.float8_e4m3fn
+_IN_NAMES = {jnp.dtype(jnp.bfloat16): "bf16", jnp.dtype(jnp.float32): "f32"}
+_OUT_DTYPES = {"bf16": jnp.bfloat16, "f32": jnp.float32}
+_EMPTY_I32 = jax.ShapeDtypeStruct((0,), jnp.int32)
+
+debug_sync = False   # set_debug_sync(): launches that check and raise
+
+
+def in_name(x, what):
+    from .._errors import ArgumentError
+    name = _IN_NAMES.get(jnp.dtype(x.dtype))
+    if name is None:
+        raise ArgumentError("%s has dtype %s; expected bfloat16 or float32"
+                            % (what, x.dtype))
+    return name
+
+
+def _out(shape, dtype):
+    return jax.ShapeDtypeStruct(tuple(int(s) for s in shape), dtype)
+
+
+def _error_word():
+    return jnp.zeros((1,), jnp.int32)
+
+
+def no_groups():
+    return jnp.zeros((0,), jnp.int32)
+
+
+def quantize(x, offsets, kernel_text, *, weights=False):
+    """(row_data, row_scales, col_data, col_scales) of x: (rows, cols), or
+    (G, rows, cols) with a multi_tensor kernel. Undeclared outputs are
+    empty; `offsets` (int32 (G,), or empty) restart the column-wise blocks
+    at each token group."""
+    _ffi.register()
+    k, text = kernel_text
+    if weights:
+        g, rows, cols = x.shape
+    else:
+        g, (rows, cols) = 1, x.shape
+    groups = int(offsets.shape[0])
+    n = k.quantize_sizes(rows, cols, g, num_groups=groups)
+    lead = (g,) if weights else ()
+    rd = _out(lead + (rows, cols) if n["row_data"] else (0,), FP8)
+    rs = _out((n["row_scales"],), jnp.float32)
+    if n["col_data"]:
+        t = _specs.columnwise_transposed(k)
+        cd = _out(lead + ((cols, rows) if t else (rows, cols)), FP8)
+    else:
+        cd = _out((0,), FP8)
+    cs = _out((n["col_scales"],), jnp.float32)
+    outs = jax.ffi.ffi_call(
+        "qgemm_xla_quantize",
+        (rd, rs, cd, cs, _out((groups,), jnp.int32), _out((1,), jnp.int32)),
+        input_output_aliases={2: 5})(x, offsets, _error_word(), spec=text)
+    return outs[:4]
+
+
+def gemm(kernel_text, a, sa, b, sb, offsets, out_shape, out_dtype):
+    """D of a grouped_gemm launch: m_contiguous D (M, N), k_contiguous D
+    (G, N, K)."""
+    _ffi.register()
+    _, text = kernel_text
+    groups = int(offsets.shape[0])
+    target = "qgemm_xla_gemm_debug" if debug_sync else "qgemm_xla_gemm"
+    d, _, _ = jax.ffi.ffi_call(
+        target,
+        (_out(out_shape, out_dtype), _out((groups,), jnp.int32),
+         _out((1,), jnp.int32)),
+        input_output_aliases={5: 2})(
+            a, sa, b, sb, offsets, _error_word(), spec=text,
+            debug=np.int64(1 if debug_sync else 0))
+    return d
+
+
+def swiglu_quantize(kernel_text, h, offsets):
+    """(y FP8 (rows, I), row scales, y bf16 (rows, I) or empty) of h
+    (rows, 2I)."""
+    _ffi.register()
+    k, text = kernel_text
+    rows, two_i = h.shape
+    i = two_i // 2
+    groups = int(offsets.shape[0])
+    n = k.swiglu_sizes(rows, i, num_groups=groups)
+    outs = jax.ffi.ffi_call(
+        "qgemm_xla_swiglu_quantize",
+        (_out((rows, i), FP8), _out((n["row_scales"],), jnp.float32),
+         _out((0,), FP8), _out((0,), jnp.float32),
+         _out((rows, i) if n["y"] else (0,), jnp.bfloat16),
+         _out((groups,), jnp.int32), _out((1,), jnp.int32)),
+        input_output_aliases={2: 6})(h, offsets, _error_word(), spec=text)
+    return outs[0], outs[1], outs[4]
+
+
+def swiglu_backward(kernel_text, dy, h):
+    _ffi.register()
+    _, text = kernel_text
+    return jax.ffi.ffi_call(
+        "qgemm_xla_swiglu_backward", _out(h.shape, jnp.bfloat16))(
+            dy, h, spec=text)
