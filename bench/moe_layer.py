@@ -1,44 +1,60 @@
 #!/usr/bin/env python3
-"""MoE expert layer, forward + backward: qgemm FP8 against PyTorch bf16
-(issue 14 point 6). Needs torch and a GPU:
+"""The FP8 MoE expert layer, forward + backward: qgemm.torch.MoEExperts
+against the same experts in bf16 PyTorch and against the composition of
+qgemm's single ops that preceded it. Needs torch and a GPU:
 
-    QGEMM_LIBRARY=.../libqgemm.so PYTHONPATH=python QGEMM_CACHE_DIR=... \\
+    QGEMM_LIBRARY=.../libqgemm.so PYTHONPATH=python QGEMM_CACHE_DIR=... \
         python3 bench/moe_layer.py [--quick] [--out FILE] [--eager]
+        [--mode new_weights|microbatch] [--only LABEL] [--paths ...]
 
-The layer is examples/python/moe_layer.py's (one definition, imported by
-path): router top-k -> permute -> gate/up GEMM -> SwiGLU -> down GEMM ->
-weighted unpermute, on qgemm (permute/unpermute kernels, fp8_grouped_mm:
-FP8 forward, data and weight gradients) or on PyTorch (torch gather /
-scatter, torch._grouped_mm in bf16), both under
-torch.compile(fullgraph=True) unless --eager, on the same parameters,
-input and output gradient, in the same process.
+The experts take (x (T, H) bf16, expert_ids (T, topk), probs (T, topk),
+w13 (E, 2I, H), w2 (E, H, I)) and return (T, H) bf16, with gradients for
+x, probs, w13 and w2. Paths (examples/python/moe_layer.py defines the
+first two; one definition, imported by path):
 
-Shapes: DeepSeek-V3 experts (hidden 7168, moe intermediate 2048) and
-Qwen3-235B-A22B experts (hidden 4096, moe intermediate 1536), top-8
-routing over 8-32 local experts, 8k-32k routed rows (tokens x top-k),
-alignment 16. Routing: the layer's own router (N(0, 1/H) weights) on
-N(0, 1) tokens, so top-k of random logits: balanced-ish (the max/mean
-expert load is reported), the same for both paths.
+* qgemm: qgemm.torch.moe_experts (fused quantize+permute, FP8 gate/up
+  GEMM, swiglu_quantize, FP8 down GEMM, weighted unpermute; the matching
+  backward).
+* bf16: torch gather / scatter (argsort, index_copy, a weighted
+  gather-sum), torch._grouped_mm in bf16 for both GEMMs, SwiGLU in f32.
+* compose: qgemm.torch.permute (bf16) -> fp8_grouped_mm -> SwiGLU in torch
+  -> fp8_grouped_mm -> unpermute: the layer as it was composed before
+  MoEExperts.
 
-One step = forward of the layer and backward from a fixed output gradient
-(input, router and expert weight gradients; no optimizer). Timing: CUDA
-events around each step, `--warmup` steps first (they compile), the L2
-flushed (a 256 MiB buffer written) before every timed step, median of
-`--steps` (>= 20). Peak memory: max_memory_allocated over one step minus
-what was allocated before it (activations, saved tensors, FP8 copies,
-gradients; parameters and inputs excluded), MiB; `*_peak_total_mib`
-includes everything.
+Every path runs under torch.compile(fullgraph=True) unless --eager, on the
+same parameters, input, routing and output gradient, in the same process.
+
+Shapes: DeepSeek-V3 experts (hidden 7168, moe intermediate 2048) with 8
+experts at 8k and 32k routed rows and 32 experts at 32k; Qwen3-235B-A22B
+experts (hidden 4096, moe intermediate 1536) with 16 experts at 16k; top-8,
+alignment 16. Routing: the example's router (N(0, 1/H) weights) on N(0, 1)
+tokens, top-k of its logits (max/mean expert load reported), computed once
+outside the timed step and shared by every path.
+
+Modes (as bench/train_op.py's):
+* new_weights: before each step, outside the timed region, the weights get
+  a new version (w.mul_(1.0) under no_grad, as an optimizer step would),
+  so qgemm requantizes them inside the step;
+* microbatch: the weights stay unchanged between steps (gradient
+  accumulation over micro-batches): qgemm's cached FP8 weights are reused.
+
+Timing: CUDA events around forward + backward, `--warmup` steps first (they
+compile), the L2 flushed (a 256 MiB buffer written) before every timed
+step, median of `--steps`. Peak memory: max_memory_allocated over one step
+minus what was allocated before it (activations, saved tensors,
+gradients; parameters, the cached FP8 weights and the inputs excluded),
+MiB.
 
 FLOPs per step, counted on the routed rows only (not the alignment
-padding): the gate/up GEMM is 2*Tr*(2I)*H, the down GEMM 2*Tr*H*I, so the
-forward is 6*Tr*H*I; the backward has a data and a weight gradient GEMM of
-the same size for each: 12*Tr*H*I; in all 18*Tr*H*I with Tr = tokens *
-top-k. The router GEMM (2*T*H*E each way) is left out.
+padding): 18 * Tr * H * I (gate/up 2*Tr*2I*H + down 2*Tr*H*I, times 3 for
+the forward, data and weight gradients), Tr = tokens * top-k.
 
 Output: a table and a JSON file (default
-bench/results/<date>-<device>-moe-layer.json) with a metadata header and
-one row per shape: {label, qgemm_ms, bf16_ms, qgemm_peak_mib,
-bf16_peak_mib, qgemm_tflops, bf16_tflops, speedup, ...}.
+bench/results/<date>-<device>-moe-layer.json): a metadata header and one
+row per shape and mode: {label, mode, experts, routed_rows, qgemm_ms,
+bf16_ms, compose_ms, qgemm_peak_mib, bf16_peak_mib, compose_peak_mib,
+out_rel_err, speedup, ...}; out_rel_err is qgemm's output against the
+bf16 path's.
 """
 import argparse
 import datetime
@@ -61,11 +77,13 @@ EXAMPLE = os.path.join(HERE, "..", "examples", "python", "moe_layer.py")
 # label, hidden, moe intermediate, local experts, routed rows, top-k
 ROWS = [
     ("dsv3 E8 8k", 7168, 2048, 8, 8192, 8),
+    ("dsv3 E8 32k", 7168, 2048, 8, 32768, 8),
     ("dsv3 E32 32k", 7168, 2048, 32, 32768, 8),
     ("qwen3 E16 16k", 4096, 1536, 16, 16384, 8),
-    ("qwen3 E32 32k", 4096, 1536, 32, 32768, 8),
 ]
 QUICK = [("qwen3 E8 4k", 4096, 1536, 8, 4096, 8)]
+MODES = ("new_weights", "microbatch")
+PATHS = ("qgemm", "bf16", "compose")
 FLUSH_BYTES = 256 << 20
 MIB = float(1 << 20)
 
@@ -84,34 +102,76 @@ def load_example():
 ex = load_example()
 
 
+def experts_compose(x, ids, probs, w13, w2, alignment=16):
+    """The composition of qgemm's single ops that MoEExperts replaces: a
+    bf16 permute, fp8_grouped_mm (which quantizes its bf16 input inside,
+    and again for the backward), SwiGLU in torch, and the weighted
+    unpermute."""
+    tokens, topk = ids.shape
+    y, _, offs, _, row_group, row_map, _, _ = qt.permute(
+        x, ids, num_experts=w13.shape[0], alignment=alignment,
+        row_multiple=ex.ROW_MULTIPLE)
+    h = ex.swiglu(qt.fp8_grouped_mm(y, w13, offs, alignment=alignment))
+    out = qt.fp8_grouped_mm(h, w2, offs, alignment=alignment)
+    return qt.unpermute(out, row_map, probs, row_group, tokens=tokens,
+                        topk=topk)
+
+
+FUNCTIONS = {"qgemm": ex.experts_qgemm, "bf16": ex.experts_bf16,
+             "compose": experts_compose}
+_compiled = {}
+
+
+def function(path, eager):
+    if eager:
+        return FUNCTIONS[path]
+    fn = _compiled.get(path)
+    if fn is None:
+        fn = _compiled[path] = torch.compile(FUNCTIONS[path], fullgraph=True)
+    return fn
+
+
 def flops(routed, hidden, inter):
     return 18.0 * routed * hidden * inter
 
 
-def bench_path(fn, layer, x, dout, flush, opt):
-    params = list(layer.parameters())
+def new_version(w):
+    before = w._version
+    with torch.no_grad():
+        w.mul_(1.0)
+    assert w._version != before, "w.mul_(1.0) did not bump w._version"
+
+
+def bench_path(fn, layer, inputs, dout, mode, flush, opt):
+    x, ids, probs = inputs
+    params = [layer.w1, layer.w2]
 
     def clear():
-        x.grad = None
+        x.grad = probs.grad = None
         for p in params:
             p.grad = None
 
+    def prepare():
+        clear()
+        if mode == "new_weights":
+            for p in params:
+                new_version(p)
+
     def step():
-        out = fn(x, layer.router, layer.w1, layer.w2, layer.topk,
-                 layer.alignment)
+        out = fn(x, ids, probs, layer.w1, layer.w2, layer.alignment)
         out.backward(dout)
         return out
 
     t0 = time.perf_counter()
     for _ in range(opt.warmup):
-        clear()
+        prepare()
         out = step()
     torch.cuda.synchronize()
     warm_s = time.perf_counter() - t0
     out = out.detach()
 
     # Peak memory of one step.
-    clear()
+    prepare()
     torch.cuda.synchronize()
     base = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
@@ -121,7 +181,7 @@ def bench_path(fn, layer, x, dout, flush, opt):
 
     times = []
     for _ in range(opt.steps):
-        clear()
+        prepare()
         flush.zero_()
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
@@ -136,7 +196,7 @@ def bench_path(fn, layer, x, dout, flush, opt):
             "warmup_s": warm_s, "out": out}
 
 
-def run_row(row, flush, opt):
+def make_row(row, opt):
     label, hidden, inter, experts, routed, topk = row
     tokens = routed // topk
     layer = ex.MoELayer(experts, hidden, inter, topk, opt.alignment,
@@ -147,38 +207,52 @@ def run_row(row, flush, opt):
     dout = torch.randn(tokens, hidden, generator=gen, device="cuda").to(
         torch.bfloat16)
     with torch.no_grad():
-        ids, _ = ex.route(x, layer.router, topk)
-        load = torch.bincount(ids.reshape(-1).long(), minlength=experts)
-    load = load.tolist()
+        ids, probs = ex.route(x, layer.router, topk)
+    probs.requires_grad_(True)
+    return layer, (x, ids, probs), dout
+
+
+def run_row(row, mode, flush, opt):
+    label, hidden, inter, experts, routed, topk = row
+    layer, inputs, dout = make_row(row, opt)
+    ids = inputs[1]
+    load = torch.bincount(ids.reshape(-1).long(), minlength=experts).tolist()
     res = {}
-    for backend in ("qgemm", "bf16"):
-        fn = ex.BACKENDS[backend] if opt.eager else ex.compiled(backend)
-        res[backend] = bench_path(fn, layer, x, dout, flush, opt)
+    for path in opt.paths:
+        res[path] = bench_path(function(path, opt.eager), layer, inputs,
+                               dout, mode, flush, opt)
         torch.cuda.empty_cache()
     qt.check_errors()
     f = flops(routed, hidden, inter)
     q, b = res["qgemm"], res["bf16"]
-    out_err = ex.rel_error(q.pop("out"), b.pop("out"))
     result = {
-        "label": label,
+        "label": label, "mode": mode, "experts": experts,
+        "routed_rows": routed,
         "qgemm_ms": q["ms"], "bf16_ms": b["ms"],
         "qgemm_peak_mib": q["peak_mib"], "bf16_peak_mib": b["peak_mib"],
+        "out_rel_err": ex.rel_error(q["out"], b["out"]),
+        "speedup": b["ms"] / q["ms"],
+        "peak_ratio": q["peak_mib"] / b["peak_mib"],
         "qgemm_tflops": f / (q["ms"] * 1e-3) / 1e12,
         "bf16_tflops": f / (b["ms"] * 1e-3) / 1e12,
-        "speedup": b["ms"] / q["ms"],
-        "hidden": hidden, "inter": inter, "experts": experts,
-        "tokens": tokens, "topk": topk, "routed_rows": routed,
-        "permuted_rows": ex.permuted_rows(tokens, topk, experts,
+        "hidden": hidden, "inter": inter, "tokens": routed // topk,
+        "topk": topk,
+        "routed_rows_per_expert": routed / experts,
+        "permuted_rows": ex.permuted_rows(routed // topk, topk, experts,
                                           opt.alignment),
         "max_over_mean_load": max(load) / (routed / experts),
         "flops": f,
-        "qgemm_min_ms": q["min_ms"], "bf16_min_ms": b["min_ms"],
-        "qgemm_peak_total_mib": q["peak_total_mib"],
-        "bf16_peak_total_mib": b["peak_total_mib"],
-        "qgemm_warmup_s": q["warmup_s"], "bf16_warmup_s": b["warmup_s"],
-        "out_rel_err": out_err,
     }
-    del layer, x, dout
+    for path, r in res.items():
+        r.pop("out")
+        result.update({"%s_ms" % path: r["ms"],
+                       "%s_min_ms" % path: r["min_ms"],
+                       "%s_peak_mib" % path: r["peak_mib"],
+                       "%s_peak_total_mib" % path: r["peak_total_mib"],
+                       "%s_warmup_s" % path: r["warmup_s"]})
+    if "compose" in res:
+        result["speedup_vs_compose"] = res["compose"]["ms"] / q["ms"]
+    del layer, inputs, dout
     torch.cuda.empty_cache()
     return result
 
@@ -187,22 +261,20 @@ def profile_row(row, opt):
     """Where a step's GPU time goes: torch.profiler over `opt.steps` steps
     of each path (after warm-up), the kernels with the most CUDA time."""
     from torch.profiler import ProfilerActivity, profile
-    label, hidden, inter, experts, routed, topk = row
-    layer = ex.MoELayer(experts, hidden, inter, topk, opt.alignment,
-                        device="cuda", seed=opt.seed)
-    gen = torch.Generator(device="cuda").manual_seed(opt.seed + 1)
-    x = torch.randn(routed // topk, hidden, generator=gen, device="cuda").to(
-        torch.bfloat16).requires_grad_(True)
-    dout = torch.randn_like(x)
+    label = row[0]
+    layer, inputs, dout = make_row(row, opt)
+    x, ids, probs = inputs
     tables = {}
-    for backend in ("qgemm", "bf16"):
-        fn = ex.BACKENDS[backend] if opt.eager else ex.compiled(backend)
+    for path in opt.paths:
+        fn = function(path, opt.eager)
 
         def step():
-            x.grad = None
-            for p in layer.parameters():
-                p.grad = None
-            fn(x, layer.router, layer.w1, layer.w2, layer.topk,
+            x.grad = probs.grad = None
+            layer.w1.grad = layer.w2.grad = None
+            if opt.mode == ["new_weights"]:
+                new_version(layer.w1)
+                new_version(layer.w2)
+            fn(x, ids, probs, layer.w1, layer.w2,
                layer.alignment).backward(dout)
         for _ in range(max(opt.warmup, 1)):
             step()
@@ -214,8 +286,8 @@ def profile_row(row, opt):
         table = prof.key_averages().table(
             sort_by="cuda_time_total", row_limit=opt.profile_rows,
             max_name_column_width=70)
-        tables[backend] = table
-        print("== %s, %s: %d steps" % (label, backend, opt.steps))
+        tables[path] = table
+        print("== %s, %s: %d steps" % (label, path, opt.steps))
         print(table, flush=True)
     return tables
 
@@ -235,7 +307,11 @@ def main(argv=None):
     ap.add_argument("--alignment", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--eager", action="store_true",
-                    help="no torch.compile (both paths eager)")
+                    help="no torch.compile (every path eager)")
+    ap.add_argument("--mode", action="append", choices=MODES,
+                    help="repeatable; default both")
+    ap.add_argument("--paths", nargs="+", choices=PATHS, default=list(PATHS),
+                    help="qgemm and bf16 are always run")
     ap.add_argument("--only", action="append", default=[],
                     help="run the rows whose label contains this "
                          "(repeatable)")
@@ -251,7 +327,10 @@ def main(argv=None):
         return 1
     opt.warmup = max(opt.warmup, 1)
     opt.steps = max(opt.steps, 1)
-    # Each shape compiles both paths once (static shapes); stay under
+    opt.mode = opt.mode or list(MODES)
+    opt.paths = ["qgemm", "bf16"] + [p for p in opt.paths
+                                     if p not in ("qgemm", "bf16")]
+    # Each shape compiles every path once (static shapes); stay under
     # dynamo's recompile limit (8 per function by default).
     for name in ("recompile_limit", "cache_size_limit"):
         if hasattr(torch._dynamo.config, name):
@@ -266,6 +345,8 @@ def main(argv=None):
     out_path = opt.out or os.path.join(
         HERE, "results", "%s-%s-moe-layer.json"
         % (now.strftime("%Y-%m-%d"), device_slug(device)))
+    if os.path.isdir(out_path):
+        out_path = os.path.join(out_path, "moe-layer.json")
     qt.error_word()
     if opt.profile:
         for row in rows:
@@ -275,16 +356,19 @@ def main(argv=None):
 
     t0 = time.perf_counter()
     results = []
-    print("%-14s %9s %9s %7s %9s %9s %10s %10s %7s"
-          % ("row", "qgemm ms", "bf16 ms", "speedup", "qgemm TF", "bf16 TF",
-             "qgemm MiB", "bf16 MiB", "out err"), flush=True)
+    print("%-14s %-11s %9s %9s %9s %7s %7s %9s %9s %7s"
+          % ("row", "mode", "qgemm ms", "bf16 ms", "compose", "speedup",
+             "vs comp", "qgemm MiB", "bf16 MiB", "out err"), flush=True)
     for row in rows:
-        r = run_row(row, flush, opt)
-        results.append(r)
-        print("%-14s %9.3f %9.3f %6.2fx %9.1f %9.1f %10.0f %10.0f %7.4f"
-              % (r["label"], r["qgemm_ms"], r["bf16_ms"], r["speedup"],
-                 r["qgemm_tflops"], r["bf16_tflops"], r["qgemm_peak_mib"],
-                 r["bf16_peak_mib"], r["out_rel_err"]), flush=True)
+        for mode in opt.mode:
+            r = run_row(row, mode, flush, opt)
+            results.append(r)
+            print("%-14s %-11s %9.3f %9.3f %9.3f %6.2fx %6.2fx %9.0f %9.0f "
+                  "%7.4f" % (r["label"], mode, r["qgemm_ms"], r["bf16_ms"],
+                             r.get("compose_ms", float("nan")), r["speedup"],
+                             r.get("speedup_vs_compose", float("nan")),
+                             r["qgemm_peak_mib"], r["bf16_peak_mib"],
+                             r["out_rel_err"]), flush=True)
     total_s = time.perf_counter() - t0
 
     meta = {
@@ -295,6 +379,7 @@ def main(argv=None):
         "qgemm": qgemm.library_version,
         "date": now.isoformat(timespec="seconds"),
         "compile": not opt.eager,
+        "paths": opt.paths, "modes": opt.mode,
         "steps": opt.steps, "warmup": opt.warmup,
         "alignment": opt.alignment,
         "row_multiple": ex.ROW_MULTIPLE,

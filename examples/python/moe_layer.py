@@ -9,20 +9,18 @@ PyTorch as its reference (issue 14 point 4).
 One module (`MoELayer`) holds the parameters; two functions compute the
 layer from them, so both paths see the same weights and the same input:
 
-* `moe_qgemm`: router -> `qgemm.torch.permute` (tokens to expert order,
-  each expert's rows padded to `alignment`, offsets kept on the device) ->
-  gate/up GEMM (`fp8_grouped_mm`, w1 (E, 2I, H)) -> SwiGLU -> down GEMM
-  (`fp8_grouped_mm`, w2 (E, H, I)) -> `qgemm.torch.unpermute` weighted by
-  the routing probabilities. Forward, data and weight gradients of both
-  GEMMs on qgemm's FP8 kernels (DeepSeek recipe: 1x128 activation blocks,
-  128x128 weight blocks); permute / unpermute and their backward are
-  qgemm's bf16 data-path kernels.
+* `moe_qgemm`: router -> `qgemm.torch.moe_experts` (w1 (E, 2I, H) the
+  merged gate/up projection, w2 (E, H, I)): the FP8 expert layer, every
+  step on qgemm's fused kernels -- quantize+permute, the FP8 gate/up GEMM,
+  SwiGLU quantized in the same pass, the FP8 down GEMM, the weighted
+  unpermute, and the matching backward (DeepSeek recipe: 1x128 activation
+  blocks, 128x128 weight blocks).
 * `moe_bf16`: the same router, the token gather / scatter in torch
   (argsort, index_copy, a weighted gather-sum), `torch._grouped_mm` in bf16
   for both GEMMs.
 
 Both run under torch.compile(fullgraph=True): the qgemm ops are
-torch.library custom ops with fake implementations and fp8_grouped_mm is
+torch.library custom ops with fake implementations and moe_experts is
 an autograd.Function over them, so nothing breaks the graph. The router's
 top-k is data-dependent in values only (its shapes are static), so it
 traces too; the expert ids are chosen on the f32 logits (not on the
@@ -42,12 +40,9 @@ import torch.nn.functional as F
 
 import qgemm.torch as qt
 
-# Permuted rows are rounded up to a multiple of 128: the weight gradient
-# needs a token count that is a multiple of 16 (else fp8_grouped_mm pads a
-# copy) and runs fastest when its rows start on 128-byte lines
-# (docs/PERF_NOTES.md, weight gradient at alignment 16). The rows past the
-# last group are zero padding.
-ROW_MULTIPLE = 128
+# The bf16 path permutes into as many rows as qgemm's layer does (a
+# multiple of 128; the rows past the last group are zero padding).
+ROW_MULTIPLE = qt.MoEExperts.ROW_MULTIPLE
 
 
 def route(x, router_w, topk):
@@ -76,19 +71,18 @@ def permuted_rows(tokens, topk, experts, alignment):
     return qt.permute_rows(tokens, topk, experts, alignment, ROW_MULTIPLE)
 
 
+def experts_qgemm(x, ids, probs, w1, w2, alignment=16):
+    """The routed experts on qgemm: qgemm.torch.moe_experts, the drop-in
+    FP8 expert layer (fused quantize+permute, FP8 gate/up GEMM,
+    swiglu_quantize, FP8 down GEMM, weighted unpermute; the matching
+    backward)."""
+    return qt.moe_experts(x, ids, probs, w1, w2, alignment=alignment)
+
+
 def moe_qgemm(x, router_w, w1, w2, topk, alignment=16):
     """The expert layer on qgemm: x (T, H) bf16 -> (T, H) bf16."""
-    tokens = x.shape[0]
-    experts = w1.shape[0]
     ids, probs = route(x, router_w, topk)
-    y, _, offs, _, row_group, row_map, _, _ = qt.permute(
-        x, ids, num_experts=experts, alignment=alignment,
-        row_multiple=ROW_MULTIPLE)
-    gate_up = qt.fp8_grouped_mm(y, w1, offs, alignment=alignment)
-    h = swiglu(gate_up)
-    out = qt.fp8_grouped_mm(h, w2, offs, alignment=alignment)
-    return qt.unpermute(out, row_map, probs, row_group, tokens=tokens,
-                        topk=topk)
+    return experts_qgemm(x, ids, probs, w1, w2, alignment)
 
 
 def dispatch_indices(ids, experts, alignment):
@@ -113,13 +107,12 @@ def dispatch_indices(ids, experts, alignment):
     return dest, ends.to(torch.int32)
 
 
-def moe_bf16(x, router_w, w1, w2, topk, alignment=16):
-    """The same layer in bf16 PyTorch: torch._grouped_mm for both GEMMs
+def experts_bf16(x, ids, probs, w1, w2, alignment=16):
+    """The same experts in bf16 PyTorch: torch._grouped_mm for both GEMMs
     (mat_b the transposed view of the K-major weights, offs int32 on the
     device, rows 16-byte aligned)."""
     tokens, hidden = x.shape
-    experts = w1.shape[0]
-    ids, probs = route(x, router_w, topk)
+    experts, topk = w1.shape[0], ids.shape[1]
     dest, offs = dispatch_indices(ids, experts, alignment)
     rows = permuted_rows(tokens, topk, experts, alignment)
     copies = x.unsqueeze(1).expand(tokens, topk, hidden).reshape(-1, hidden)
@@ -131,6 +124,12 @@ def moe_bf16(x, router_w, w1, w2, topk, alignment=16):
     # only the copies' rows are gathered back.
     out = out[dest].view(tokens, topk, hidden).float()
     return (out * probs.unsqueeze(-1)).sum(1).to(x.dtype)
+
+
+def moe_bf16(x, router_w, w1, w2, topk, alignment=16):
+    """The same layer in bf16 PyTorch."""
+    ids, probs = route(x, router_w, topk)
+    return experts_bf16(x, ids, probs, w1, w2, alignment)
 
 
 BACKENDS = {"qgemm": moe_qgemm, "bf16": moe_bf16}

@@ -62,15 +62,21 @@ from . import _capi
 from ._capi import lib
 from ._errors import ArgumentError
 from ._kernel import compile as _compile
+from .recipes import Recipe
 from ._runtime import check
+from ._torch_errors import (ErrorMode, _error_word_at, _index, check_errors,
+                            error_mode, error_word, poison_on_error,
+                            raise_pending, record_routing_error,
+                            reset_errors, set_error_mode)
 
 __all__ = ["grouped_mm", "grouped_mm_masked", "grouped_mm_wgrad",
            "quantize", "swiglu_quantize", "swiglu_backward", "permute",
            "permute_backward", "unpermute",
            "unpermute_backward", "error_word", "check_errors",
            "reset_errors", "set_debug_sync", "kernels", "spec_for",
-           "fp8_grouped_mm", "quantized_weights",
-           "RECIPES"]
+           "fp8_grouped_mm", "quantized_weights", "permute_quantize",
+           "RECIPES", "Recipe", "ErrorMode", "set_error_mode", "error_mode",
+           "poison_on_error", "MoEExperts", "moe_experts"]
 
 # Scale recipes of the GEMM operands by name: (A's block, A's scale dtype,
 # B's block, B's scale dtype); the wgrad form's operands are both
@@ -162,47 +168,8 @@ _BUILDERS = {
     "grouped_mm_wgrad": lambda **p: _gemm_spec("k_contiguous", **p),
 }
 
-# -- the error word ---------------------------------------------------------
-_error_words = {}
+# -- the error word (_torch_errors.py) and debug sync -----------------------
 _debug_sync = os.environ.get("QGEMM_DEBUG_SYNC", "0") not in ("", "0")
-
-
-def error_word(device=None):
-    """The int32 error word of `device` (a 1-element tensor) that every
-    device-groups launch there ORs qgemm.GROUP_ERROR_* bits into. Reading
-    it is the caller's choice of when to synchronize. Create it before a
-    CUDA graph capture (call this once) so the capture does not allocate
-    it."""
-    dev = torch.device("cuda", torch.cuda.current_device()) \
-        if device is None else torch.device(device)
-    if dev.index is None:
-        dev = torch.device("cuda", torch.cuda.current_device())
-    w = _error_words.get(dev.index)
-    if w is None:
-        w = _error_words[dev.index] = torch.zeros(1, dtype=torch.int32,
-                                                  device=dev)
-    return w
-
-
-def check_errors(device=None, reset=True):
-    """Synchronize with the error word of `device` and raise
-    qgemm.ArgumentError naming the violations if any launch since the last
-    reset found bad group metadata (those launches ran with every group
-    empty)."""
-    w = error_word(device)
-    word = int(w.item())
-    if word:
-        if reset:
-            w.zero_()
-        raise ArgumentError(
-            "a qgemm launch on %s found bad group metadata on the device "
-            "(error word %d: %s); its groups were launched empty"
-            % (w.device, word,
-               lib.qgemm_group_error_string(word).decode()))
-
-
-def reset_errors(device=None):
-    error_word(device).zero_()
 
 
 def set_debug_sync(on=True):
@@ -218,22 +185,10 @@ def set_debug_sync(on=True):
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 
-def _index(device):
-    index = device.index
-    return torch.cuda.current_device() if index is None else index
-
-
 def _stream(device):
     if _raw_stream is not None:
         return _raw_stream(_index(device))
     return torch.cuda.current_stream(device).cuda_stream
-
-
-def _error_word_at(device):
-    """error_word(device) without building torch.device objects (the
-    GEMM launch's hot path)."""
-    w = _error_words.get(_index(device))
-    return w if w is not None else error_word(device)
 
 
 # -- grouped GEMMs ----------------------------------------------------------
@@ -265,6 +220,7 @@ def _weights(mat_b):
 
 def _launch_gemm(k, a, sa, b, sb, d, groups, c=None):
     dev = a.device
+    raise_pending(dev)
     workspace = torch.empty_like(groups)
     k.launch(a, sa, b, sb, d, groups=groups, c=c, stream=_stream(dev),
              error_flag=_error_word_at(dev), workspace=workspace,
@@ -826,22 +782,30 @@ def permute_rows(tokens, topk, experts, alignment, row_multiple=1):
     return _round_up(tokens * topk + experts * (alignment - 1), row_multiple)
 
 
+def _permute_index_outputs(x, tokens, topk, rows, num_experts, has_probs):
+    """(offsets, counts, row_group, row_map, row_probs, error) of a
+    permute."""
+    i32 = torch.int32
+    return (x.new_empty((num_experts,), dtype=i32),
+            x.new_empty((num_experts,), dtype=i32),
+            x.new_empty((rows,), dtype=i32),
+            x.new_empty((tokens, topk), dtype=i32),
+            x.new_empty((rows if has_probs else 0,), dtype=torch.float32),
+            x.new_empty((1,), dtype=i32))
+
+
 def _permute_outputs(x, routing, x_scales, num_experts, alignment, has_probs,
                      permuted_scales, row_multiple=1):
     t, kdim = x.shape
     topk = routing.shape[1]
     r = permute_rows(t, topk, num_experts, alignment, row_multiple)
-    i32 = torch.int32
     y = x.new_empty((r, kdim))
     if x_scales is not None and x_scales.numel() > 0:
         ys = x_scales.new_empty(permuted_scales(r))
     else:
         ys = x.new_empty((0,), dtype=torch.float32)
-    return (y, ys, x.new_empty((num_experts,), dtype=i32),
-            x.new_empty((num_experts,), dtype=i32),
-            x.new_empty((r,), dtype=i32), x.new_empty((t, topk), dtype=i32),
-            x.new_empty((r if has_probs else 0,), dtype=torch.float32),
-            x.new_empty((1,), dtype=i32))
+    return (y, ys) + _permute_index_outputs(x, t, topk, r, num_experts,
+                                            has_probs)
 
 
 _PERMUTE_DTYPES = {torch.bfloat16: "bf16", torch.float8_e4m3fn: "e4m3",
@@ -906,7 +870,9 @@ def permute(x: torch.Tensor, routing: torch.Tensor,
         tensors.update(probs=probs, row_probs=row_probs)
     if scale_block:
         tensors.update(x_scales=x_scales, y_scales=ys)
+    raise_pending(x.device)
     k.permute(stream=_stream(x.device), **tensors)
+    record_routing_error(x.device, error)
     return outs
 
 
@@ -919,6 +885,92 @@ def _(x, routing, probs=None, x_scales=None, *, num_experts, alignment=16,
                             probs is not None, _permuted_scale_shape(
                                 scale_block, out_scale_layout, x.shape[1]),
                             row_multiple)
+
+
+# The fused quantize+permute: bf16 tokens quantized row-wise on their way
+# into the FP8 rows of expert order (docs/DISPATCH.md), one pass.
+_PERMUTE_QUANT_SCALES = {"deepseek": ((1, 128), "f32")}
+
+
+def _permute_quantize_kernel(x, topk, alignment, has_probs, recipe,
+                             scale_layout):
+    if recipe not in _PERMUTE_QUANT_SCALES:
+        raise ArgumentError("permute_quantize: recipe %r is not one of %s"
+                            % (recipe, ", ".join(_PERMUTE_QUANT_SCALES)))
+    if x.dtype not in (torch.bfloat16, torch.float32):
+        raise ArgumentError("permute_quantize: x has dtype %s; expected "
+                            "bfloat16 or float32 tokens" % x.dtype)
+    block, _ = _PERMUTE_QUANT_SCALES[recipe]
+    dtype = "bf16" if x.dtype == torch.bfloat16 else "f32"
+    kdim = x.shape[1]
+    key = ("pq", dtype, kdim, topk, alignment, has_probs, recipe,
+           scale_layout)
+    return _kernel(key, lambda: {
+        "qgemm": 1, "name": "torch_permute_quantize", "op": "permute",
+        "tokens": {"dtype": dtype},
+        "quantize": {"dtype": "e4m3", "recipe": recipe,
+                     "scale": {"block": list(block),
+                               "layout": scale_layout}},
+        "shape": {"k": kdim, "topk": topk}, "alignment": alignment,
+        "probs": has_probs})
+
+
+def _permute_quantize_outputs(x, routing, num_experts, alignment, has_probs,
+                              recipe, scale_layout, row_multiple):
+    block, sdt = _PERMUTE_QUANT_SCALES.get(recipe, ((1, 128), "f32"))
+    t, kdim = x.shape
+    topk = routing.shape[1]
+    r = permute_rows(t, topk, num_experts, alignment, row_multiple)
+    y = x.new_empty((r, kdim), dtype=torch.float8_e4m3fn)
+    ys = x.new_empty(_scale_shape(r, kdim, block, scale_layout),
+                     dtype=_SCALE_DTYPE[sdt])
+    return (y, ys) + _permute_index_outputs(x, t, topk, r, num_experts,
+                                            has_probs)
+
+
+@torch.library.custom_op("qgemm::permute_quantize", mutates_args=())
+def permute_quantize(x: torch.Tensor, routing: torch.Tensor,
+                     probs: Optional[torch.Tensor] = None, *,
+                     num_experts: int, alignment: int = 16,
+                     recipe: str = "deepseek", scale_layout: str = "COMPACT",
+                     row_multiple: int = 1) -> tuple[
+                         torch.Tensor, torch.Tensor, torch.Tensor,
+                         torch.Tensor, torch.Tensor, torch.Tensor,
+                         torch.Tensor, torch.Tensor]:
+    """permute() of bf16/f32 tokens x (T, K) that writes FP8 e4m3 rows:
+    each token quantized row-wise by `recipe` ("deepseek": 1x128 blocks,
+    f32 scales in `scale_layout`) on its way to its copies' rows, in one
+    pass; the bytes are those of quantize() then permute(). Same outputs
+    as permute(): (y (R, K) e4m3, y_scales, offsets, counts, row_group,
+    row_map, row_probs, error). Not differentiable (the forward of a
+    layer whose backward permutes bf16 gradients)."""
+    if row_multiple < 1:
+        raise ArgumentError("row_multiple = %d: expected 1 or more"
+                            % row_multiple)
+    has_probs = probs is not None
+    k = _permute_quantize_kernel(x, routing.shape[1], alignment, has_probs,
+                                 recipe, scale_layout)
+    outs = _permute_quantize_outputs(x, routing, num_experts, alignment,
+                                     has_probs, recipe, scale_layout,
+                                     row_multiple)
+    y, ys, offsets, counts, row_group, row_map, row_probs, error = outs
+    tensors = dict(routing=routing, x=x, y=y, y_scales=ys, offsets=offsets,
+                   counts=counts, row_group=row_group, row_map=row_map,
+                   error=error)
+    if has_probs:
+        tensors.update(probs=probs, row_probs=row_probs)
+    raise_pending(x.device)
+    k.permute(stream=_stream(x.device), **tensors)
+    record_routing_error(x.device, error)
+    return outs
+
+
+@permute_quantize.register_fake
+def _(x, routing, probs=None, *, num_experts, alignment=16,
+      recipe="deepseek", scale_layout="COMPACT", row_multiple=1):
+    return _permute_quantize_outputs(x, routing, num_experts, alignment,
+                                     probs is not None, recipe, scale_layout,
+                                     row_multiple)
 
 
 @torch.library.custom_op("qgemm::permute_backward", mutates_args=())
@@ -1195,6 +1247,7 @@ class _Fp8GroupedMm(torch.autograd.Function):
         y = grouped_mm(xq, wq.transpose(-2, -1), offs=offs, scale_a=xs,
                        scale_b=ws, out_dtype=x.dtype, alignment=alignment,
                        recipe=recipe)
+        poison_on_error(y)  # bad offs: NaN, not zeros (ErrorMode.RAISE)
         ctx.save_for_backward(xcol, xcols, wq_t, ws_t, offs, main_grad)
         ctx.alignment, ctx.recipe, ctx.restart = alignment, recipe, restart
         ctx.w_dtype = w.dtype
@@ -1205,6 +1258,7 @@ class _Fp8GroupedMm(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dy):
         xcol, xcols, wq_t, ws_t, offs, main_grad = ctx.saved_tensors
+        raise_pending(dy.device)
         a, recipe = ctx.alignment, ctx.recipe
         dyq, dys, dycol, dycols = quantize(
             _pad_rows(dy, ctx.pad), offs if ctx.restart else None,
@@ -1235,7 +1289,9 @@ def fp8_grouped_mm(x, w, offs, *, alignment=16, recipe="deepseek",
     """FP8 stand-in for torch._grouped_mm(x, w.transpose(-2, -1), offs=offs)
     with autograd: x (M, K) bf16 activations sorted by group, w (G, N, K)
     bf16 weights, offs int32 (G,) cumulative group ends on the device, each
-    group a multiple of `alignment` tokens (checked on the device). Forward,
+    group a multiple of `alignment` tokens (checked on the device: with
+    bad offs the output is NaN and later calls raise, ErrorMode.RAISE).
+    `recipe`: a qgemm.recipes.Recipe (or its name). Forward,
     data gradient and weight gradient run on qgemm's FP8 kernels (DeepSeek
     recipe: 1x128 activation blocks, 128x128 weight blocks, f32
     accumulation), and every tensor they create is written by a qgemm
@@ -1250,6 +1306,7 @@ def fp8_grouped_mm(x, w, offs, *, alignment=16, recipe="deepseek",
     (an f32 (G, N, K) tensor the caller owns, as Megatron's
     gradient-accumulation fusion does) inside the GEMM, and leave w.grad
     untouched (None)."""
+    recipe = Recipe.of(recipe).name
     main_grad = None
     if accumulate_into_main_grad:
         main_grad = getattr(w, "main_grad", None)
@@ -1330,3 +1387,7 @@ def _swiglu_bwd(ctx, _rd, _rs, _cd, _cs, grad_y):
 
 
 swiglu_quantize.register_autograd(_swiglu_bwd, setup_context=_swiglu_setup)
+
+
+# -- the FP8 MoE expert layer (_torch_moe.py) ------------------------------
+from ._torch_moe import MoEExperts, moe_experts  # noqa: E402

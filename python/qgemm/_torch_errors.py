@@ -1,0 +1,161 @@
+"""The device error word of qgemm.torch, and what a bad launch does to the
+step that made it.
+
+Group metadata (offs, masked_m) and routings live on the device, so they
+are checked there: the check kernels OR bits into one int32 word per
+device (qgemm.GROUP_ERROR_* from the GEMMs' group check,
+qgemm.ROUTING_ERROR_* from permute's routing check) and launch the work
+with empty groups, so nothing reads or writes out of bounds. What happens
+next is the error mode's:
+
+* ErrorMode.RAISE (the default): the ops that end a step's computation
+  (the MoE layer's output and input gradient, fp8_grouped_mm's output)
+  fill their result with NaN while the word is set, so the loss shows it
+  at once; they also queue a copy of the word into pinned host memory, and
+  every later qgemm launch on that device (the backward included) raises
+  qgemm.ArgumentError with the word's meaning as soon as the copy has
+  landed. Neither needs a host synchronization, so both work in compiled
+  graphs and CUDA graphs (a replay poisons; only Python code raises).
+  The word stays set until reset_errors() or check_errors().
+* ErrorMode.SILENT: the bits are only recorded; read them with
+  error_word() or check_errors(). Outputs of a bad launch are zeros.
+  (A permute's own `error` output holds its routing bits in both modes.)
+
+check_errors() synchronizes and raises in either mode.
+"""
+import enum
+import os
+
+import torch
+
+from . import error_string
+from ._errors import ArgumentError
+
+
+class ErrorMode(enum.Enum):
+    RAISE = "raise"
+    SILENT = "silent"
+
+
+def _mode_from(value, where):
+    if isinstance(value, ErrorMode):
+        return value
+    try:
+        return ErrorMode(value)
+    except ValueError:
+        raise ArgumentError("%s = %r: expected one of %s" % (
+            where, value, ", ".join(repr(m.value) for m in ErrorMode)))
+
+
+_mode = _mode_from(os.environ.get("QGEMM_ERRORS", "raise"), "QGEMM_ERRORS")
+_words = {}    # device index -> int32 (1,) device tensor
+_mirrors = {}  # device index -> (pinned int32 (1,) host tensor, its numpy)
+
+
+def set_error_mode(mode):
+    """ErrorMode.RAISE (or "raise", the default; also QGEMM_ERRORS) or
+    ErrorMode.SILENT ("silent"). Read at run time, so it applies to
+    compiled functions too."""
+    global _mode
+    _mode = _mode_from(mode, "error mode")
+
+
+def error_mode():
+    return _mode
+
+
+def _index(device):
+    index = device.index
+    return torch.cuda.current_device() if index is None else index
+
+
+def error_word(device=None):
+    """The int32 error word of `device` (a 1-element tensor). Create it
+    before a CUDA graph capture (call this once) so that the capture does
+    not allocate it or its host mirror."""
+    dev = torch.device("cuda", torch.cuda.current_device()) \
+        if device is None else torch.device(device)
+    index = _index(dev)
+    w = _words.get(index)
+    if w is None:
+        dev = torch.device("cuda", index)
+        w = _words[index] = torch.zeros(1, dtype=torch.int32, device=dev)
+        host = torch.zeros(1, dtype=torch.int32, pin_memory=True)
+        _mirrors[index] = (host, host.numpy())
+    return w
+
+
+def _error_word_at(device):
+    """error_word(device) without building torch.device objects (the
+    launches' hot path)."""
+    w = _words.get(_index(device))
+    return w if w is not None else error_word(device)
+
+
+def raise_pending(device):
+    """Raise if the host copy of `device`'s word shows an error (RAISE
+    mode). Reads pinned memory only: never waits for the device."""
+    if _mode is not ErrorMode.RAISE:
+        return
+    mirror = _mirrors.get(_index(device))
+    if mirror is None or not mirror[1][0]:
+        return
+    word = int(mirror[1][0])
+    raise ArgumentError(
+        "an earlier qgemm launch on cuda:%d found bad metadata on the device "
+        "(error word %d: %s); its work ran empty and the step's outputs "
+        "were filled with NaN. Fix the routing or group offsets, then call "
+        "qgemm.torch.reset_errors()"
+        % (_index(device), word, error_string(word)))
+
+
+def check_errors(device=None, reset=True):
+    """Synchronize with the error word of `device` and raise
+    qgemm.ArgumentError naming the violations if any launch since the last
+    reset found bad metadata (those launches ran with every group
+    empty)."""
+    w = error_word(device)
+    word = int(w.item())
+    if word:
+        if reset:
+            reset_errors(device)
+        raise ArgumentError(
+            "a qgemm launch on %s found bad metadata on the device (error "
+            "word %d: %s); its groups were launched empty"
+            % (w.device, word, error_string(word)))
+
+
+def reset_errors(device=None):
+    """Clear the word and its host copy (waits for the device's work that
+    may still set or copy it)."""
+    w = error_word(device)
+    torch.cuda.synchronize(w.device)
+    w.zero_()
+    torch.cuda.synchronize(w.device)
+    _mirrors[_index(w.device)][1][0] = 0
+
+
+def record_routing_error(device, permute_error):
+    """OR a permute's own error word (bit 0 duplicate, bit 1 out of range)
+    into the device word as qgemm.ROUTING_ERROR_* (in either mode, so
+    that check_errors() sees routings too)."""
+    w = _error_word_at(device)
+    w.bitwise_or_(permute_error.bitwise_left_shift(8))
+
+
+@torch.library.custom_op("qgemm::poison_on_error", mutates_args=("t",))
+def poison_on_error(t: torch.Tensor) -> None:
+    """RAISE mode: fill t with NaN if its device's error word is set, and
+    queue the word's copy to the host (what raise_pending reads). First
+    raises for an error an earlier step left. SILENT mode: nothing."""
+    if _mode is not ErrorMode.RAISE:
+        return
+    raise_pending(t.device)
+    w = _error_word_at(t.device)
+    t.masked_fill_(w.bool(), float("nan"))
+    _mirrors[_index(t.device)][0].copy_(w, non_blocking=True)
+
+
+@poison_on_error.register_fake
+def _(t):
+    return None

@@ -1,0 +1,252 @@
+"""The FP8 MoE expert layer: qgemm.torch.MoEExperts and moe_experts().
+
+    import qgemm.torch as qt
+    experts = qt.MoEExperts(num_experts=8, hidden=7168, inter=2048).cuda()
+    out = experts(x, expert_ids, probs)     # x (T, H) bf16 -> (T, H) bf16
+
+Everything between the router and the residual add runs on qgemm's fused
+kernels, and every tensor it makes is written once, in the layout its
+reader takes:
+
+  forward   permute_quantize  bf16 tokens -> FP8 rows in expert order,
+                              each expert padded to `alignment` (1x128)
+            grouped_mm        gate/up: h = y @ w13^T      (R, 2I) bf16
+            swiglu_quantize   a = silu(gate) * up -> FP8 row-wise (1x128)
+                              for the down GEMM and column-wise (128x1 per
+                              expert) for w2's weight gradient
+            grouped_mm        down: o = a @ w2^T          (R, H) bf16
+            unpermute         out = sum_j probs[t, j] * o[row of (t, j)]
+  backward  unpermute_backward  do (R, H), dprobs (T, topk)
+            quantize          do -> FP8 row- and column-wise
+            grouped_mm        da = do @ w2 (the cached transposed FP8 w2)
+            grouped_mm_wgrad  dw2 = do^T a over each expert's tokens
+            swiglu_backward   dh from da and h
+            quantize          dh -> FP8 row- and column-wise
+            grouped_mm        dy = dh @ w13
+            permute           x again in bf16, then quantize column-wise:
+                              w13's weight-gradient operand
+            grouped_mm_wgrad  dw13 = dh^T y
+            permute_backward  dx (T, H): each token's copies summed
+
+Saved for the backward: h (bf16, for SwiGLU's gradient), the column-wise
+FP8 a, o (bf16, for the probabilities' gradient) and the routing's index
+tensors; the layer input x is saved instead of its permuted copies (T rows,
+not T * topk), so the FP8 y of the forward is freed at once. The FP8
+weights are cached on the parameters and requantized once per optimizer
+step (quantized_weights).
+
+Bad routing (an expert id outside [-1, E), or one expert twice for a
+token) is found on the device: the dispatch runs empty, the output and dx
+are NaN, and the next qgemm call raises (qgemm.torch.ErrorMode).
+Everything stays on the device, so the layer is capturable in a CUDA graph
+and traced by torch.compile(fullgraph=True) without a break.
+"""
+import math
+
+import torch
+
+from ._errors import ArgumentError
+from ._torch_errors import poison_on_error, raise_pending
+from .recipes import Recipe
+from .torch import (grouped_mm, grouped_mm_wgrad, permute, permute_backward,
+                    permute_quantize, quantize, quantized_weights,
+                    swiglu_backward, swiglu_quantize, unpermute,
+                    unpermute_backward)
+
+# Permuted rows are a multiple of 128: the weight gradient's token count
+# must be a multiple of 16 and its TMA rows start on 128-byte lines then
+# (docs/PERF_NOTES.md); the rows past the last expert are zero padding.
+ROW_MULTIPLE = 128
+
+
+class _MoEExpertsFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, ids, probs, w13, w2, alignment, recipe):
+        tokens, topk = ids.shape
+        experts = w13.shape[0]
+        # Column-wise 128-token blocks restart at every expert when the
+        # experts' row counts are not multiples of 128.
+        restart = alignment % 128 != 0
+        w13q, w13s, w13q_t, w13s_t = quantized_weights(w13, recipe)
+        w2q, w2s, w2q_t, w2s_t = quantized_weights(w2, recipe)
+        yq, ys, offs, _, row_group, row_map, _, _ = permute_quantize(
+            x, ids, num_experts=experts, alignment=alignment, recipe=recipe,
+            row_multiple=ROW_MULTIPLE)
+        h = grouped_mm(yq, w13q.transpose(-2, -1), offs=offs, scale_a=ys,
+                       scale_b=w13s, alignment=alignment, recipe=recipe)
+        del yq, ys
+        aq, a_s, acol, acols, _ = swiglu_quantize(
+            h, offs if restart else None, recipe=recipe, row_block="1x128",
+            col_block="128x1", col_layout="GEMM_READY", bf16_output=False)
+        o = grouped_mm(aq, w2q.transpose(-2, -1), offs=offs, scale_a=a_s,
+                       scale_b=w2s, alignment=alignment, recipe=recipe)
+        del aq, a_s
+        out = unpermute(o, row_map, probs, tokens=tokens, topk=topk)
+        poison_on_error(out)
+        ctx.save_for_backward(x, ids, probs, offs, row_group, row_map, h,
+                              acol, acols, o, w13q_t, w13s_t, w2q_t, w2s_t)
+        ctx.alignment, ctx.recipe, ctx.restart = alignment, recipe, restart
+        ctx.experts, ctx.dtypes = experts, (w13.dtype, w2.dtype)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        (x, ids, probs, offs, row_group, row_map, h, acol, acols, o, w13q_t,
+         w13s_t, w2q_t, w2s_t) = ctx.saved_tensors
+        raise_pending(dout.device)
+        tokens, topk = ids.shape
+        a, recipe = ctx.alignment, ctx.recipe
+        groups = offs if ctx.restart else None
+
+        def quantize_both(t):
+            return quantize(t, groups, recipe=recipe, row_block="1x128",
+                            col_block="128x1", col_layout="GEMM_READY")
+
+        def wgrad(dcol, dcols, col, cols, dtype):
+            return grouped_mm_wgrad(dcol, col, offs=offs, scale_a=dcols,
+                                    scale_b=cols, out_dtype=dtype,
+                                    alignment=a, recipe=recipe,
+                                    scale_a_layout="GEMM_READY",
+                                    scale_b_layout="GEMM_READY")
+
+        do, dprobs = unpermute_backward(dout.contiguous(), row_map, row_group,
+                                        probs, o, topk=topk)
+        doq, dos, docol, docols = quantize_both(do)
+        del do
+        da = grouped_mm(doq, w2q_t.transpose(-2, -1), offs=offs,
+                        scale_a=dos, scale_b=w2s_t, alignment=a,
+                        recipe=recipe)
+        del doq, dos
+        dw2 = wgrad(docol, docols, acol, acols, ctx.dtypes[1])
+        del docol, docols
+        dh = swiglu_backward(da, h)
+        del da
+        dhq, dhs, dhcol, dhcols = quantize_both(dh)
+        del dh
+        dy = grouped_mm(dhq, w13q_t.transpose(-2, -1), offs=offs,
+                        scale_a=dhs, scale_b=w13s_t, alignment=a,
+                        recipe=recipe)
+        del dhq, dhs
+        y = permute(x, ids, num_experts=ctx.experts, alignment=a,
+                    row_multiple=ROW_MULTIPLE)[0]
+        _, _, ycol, ycols = quantize(y, groups, recipe=recipe, row_block="",
+                                     col_block="128x1",
+                                     col_layout="GEMM_READY")
+        del y
+        dw13 = wgrad(dhcol, dhcols, ycol, ycols, ctx.dtypes[0])
+        dx, _ = permute_backward(dy, row_map, tokens=tokens, topk=topk,
+                                 alignment=a)
+        poison_on_error(dx)
+        return dx, None, dprobs, dw13, dw2, None, None
+
+
+def _check(x, expert_ids, probs, w13, w2, alignment):
+    """Shapes, dtypes and devices, checked on the host before anything is
+    launched (the ids' values are checked on the device)."""
+    def fail(text):
+        raise ArgumentError("moe_experts: " + text)
+    if x.dim() != 2 or x.dtype != torch.bfloat16:
+        fail("x has dtype %s and shape %s; expected bfloat16 (tokens, "
+             "hidden)" % (x.dtype, tuple(x.shape)))
+    tokens, hidden = x.shape
+    if w13.dim() != 3 or w2.dim() != 3:
+        fail("w13 has shape %s and w2 %s; expected (E, 2I, H) and (E, H, I)"
+             % (tuple(w13.shape), tuple(w2.shape)))
+    experts, two_i, h13 = w13.shape
+    inter = two_i // 2
+    if h13 != hidden or tuple(w2.shape) != (experts, hidden, inter) or \
+            two_i % 2:
+        fail("w13 %s and w2 %s do not fit x's hidden size %d: expected w13 "
+             "(E, 2I, %d) and w2 (E, %d, I)" % (tuple(w13.shape),
+                                               tuple(w2.shape), hidden,
+                                               hidden, hidden))
+    if hidden % 128 or inter % 128:
+        fail("hidden %d and intermediate %d must be multiples of 128 (the "
+             "recipe's 128x128 weight blocks)" % (hidden, inter))
+    for name, w in (("w13", w13), ("w2", w2)):
+        if w.dtype not in (torch.bfloat16, torch.float32):
+            fail("%s has dtype %s; expected bfloat16 or float32"
+                 % (name, w.dtype))
+    if expert_ids.dim() != 2 or expert_ids.shape[0] != tokens or \
+            expert_ids.dtype not in (torch.int32, torch.int64):
+        fail("expert_ids has dtype %s and shape %s; expected int32 or int64 "
+             "(%d, topk), -1 for a dropped slot"
+             % (expert_ids.dtype, tuple(expert_ids.shape), tokens))
+    topk = expert_ids.shape[1]
+    if not 1 <= topk <= 16:
+        fail("expert_ids has topk %d; the dispatch takes 1..16" % topk)
+    if tuple(probs.shape) != (tokens, topk) or \
+            probs.dtype not in (torch.float32, torch.bfloat16):
+        fail("probs has dtype %s and shape %s; expected float32 or bfloat16 "
+             "(%d, %d), expert_ids' shape" % (probs.dtype, tuple(probs.shape),
+                                             tokens, topk))
+    if alignment < 16 or alignment & (alignment - 1):
+        fail("alignment %d: expected a power of two, 16 or more (the FP8 "
+             "GEMMs' row groups)" % alignment)
+    for name, t in (("x", x), ("expert_ids", expert_ids), ("probs", probs),
+                    ("w13", w13), ("w2", w2)):
+        if not t.is_cuda or t.device != x.device:
+            fail("%s is on %s; every tensor must be on x's CUDA device (%s)"
+                 % (name, t.device, x.device))
+
+
+def moe_experts(x, expert_ids, probs, w13, w2, *, alignment=16,
+                recipe=Recipe.DEEPSEEK):
+    """The routed experts of an MoE layer in FP8, with autograd.
+
+    x (T, H) bf16 tokens; expert_ids (T, topk) int32/int64 (-1: the slot
+    is dropped) and probs (T, topk) f32/bf16, as a router (DeepEP,
+    torchtitan, TransformerEngine) emits them; w13 (E, 2I, H) the merged
+    gate (rows [0, I)) and up (rows [I, 2I)) projections, w2 (E, H, I) the
+    down projection, bf16 or f32. Returns (T, H) bf16: sum over j of
+    probs[t, j] * expert_{ids[t, j]}(x[t]), expert(v) = w2 (silu(w13_gate
+    v) * (w13_up v)). Gradients for x, probs, w13 and w2 (in their
+    dtypes). `alignment`: rows per expert are padded to a multiple of it
+    (16 keeps the padding small; a power of two). `recipe`: a
+    qgemm.recipes.Recipe (Recipe.DEEPSEEK)."""
+    recipe = Recipe.of(recipe)
+    if recipe is not Recipe.DEEPSEEK:
+        raise ArgumentError("moe_experts: recipe %s is not supported; "
+                            "Recipe.DEEPSEEK is" % (recipe.name,))
+    _check(x, expert_ids, probs, w13, w2, alignment)
+    ids = expert_ids if expert_ids.dtype == torch.int32 else \
+        expert_ids.to(torch.int32)
+    return _MoEExpertsFn.apply(x.contiguous(), ids.contiguous(),
+                               probs.float().contiguous(), w13, w2,
+                               alignment, recipe.name)
+
+
+class MoEExperts(torch.nn.Module):
+    """The experts of an MoE layer as a drop-in module: parameters w13
+    (E, 2I, H) (gate rows, then up rows) and w2 (E, H, I), initialized
+    N(0, 1/fan_in); forward(x, expert_ids, probs) is moe_experts().
+    ROW_MULTIPLE: the permuted rows are a multiple of it."""
+
+    ROW_MULTIPLE = ROW_MULTIPLE
+
+    def __init__(self, num_experts, hidden, inter, *, alignment=16,
+                 recipe=Recipe.DEEPSEEK, device=None, dtype=torch.bfloat16):
+        super().__init__()
+        self.num_experts, self.hidden, self.inter = num_experts, hidden, inter
+        self.alignment = alignment
+        self.recipe = Recipe.of(recipe)
+        kw = dict(device=device, dtype=dtype)
+        self.w13 = torch.nn.Parameter(torch.empty(num_experts, 2 * inter,
+                                                  hidden, **kw))
+        self.w2 = torch.nn.Parameter(torch.empty(num_experts, hidden, inter,
+                                                 **kw))
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        with torch.no_grad():
+            self.w13.normal_(0.0, 1.0 / math.sqrt(self.hidden))
+            self.w2.normal_(0.0, 1.0 / math.sqrt(self.inter))
+
+    def forward(self, x, expert_ids, probs):
+        return moe_experts(x, expert_ids, probs, self.w13, self.w2,
+                           alignment=self.alignment, recipe=self.recipe)
+
+    def extra_repr(self):
+        return "num_experts=%d, hidden=%d, inter=%d, alignment=%d, " \
+               "recipe=%s" % (self.num_experts, self.hidden, self.inter,
+                              self.alignment, self.recipe.name)
