@@ -19,6 +19,9 @@
 #   scripts/dev.sh gpu-python
 #                             on the GPU machine: the Python package's GPU
 #                             tests and launch-overhead benchmark (torch)
+#   scripts/dev.sh gpu-jax [bench/jax_gmm.py options]
+#                             on the GPU machine: qgemm.jax GPU tests, then
+#                             bench/jax_gmm.py (qgemm vs ragged_dot bf16)
 #   scripts/dev.sh gpu-moe-bench [--quick]
 #                             on the GPU machine: the PyTorch MoE layer
 #                             benchmark (bench/moe_layer.py), qgemm vs bf16
@@ -92,6 +95,8 @@ pack() {
   stage="$(mktemp -d)"
   mkdir -p "$dir" "$stage/qgemm/bin" "$stage/qgemm/lib"
   cp "$BUILD_DIR/lib/libqgemm.so" "$stage/qgemm/lib/"
+  # The XLA FFI handlers for qgemm.jax (built when jaxlib's headers are found).
+  [[ -f "$BUILD_DIR/lib/libqgemm_xla.so" ]] && cp "$BUILD_DIR/lib/libqgemm_xla.so" "$stage/qgemm/lib/"
   for b in qgemmc qgemm-gpu-tests qgemm-gpu-dispatch-tests qgemm-gpu-chain-tests; do
     [[ -x "$BUILD_DIR/bin/$b" ]] && cp "$BUILD_DIR/bin/$b" "$stage/qgemm/bin/"
   done
@@ -105,8 +110,9 @@ pack() {
   # path) and its benchmark, at the same relative paths.
   mkdir -p "$stage/qgemm/examples" "$stage/qgemm/bench"
   cp -r "$ROOT/examples/python" "$stage/qgemm/examples/python"
+  cp -r "$ROOT/examples/jax" "$stage/qgemm/examples/jax"
   cp "$ROOT/bench/moe_layer.py" "$ROOT/bench/train_op.py" \
-    "$ROOT/bench/train_op_profile.py" "$stage/qgemm/bench/"
+    "$ROOT/bench/train_op_profile.py" "$ROOT/bench/jax_gmm.py" "$stage/qgemm/bench/"
   git -C "$ROOT" describe --always --dirty --abbrev=40 >"$stage/qgemm/COMMIT" 2>/dev/null || true
   local suite="$ROOT/../shared/bench/moe_suite.json"
   [[ -f "$suite" ]] && cp "$suite" "$stage/qgemm/"
@@ -160,6 +166,19 @@ gpu_python() {
      PYTHONPATH="$dest/qgemm/python" QGEMM_CACHE_DIR="$dest/cache" &&
    with_timeout python3 -m unittest discover -v -s python/tests/gpu &&
    with_timeout python3 python/bench/launch_overhead.py --json "$out/launch-overhead.json")
+}
+
+# qgemm.jax with the machine's JAX: its GPU tests, then bench/jax_gmm.py
+# (issue 30); the bench runs even when a test fails.
+gpu_jax() {
+  unpack
+  local rc=0
+  (cd "$dest/qgemm" && export QGEMM_LIBRARY="$dest/qgemm/lib/libqgemm.so" \
+     PYTHONPATH="$dest/qgemm/python" QGEMM_CACHE_DIR="$dest/cache" &&
+   { with_timeout python3 -m unittest discover -v -s python/tests/gpu \
+       -p 'test_jax_*.py' 2>&1 | tee "$out/jax-tests.txt"; rc=${PIPESTATUS[0]}; } &&
+   with_timeout python3 bench/jax_gmm.py --out "$out/jax-gmm.json" "$@" &&
+   exit $rc)
 }
 
 # The PyTorch MoE layer benchmark (~4 min on an H100, compiles included).
@@ -321,6 +340,7 @@ case "$cmd" in
   gpu-bench) gpu_bench "$@" ;;
   gpu-qgemmc) gpu_qgemmc "$@" ;;
   gpu-python) gpu_python ;;
+  gpu-jax) gpu_jax "$@" ;;
   gpu-moe-bench) gpu_moe_bench "$@" ;;
   gpu-train-bench) gpu_train_bench "$@" ;;
   gpu-sanitize) gpu_sanitize "$@" ;;
