@@ -71,6 +71,17 @@ install_deps() {
     log "warning: /usr/local/cuda/bin/ptxas not found; PTX checks need the CUDA toolkit"
 }
 
+# A venv with a CPU jax from PyPI for qgemm.jax: its FFI headers build
+# libqgemm_xla.so and ctest's python-jax test runs with it.
+jax_venv() {
+  local venv="$BUILD_DIR/jax-venv"
+  "$venv/bin/python" -c "import jax.ffi" 2>/dev/null && return
+  log "installing a CPU jax into $venv"
+  mkdir -p "$BUILD_DIR"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check jax numpy
+}
+
 build() {
   local t0=$SECONDS
   if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
@@ -333,7 +344,7 @@ cmd="${1:-}"
 shift || true
 case "$cmd" in
   examples) install_deps; build; run_examples ;;
-  test) install_deps; build; run_tests ;;
+  test) install_deps; jax_venv; build; run_tests ;;
   build) build ;;
   pack) build; pack ;;
   gpu) gpu "$@" ;;

@@ -149,6 +149,11 @@ def _gmm_bwd(out_dtype, transpose_rhs, alignment, res, dy):
 
 _gmm.defvjp(_gmm_fwd, _gmm_bwd)
 
+# Outside jax.jit, running the steps op by op costs milliseconds of Python
+# per call; one cached executable per shape costs one dispatch. Inside a
+# trace the nested jit is inlined.
+_gmm_jit = jax.jit(_gmm, static_argnums=(3, 4, 5))
+
 
 def gmm(lhs, rhs, group_sizes, preferred_element_type=jnp.bfloat16,
         tiling=None, group_offset=None, existing_out=None,
@@ -175,8 +180,9 @@ def gmm(lhs, rhs, group_sizes, preferred_element_type=jnp.bfloat16,
                             "supported (qgemm.jax computes every group)")
     _check(lhs, rhs, group_sizes, preferred_element_type, transpose_rhs,
            group_alignment)
-    return _gmm(lhs, rhs, group_sizes, jnp.dtype(preferred_element_type),
-                bool(transpose_rhs), int(group_alignment))
+    return _gmm_jit(lhs, rhs, group_sizes,
+                    jnp.dtype(preferred_element_type), bool(transpose_rhs),
+                    int(group_alignment))
 
 
 def tgmm(lhs, rhs, group_sizes, preferred_element_type=jnp.float32,
