@@ -40,7 +40,9 @@ Modes (as bench/train_op.py's):
 
 Timing: CUDA events around forward + backward, `--warmup` steps first (they
 compile), the L2 flushed (a 256 MiB buffer written) before every timed
-step, median of `--steps`. Peak memory: max_memory_allocated over one step
+step, median of `--steps`. `<path>_host_ms`: the host's time to issue one
+step (forward and backward calls return before the GPU is done); where it
+comes near `<path>_ms` the step is bound by the host, not the GPU. Peak memory: max_memory_allocated over one step
 minus what was allocated before it (activations, saved tensors,
 gradients; parameters, the cached FP8 weights and the inputs excluded),
 MiB.
@@ -179,19 +181,22 @@ def bench_path(fn, layer, inputs, dout, mode, flush, opt):
     torch.cuda.synchronize()
     peak = torch.cuda.max_memory_allocated()
 
-    times = []
+    times, host = [], []
     for _ in range(opt.steps):
         prepare()
         flush.zero_()
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         start.record()
+        t0 = time.perf_counter()
         step()
+        host.append((time.perf_counter() - t0) * 1e3)
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end))
     clear()
     return {"ms": statistics.median(times), "min_ms": min(times),
+            "host_ms": statistics.median(host),
             "peak_mib": (peak - base) / MIB, "peak_total_mib": peak / MIB,
             "warmup_s": warm_s, "out": out}
 
@@ -249,6 +254,7 @@ def run_row(row, mode, flush, opt):
                        "%s_min_ms" % path: r["min_ms"],
                        "%s_peak_mib" % path: r["peak_mib"],
                        "%s_peak_total_mib" % path: r["peak_total_mib"],
+                       "%s_host_ms" % path: r["host_ms"],
                        "%s_warmup_s" % path: r["warmup_s"]})
     if "compose" in res:
         result["speedup_vs_compose"] = res["compose"]["ms"] / q["ms"]

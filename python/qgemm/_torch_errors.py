@@ -47,6 +47,7 @@ def _mode_from(value, where):
             where, value, ", ".join(repr(m.value) for m in ErrorMode)))
 
 
+_is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
 _mode = _mode_from(os.environ.get("QGEMM_ERRORS", "raise"), "QGEMM_ERRORS")
 _words = {}    # device index -> int32 (1,) device tensor
 _mirrors = {}  # device index -> (pinned int32 (1,) host tensor, its numpy)
@@ -95,7 +96,10 @@ def _error_word_at(device):
 def raise_pending(device):
     """Raise if the host copy of `device`'s word shows an error (RAISE
     mode). Reads pinned memory only: never waits for the device."""
-    if _mode is not ErrorMode.RAISE:
+    # While torch.compile traces (an autograd.Function's backward, say)
+    # there is nothing to read yet: the compiled graph's qgemm ops check
+    # when they run.
+    if _mode is not ErrorMode.RAISE or _is_compiling():
         return
     mirror = _mirrors.get(_index(device))
     if mirror is None or not mirror[1][0]:
