@@ -147,8 +147,7 @@ def record_routing_error(device, permute_error):
     w.bitwise_or_(permute_error.bitwise_left_shift(8))
 
 
-@torch.library.custom_op("qgemm::poison_on_error", mutates_args=("t",))
-def poison_on_error(t: torch.Tensor) -> None:
+def poison(t):
     """RAISE mode: fill t with NaN if its device's error word is set, and
     queue the word's copy to the host (what raise_pending reads). First
     raises for an error an earlier step left. SILENT mode: nothing."""
@@ -158,6 +157,15 @@ def poison_on_error(t: torch.Tensor) -> None:
     w = _error_word_at(t.device)
     t.masked_fill_(w.bool(), float("nan"))
     _mirrors[_index(t.device)][0].copy_(w, non_blocking=True)
+
+
+def _poison_on_error(t: torch.Tensor) -> None:
+    poison(t)
+
+
+# poison() as an op that torch.compile keeps (it mutates t in place).
+poison_on_error = torch.library.custom_op(
+    "qgemm::poison_on_error", mutates_args=("t",))(_poison_on_error)
 
 
 @poison_on_error.register_fake

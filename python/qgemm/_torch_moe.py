@@ -46,97 +46,173 @@ import math
 import torch
 
 from ._errors import ArgumentError
-from ._torch_errors import poison_on_error, raise_pending
+from ._torch_errors import poison, raise_pending
 from .recipes import Recipe
-from .torch import (grouped_mm, grouped_mm_wgrad, permute, permute_backward,
-                    permute_quantize, quantize, quantized_weights,
-                    swiglu_backward, swiglu_quantize, unpermute,
-                    unpermute_backward)
+from .torch import (_grouped_mm_impl, _grouped_mm_wgrad_impl, _permute_impl,
+                    _permute_backward_impl, _permute_quantize_impl,
+                    _plain_eager, _quantize_impl, _swiglu_backward_impl,
+                    _swiglu_kernel, _swiglu_col_transposed, _swiglu_outputs,
+                    _swiglu_quantize_impl, _unpermute_backward_impl,
+                    _unpermute_impl, permute_rows, quantized_weights)
 
 # Permuted rows are a multiple of 128: the weight gradient's token count
 # must be a multiple of 16 and its TMA rows start on 128-byte lines then
 # (docs/PERF_NOTES.md); the rows past the last expert are zero padding.
 ROW_MULTIPLE = 128
+_BF16 = torch.bfloat16
+
+
+# The forward and the backward are one op each: a step is then two
+# dispatches through torch.library instead of one per kernel family (each
+# costs the host tens of microseconds, enough to leave the GPU waiting on
+# small batches), and torch.compile sees two opaque calls. Their bodies
+# call the single ops' implementations directly.
+def _forward_impl(x: torch.Tensor, ids: torch.Tensor, probs: torch.Tensor,
+                  w13q: torch.Tensor, w13s: torch.Tensor, w2q: torch.Tensor,
+                  w2s: torch.Tensor, alignment: int, recipe: str) -> tuple[
+                      torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                      torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(out, offs, row_group, row_map, h, a_col, a_col_scales, o): the
+    layer's output and what its backward reads."""
+    tokens, topk = ids.shape
+    experts = w13q.shape[0]
+    # Column-wise 128-token blocks restart at every expert when the
+    # experts' row counts are not multiples of 128.
+    restart = alignment % 128 != 0
+    yq, ys, offs, _, row_group, row_map, _, _ = _permute_quantize_impl(
+        x, ids, num_experts=experts, alignment=alignment, recipe=recipe,
+        row_multiple=ROW_MULTIPLE)
+    h = _grouped_mm_impl(yq, w13q.transpose(-2, -1), offs, ys, w13s, _BF16,
+                         alignment, recipe)
+    del yq, ys
+    aq, a_s, acol, acols, _ = _swiglu_quantize_impl(
+        h, offs if restart else None, recipe=recipe, row_block="1x128",
+        col_block="128x1", col_layout="GEMM_READY", bf16_output=False)
+    o = _grouped_mm_impl(aq, w2q.transpose(-2, -1), offs, a_s, w2s, _BF16,
+                         alignment, recipe)
+    del aq, a_s
+    out = _unpermute_impl(o, row_map, probs, tokens=tokens, topk=topk)
+    poison(out)
+    return out, offs, row_group, row_map, h, acol, acols, o
+
+
+_forward = torch.library.custom_op("qgemm::moe_experts_forward",
+                                   mutates_args=())(_forward_impl)
+
+
+@_forward.register_fake
+def _(x, ids, probs, w13q, w13s, w2q, w2s, alignment, recipe):
+    tokens, topk = ids.shape
+    experts, two_i, hidden = w13q.shape
+    rows = permute_rows(tokens, topk, experts, alignment, ROW_MULTIPLE)
+    h = x.new_empty((rows, two_i))
+    transposed = _swiglu_col_transposed(_swiglu_kernel(
+        "stacked", "e4m3", recipe, (1, 128), "COMPACT", (128, 1),
+        "GEMM_READY", False))
+    restart = alignment % 128 != 0
+    _, _, acol, acols, _ = _swiglu_outputs(
+        h, "e4m3", (1, 128), "COMPACT", (128, 1), "GEMM_READY", "f32",
+        transposed, experts if restart else 0, False)
+    i32 = torch.int32
+    return (x.new_empty((tokens, hidden)), x.new_empty((experts,), dtype=i32),
+            x.new_empty((rows,), dtype=i32),
+            x.new_empty((tokens, topk), dtype=i32), h, acol, acols,
+            x.new_empty((rows, hidden)))
+
+
+def _backward_impl(dout: torch.Tensor, x: torch.Tensor, ids: torch.Tensor,
+                   probs: torch.Tensor, offs: torch.Tensor,
+                   row_group: torch.Tensor, row_map: torch.Tensor,
+                   h: torch.Tensor, acol: torch.Tensor, acols: torch.Tensor,
+                   o: torch.Tensor, w13q_t: torch.Tensor,
+                   w13s_t: torch.Tensor, w2q_t: torch.Tensor,
+                   w2s_t: torch.Tensor, alignment: int, recipe: str,
+                   w13_dtype: torch.dtype, w2_dtype: torch.dtype) -> tuple[
+                       torch.Tensor, torch.Tensor, torch.Tensor,
+                       torch.Tensor]:
+    """(dx, dprobs, dw13, dw2) from the output gradient dout."""
+    raise_pending(dout.device)
+    tokens, topk = ids.shape
+    a = alignment
+    groups = offs if alignment % 128 != 0 else None
+
+    def quantize_both(t):
+        return _quantize_impl(t, groups, recipe=recipe, row_block="1x128",
+                              col_block="128x1", col_layout="GEMM_READY")
+
+    def wgrad(dcol, dcols, col, cols, dtype):
+        return _grouped_mm_wgrad_impl(dcol, col, offs, dcols, cols, dtype, a,
+                                      recipe, "GEMM_READY", "GEMM_READY")
+
+    do, dprobs = _unpermute_backward_impl(dout, row_map, row_group, probs, o,
+                                          topk=topk)
+    doq, dos, docol, docols = quantize_both(do)
+    del do
+    da = _grouped_mm_impl(doq, w2q_t.transpose(-2, -1), offs, dos, w2s_t,
+                          _BF16, a, recipe)
+    del doq, dos
+    dw2 = wgrad(docol, docols, acol, acols, w2_dtype)
+    del docol, docols
+    dh = _swiglu_backward_impl(da, h)
+    del da
+    dhq, dhs, dhcol, dhcols = quantize_both(dh)
+    del dh
+    dy = _grouped_mm_impl(dhq, w13q_t.transpose(-2, -1), offs, dhs, w13s_t,
+                          _BF16, a, recipe)
+    del dhq, dhs
+    # w13's weight gradient reads the permuted x column-wise (128 tokens of
+    # one expert per block): x is permuted again in bf16 rather than kept
+    # as T * topk FP8 rows since the forward.
+    y = _permute_impl(x, ids, num_experts=offs.shape[0], alignment=a,
+                      row_multiple=ROW_MULTIPLE)[0]
+    _, _, ycol, ycols = _quantize_impl(y, groups, recipe=recipe,
+                                       row_block="", col_block="128x1",
+                                       col_layout="GEMM_READY")
+    del y
+    dw13 = wgrad(dhcol, dhcols, ycol, ycols, w13_dtype)
+    del dhcol, dhcols, ycol, ycols
+    dx, _ = _permute_backward_impl(dy, row_map, tokens=tokens, topk=topk,
+                                   alignment=a)
+    poison(dx)
+    return dx, dprobs, dw13, dw2
+
+
+_backward = torch.library.custom_op("qgemm::moe_experts_backward",
+                                    mutates_args=())(_backward_impl)
+
+
+@_backward.register_fake
+def _(dout, x, ids, probs, offs, row_group, row_map, h, acol, acols, o,
+      w13q_t, w13s_t, w2q_t, w2s_t, alignment, recipe, w13_dtype, w2_dtype):
+    tokens, topk = ids.shape
+    experts, two_i, hidden = offs.shape[0], h.shape[1], x.shape[1]
+    return (x.new_empty((tokens, hidden)),
+            x.new_empty((tokens, topk), dtype=torch.float32),
+            x.new_empty((experts, two_i, hidden), dtype=w13_dtype),
+            x.new_empty((experts, hidden, two_i // 2), dtype=w2_dtype))
 
 
 class _MoEExpertsFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, ids, probs, w13, w2, alignment, recipe):
-        tokens, topk = ids.shape
-        experts = w13.shape[0]
-        # Column-wise 128-token blocks restart at every expert when the
-        # experts' row counts are not multiples of 128.
-        restart = alignment % 128 != 0
         w13q, w13s, w13q_t, w13s_t = quantized_weights(w13, recipe)
         w2q, w2s, w2q_t, w2s_t = quantized_weights(w2, recipe)
-        yq, ys, offs, _, row_group, row_map, _, _ = permute_quantize(
-            x, ids, num_experts=experts, alignment=alignment, recipe=recipe,
-            row_multiple=ROW_MULTIPLE)
-        h = grouped_mm(yq, w13q.transpose(-2, -1), offs=offs, scale_a=ys,
-                       scale_b=w13s, alignment=alignment, recipe=recipe)
-        del yq, ys
-        aq, a_s, acol, acols, _ = swiglu_quantize(
-            h, offs if restart else None, recipe=recipe, row_block="1x128",
-            col_block="128x1", col_layout="GEMM_READY", bf16_output=False)
-        o = grouped_mm(aq, w2q.transpose(-2, -1), offs=offs, scale_a=a_s,
-                       scale_b=w2s, alignment=alignment, recipe=recipe)
-        del aq, a_s
-        out = unpermute(o, row_map, probs, tokens=tokens, topk=topk)
-        poison_on_error(out)
+        args = (x, ids, probs, w13q, w13s, w2q, w2s, alignment, recipe)
+        fwd = _forward_impl if _plain_eager(x, ids, probs) else _forward
+        out, offs, row_group, row_map, h, acol, acols, o = fwd(*args)
         ctx.save_for_backward(x, ids, probs, offs, row_group, row_map, h,
                               acol, acols, o, w13q_t, w13s_t, w2q_t, w2s_t)
-        ctx.alignment, ctx.recipe, ctx.restart = alignment, recipe, restart
-        ctx.experts, ctx.dtypes = experts, (w13.dtype, w2.dtype)
+        ctx.alignment, ctx.recipe = alignment, recipe
+        ctx.dtypes = (w13.dtype, w2.dtype)
         return out
 
     @staticmethod
     def backward(ctx, dout):
-        (x, ids, probs, offs, row_group, row_map, h, acol, acols, o, w13q_t,
-         w13s_t, w2q_t, w2s_t) = ctx.saved_tensors
-        raise_pending(dout.device)
-        tokens, topk = ids.shape
-        a, recipe = ctx.alignment, ctx.recipe
-        groups = offs if ctx.restart else None
-
-        def quantize_both(t):
-            return quantize(t, groups, recipe=recipe, row_block="1x128",
-                            col_block="128x1", col_layout="GEMM_READY")
-
-        def wgrad(dcol, dcols, col, cols, dtype):
-            return grouped_mm_wgrad(dcol, col, offs=offs, scale_a=dcols,
-                                    scale_b=cols, out_dtype=dtype,
-                                    alignment=a, recipe=recipe,
-                                    scale_a_layout="GEMM_READY",
-                                    scale_b_layout="GEMM_READY")
-
-        do, dprobs = unpermute_backward(dout.contiguous(), row_map, row_group,
-                                        probs, o, topk=topk)
-        doq, dos, docol, docols = quantize_both(do)
-        del do
-        da = grouped_mm(doq, w2q_t.transpose(-2, -1), offs=offs,
-                        scale_a=dos, scale_b=w2s_t, alignment=a,
-                        recipe=recipe)
-        del doq, dos
-        dw2 = wgrad(docol, docols, acol, acols, ctx.dtypes[1])
-        del docol, docols
-        dh = swiglu_backward(da, h)
-        del da
-        dhq, dhs, dhcol, dhcols = quantize_both(dh)
-        del dh
-        dy = grouped_mm(dhq, w13q_t.transpose(-2, -1), offs=offs,
-                        scale_a=dhs, scale_b=w13s_t, alignment=a,
-                        recipe=recipe)
-        del dhq, dhs
-        y = permute(x, ids, num_experts=ctx.experts, alignment=a,
-                    row_multiple=ROW_MULTIPLE)[0]
-        _, _, ycol, ycols = quantize(y, groups, recipe=recipe, row_block="",
-                                     col_block="128x1",
-                                     col_layout="GEMM_READY")
-        del y
-        dw13 = wgrad(dhcol, dhcols, ycol, ycols, ctx.dtypes[0])
-        dx, _ = permute_backward(dy, row_map, tokens=tokens, topk=topk,
-                                 alignment=a)
-        poison_on_error(dx)
+        dout = dout.contiguous()
+        saved = ctx.saved_tensors
+        bwd = _backward_impl if _plain_eager(dout, *saved) else _backward
+        dx, dprobs, dw13, dw2 = bwd(dout, *saved, ctx.alignment, ctx.recipe,
+                                    *ctx.dtypes)
         return dx, None, dprobs, dw13, dw2, None, None
 
 

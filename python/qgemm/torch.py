@@ -492,13 +492,12 @@ _QUANT_SCALE_DTYPE = {"deepseek": "f32", "mx_rceil": "ue8m0",
                       "mx_floor": "ue8m0"}
 
 
-@torch.library.custom_op("qgemm::quantize", mutates_args=())
-def quantize(x: torch.Tensor, offs: Optional[torch.Tensor] = None, *,
-             recipe: str = "deepseek",
-             row_block: str = "1x128", row_layout: str = "COMPACT",
-             col_block: str = "", col_layout: str = "GEMM_READY",
-             out: str = "e4m3") -> tuple[torch.Tensor, torch.Tensor,
-                                         torch.Tensor, torch.Tensor]:
+def _quantize_impl(x: torch.Tensor, offs: Optional[torch.Tensor] = None, *,
+                   recipe: str = "deepseek",
+                   row_block: str = "1x128", row_layout: str = "COMPACT",
+                   col_block: str = "", col_layout: str = "GEMM_READY",
+                   out: str = "e4m3") -> tuple[torch.Tensor, torch.Tensor,
+                                               torch.Tensor, torch.Tensor]:
     """(row_data, row_scales, col_data, col_scales) of x (rows, K), bf16 or
     f32. Blocks are "<rows>x<cols>" ("1x128", "128x128", "1x32", ...); an
     output whose block is "" (`col_block`'s default) is returned as an
@@ -537,6 +536,9 @@ def quantize(x: torch.Tensor, offs: Optional[torch.Tensor] = None, *,
         k.quantize(x, stream=_stream(x.device), debug_sync=_debug_sync,
                    **outs)
     return rd, rs, cd, cs
+
+
+quantize = torch.library.custom_op("qgemm::quantize", mutates_args=())(_quantize_impl)
 
 
 _transposed = {}
@@ -664,14 +666,13 @@ def _swiglu_outputs(h, out, row_block, row_layout, col_block, col_layout,
     return rd, rs, cd, cs, y
 
 
-@torch.library.custom_op("qgemm::swiglu_quantize", mutates_args=())
-def swiglu_quantize(h: torch.Tensor, offs: Optional[torch.Tensor] = None, *,
-                    halves: str = "stacked", recipe: str = "deepseek",
-                    row_block: str = "1x128", row_layout: str = "COMPACT",
-                    col_block: str = "", col_layout: str = "GEMM_READY",
-                    out: str = "e4m3", bf16_output: bool = True) -> tuple[
-                        torch.Tensor, torch.Tensor, torch.Tensor,
-                        torch.Tensor, torch.Tensor]:
+def _swiglu_quantize_impl(h: torch.Tensor, offs: Optional[torch.Tensor] = None, *,
+                          halves: str = "stacked", recipe: str = "deepseek",
+                          row_block: str = "1x128", row_layout: str = "COMPACT",
+                          col_block: str = "", col_layout: str = "GEMM_READY",
+                          out: str = "e4m3", bf16_output: bool = True) -> tuple[
+                              torch.Tensor, torch.Tensor, torch.Tensor,
+                              torch.Tensor, torch.Tensor]:
     """(row_data, row_scales, col_data, col_scales, y) of y = silu(gate) *
     up, gate and up the two halves of h (bf16 (rows, 2I), `halves`
     "stacked": gate h[:, :I], up h[:, I:]; "interleaved": gate h[:, 0::2],
@@ -709,6 +710,9 @@ def swiglu_quantize(h: torch.Tensor, offs: Optional[torch.Tensor] = None, *,
     return rd, rs, cd, cs, y
 
 
+swiglu_quantize = torch.library.custom_op("qgemm::swiglu_quantize", mutates_args=())(_swiglu_quantize_impl)
+
+
 @swiglu_quantize.register_fake
 def _(h, offs=None, *, halves="stacked", recipe="deepseek", row_block="1x128",
       row_layout="COMPACT", col_block="", col_layout="GEMM_READY", out="e4m3",
@@ -727,9 +731,8 @@ def _(h, offs=None, *, halves="stacked", recipe="deepseek", row_block="1x128",
                            0 if offs is None else offs.shape[0], bf16_output)
 
 
-@torch.library.custom_op("qgemm::swiglu_backward", mutates_args=())
-def swiglu_backward(grad_y: torch.Tensor, h: torch.Tensor, *,
-                    halves: str = "stacked") -> torch.Tensor:
+def _swiglu_backward_impl(grad_y: torch.Tensor, h: torch.Tensor, *,
+                          halves: str = "stacked") -> torch.Tensor:
     """grad_h (bf16 (rows, 2I), h's layout): the gradient of y = silu(gate)
     * up at h for grad_y (bf16 (rows, I)), in f32 (PyTorch's silu_backward
     formula, docs/SWIGLU.md)."""
@@ -743,6 +746,9 @@ def swiglu_backward(grad_y: torch.Tensor, h: torch.Tensor, *,
     if h.shape[0] > 0:
         k.swiglu_backward(grad_y, h, grad_h, stream=_stream(h.device))
     return grad_h
+
+
+swiglu_backward = torch.library.custom_op("qgemm::swiglu_backward", mutates_args=())(_swiglu_backward_impl)
 
 
 @swiglu_backward.register_fake
@@ -831,16 +837,15 @@ def _permuted_scale_shape(scale_block, out_layout, kdim):
     return lambda r: _scale_shape(r, kdim, block, out_layout)
 
 
-@torch.library.custom_op("qgemm::permute", mutates_args=())
-def permute(x: torch.Tensor, routing: torch.Tensor,
-            probs: Optional[torch.Tensor] = None,
-            x_scales: Optional[torch.Tensor] = None, *, num_experts: int,
-            alignment: int = 16, scale_block: str = "",
-            scale_layout: str = "COMPACT",
-            out_scale_layout: str = "COMPACT",
-            row_multiple: int = 1) -> tuple[
-                torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
-                torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def _permute_impl(x: torch.Tensor, routing: torch.Tensor,
+                  probs: Optional[torch.Tensor] = None,
+                  x_scales: Optional[torch.Tensor] = None, *, num_experts: int,
+                  alignment: int = 16, scale_block: str = "",
+                  scale_layout: str = "COMPACT",
+                  out_scale_layout: str = "COMPACT",
+                  row_multiple: int = 1) -> tuple[
+                      torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                      torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Tokens x (T, K) routed by `routing` (int32 (T, topk) expert ids, -1
     unused) to expert-sorted rows, each expert's rows padded to a multiple
     of `alignment`: (y (R, K), y_scales, offsets (G,), counts (G,),
@@ -874,6 +879,9 @@ def permute(x: torch.Tensor, routing: torch.Tensor,
     k.permute(stream=_stream(x.device), **tensors)
     record_routing_error(x.device, error)
     return outs
+
+
+permute = torch.library.custom_op("qgemm::permute", mutates_args=())(_permute_impl)
 
 
 @permute.register_fake
@@ -928,15 +936,14 @@ def _permute_quantize_outputs(x, routing, num_experts, alignment, has_probs,
                                             has_probs)
 
 
-@torch.library.custom_op("qgemm::permute_quantize", mutates_args=())
-def permute_quantize(x: torch.Tensor, routing: torch.Tensor,
-                     probs: Optional[torch.Tensor] = None, *,
-                     num_experts: int, alignment: int = 16,
-                     recipe: str = "deepseek", scale_layout: str = "COMPACT",
-                     row_multiple: int = 1) -> tuple[
-                         torch.Tensor, torch.Tensor, torch.Tensor,
-                         torch.Tensor, torch.Tensor, torch.Tensor,
-                         torch.Tensor, torch.Tensor]:
+def _permute_quantize_impl(x: torch.Tensor, routing: torch.Tensor,
+                           probs: Optional[torch.Tensor] = None, *,
+                           num_experts: int, alignment: int = 16,
+                           recipe: str = "deepseek", scale_layout: str = "COMPACT",
+                           row_multiple: int = 1) -> tuple[
+                               torch.Tensor, torch.Tensor, torch.Tensor,
+                               torch.Tensor, torch.Tensor, torch.Tensor,
+                               torch.Tensor, torch.Tensor]:
     """permute() of bf16/f32 tokens x (T, K) that writes FP8 e4m3 rows:
     each token quantized row-wise by `recipe` ("deepseek": 1x128 blocks,
     f32 scales in `scale_layout`) on its way to its copies' rows, in one
@@ -965,6 +972,9 @@ def permute_quantize(x: torch.Tensor, routing: torch.Tensor,
     return outs
 
 
+permute_quantize = torch.library.custom_op("qgemm::permute_quantize", mutates_args=())(_permute_quantize_impl)
+
+
 @permute_quantize.register_fake
 def _(x, routing, probs=None, *, num_experts, alignment=16,
       recipe="deepseek", scale_layout="COMPACT", row_multiple=1):
@@ -973,11 +983,10 @@ def _(x, routing, probs=None, *, num_experts, alignment=16,
                                      row_multiple)
 
 
-@torch.library.custom_op("qgemm::permute_backward", mutates_args=())
-def permute_backward(grad_y: torch.Tensor, row_map: torch.Tensor,
-                     grad_row_probs: Optional[torch.Tensor] = None, *,
-                     tokens: int, topk: int, alignment: int = 16) -> tuple[
-                         torch.Tensor, torch.Tensor]:
+def _permute_backward_impl(grad_y: torch.Tensor, row_map: torch.Tensor,
+                           grad_row_probs: Optional[torch.Tensor] = None, *,
+                           tokens: int, topk: int, alignment: int = 16) -> tuple[
+                               torch.Tensor, torch.Tensor]:
     """grad_x (T, K) bf16 = the sum of each token's copies' gradients, and
     grad_probs (T, topk) f32 (empty without grad_row_probs)."""
     has_probs = grad_row_probs is not None
@@ -993,6 +1002,9 @@ def permute_backward(grad_y: torch.Tensor, row_map: torch.Tensor,
     return grad_x, grad_probs
 
 
+permute_backward = torch.library.custom_op("qgemm::permute_backward", mutates_args=())(_permute_backward_impl)
+
+
 @permute_backward.register_fake
 def _(grad_y, row_map, grad_row_probs=None, *, tokens, topk, alignment=16):
     return (grad_y.new_empty((tokens, grad_y.shape[1])),
@@ -1006,11 +1018,10 @@ def _unpermute_kernel(kdim, topk, has_probs, backward):
                                                 backward))
 
 
-@torch.library.custom_op("qgemm::unpermute", mutates_args=())
-def unpermute(y: torch.Tensor, row_map: torch.Tensor,
-              probs: Optional[torch.Tensor] = None,
-              row_group: Optional[torch.Tensor] = None, *, tokens: int,
-              topk: int) -> torch.Tensor:
+def _unpermute_impl(y: torch.Tensor, row_map: torch.Tensor,
+                    probs: Optional[torch.Tensor] = None,
+                    row_group: Optional[torch.Tensor] = None, *, tokens: int,
+                    topk: int) -> torch.Tensor:
     """out (T, K) bf16: each token's sum of its copies' rows of y (R, K),
     weighted by probs (T, topk) when given. `row_group` (permute's) is not
     read here; autograd needs it for the backward (unpermute_backward)."""
@@ -1023,17 +1034,19 @@ def unpermute(y: torch.Tensor, row_map: torch.Tensor,
     return out
 
 
+unpermute = torch.library.custom_op("qgemm::unpermute", mutates_args=())(_unpermute_impl)
+
+
 @unpermute.register_fake
 def _(y, row_map, probs=None, row_group=None, *, tokens, topk):
     return y.new_empty((tokens, y.shape[1]))
 
 
-@torch.library.custom_op("qgemm::unpermute_backward", mutates_args=())
-def unpermute_backward(grad_out: torch.Tensor, row_map: torch.Tensor,
-                       row_group: torch.Tensor,
-                       probs: Optional[torch.Tensor] = None,
-                       y: Optional[torch.Tensor] = None, *,
-                       topk: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _unpermute_backward_impl(grad_out: torch.Tensor, row_map: torch.Tensor,
+                             row_group: torch.Tensor,
+                             probs: Optional[torch.Tensor] = None,
+                             y: Optional[torch.Tensor] = None, *,
+                             topk: int) -> tuple[torch.Tensor, torch.Tensor]:
     """grad_y (R, K) bf16 (rows holding no copy zeroed) and grad_probs
     (T, topk) f32 (empty without probs; then y is needed too)."""
     has_probs = probs is not None
@@ -1048,6 +1061,9 @@ def unpermute_backward(grad_out: torch.Tensor, row_map: torch.Tensor,
         tensors.update(probs=probs, y=y, grad_probs=grad_probs)
     k.unpermute(stream=_stream(grad_out.device), **tensors)
     return grad_y, grad_probs
+
+
+unpermute_backward = torch.library.custom_op("qgemm::unpermute_backward", mutates_args=())(_unpermute_backward_impl)
 
 
 @unpermute_backward.register_fake
