@@ -50,10 +50,12 @@ from ._torch_errors import poison, raise_pending
 from .recipes import Recipe
 from .torch import (_grouped_mm_impl, _grouped_mm_wgrad_impl, _permute_impl,
                     _permute_backward_impl, _permute_quantize_impl,
-                    _plain_eager, _quantize_impl, _swiglu_backward_impl,
-                    _swiglu_kernel, _swiglu_col_transposed, _swiglu_outputs,
+                    _plain_eager, _quantize_fake, _quantize_impl,
+                    _swiglu_backward_impl, _swiglu_kernel,
+                    _swiglu_col_transposed, _swiglu_outputs,
                     _swiglu_quantize_impl, _unpermute_backward_impl,
-                    _unpermute_impl, permute_rows, quantized_weights)
+                    _unpermute_impl, permute_rows, quantized_weights,
+                    unpermute_backward)
 
 # Permuted rows are a multiple of 128: the weight gradient's token count
 # must be a multiple of 16 and its TMA rows start on 128-byte lines then
@@ -62,11 +64,11 @@ ROW_MULTIPLE = 128
 _BF16 = torch.bfloat16
 
 
-# The forward and the backward are one op each: a step is then two
-# dispatches through torch.library instead of one per kernel family (each
-# costs the host tens of microseconds, enough to leave the GPU waiting on
-# small batches), and torch.compile sees two opaque calls. Their bodies
-# call the single ops' implementations directly.
+# The forward is one op and the backward four: a step is then a handful
+# of dispatches through torch.library instead of one per kernel (each costs
+# the host tens of microseconds, enough to leave the GPU waiting on small
+# batches), and torch.compile sees a few opaque calls. Their bodies call
+# the single ops' implementations directly.
 def _forward_impl(x: torch.Tensor, ids: torch.Tensor, probs: torch.Tensor,
                   w13q: torch.Tensor, w13s: torch.Tensor, w2q: torch.Tensor,
                   w2s: torch.Tensor, alignment: int, recipe: str) -> tuple[
@@ -120,76 +122,111 @@ def _(x, ids, probs, w13q, w13s, w2q, w2s, alignment, recipe):
             x.new_empty((rows, hidden)))
 
 
-def _backward_impl(dout: torch.Tensor, x: torch.Tensor, ids: torch.Tensor,
-                   probs: torch.Tensor, offs: torch.Tensor,
-                   row_group: torch.Tensor, row_map: torch.Tensor,
-                   h: torch.Tensor, acol: torch.Tensor, acols: torch.Tensor,
-                   o: torch.Tensor, w13q_t: torch.Tensor,
-                   w13s_t: torch.Tensor, w2q_t: torch.Tensor,
-                   w2s_t: torch.Tensor, alignment: int, recipe: str,
-                   w13_dtype: torch.dtype, w2_dtype: torch.dtype) -> tuple[
-                       torch.Tensor, torch.Tensor, torch.Tensor,
-                       torch.Tensor]:
-    """(dx, dprobs, dw13, dw2) from the output gradient dout."""
-    raise_pending(dout.device)
-    tokens, topk = ids.shape
-    a = alignment
+# The backward is four ops, so that each big tensor dies as soon as it has
+# been read (torch.compile frees a graph's buffers after their last use; an
+# op's inputs live until it returns): unpermute's backward reads o, the
+# down projection's stage h and a, the up projection's data gradient the
+# FP8 dh rows, and its weight gradient, allocated last, x again.
+def _backward_down_impl(do: torch.Tensor, offs: torch.Tensor,
+                        h: torch.Tensor, acol: torch.Tensor,
+                        acols: torch.Tensor, w2q_t: torch.Tensor,
+                        w2s_t: torch.Tensor, alignment: int, recipe: str,
+                        w2_dtype: torch.dtype) -> tuple[
+                            torch.Tensor, torch.Tensor, torch.Tensor,
+                            torch.Tensor, torch.Tensor]:
+    """(dhq, dhs, dhcol, dhcols, dw2): the down projection's data and
+    weight gradients from do (R, H), then SwiGLU's, quantized for the up
+    projection's two GEMMs."""
+    raise_pending(do.device)
     groups = offs if alignment % 128 != 0 else None
-
-    def quantize_both(t):
-        return _quantize_impl(t, groups, recipe=recipe, row_block="1x128",
-                              col_block="128x1", col_layout="GEMM_READY")
-
-    def wgrad(dcol, dcols, col, cols, dtype):
-        return _grouped_mm_wgrad_impl(dcol, col, offs, dcols, cols, dtype, a,
-                                      recipe, "GEMM_READY", "GEMM_READY")
-
-    do, dprobs = _unpermute_backward_impl(dout, row_map, row_group, probs, o,
-                                          topk=topk)
-    doq, dos, docol, docols = quantize_both(do)
-    del do
+    doq, dos, docol, docols = _quantize_impl(
+        do, groups, recipe=recipe, row_block="1x128", col_block="128x1",
+        col_layout="GEMM_READY")
     da = _grouped_mm_impl(doq, w2q_t.transpose(-2, -1), offs, dos, w2s_t,
-                          _BF16, a, recipe)
+                          _BF16, alignment, recipe)
     del doq, dos
-    dw2 = wgrad(docol, docols, acol, acols, w2_dtype)
+    dw2 = _grouped_mm_wgrad_impl(docol, acol, offs, docols, acols, w2_dtype,
+                                 alignment, recipe, "GEMM_READY",
+                                 "GEMM_READY")
     del docol, docols
     dh = _swiglu_backward_impl(da, h)
     del da
-    dhq, dhs, dhcol, dhcols = quantize_both(dh)
-    del dh
+    dhq, dhs, dhcol, dhcols = _quantize_impl(
+        dh, groups, recipe=recipe, row_block="1x128", col_block="128x1",
+        col_layout="GEMM_READY")
+    return dhq, dhs, dhcol, dhcols, dw2
+
+
+_backward_down = torch.library.custom_op(
+    "qgemm::moe_experts_backward_down", mutates_args=())(_backward_down_impl)
+
+
+@_backward_down.register_fake
+def _(do, offs, h, acol, acols, w2q_t, w2s_t, alignment, recipe, w2_dtype):
+    groups = offs if alignment % 128 != 0 else None
+    dhq, dhs, dhcol, dhcols = _quantize_fake(
+        h, groups, recipe=recipe, row_block="1x128", col_block="128x1",
+        col_layout="GEMM_READY")
+    experts, hidden, inter = offs.shape[0], do.shape[1], h.shape[1] // 2
+    return dhq, dhs, dhcol, dhcols, do.new_empty((experts, hidden, inter),
+                                                 dtype=w2_dtype)
+
+
+def _backward_up_data_impl(dhq: torch.Tensor, dhs: torch.Tensor,
+                           offs: torch.Tensor, row_map: torch.Tensor,
+                           w13q_t: torch.Tensor, w13s_t: torch.Tensor,
+                           alignment: int, recipe: str) -> torch.Tensor:
+    """dx (T, H): the up projection's data gradient dy = dh @ w13 (R, H),
+    each token's copies summed."""
+    tokens, topk = row_map.shape
     dy = _grouped_mm_impl(dhq, w13q_t.transpose(-2, -1), offs, dhs, w13s_t,
-                          _BF16, a, recipe)
-    del dhq, dhs
-    # w13's weight gradient reads the permuted x column-wise (128 tokens of
-    # one expert per block): x is permuted again in bf16 rather than kept
-    # as T * topk FP8 rows since the forward.
-    y = _permute_impl(x, ids, num_experts=offs.shape[0], alignment=a,
+                          _BF16, alignment, recipe)
+    dx, _ = _permute_backward_impl(dy, row_map, tokens=tokens, topk=topk,
+                                   alignment=alignment)
+    poison(dx)
+    return dx
+
+
+_backward_up_data = torch.library.custom_op(
+    "qgemm::moe_experts_backward_up_data",
+    mutates_args=())(_backward_up_data_impl)
+
+
+@_backward_up_data.register_fake
+def _(dhq, dhs, offs, row_map, w13q_t, w13s_t, alignment, recipe):
+    return dhq.new_empty((row_map.shape[0], w13q_t.shape[1]), dtype=_BF16)
+
+
+def _backward_up_weight_impl(dhcol: torch.Tensor, dhcols: torch.Tensor,
+                             x: torch.Tensor, ids: torch.Tensor,
+                             offs: torch.Tensor, alignment: int, recipe: str,
+                             w13_dtype: torch.dtype) -> torch.Tensor:
+    """dw13 (E, 2I, H): the up projection's weight gradient. It reads the
+    permuted x column-wise (128 tokens of one expert per block), so x is
+    permuted again in bf16 here rather than kept as T * topk FP8 rows since
+    the forward."""
+    groups = offs if alignment % 128 != 0 else None
+    y = _permute_impl(x, ids, num_experts=offs.shape[0], alignment=alignment,
                       row_multiple=ROW_MULTIPLE)[0]
     _, _, ycol, ycols = _quantize_impl(y, groups, recipe=recipe,
                                        row_block="", col_block="128x1",
                                        col_layout="GEMM_READY")
     del y
-    dw13 = wgrad(dhcol, dhcols, ycol, ycols, w13_dtype)
-    del dhcol, dhcols, ycol, ycols
-    dx, _ = _permute_backward_impl(dy, row_map, tokens=tokens, topk=topk,
-                                   alignment=a)
-    poison(dx)
-    return dx, dprobs, dw13, dw2
+    return _grouped_mm_wgrad_impl(dhcol, ycol, offs, dhcols, ycols,
+                                  w13_dtype, alignment, recipe, "GEMM_READY",
+                                  "GEMM_READY")
 
 
-_backward = torch.library.custom_op("qgemm::moe_experts_backward",
-                                    mutates_args=())(_backward_impl)
+_backward_up_weight = torch.library.custom_op(
+    "qgemm::moe_experts_backward_up_weight",
+    mutates_args=())(_backward_up_weight_impl)
 
 
-@_backward.register_fake
-def _(dout, x, ids, probs, offs, row_group, row_map, h, acol, acols, o,
-      w13q_t, w13s_t, w2q_t, w2s_t, alignment, recipe, w13_dtype, w2_dtype):
-    tokens, topk = ids.shape
-    experts, two_i, hidden = offs.shape[0], h.shape[1], x.shape[1]
-    return (x.new_empty((tokens, hidden)),
-            x.new_empty((tokens, topk), dtype=torch.float32),
-            x.new_empty((experts, two_i, hidden), dtype=w13_dtype),
-            x.new_empty((experts, hidden, two_i // 2), dtype=w2_dtype))
+@_backward_up_weight.register_fake
+def _(dhcol, dhcols, x, ids, offs, alignment, recipe, w13_dtype):
+    # dhcol is token-contiguous (2I, R), as the weight gradient reads it.
+    return x.new_empty((offs.shape[0], dhcol.shape[0], x.shape[1]),
+                       dtype=w13_dtype)
 
 
 class _MoEExpertsFn(torch.autograd.Function):
@@ -208,11 +245,28 @@ class _MoEExpertsFn(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dout):
+        (x, ids, probs, offs, row_group, row_map, h, acol, acols, o, w13q_t,
+         w13s_t, w2q_t, w2s_t) = ctx.saved_tensors
+        a, recipe = ctx.alignment, ctx.recipe
+        raise_pending(dout.device)
         dout = dout.contiguous()
-        saved = ctx.saved_tensors
-        bwd = _backward_impl if _plain_eager(dout, *saved) else _backward
-        dx, dprobs, dw13, dw2 = bwd(dout, *saved, ctx.alignment, ctx.recipe,
-                                    *ctx.dtypes)
+        eager = _plain_eager(dout, *ctx.saved_tensors)
+        down = _backward_down_impl if eager else _backward_down
+        up_data = _backward_up_data_impl if eager else _backward_up_data
+        up_weight = _backward_up_weight_impl if eager else \
+            _backward_up_weight
+        unpermute_bwd = _unpermute_backward_impl if eager else \
+            unpermute_backward
+        do, dprobs = unpermute_bwd(dout, row_map, row_group, probs, o,
+                                   topk=ids.shape[1])
+        del o
+        dhq, dhs, dhcol, dhcols, dw2 = down(do, offs, h, acol, acols, w2q_t,
+                                            w2s_t, a, recipe, ctx.dtypes[1])
+        del do, h, acol, acols
+        dx = up_data(dhq, dhs, offs, row_map, w13q_t, w13s_t, a, recipe)
+        del dhq, dhs
+        dw13 = up_weight(dhcol, dhcols, x, ids, offs, a, recipe,
+                         ctx.dtypes[0])
         return dx, None, dprobs, dw13, dw2, None, None
 
 

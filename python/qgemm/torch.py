@@ -554,9 +554,9 @@ def _col_transposed(k):
 
 
 @quantize.register_fake
-def _(x, offs=None, *, recipe="deepseek", row_block="1x128",
-      row_layout="COMPACT", col_block="", col_layout="GEMM_READY",
-      out="e4m3"):
+def _quantize_fake(x, offs=None, *, recipe="deepseek", row_block="1x128",
+                   row_layout="COMPACT", col_block="", col_layout="GEMM_READY",
+                   out="e4m3"):
     row_block = _block(row_block, "row_block")
     col_block = _block(col_block, "col_block")
     scale_dtype = _QUANT_SCALE_DTYPE.get(recipe, "f32")
