@@ -125,8 +125,7 @@ pack() {
   cp "$ROOT/bench/moe_layer.py" "$ROOT/bench/train_op.py" \
     "$ROOT/bench/train_op_profile.py" "$ROOT/bench/jax_gmm.py" "$stage/qgemm/bench/"
   git -C "$ROOT" describe --always --dirty --abbrev=40 >"$stage/qgemm/COMMIT" 2>/dev/null || true
-  local suite="$ROOT/../shared/bench/moe_suite.json"
-  [[ -f "$suite" ]] && cp "$suite" "$stage/qgemm/"
+  cp "$ROOT/bench/moe_suite.json" "$stage/qgemm/"
   tar -C "$stage" -cJf "$dir/qgemm-gpu.tar.xz" qgemm
   rm -rf "$stage"
   log "packed $(du -h "$dir/qgemm-gpu.tar.xz" | cut -f1) into $dir/qgemm-gpu.tar.xz"

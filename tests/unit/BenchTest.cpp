@@ -39,7 +39,7 @@ using namespace qgemm::testing;
 
 namespace {
 
-/// The suite as published (shared/bench/moe_suite.json), GEMM rows only.
+/// The suite as published (bench/moe_suite.json), GEMM rows only.
 const char *const kSuite = R"({
   "about": "test copy",
   "m_contiguous_fprop": [
