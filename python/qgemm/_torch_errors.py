@@ -106,8 +106,9 @@ def raise_pending(device):
         return
     word = int(mirror[1][0])
     raise ArgumentError(
-        "an earlier qgemm launch on cuda:%d found bad metadata on the device "
-        "(error word %d: %s); its work ran empty and the step's outputs "
+        "an earlier qgemm launch on cuda:%d found bad group metadata or "
+        "routing on the device (error word %d: %s); its work ran empty and "
+        "the step's outputs "
         "were filled with NaN. Fix the routing or group offsets, then call "
         "qgemm.torch.reset_errors()"
         % (_index(device), word, error_string(word)))
@@ -124,8 +125,8 @@ def check_errors(device=None, reset=True):
         if reset:
             reset_errors(device)
         raise ArgumentError(
-            "a qgemm launch on %s found bad metadata on the device (error "
-            "word %d: %s); its groups were launched empty"
+            "a qgemm launch on %s found bad group metadata or routing on the "
+            "device (error word %d: %s); its groups were launched empty"
             % (w.device, word, error_string(word)))
 
 
@@ -155,8 +156,26 @@ def poison(t):
         return
     raise_pending(t.device)
     w = _error_word_at(t.device)
-    t.masked_fill_(w.bool(), float("nan"))
+    fill = _triton_fill()
+    if fill is not None and t.is_contiguous():
+        fill(t, w)
+    else:
+        t.masked_fill_(w.bool(), float("nan"))
     _mirrors[_index(t.device)][0].copy_(w, non_blocking=True)
+
+
+_fill = []
+
+
+def _triton_fill():
+    """_torch_poison.fill_nan_if_set, or None without Triton."""
+    if not _fill:
+        try:
+            from ._torch_poison import fill_nan_if_set
+        except ImportError:
+            fill_nan_if_set = None
+        _fill.append(fill_nan_if_set)
+    return _fill[0]
 
 
 def _poison_on_error(t: torch.Tensor) -> None:
