@@ -148,18 +148,25 @@ def record_routing_error(device, permute_error):
     w.bitwise_or_(permute_error.bitwise_left_shift(8))
 
 
-def poison(t):
+def poison(t, routing_error=None):
     """RAISE mode: fill t with NaN if its device's error word is set, and
     queue the word's copy to the host (what raise_pending reads). First
-    raises for an error an earlier step left. SILENT mode: nothing."""
+    raises for an error an earlier step left. `routing_error`, a permute's
+    own error word, is ORed into the device word first (as
+    record_routing_error does) and poisons t too. SILENT mode: only that
+    OR."""
     if _mode is not ErrorMode.RAISE:
+        if routing_error is not None:
+            record_routing_error(t.device, routing_error)
         return
     raise_pending(t.device)
     w = _error_word_at(t.device)
     fill = _triton_fill()
     if fill is not None and t.is_contiguous():
-        fill(t, w)
+        fill(t, w, routing_error)
     else:
+        if routing_error is not None:
+            record_routing_error(t.device, routing_error)
         t.masked_fill_(w.bool(), float("nan"))
     _mirrors[_index(t.device)][0].copy_(w, non_blocking=True)
 

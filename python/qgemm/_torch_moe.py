@@ -48,8 +48,8 @@ import torch
 from ._errors import ArgumentError
 from ._torch_errors import poison, raise_pending
 from .recipes import Recipe
-from .torch import (_grouped_mm_impl, _grouped_mm_wgrad_impl, _permute_impl,
-                    _permute_backward_impl, _permute_quantize_impl,
+from .torch import (_grouped_mm_impl, _grouped_mm_wgrad_impl, _permute_run,
+                    _permute_backward_impl, _permute_quantize_run,
                     _plain_eager, _quantize_fake, _quantize_impl,
                     _swiglu_backward_impl, _swiglu_kernel,
                     _swiglu_col_transposed, _swiglu_outputs,
@@ -81,9 +81,12 @@ def _forward_impl(x: torch.Tensor, ids: torch.Tensor, probs: torch.Tensor,
     # Column-wise 128-token blocks restart at every expert when the
     # experts' row counts are not multiples of 128.
     restart = alignment % 128 != 0
-    yq, ys, offs, _, row_group, row_map, _, _ = _permute_quantize_impl(
-        x, ids, num_experts=experts, alignment=alignment, recipe=recipe,
-        row_multiple=ROW_MULTIPLE)
+    # The routing's error bits are recorded by the output's poison (one
+    # launch for both).
+    yq, ys, offs, _, row_group, row_map, _, routing_error = \
+        _permute_quantize_run(x, ids, num_experts=experts,
+                              alignment=alignment, recipe=recipe,
+                              row_multiple=ROW_MULTIPLE)
     h = _grouped_mm_impl(yq, w13q.transpose(-2, -1), offs, ys, w13s, _BF16,
                          alignment, recipe)
     del yq, ys
@@ -94,7 +97,7 @@ def _forward_impl(x: torch.Tensor, ids: torch.Tensor, probs: torch.Tensor,
                          alignment, recipe)
     del aq, a_s
     out = _unpermute_impl(o, row_map, probs, tokens=tokens, topk=topk)
-    poison(out)
+    poison(out, routing_error)
     return out, offs, row_group, row_map, h, acol, acols, o
 
 
@@ -206,8 +209,9 @@ def _backward_up_weight_impl(dhcol: torch.Tensor, dhcols: torch.Tensor,
     permuted again in bf16 here rather than kept as T * topk FP8 rows since
     the forward."""
     groups = offs if alignment % 128 != 0 else None
-    y = _permute_impl(x, ids, num_experts=offs.shape[0], alignment=alignment,
-                      row_multiple=ROW_MULTIPLE)[0]
+    # The forward recorded this routing's errors already.
+    y = _permute_run(x, ids, num_experts=offs.shape[0], alignment=alignment,
+                     row_multiple=ROW_MULTIPLE)[0]
     _, _, ycol, ycols = _quantize_impl(y, groups, recipe=recipe,
                                        row_block="", col_block="128x1",
                                        col_layout="GEMM_READY")

@@ -11,17 +11,27 @@ _BLOCK = 8192
 
 
 @triton.jit
-def qgemm_poison_on_error(out, word, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+def qgemm_poison_on_error(out, word, routing, n, HAS_ROUTING: tl.constexpr,
+                          BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
     bad = tl.load(word) != 0
+    if HAS_ROUTING:
+        # A permute's own error word, folded in here as
+        # qgemm.ROUTING_ERROR_* bits: the first block records it.
+        shifted = tl.load(routing) << 8
+        bad = bad | (shifted != 0)
+        if pid == 0:
+            tl.atomic_or(word, shifted, mask=shifted != 0)
+    offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     nan = tl.full((BLOCK,), float("nan"), tl.float32)
     tl.store(out + offs, nan.to(out.dtype.element_ty), mask=(offs < n) & bad)
 
 
-def fill_nan_if_set(t, word):
-    """t (contiguous, floating) = NaN wherever word[0] != 0; on t's
-    current stream."""
+def fill_nan_if_set(t, word, routing=None):
+    """t (contiguous, floating) = NaN wherever word[0] != 0 (or routing[0]
+    != 0, which is ORed into word shifted by 8); on t's current stream."""
     n = t.numel()
-    if n:
-        qgemm_poison_on_error[(triton.cdiv(n, _BLOCK),)](t, word, n,
-                                                         BLOCK=_BLOCK)
+    grid = (max(triton.cdiv(n, _BLOCK), 1),)
+    qgemm_poison_on_error[grid](t, word, word if routing is None else routing,
+                                n, HAS_ROUTING=routing is not None,
+                                BLOCK=_BLOCK)

@@ -51,6 +51,7 @@ Scales are 1-D tensors of the element count the C API's size queries give
 their natural 2-D (block rows, block cols) shape.
 """
 import ctypes
+import functools
 import json
 import os
 import threading
@@ -837,15 +838,15 @@ def _permuted_scale_shape(scale_block, out_layout, kdim):
     return lambda r: _scale_shape(r, kdim, block, out_layout)
 
 
-def _permute_impl(x: torch.Tensor, routing: torch.Tensor,
-                  probs: Optional[torch.Tensor] = None,
-                  x_scales: Optional[torch.Tensor] = None, *, num_experts: int,
-                  alignment: int = 16, scale_block: str = "",
-                  scale_layout: str = "COMPACT",
-                  out_scale_layout: str = "COMPACT",
-                  row_multiple: int = 1) -> tuple[
-                      torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
-                      torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def _permute_run(x: torch.Tensor, routing: torch.Tensor,
+                 probs: Optional[torch.Tensor] = None,
+                 x_scales: Optional[torch.Tensor] = None, *, num_experts: int,
+                 alignment: int = 16, scale_block: str = "",
+                 scale_layout: str = "COMPACT",
+                 out_scale_layout: str = "COMPACT",
+                 row_multiple: int = 1) -> tuple[
+                     torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                     torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Tokens x (T, K) routed by `routing` (int32 (T, topk) expert ids, -1
     unused) to expert-sorted rows, each expert's rows padded to a multiple
     of `alignment`: (y (R, K), y_scales, offsets (G,), counts (G,),
@@ -877,7 +878,13 @@ def _permute_impl(x: torch.Tensor, routing: torch.Tensor,
         tensors.update(x_scales=x_scales, y_scales=ys)
     raise_pending(x.device)
     k.permute(stream=_stream(x.device), **tensors)
-    record_routing_error(x.device, error)
+    return outs
+
+
+@functools.wraps(_permute_run)
+def _permute_impl(*args, **kwargs):
+    outs = _permute_run(*args, **kwargs)
+    record_routing_error(outs[0].device, outs[7])
     return outs
 
 
@@ -936,14 +943,14 @@ def _permute_quantize_outputs(x, routing, num_experts, alignment, has_probs,
                                             has_probs)
 
 
-def _permute_quantize_impl(x: torch.Tensor, routing: torch.Tensor,
-                           probs: Optional[torch.Tensor] = None, *,
-                           num_experts: int, alignment: int = 16,
-                           recipe: str = "deepseek", scale_layout: str = "COMPACT",
-                           row_multiple: int = 1) -> tuple[
-                               torch.Tensor, torch.Tensor, torch.Tensor,
-                               torch.Tensor, torch.Tensor, torch.Tensor,
-                               torch.Tensor, torch.Tensor]:
+def _permute_quantize_run(x: torch.Tensor, routing: torch.Tensor,
+                          probs: Optional[torch.Tensor] = None, *,
+                          num_experts: int, alignment: int = 16,
+                          recipe: str = "deepseek", scale_layout: str = "COMPACT",
+                          row_multiple: int = 1) -> tuple[
+                              torch.Tensor, torch.Tensor, torch.Tensor,
+                              torch.Tensor, torch.Tensor, torch.Tensor,
+                              torch.Tensor, torch.Tensor]:
     """permute() of bf16/f32 tokens x (T, K) that writes FP8 e4m3 rows:
     each token quantized row-wise by `recipe` ("deepseek": 1x128 blocks,
     f32 scales in `scale_layout`) on its way to its copies' rows, in one
@@ -968,7 +975,13 @@ def _permute_quantize_impl(x: torch.Tensor, routing: torch.Tensor,
         tensors.update(probs=probs, row_probs=row_probs)
     raise_pending(x.device)
     k.permute(stream=_stream(x.device), **tensors)
-    record_routing_error(x.device, error)
+    return outs
+
+
+@functools.wraps(_permute_quantize_run)
+def _permute_quantize_impl(*args, **kwargs):
+    outs = _permute_quantize_run(*args, **kwargs)
+    record_routing_error(outs[0].device, outs[7])
     return outs
 
 
