@@ -48,14 +48,17 @@ import torch
 from ._errors import ArgumentError
 from ._torch_errors import poison, raise_pending
 from .recipes import Recipe
-from .torch import (_grouped_mm_impl, _grouped_mm_wgrad_impl, _permute_run,
-                    _permute_backward_impl, _permute_quantize_run,
-                    _plain_eager, _quantize_fake, _quantize_impl,
-                    _swiglu_backward_impl, _swiglu_kernel,
-                    _swiglu_col_transposed, _swiglu_outputs,
-                    _swiglu_quantize_impl, _unpermute_backward_impl,
-                    _unpermute_impl, permute_rows, quantized_weights,
-                    unpermute_backward)
+from ._torch_dispatch import (_permute_backward_impl, _permute_quantize_run,
+                              _permute_run, _unpermute_backward_impl,
+                              _unpermute_impl, permute_rows,
+                              unpermute_backward)
+from ._torch_fp8_grouped_mm import quantized_weights
+from ._torch_gemm import _grouped_mm_impl, _grouped_mm_wgrad_impl
+from ._torch_launch import _plain_eager
+from ._torch_quantize import _quantize_fake, _quantize_impl
+from ._torch_swiglu import (_swiglu_backward_impl, _swiglu_col_transposed,
+                            _swiglu_kernel, _swiglu_outputs,
+                            _swiglu_quantize_impl)
 
 # Permuted rows are a multiple of 128: the weight gradient's token count
 # must be a multiple of 16 and its TMA rows start on 128-byte lines then
