@@ -13,13 +13,18 @@ accumulated in f32, all on qgemm's kernels, launched by the FFI handlers of
 libqgemm_xla.so on XLA's stream (docs/JAX.md). Kernels are compiled at trace
 time (and found again in XLA's instantiate stage), never while a step runs;
 under jax.jit no Python runs on the launch path, and the handlers may be
-captured into CUDA graphs (XLA command buffers)."""
+captured into CUDA graphs (XLA command buffers).
+
+Token dispatch: permute_quantize (bf16 tokens to FP8 rows of expert order,
+one kernel) and unpermute (the weighted combine, differentiable)."""
 from . import _calls
+from ._dispatch import Dispatch, permute_quantize, permute_rows, unpermute
 from ._ffi import ffi_api_version, library_path, register
 from ._gmm import gmm, gmm_quantized, tgmm
 from ._swiglu import swiglu, swiglu_quantize
 
 __all__ = ["gmm", "tgmm", "gmm_quantized", "swiglu", "swiglu_quantize",
+           "permute_quantize", "unpermute", "permute_rows", "Dispatch",
            "register", "set_debug_sync", "library_path", "ffi_api_version"]
 
 

@@ -113,3 +113,53 @@ def swiglu_backward(kernel_text, dy, h):
     return jax.ffi.ffi_call(
         "qgemm_xla_swiglu_backward", _out(h.shape, jnp.bfloat16))(
             dy, h, spec=text)
+
+
+def permute(kernel_text, routing, x, probs, num_experts, rows, scale_cols):
+    """(y e4m3 (R, k), y_scales f32 (R, scale_cols), offsets, counts,
+    row_group, row_map, row_probs (R,) or empty, error) of the fused
+    quantize+permute. Every output is written whole by the kernel."""
+    _ffi.register()
+    _, text = kernel_text
+    t, topk = routing.shape
+    k = x.shape[1]
+    has_probs = probs is not None
+    probs_in = probs if has_probs else jnp.zeros((0,), jnp.float32)
+    g = int(num_experts)
+    return jax.ffi.ffi_call(
+        "qgemm_xla_permute",
+        (_out((rows, k), FP8), _out((rows, scale_cols), jnp.float32),
+         _out((g,), jnp.int32), _out((g,), jnp.int32),
+         _out((rows,), jnp.int32), _out((t, topk), jnp.int32),
+         _out((rows,) if has_probs else (0,), jnp.float32),
+         _out((1,), jnp.int32)))(
+             routing, x, jnp.zeros((0,), jnp.float32), probs_in, spec=text)
+
+
+def unpermute(kernel_text, y, row_map, probs, tokens):
+    """out (T, k) bf16: each token's (probs-weighted) sum of its copies'
+    rows of y."""
+    _ffi.register()
+    _, text = kernel_text
+    probs_in = probs if probs is not None else jnp.zeros((0,), jnp.float32)
+    return jax.ffi.ffi_call(
+        "qgemm_xla_unpermute", _out((tokens, y.shape[1]), jnp.bfloat16))(
+            y, row_map, probs_in, spec=text)
+
+
+def unpermute_backward(kernel_text, grad_out, row_map, row_group, probs, y):
+    """(grad_y (R, k) bf16, grad_probs f32 (T, topk) or empty)."""
+    _ffi.register()
+    _, text = kernel_text
+    has_probs = probs is not None
+    empty_f32 = jnp.zeros((0,), jnp.float32)
+    t, k = grad_out.shape
+    r = row_group.shape[0]
+    topk = row_map.size // t if t else 0
+    return jax.ffi.ffi_call(
+        "qgemm_xla_unpermute_backward",
+        (_out((r, k), jnp.bfloat16),
+         _out((t, topk) if has_probs else (0,), jnp.float32)))(
+             grad_out, row_map, row_group,
+             probs if has_probs else empty_f32,
+             y if has_probs else jnp.zeros((0,), jnp.bfloat16), spec=text)

@@ -29,6 +29,13 @@ TARGETS = {
                                   "qgemm_xla_swiglu_quantize"),
     "qgemm_xla_swiglu_backward": ("qgemm_xla_swiglu_backward_instantiate",
                                   "qgemm_xla_swiglu_backward"),
+    "qgemm_xla_permute": ("qgemm_xla_permute_instantiate",
+                          "qgemm_xla_permute"),
+    "qgemm_xla_unpermute": ("qgemm_xla_unpermute_instantiate",
+                            "qgemm_xla_unpermute"),
+    "qgemm_xla_unpermute_backward": (
+        "qgemm_xla_unpermute_backward_instantiate",
+        "qgemm_xla_unpermute_backward"),
 }
 
 _lock = threading.Lock()

@@ -120,6 +120,32 @@ def swiglu_backward(halves):
     return kernel(("swb", halves), build)
 
 
+def permute_quantize(in_name, k, topk, alignment, probs):
+    """The fused quantize+permute (docs/DISPATCH.md): bf16/f32 tokens
+    quantized 1x128 row-wise (deepseek, f32 COMPACT scales) on their way
+    into the e4m3 rows of expert order; qgemm.torch.permute_quantize's
+    spec."""
+    def build():
+        return {"qgemm": 1, "name": "jax_permute_quantize", "op": "permute",
+                "tokens": {"dtype": in_name},
+                "quantize": {"dtype": "e4m3", "recipe": "deepseek",
+                             "scale": {"block": [1, 128],
+                                       "layout": "COMPACT"}},
+                "shape": {"k": k, "topk": topk}, "alignment": alignment,
+                "probs": bool(probs)}
+    return kernel(("pq", in_name, k, topk, alignment, bool(probs)), build)
+
+
+def unpermute(k, topk, probs, backward):
+    def build():
+        spec = {"qgemm": 1, "name": "jax_unpermute", "op": "unpermute",
+                "shape": {"k": k, "topk": topk}, "probs": bool(probs)}
+        if backward:
+            spec["backward"] = True
+        return spec
+    return kernel(("u", k, topk, bool(probs), bool(backward)), build)
+
+
 _transposed = {}
 
 
