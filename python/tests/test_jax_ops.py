@@ -93,6 +93,85 @@ class ShapeTest(unittest.TestCase):
         self.assertNotIn("callback", text)        # no Python at run time
 
 
+class DispatchShapeTest(unittest.TestCase):
+    """permute_quantize / unpermute: shapes and dtypes by tracing."""
+    T, K, TOPK, G = 100, 256, 4, 8
+
+    def permute(self, probs=True, **kw):
+        kw.setdefault("num_experts", self.G)
+        p = s((self.T, self.TOPK), F32) if probs else None
+        return jax.eval_shape(
+            lambda x, i, p: qj.permute_quantize(x, i, p, **kw),
+            s((self.T, self.K)), s((self.T, self.TOPK), I32), p)
+
+    def test_permute_quantize(self):
+        d = self.permute()
+        r = qj.permute_rows(self.T, self.TOPK, self.G, 16, 128)
+        self.assertEqual(r, 640)     # 400 + 8 * 15 = 520, rounded up
+        want = {"y": ((r, self.K), jnp.float8_e4m3fn),
+                "y_scales": ((r, self.K // 128), F32),
+                "offsets": ((self.G,), I32), "counts": ((self.G,), I32),
+                "row_group": ((r,), I32),
+                "row_map": ((self.T, self.TOPK), I32),
+                "row_probs": ((r,), F32), "error": ((1,), I32)}
+        for name, (shape, dtype) in want.items():
+            v = getattr(d, name)
+            self.assertEqual((v.shape, v.dtype), (shape, dtype), name)
+        gs = jax.eval_shape(lambda o: qj.Dispatch(*([o] * 8)).group_sizes(),
+                            d.offsets)
+        self.assertEqual((gs.shape, gs.dtype), ((self.G,), I32))
+
+    def test_permute_quantize_options(self):
+        d = self.permute(probs=False, alignment=128, row_multiple=1)
+        r = self.T * self.TOPK + self.G * 127
+        self.assertEqual(d.y.shape, (r, self.K))
+        self.assertEqual(d.row_probs.shape, (0,))
+        d = jax.eval_shape(lambda x, i: qj.permute_quantize(
+            x, i, num_experts=3), s((64, 384), F32), s((64, 2), I32))
+        self.assertEqual(d.y_scales.shape, (d.y.shape[0], 3))
+
+    def test_unpermute_and_grads(self):
+        r = 640
+        y, m = s((r, self.K)), s((self.T, self.TOPK), I32)
+        p, g = s((self.T, self.TOPK), F32), s((r,), I32)
+        out = jax.eval_shape(lambda y, m, p, g: qj.unpermute(
+            y, m, p, g, tokens=self.T), y, m, p, g)
+        self.assertEqual((out.shape, out.dtype), ((self.T, self.K), BF16))
+        flat = jax.eval_shape(lambda y, m: qj.unpermute(
+            y, m.reshape(-1), tokens=self.T), y, m)
+        self.assertEqual(flat.shape, (self.T, self.K))
+        dy, dp = jax.eval_shape(jax.grad(
+            lambda y, p, m, g: qj.unpermute(y, m, p, g, tokens=self.T)
+            .astype(F32).sum(), argnums=(0, 1)), y, p, m, g)
+        self.assertEqual((dy.shape, dy.dtype), ((r, self.K), BF16))
+        self.assertEqual((dp.shape, dp.dtype), ((self.T, self.TOPK), F32))
+        dy = jax.eval_shape(jax.grad(
+            lambda y, m, g: qj.unpermute(y, m, None, g, tokens=self.T)
+            .astype(F32).sum()), y, m, g)
+        self.assertEqual((dy.shape, dy.dtype), ((r, self.K), BF16))
+
+    def test_dispatch_lowering(self):
+        def layer(x, ids, p, w):
+            d = qj.permute_quantize(x, ids, p, num_experts=2)
+            h = qj.gmm_quantized(d.y, d.y_scales, w, d.group_sizes())
+            return qj.unpermute(h, d.row_map, p, d.row_group, tokens=64)
+
+        def loss(h, p, m, g):
+            return qj.unpermute(h, m, p, g, tokens=64).astype(F32).sum()
+        text = jax.jit(layer).lower(
+            s((64, 256)), s((64, 2), I32), s((64, 2), F32),
+            s((2, 256, 256))).as_text()
+        for target in ("qgemm_xla_permute", "qgemm_xla_unpermute",
+                       "qgemm_xla_gemm"):
+            self.assertIn("@" + target + "(", text)
+        self.assertIn("jax_permute_quantize", text)
+        text = jax.jit(jax.grad(loss, argnums=(0, 1))).lower(
+            s((384, 256)), s((64, 2), F32), s((64, 2), I32),
+            s((384,), I32)).as_text()
+        self.assertIn("@qgemm_xla_unpermute_backward(", text)
+        self.assertNotIn("callback", text)
+
+
 class ErrorTest(unittest.TestCase):
     def bad(self, fn, *args, match="", **kw):
         with self.assertRaises(qgemm.ArgumentError) as cm:
@@ -136,6 +215,66 @@ class ErrorTest(unittest.TestCase):
         self.bad(qj.gmm_quantized, s((60, 256), jnp.float8_e4m3fn),
                  s((60,), F32), s((2, 256, 384)), s((2,), I32),
                  match="multiple of 16")
+
+    def test_permute_quantize_errors(self):
+        x, ids, p = s((100, 256)), s((100, 4), I32), s((100, 4), F32)
+        pq = qj.permute_quantize
+        self.bad(pq, s((100, 256, 1)), ids, num_experts=8,
+                 match="expected (T, K)")
+        self.bad(pq, s((100, 256), jnp.int8), ids, num_experts=8,
+                 match="bfloat16 or float32")
+        self.bad(pq, s((100, 200)), ids, num_experts=8,
+                 match="not a multiple of 16")
+        self.bad(pq, x, s((100, 4), F32), num_experts=8,
+                 match="expert_ids has dtype float32")
+        self.bad(pq, x, s((99, 4), I32), num_experts=8,
+                 match="int32 (T, topk) with T = 100")
+        self.bad(pq, s((100, 256)), s((100, 17), I32), num_experts=8,
+                 match="topk = 17")
+        self.bad(pq, x, ids, s((100, 3), F32), num_experts=8,
+                 match="probs has dtype float32 and shape (100, 3)")
+        self.bad(pq, x, ids, s((100, 4), BF16), num_experts=8,
+                 match="float32 (100, 4)")
+        self.bad(pq, x, ids, p, num_experts=0, match="num_experts = 0")
+        self.bad(pq, x, ids, p, num_experts=70000, match="num_experts")
+        self.bad(pq, x, ids, p, num_experts=8, alignment=24,
+                 match="power of two")
+        self.bad(pq, x, ids, p, num_experts=8, row_multiple=0,
+                 match="row_multiple")
+        self.bad(pq, x, ids, p, num_experts=8.0, match="num_experts")
+
+    def test_unpermute_errors(self):
+        y, m = s((640, 256)), s((100, 4), I32)
+        p, g = s((100, 4), F32), s((640,), I32)
+        up = qj.unpermute
+        self.bad(up, s((640, 256), F32), m, tokens=100,
+                 match="y has dtype float32")
+        self.bad(up, s((640, 200)), m, tokens=100, match="multiple of 16")
+        self.bad(up, y, m, tokens=0, match="tokens = 0")
+        self.bad(up, y, m, tokens=99, match="with T = tokens = 99")
+        self.bad(up, y, s((100, 4), F32), tokens=100, match="row_map")
+        self.bad(up, y, s((100, 20), I32), tokens=100, match="topk = 20")
+        self.bad(up, y, m, s((100, 2), F32), tokens=100,
+                 match="probs has dtype float32 and shape (100, 2)")
+        self.bad(up, y, m, p, s((600,), I32), tokens=100,
+                 match="row_group has dtype int32 and shape (600,)")
+        # The gradient needs permute's row_group.
+        with self.assertRaises(qgemm.ArgumentError) as cm:
+            jax.eval_shape(jax.grad(lambda y, m: qj.unpermute(
+                y, m, tokens=100).astype(F32).sum()), y, m)
+        self.assertIn("needs permute's row_group", str(cm.exception))
+
+    def test_dispatch_runs_only_on_cuda(self):
+        if any(d.platform == "gpu" for d in jax.devices()):
+            self.skipTest("a GPU is present")
+        x = jnp.ones((32, 256), BF16)
+        ids = jnp.zeros((32, 1), I32)
+        with self.assertRaises(Exception) as cm:
+            qj.permute_quantize(x, ids, num_experts=2)
+        self.assertIn("qgemm_xla_permute", str(cm.exception))
+        with self.assertRaises(Exception) as cm:
+            qj.unpermute(jnp.ones((128, 256), BF16), ids, tokens=32)
+        self.assertIn("qgemm_xla_unpermute", str(cm.exception))
 
     def test_runs_only_on_cuda(self):
         if any(d.platform == "gpu" for d in jax.devices()):

@@ -75,7 +75,7 @@ def _check_permute(x, expert_ids, probs, num_experts, alignment,
     if x.ndim != 2:
         raise ArgumentError("%s: x has shape %s; expected (T, K)"
                             % (op, _shape(x)))
-    in_name = _calls.in_name(x, "%s: x" % op)
+    _calls.in_name(x, "%s: x" % op)
     t, k = _shape(x)
     if k % 16:
         raise ArgumentError("%s: K = %d is not a multiple of 16 (rows move "
@@ -92,18 +92,13 @@ def _check_permute(x, expert_ids, probs, num_experts, alignment,
         raise ArgumentError("%s: probs has dtype %s and shape %s; expected "
                             "float32 (%d, %d), expert_ids' shape"
                             % (op, probs.dtype, _shape(probs), t, topk))
-    if not isinstance(num_experts, int) or \
-            not 1 <= num_experts <= _MAX_EXPERTS:
-        raise ArgumentError("%s: num_experts = %r; expected an int in 1..%d"
-                            % (op, num_experts, _MAX_EXPERTS))
-    if not isinstance(alignment, int) or not 1 <= alignment <= 4096 or \
-            alignment & (alignment - 1):
-        raise ArgumentError("%s: alignment = %r; expected a power of two "
+    num_experts = _int(num_experts, "%s: num_experts" % op, 1, _MAX_EXPERTS)
+    alignment = _int(alignment, "%s: alignment" % op, 1, 4096)
+    if alignment & (alignment - 1):
+        raise ArgumentError("%s: alignment = %d; expected a power of two "
                             "in 1..4096" % (op, alignment))
-    if not isinstance(row_multiple, int) or row_multiple < 1:
-        raise ArgumentError("%s: row_multiple = %r; expected an int >= 1"
-                            % (op, row_multiple))
-    return in_name, t, k, topk
+    row_multiple = _int(row_multiple, "%s: row_multiple" % op, 1)
+    return num_experts, alignment, row_multiple
 
 
 @functools.partial(jax.jit, static_argnums=(3, 4, 5))
@@ -135,8 +130,8 @@ def permute_quantize(x, expert_ids, probs=None, *, num_experts,
     expert twice for a token) sets `error` (bit 0: duplicate, bit 1: out of
     range) and gives an empty dispatch (every row zero, row_map -1). Not
     differentiable: the gradient of the FP8 rows is the bf16 permute's."""
-    _check_permute(x, expert_ids, probs, num_experts, alignment,
-                   row_multiple)
+    num_experts, alignment, row_multiple = _check_permute(
+        x, expert_ids, probs, num_experts, alignment, row_multiple)
     return _permute_quantize(x, expert_ids, probs, num_experts, alignment,
                              row_multiple)
 
@@ -185,9 +180,7 @@ def _check_unpermute(y, row_map, probs, row_group, tokens):
     r, k = _shape(y)
     if k % 16:
         raise ArgumentError("%s: K = %d is not a multiple of 16" % (op, k))
-    if not isinstance(tokens, int) or tokens < 1:
-        raise ArgumentError("%s: tokens = %r; expected an int >= 1"
-                            % (op, tokens))
+    tokens = _int(tokens, "%s: tokens" % op, 1)
     if not _is(row_map, jnp.int32) or row_map.ndim not in (1, 2) or \
             row_map.size % tokens or \
             (row_map.ndim == 2 and int(row_map.shape[0]) != tokens):
@@ -207,7 +200,7 @@ def _check_unpermute(y, row_map, probs, row_group, tokens):
         raise ArgumentError("%s: row_group has dtype %s and shape %s; "
                             "expected int32 (%d,), one entry per row of y"
                             % (op, row_group.dtype, _shape(row_group), r))
-    return topk
+    return tokens, topk
 
 
 def unpermute(y, row_map, probs: Optional[jax.Array] = None,
@@ -221,6 +214,6 @@ def unpermute(y, row_map, probs: Optional[jax.Array] = None,
     f32 (T, topk) or None. Differentiable in y and probs (jax.grad,
     jax.vjp) on qgemm's backward kernel, which needs row_group (rows
     holding no copy get a zero gradient)."""
-    topk = _check_unpermute(y, row_map, probs, row_group, tokens)
+    tokens, topk = _check_unpermute(y, row_map, probs, row_group, tokens)
     return _unpermute_jit(y, row_map.reshape(tokens, topk), probs,
                           row_group, tokens)
