@@ -22,6 +22,9 @@
 #   scripts/dev.sh gpu-jax [bench/jax_gmm.py options]
 #                             on the GPU machine: qgemm.jax GPU tests, then
 #                             bench/jax_gmm.py (qgemm vs ragged_dot bf16)
+#   scripts/dev.sh gpu-jax-tests [PATTERN]
+#                             on the GPU machine: the qgemm.jax GPU tests only
+#                             (default 'test_jax_*.py'), no benchmark
 #   scripts/dev.sh gpu-moe-bench [--quick]
 #                             on the GPU machine: the PyTorch MoE layer
 #                             benchmark (bench/moe_layer.py), qgemm vs bf16
@@ -191,6 +194,15 @@ gpu_jax() {
    exit $rc)
 }
 
+gpu_jax_tests() {
+  unpack
+  (cd "$dest/qgemm" && export QGEMM_LIBRARY="$dest/qgemm/lib/libqgemm.so" \
+     PYTHONPATH="$dest/qgemm/python" QGEMM_CACHE_DIR="$dest/cache" &&
+   with_timeout python3 -m unittest discover -v -s python/tests/gpu \
+     -p "${1:-test_jax_*.py}" 2>&1 | tee -a "$out/jax-tests.txt"
+   exit "${PIPESTATUS[0]}")
+}
+
 # The PyTorch MoE layer benchmark (~4 min on an H100, compiles included).
 gpu_moe_bench() {
   unpack
@@ -351,6 +363,7 @@ case "$cmd" in
   gpu-qgemmc) gpu_qgemmc "$@" ;;
   gpu-python) gpu_python ;;
   gpu-jax) gpu_jax "$@" ;;
+  gpu-jax-tests) gpu_jax_tests "$@" ;;
   gpu-moe-bench) gpu_moe_bench "$@" ;;
   gpu-train-bench) gpu_train_bench "$@" ;;
   gpu-sanitize) gpu_sanitize "$@" ;;

@@ -223,6 +223,8 @@ class ErrorTest(unittest.TestCase):
                  match="expected (T, K)")
         self.bad(pq, s((100, 256), jnp.int8), ids, num_experts=8,
                  match="bfloat16 or float32")
+        self.bad(pq, s((0, 256)), s((0, 4), I32), num_experts=8,
+                 match="T = 0")
         self.bad(pq, s((100, 200)), ids, num_experts=8,
                  match="not a multiple of 16")
         self.bad(pq, x, s((100, 4), F32), num_experts=8,

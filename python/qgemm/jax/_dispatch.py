@@ -77,6 +77,9 @@ def _check_permute(x, expert_ids, probs, num_experts, alignment,
                             % (op, _shape(x)))
     _calls.in_name(x, "%s: x" % op)
     t, k = _shape(x)
+    if t == 0:
+        raise ArgumentError("%s: x has no tokens (T = 0); the custom call "
+                            "needs at least one" % op)
     if k % 16:
         raise ArgumentError("%s: K = %d is not a multiple of 16 (rows move "
                             "in 16-byte vectors)" % (op, k))
