@@ -81,6 +81,25 @@ void HopperIR::fenceProxyAsyncShared() {
       NVVM::SharedSpaceAttr::get(b.getContext(), NVVM::SharedSpace::shared_cta));
 }
 
+void HopperIR::fenceMbarrierInit() { NVVM::FenceMbarrierInitOp::create(b); }
+
+void HopperIR::syncThreads() { NVVM::Barrier0Op::create(b); }
+
+void HopperIR::namedBarrier(Value id, Value threads) {
+  NVVM::BarrierOp::create(b, TypeRange{}, id, threads,
+                          NVVM::BarrierReductionAttr(), Value());
+}
+
+void HopperIR::setMaxRegisters(int registers, bool increase) {
+  NVVM::SetMaxRegisterOp::create(b, registers,
+                                 increase ? NVVM::SetMaxRegisterAction::increase
+                                          : NVVM::SetMaxRegisterAction::decrease);
+}
+
+Value HopperIR::blockIdX() { return NVVM::BlockIdXOp::create(b, b.getI32Type()); }
+
+Value HopperIR::gridDimX() { return NVVM::GridDimXOp::create(b, b.getI32Type()); }
+
 Value HopperIR::clusterCtaRank() {
   return NVVM::BlockInClusterIdXOp::create(b, b.getI32Type());
 }
@@ -146,6 +165,39 @@ Value HopperIR::wgmma(Value acc, Value descA, Value descB, int64_t n,
       accumulate ? NVVM::WGMMAScaleOut::one : NVVM::WGMMAScaleOut::zero,
       NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one, NVVM::MMALayout::row,
       NVVM::MMALayout::col, NVVM::MMAIntOverflowAttr());
+}
+
+void HopperIR::wgmmaFence() { NVVM::WgmmaFenceAlignedOp::create(b); }
+
+void HopperIR::wgmmaCommitGroup() { NVVM::WgmmaGroupSyncAlignedOp::create(b); }
+
+void HopperIR::stMatrix(Value at, ValueRange regs) {
+  NVVM::StMatrixOp::create(b, at, regs, NVVM::MMALayout::row,
+                           NVVM::LdStMatrixShapeAttr::get(b.getContext(), 8, 8),
+                           NVVM::LdStMatrixEltType::B16);
+}
+
+void HopperIR::markKernel(LLVM::LLVMFuncOp fn, int threads, int cluster) {
+  MLIRContext *ctx = fn.getContext();
+  fn->setAttr(NVVM::NVVMDialect::getKernelFuncAttrName(), UnitAttr::get(ctx));
+  fn->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
+              DenseI32ArrayAttr::get(ctx, {threads, 1, 1}));
+  fn->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+              IntegerAttr::get(IntegerType::get(ctx, 32), 1));
+  if (cluster > 1)
+    fn->setAttr(NVVM::NVVMDialect::getClusterDimAttrName(),
+                DenseI32ArrayAttr::get(ctx, {cluster, 1, 1}));
+}
+
+void HopperIR::markTensorMapParam(LLVM::LLVMFuncOp fn, unsigned i) {
+  MLIRContext *ctx = fn.getContext();
+  fn.setArgAttr(i, LLVM::LLVMDialect::getByValAttrName(),
+                TypeAttr::get(
+                    LLVM::LLVMArrayType::get(IntegerType::get(ctx, 8), 128)));
+  fn.setArgAttr(i, LLVM::LLVMDialect::getAlignAttrName(),
+                IntegerAttr::get(IntegerType::get(ctx, 64), 64));
+  fn.setArgAttr(i, NVVM::NVVMDialect::getGridConstantAttrName(),
+                UnitAttr::get(ctx));
 }
 
 Value HopperIR::threadIdXInPlace() {

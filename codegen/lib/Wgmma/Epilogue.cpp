@@ -74,20 +74,10 @@ Value Epilogue::outRowOf(Value row) {
 }
 
 /// Byte offset in a warpgroup's buffer of 16-byte chunk `chunk` (8
-/// columns) of row `row` (WgmmaLayout::epilogueChunkOffset on values).
+/// columns) of row `row`: WgmmaLayout::epilogueChunkOffset emitted.
 Value Epilogue::chunkOffset(Value row, Value chunk) {
-  KernelIR &ir = k.ir;
-  if (!k.layout.boxedEpilogue())
-    return ir.add(ir.mul(row, ir.i32(k.layout.epilogueRowBytes())),
-                  ir.mul(chunk, ir.i32(16)));
-  Value physical = arith::XOrIOp::create(
-      k.b, ir.remU(chunk, ir.i32(8)),
-      ir.remU(row, ir.i32(WgmmaLayout::kAtomRows)));
-  return ir.add(
-      ir.add(ir.mul(ir.divU(chunk, ir.i32(8)),
-                    ir.i32(WgmmaLayout::kEpilogueBoxBytes)),
-             ir.mul(row, ir.i32(WgmmaLayout::kSwizzleBytes))),
-      ir.mul(physical, ir.i32(16)));
+  IRArith a{k.ir};
+  return k.layout.epilogueChunkOffset(a, row, chunk);
 }
 
 /// Whether every row of the warpgroup's 64 from `row0` on is stored whole
@@ -138,9 +128,7 @@ void Epilogue::staged(ValueRange acc) {
   Value leader = k.eq(tidInWg, 0);
   // Named barrier of this warpgroup's 128 threads (id 0 is __syncthreads).
   auto warpgroupBarrier = [&] {
-    NVVM::BarrierOp::create(b, TypeRange{}, ir.add(consumerIdx, ir.i32(1)),
-                            ir.i32(kWarpgroupThreads),
-                            NVVM::BarrierReductionAttr(), Value());
+    hw.namedBarrier(ir.add(consumerIdx, ir.i32(1)), ir.i32(kWarpgroupThreads));
   };
   auto ifThen = [&](Value cond, llvm::function_ref<void()> body) {
     auto op = scf::IfOp::create(b, cond, false);
@@ -171,10 +159,7 @@ void Epilogue::staged(ValueRange acc) {
         regs.push_back(packBf16(acc[size_t(g * 4 + h * 2)],
                                 acc[size_t(g * 4 + h * 2 + 1)]));
     Value at = hw.smemAt(buf, chunkOffset(row, ir.add(half, ir.i32(j))));
-    NVVM::StMatrixOp::create(
-        b, at, regs, NVVM::MMALayout::row,
-        NVVM::LdStMatrixShapeAttr::get(b.getContext(), 8, 8),
-        NVVM::LdStMatrixEltType::B16);
+    hw.stMatrix(at, regs);
   }
   if (tma)
     hw.fenceProxyAsyncShared();

@@ -48,7 +48,7 @@ Value Mainloop::issueSteps(Value s, Value consumerIdx, int64_t first,
   KernelIR &ir = k.ir;
   HopperIR &hw = k.hw;
   const int64_t n = k.cfg.blockN;
-  NVVM::WgmmaFenceAlignedOp::create(k.b);
+  hw.wgmmaFence();
   Value aAddr = ir.add(hw.sharedAddress(k.stageA(s)),
                        ir.mul(consumerIdx, ir.i32(k.layout.consumerOffsetA(1))));
   Value bAddr = hw.sharedAddress(k.stageB(s));
@@ -66,7 +66,7 @@ Value Mainloop::issueSteps(Value s, Value consumerIdx, int64_t first,
     frag = hw.wgmma(frag, da, db, n, k.c.a.dtype, k.c.b.dtype,
                     /*accumulate=*/step > first);
   }
-  NVVM::WgmmaGroupSyncAlignedOp::create(k.b);
+  hw.wgmmaCommitGroup();
   return frag;
 }
 
@@ -75,9 +75,8 @@ Value Mainloop::issueSteps(Value s, Value consumerIdx, int64_t first,
 /// zeros past T). Those must contribute nothing, so the consumers zero them
 /// in both operands before the wgmma reads the stage: in each row of the
 /// A and B tiles, the 16-byte chunks from token tailTokens on (the group
-/// sizes, hence tailTokens, are multiples of 16). The 128B swizzle puts
-/// the row's logical chunk c at physical chunk c ^ (row % 8) (tiles start
-/// on 1024-byte atoms). Each consumer warpgroup zeroes its own 64 A rows
+/// sizes, hence tailTokens, are multiples of 16), addressed through the
+/// tiles' swizzle (WgmmaLayout::kSwizzle; tiles start on 1024-byte atoms). Each consumer warpgroup zeroes its own 64 A rows
 /// and half of B's chunks; as every wgmma of both reads all of B, the two
 /// meet at a named barrier after a proxy fence (the generic stores must be
 /// visible to the async proxy that wgmma reads through). Zeroing both
@@ -89,7 +88,10 @@ void Mainloop::zeroTokenTail(Value s, Value consumerIdx, Value tidInWg) {
   KernelIR &ir = k.ir;
   HopperIR &hw = k.hw;
   ImplicitLocOpBuilder &b = k.b;
-  constexpr int64_t kChunk = 16, kChunksPerRow = WgmmaLayout::kSwizzleBytes / kChunk;
+  constexpr Swizzle kSwizzle = WgmmaLayout::kSwizzle;
+  constexpr int64_t kChunk = kSwizzle.chunkBytes(),
+                    kChunksPerRow = kSwizzle.chunksPerRow();
+  IRArith a{ir};
   Value firstZero = ir.divU(k.tile.tailTokens, ir.i32(kChunk));
   auto chunkT = VectorType::get({4}, ir.i32T());
   Value zero = LLVM::ZeroOp::create(b, chunkT);
@@ -102,10 +104,7 @@ void Mainloop::zeroTokenTail(Value s, Value consumerIdx, Value tidInWg) {
         b, ir.cmp(arith::CmpIPredicate::uge, chunk, firstZero), false);
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&ifPast.getThenRegion().front());
-    Value physical = arith::XOrIOp::create(
-        b, chunk, ir.remU(row, ir.i32(WgmmaLayout::kAtomRows)));
-    Value offset = ir.add(ir.mul(row, ir.i32(WgmmaLayout::kSwizzleBytes)),
-                          ir.mul(physical, ir.i32(kChunk)));
+    Value offset = kSwizzle.offset(a, row, chunk);
     LLVM::StoreOp::create(b, zero, hw.smemAt(base, offset),
                           /*alignment=*/16);
   };
@@ -131,14 +130,10 @@ void Mainloop::zeroTokenTail(Value s, Value consumerIdx, Value tidInWg) {
     b.setInsertionPointToStart(&ifIn.getThenRegion().front());
     zeroChunk(k.stageB(s), slot);
   }
-  NVVM::FenceProxyOp::create(
-      b, NVVM::ProxyKind::async_shared,
-      NVVM::SharedSpaceAttr::get(b.getContext(), NVVM::SharedSpace::shared_cta));
+  hw.fenceProxyAsyncShared();
   // Named barrier of the 256 consumer threads (ids 1 and 2 are the
   // warpgroups' own, Epilogue::staged).
-  NVVM::BarrierOp::create(b, TypeRange{}, ir.i32(kConsumersBarrier),
-                          ir.i32(consumers), NVVM::BarrierReductionAttr(),
-                          Value());
+  hw.namedBarrier(ir.i32(kConsumersBarrier), ir.i32(consumers));
 }
 
 /// Stage `s` is free again for this CTA's producer and, in a cluster, for

@@ -251,8 +251,8 @@ void TileScheduler::locateGroupStartBlock(Value index) {
 /// can run ahead into the next tile.
 void TileScheduler::forEachTile(llvm::function_ref<Value(Value)> body) {
   KernelIR &ir = k.ir;
-  Value first = NVVM::BlockIdXOp::create(k.b, ir.i32T());
-  Value step = NVVM::GridDimXOp::create(k.b, ir.i32T());
+  Value first = k.hw.blockIdX();
+  Value step = k.hw.gridDimX();
   if (k.cfg.cluster > 1) {
     first = ir.divU(first, ir.i32(k.cfg.cluster));
     step = ir.divU(step, ir.i32(k.cfg.cluster));

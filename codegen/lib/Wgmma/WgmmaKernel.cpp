@@ -38,9 +38,9 @@ void initBarriers(WgmmaKernel &k, Value tid) {
       k.hw.mbarrierInit(k.emptyBar(ir.i32(s)),
                         2 * kWarpgroupThreads + 2 * (k.cfg.cluster - 1));
     }
-    NVVM::FenceMbarrierInitOp::create(k.b);
+    k.hw.fenceMbarrierInit();
   }
-  NVVM::Barrier0Op::create(k.b);
+  k.hw.syncThreads();
 }
 
 /// One tile of a consumer warpgroup: the mainloop unless the tile is
@@ -119,8 +119,7 @@ void buildBody(WgmmaKernel &k) {
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&roles.getThenRegion().front());
-    NVVM::SetMaxRegisterOp::create(b, kProducerRegisters,
-                                   NVVM::SetMaxRegisterAction::decrease);
+    hw.setMaxRegisters(kProducerRegisters, /*increase=*/false);
     Producer producer(k);
     producer.begin(sched);
     sched.forEachTile(
@@ -129,8 +128,7 @@ void buildBody(WgmmaKernel &k) {
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&roles.getElseRegion().front());
-    NVVM::SetMaxRegisterOp::create(b, kConsumerRegisters,
-                                   NVVM::SetMaxRegisterAction::increase);
+    hw.setMaxRegisters(kConsumerRegisters, /*increase=*/true);
     Value consumerIdx = ir.sub(wg, ir.i32(1));
     sched.forEachTile([&](Value it) {
       return consumerTile(k, sched, it, tid, consumerIdx);
@@ -181,25 +179,10 @@ void mlir::qgemm::lowerWgmmaGemm(GroupedMatmulOp op,
   params[kWgParamRows] = params[kWgParamNumGroups] = i32T;
   auto fnT = LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx), params);
   auto fn = LLVM::LLVMFuncOp::create(mb, op.getLoc(), op.getSymName(), fnT);
-  fn->setAttr(NVVM::NVVMDialect::getKernelFuncAttrName(), UnitAttr::get(ctx));
-  fn->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
-              DenseI32ArrayAttr::get(ctx, {cfg.threads, 1, 1}));
-  // A register cap at entry makes setmaxnreg take effect.
-  fn->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
-              IntegerAttr::get(i32T, 1));
-  if (cfg.cluster > 1)
-    fn->setAttr(NVVM::NVVMDialect::getClusterDimAttrName(),
-                DenseI32ArrayAttr::get(ctx, {cfg.cluster, 1, 1}));
+  HopperIR::markKernel(fn, cfg.threads, cfg.cluster);
   for (unsigned i : {unsigned(kWgParamMapA), unsigned(kWgParamMapB),
-                     unsigned(kWgParamMapD)}) {
-    fn.setArgAttr(i, LLVM::LLVMDialect::getByValAttrName(),
-                  TypeAttr::get(
-                      LLVM::LLVMArrayType::get(IntegerType::get(ctx, 8), 128)));
-    fn.setArgAttr(i, LLVM::LLVMDialect::getAlignAttrName(),
-                  IntegerAttr::get(IntegerType::get(ctx, 64), 64));
-    fn.setArgAttr(i, NVVM::NVVMDialect::getGridConstantAttrName(),
-                  UnitAttr::get(ctx));
-  }
+                     unsigned(kWgParamMapD)})
+    HopperIR::markTensorMapParam(fn, i);
 
   Block *entry = fn.addEntryBlock(mb);
   ImplicitLocOpBuilder b(op.getLoc(), ctx);

@@ -16,6 +16,7 @@
 #define QGEMM_CODEGEN_WGMMA_WGMMAKERNEL_H
 
 #include "qgemm/Codegen/HopperIR.h"
+#include "qgemm/Codegen/IRArith.h"
 #include "qgemm/Kernels/KernelABI.h"
 #include "qgemm/Kernels/WgmmaLayout.h"
 

@@ -59,6 +59,21 @@ public:
   /// by the async proxy (TMA, wgmma).
   void fenceProxyAsyncShared();
 
+  /// fence.mbarrier_init: orders this thread's mbarrier inits before other
+  /// threads' (and the cluster's) use of the barriers.
+  void fenceMbarrierInit();
+  /// bar.sync 0 by every thread of the CTA (__syncthreads).
+  void syncThreads();
+  /// bar.sync on named barrier `id` (i32, 1-15) by `threads` (i32) threads.
+  void namedBarrier(Value id, Value threads);
+  /// setmaxnreg: raise (`increase`) or lower this warpgroup's registers per
+  /// thread to `registers`.
+  void setMaxRegisters(int registers, bool increase);
+
+  /// %ctaid.x and %nctaid.x.
+  Value blockIdX();
+  Value gridDimX();
+
   /// %cluster_ctaid.x: this CTA's index in its (x-only) cluster.
   Value clusterCtaRank();
   /// barrier.cluster arrive + wait by every thread of every CTA of the
@@ -78,6 +93,17 @@ public:
   Value wgmma(Value acc, Value descA, Value descB, int64_t n,
               ::qgemm::ElemType a, ::qgemm::ElemType bType, bool accumulate);
 
+  /// wgmma.fence: orders earlier register and shared-memory accesses before
+  /// the wgmmas that follow.
+  void wgmmaFence();
+  /// wgmma.commit_group: closes the wgmmas issued since the last one into a
+  /// group (wgmmaWait counts groups).
+  void wgmmaCommitGroup();
+  /// stmatrix.m8n8.x{regs.size()}.b16: lane l gives the address of row
+  /// l % 8 of matrix l / 8; `regs` (i32, two bf16 each) are this thread's
+  /// fragment words, one per matrix.
+  void stMatrix(Value at, ValueRange regs);
+
   /// Waits until at most `pending` wgmma groups are in flight and returns
   /// `frag` (an accumulator struct) as defined by that wait.
   Value wgmmaWait(int pending, Value frag);
@@ -86,6 +112,14 @@ public:
   /// where it would stay live across the register-bound mainloop.
   Value threadIdXInPlace();
   Value threadIdX();
+
+  /// Kernel attributes of `fn`: a kernel entry of `threads` threads with a
+  /// register cap at entry (minctasm 1: it makes setmaxnreg take effect),
+  /// in clusters of `cluster` CTAs (x only) when above 1.
+  static void markKernel(LLVM::LLVMFuncOp fn, int threads, int cluster);
+  /// Parameter `i` of `fn` is a CUtensorMap (128 bytes, 64-aligned) passed
+  /// by value as a __grid_constant__, so TMA can address it in place.
+  static void markTensorMapParam(LLVM::LLVMFuncOp fn, unsigned i);
 
 private:
   KernelIR &ir;

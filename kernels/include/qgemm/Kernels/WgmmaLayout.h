@@ -30,6 +30,7 @@
 
 #include "qgemm/Contract.h"
 #include "qgemm/KernelConfig.h"
+#include "qgemm/Kernels/Swizzle.h"
 
 #include <array>
 #include <cstdint>
@@ -37,13 +38,16 @@
 namespace qgemm {
 
 struct WgmmaLayout {
+  /// The swizzle of the operand tiles and of the epilogue boxes
+  /// (Swizzle.h holds its one definition).
+  static constexpr Swizzle kSwizzle = kSwizzle128B;
   /// Operand tiles are K-major rows of swizzleBytes (one TMA box row, one
   /// FP8 K block: blockK must equal it) swizzled in atoms of atomRows rows.
-  static constexpr int64_t kSwizzleBytes = 128;
-  static constexpr int64_t kAtomRows = 8;
+  static constexpr int64_t kSwizzleBytes = kSwizzle.rowBytes();
+  static constexpr int64_t kAtomRows = kSwizzle.atomRows();
   /// Bytes between consecutive 8-row atoms: the wgmma descriptor's stride
   /// and the alignment the swizzle needs of every tile (and of the base).
-  static constexpr int64_t kAtomBytes = kSwizzleBytes * kAtomRows;
+  static constexpr int64_t kAtomBytes = kSwizzle.atomBytes();
   /// Rows of the tile each consumer warpgroup owns (wgmma m64).
   static constexpr int64_t kConsumerRows = 64;
   /// K elements of one wgmma step on FP8 operands (m64nNk32): bytes along a
@@ -117,13 +121,19 @@ struct WgmmaLayout {
     return int64_t(cfg.blockN) * 2 + kEpiloguePadBytes;
   }
   /// Byte offset, in a warpgroup's buffer, of the 16-byte chunk `chunk`
-  /// (8 columns) of row `row`; constants only (codegen emits the same
-  /// arithmetic on values).
-  int64_t epilogueChunkOffset(int64_t row, int64_t chunk) const {
+  /// (8 columns) of row `row`, over the arithmetic `a` (Swizzle.h): codegen
+  /// emits it on values, the overload below evaluates it on integers.
+  template <class A>
+  typename A::Value epilogueChunkOffset(A &a, typename A::Value row,
+                                        typename A::Value chunk) const {
     if (!boxedEpilogue())
-      return row * epilogueRowBytes() + chunk * 16;
-    return chunk / 8 * kEpilogueBoxBytes + row * kSwizzleBytes +
-           ((chunk % 8) ^ (row % kAtomRows)) * 16;
+      return a.add(a.mul(row, a.c(epilogueRowBytes())),
+                   a.mul(chunk, a.c(kSwizzle.chunkBytes())));
+    return kSwizzle.tiledOffset(a, row, chunk, kEpilogueBoxBytes);
+  }
+  int64_t epilogueChunkOffset(int64_t row, int64_t chunk) const {
+    IntArith a;
+    return epilogueChunkOffset(a, row, chunk);
   }
   /// Bytes between the buffers of consecutive consumer warpgroups.
   int64_t epilogueBufferBytes() const {
