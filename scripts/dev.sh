@@ -85,6 +85,17 @@ jax_venv() {
   "$venv/bin/python" -m pip install -q --disable-pip-version-check jax numpy
 }
 
+# A venv with torch from PyPI for the CPU tests of qgemm.torch over
+# torch.distributed's gloo backend (ctest's python-torch).
+torch_venv() {
+  local venv="$BUILD_DIR/torch-venv"
+  "$venv/bin/python" -c "import torch.distributed" 2>/dev/null && return
+  log "installing torch into $venv (about 5 GB)"
+  mkdir -p "$BUILD_DIR"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check "torch==2.11.*" numpy
+}
+
 build() {
   local t0=$SECONDS
   if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
@@ -355,7 +366,7 @@ cmd="${1:-}"
 shift || true
 case "$cmd" in
   examples) install_deps; build; run_examples ;;
-  test) install_deps; jax_venv; build; run_tests ;;
+  test) install_deps; jax_venv; torch_venv; build; run_tests ;;
   build) build ;;
   pack) build; pack ;;
   gpu) gpu "$@" ;;

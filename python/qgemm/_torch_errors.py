@@ -23,6 +23,7 @@ next is the error mode's:
 
 check_errors() synchronizes and raises in either mode.
 """
+import contextlib
 import enum
 import os
 
@@ -49,6 +50,7 @@ def _mode_from(value, where):
 
 _is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
 _mode = _mode_from(os.environ.get("QGEMM_ERRORS", "raise"), "QGEMM_ERRORS")
+_deferred = [0]  # > 0 inside deferred_raise()
 _words = {}    # device index -> int32 (1,) device tensor
 _mirrors = {}  # device index -> (pinned int32 (1,) host tensor, its numpy)
 
@@ -99,7 +101,7 @@ def raise_pending(device):
     # While torch.compile traces (an autograd.Function's backward, say)
     # there is nothing to read yet: the compiled graph's qgemm ops check
     # when they run.
-    if _mode is not ErrorMode.RAISE or _is_compiling():
+    if _mode is not ErrorMode.RAISE or _is_compiling() or _deferred[0]:
         return
     mirror = _mirrors.get(_index(device))
     if mirror is None or not mirror[1][0]:
@@ -112,6 +114,19 @@ def raise_pending(device):
         "were filled with NaN. Fix the routing or group offsets, then call "
         "qgemm.torch.reset_errors()"
         % (_index(device), word, error_string(word)))
+
+
+@contextlib.contextmanager
+def deferred_raise():
+    """Inside, raise_pending() does not raise. For code between collectives
+    (qgemm.torch.ep): a rank that raised alone would leave the others
+    waiting in its next all-to-all, so the ranks exchange their words and
+    raise together instead; outputs are still poisoned."""
+    _deferred[0] += 1
+    try:
+        yield
+    finally:
+        _deferred[0] -= 1
 
 
 def check_errors(device=None, reset=True):

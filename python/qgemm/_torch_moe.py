@@ -67,6 +67,21 @@ ROW_MULTIPLE = 128
 _BF16 = torch.bfloat16
 
 
+def _swiglu_down(h, offs, w2q, w2s, alignment, recipe):
+    """(a_col, a_col_scales, o) from the gate/up GEMM's h (R, 2I): SwiGLU
+    quantized row-wise for the down GEMM and column-wise for w2's weight
+    gradient, then the down GEMM. Shared with qgemm.torch.ep."""
+    # Column-wise 128-token blocks restart at every expert when the
+    # experts' row counts are not multiples of 128.
+    restart = alignment % 128 != 0
+    aq, a_s, acol, acols, _ = _swiglu_quantize_impl(
+        h, offs if restart else None, recipe=recipe, row_block="1x128",
+        col_block="128x1", col_layout="GEMM_READY", bf16_output=False)
+    o = _grouped_mm_impl(aq, w2q.transpose(-2, -1), offs, a_s, w2s, _BF16,
+                         alignment, recipe)
+    return acol, acols, o
+
+
 # The forward is one op and the backward four: a step is then a handful
 # of dispatches through torch.library instead of one per kernel (each costs
 # the host tens of microseconds, enough to leave the GPU waiting on small
@@ -81,9 +96,6 @@ def _forward_impl(x: torch.Tensor, ids: torch.Tensor, probs: torch.Tensor,
     layer's output and what its backward reads."""
     tokens, topk = ids.shape
     experts = w13q.shape[0]
-    # Column-wise 128-token blocks restart at every expert when the
-    # experts' row counts are not multiples of 128.
-    restart = alignment % 128 != 0
     # The routing's error bits are recorded by the output's poison (one
     # launch for both).
     yq, ys, offs, _, row_group, row_map, _, routing_error = \
@@ -93,12 +105,7 @@ def _forward_impl(x: torch.Tensor, ids: torch.Tensor, probs: torch.Tensor,
     h = _grouped_mm_impl(yq, w13q.transpose(-2, -1), offs, ys, w13s, _BF16,
                          alignment, recipe)
     del yq, ys
-    aq, a_s, acol, acols, _ = _swiglu_quantize_impl(
-        h, offs if restart else None, recipe=recipe, row_block="1x128",
-        col_block="128x1", col_layout="GEMM_READY", bf16_output=False)
-    o = _grouped_mm_impl(aq, w2q.transpose(-2, -1), offs, a_s, w2s, _BF16,
-                         alignment, recipe)
-    del aq, a_s
+    acol, acols, o = _swiglu_down(h, offs, w2q, w2s, alignment, recipe)
     out = _unpermute_impl(o, row_map, probs, tokens=tokens, topk=topk)
     poison(out, routing_error)
     return out, offs, row_group, row_map, h, acol, acols, o
@@ -211,10 +218,17 @@ def _backward_up_weight_impl(dhcol: torch.Tensor, dhcols: torch.Tensor,
     permuted x column-wise (128 tokens of one expert per block), so x is
     permuted again in bf16 here rather than kept as T * topk FP8 rows since
     the forward."""
-    groups = offs if alignment % 128 != 0 else None
     # The forward recorded this routing's errors already.
     y = _permute_run(x, ids, num_experts=offs.shape[0], alignment=alignment,
                      row_multiple=ROW_MULTIPLE)[0]
+    return _rows_wgrad(dhcol, dhcols, y, offs, alignment, recipe, w13_dtype)
+
+
+def _rows_wgrad(dhcol, dhcols, y, offs, alignment, recipe, w13_dtype):
+    """dw13 (E, 2I, H) from the column-wise FP8 dh and the bf16 permuted
+    layer input y (R, H), quantized column-wise here (128 tokens of one
+    expert per block). Shared with qgemm.torch.ep."""
+    groups = offs if alignment % 128 != 0 else None
     _, _, ycol, ycols = _quantize_impl(y, groups, recipe=recipe,
                                        row_block="", col_block="128x1",
                                        col_layout="GEMM_READY")
@@ -277,11 +291,11 @@ class _MoEExpertsFn(torch.autograd.Function):
         return dx, None, dprobs, dw13, dw2, None, None
 
 
-def _check(x, expert_ids, probs, w13, w2, alignment):
+def _check(x, expert_ids, probs, w13, w2, alignment, op="moe_experts"):
     """Shapes, dtypes and devices, checked on the host before anything is
     launched (the ids' values are checked on the device)."""
     def fail(text):
-        raise ArgumentError("moe_experts: " + text)
+        raise ArgumentError(op + ": " + text)
     if x.dim() != 2 or x.dtype != torch.bfloat16:
         fail("x has dtype %s and shape %s; expected bfloat16 (tokens, "
              "hidden)" % (x.dtype, tuple(x.shape)))

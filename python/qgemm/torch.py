@@ -55,8 +55,9 @@ _torch_launch (stream, debug sync, the eager fast path, the GEMM launch),
 _torch_errors (the device error word, ErrorMode, the NaN poison),
 _torch_gemm, _torch_quantize, _torch_swiglu, _torch_dispatch (the ops and
 their autograd), _torch_fp8_grouped_mm (fp8_grouped_mm and the FP8 weight
-cache) and _torch_moe (the expert layer). This module is their public
-face.
+cache), _torch_moe (the expert layer) and _torch_ep (the layer split over
+the ranks of a torch.distributed group, qgemm.torch.ep). This module is
+their public face.
 """
 from ._torch_dispatch import (permute, permute_backward, permute_quantize,
                               permute_rows, unpermute, unpermute_backward)
@@ -66,6 +67,7 @@ from ._torch_fp8_grouped_mm import fp8_grouped_mm, quantized_weights
 from ._torch_gemm import grouped_mm, grouped_mm_masked, grouped_mm_wgrad
 from ._torch_launch import _plain_eager, set_debug_sync  # noqa: F401
 from ._torch_moe import MoEExperts, moe_experts
+from . import _torch_ep as ep
 from ._torch_quantize import quantize
 from ._torch_specs import RECIPES, kernels, spec_for
 from ._torch_swiglu import _swiglu_bwd, swiglu_backward  # noqa: F401
@@ -79,4 +81,4 @@ __all__ = ["grouped_mm", "grouped_mm_masked", "grouped_mm_wgrad",
            "reset_errors", "set_debug_sync", "kernels", "spec_for",
            "fp8_grouped_mm", "quantized_weights", "RECIPES", "Recipe",
            "ErrorMode", "set_error_mode", "error_mode", "poison_on_error",
-           "MoEExperts", "moe_experts"]
+           "MoEExperts", "moe_experts", "ep"]
