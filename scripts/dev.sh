@@ -28,6 +28,11 @@
 #   scripts/dev.sh gpu-moe-bench [--quick]
 #                             on the GPU machine: the PyTorch MoE layer
 #                             benchmark (bench/moe_layer.py), qgemm vs bf16
+#   scripts/dev.sh gpu-ep-tests
+#                             on a machine with 2+ GPUs: qgemm.torch.ep's GPU
+#                             tests, then examples/python/ep_train.py (torchrun)
+#   scripts/dev.sh gpu-ep-bench [N] [bench/expert_parallel.py options]
+#                             bench/expert_parallel.py on N GPUs (default all)
 #   scripts/dev.sh gpu-train-bench [bench/train_op.py options]
 #                             on the GPU machine: fp8_grouped_mm's training-step
 #                             tests, then bench/train_op.py (qgemm vs bf16 vs
@@ -137,7 +142,8 @@ pack() {
   cp -r "$ROOT/examples/python" "$stage/qgemm/examples/python"
   cp -r "$ROOT/examples/jax" "$stage/qgemm/examples/jax"
   cp "$ROOT/bench/moe_layer.py" "$ROOT/bench/train_op.py" \
-    "$ROOT/bench/train_op_profile.py" "$ROOT/bench/jax_gmm.py" "$stage/qgemm/bench/"
+    "$ROOT/bench/train_op_profile.py" "$ROOT/bench/jax_gmm.py" \
+    "$ROOT/bench/expert_parallel.py" "$stage/qgemm/bench/"
   git -C "$ROOT" describe --always --dirty --abbrev=40 >"$stage/qgemm/COMMIT" 2>/dev/null || true
   cp "$ROOT/bench/moe_suite.json" "$stage/qgemm/"
   tar -C "$stage" -cJf "$dir/qgemm-gpu.tar.xz" qgemm
@@ -215,6 +221,23 @@ gpu_jax_tests() {
 }
 
 # The PyTorch MoE layer benchmark (~4 min on an H100, compiles included).
+# qgemm.torch.ep on 2 GPUs: its GPU tests, then the torchrun example.
+gpu_ep_tests() {
+  unpack
+  (cd "$dest/qgemm" && export QGEMM_LIBRARY="$dest/qgemm/lib/libqgemm.so" \
+     PYTHONPATH="$dest/qgemm/python" QGEMM_CACHE_DIR="$dest/cache" NCCL_NVLS_ENABLE=0 &&
+   with_timeout python3 -m unittest -v python/tests/gpu/test_ep_layer.py &&
+   with_timeout torchrun --nproc-per-node 2 examples/python/ep_train.py)
+}
+# bench/expert_parallel.py on N GPUs (default: all of them).
+gpu_ep_bench() {
+  unpack
+  local n="${1:-$(nvidia-smi -L | wc -l)}"; shift || true
+  (cd "$dest/qgemm" && export QGEMM_LIBRARY="$dest/qgemm/lib/libqgemm.so" \
+     PYTHONPATH="$dest/qgemm/python" QGEMM_CACHE_DIR="$dest/cache" NCCL_NVLS_ENABLE=0 &&
+   with_timeout torchrun --nproc-per-node "$n" bench/expert_parallel.py \
+     --out "$out/expert-parallel-ep$n.json" "$@")
+}
 gpu_moe_bench() {
   unpack
   (cd "$dest/qgemm" && export QGEMM_LIBRARY="$dest/qgemm/lib/libqgemm.so" \
@@ -376,6 +399,8 @@ case "$cmd" in
   gpu-jax) gpu_jax "$@" ;;
   gpu-jax-tests) gpu_jax_tests "$@" ;;
   gpu-moe-bench) gpu_moe_bench "$@" ;;
+  gpu-ep-tests) gpu_ep_tests ;;
+  gpu-ep-bench) gpu_ep_bench "$@" ;;
   gpu-train-bench) gpu_train_bench "$@" ;;
   gpu-sanitize) gpu_sanitize "$@" ;;
   *) sed -n '2,31p' "$0"; exit 1 ;;

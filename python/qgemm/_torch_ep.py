@@ -38,7 +38,7 @@ weight gradient needs dy quantized along tokens, which FP8 rows quantized
 along H cannot give without a second rounding.
 """
 import dataclasses
-from typing import List, Optional
+from typing import List
 
 import torch
 import torch.distributed as dist

@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""Forward + backward of the expert-parallel MoE layer: qgemm.torch.ep
+(FP8 dispatch, FP8 experts) against the same layer in bf16 over the same
+exchange, on N GPUs of one host.
+
+    QGEMM_LIBRARY=.../libqgemm.so PYTHONPATH=python NCCL_NVLS_ENABLE=0 \\
+        torchrun --nproc-per-node 4 bench/expert_parallel.py [--quick] \\
+        [--out bench/results/<date>-<device>-expert-parallel.json]
+
+Both paths, on every rank:
+* qgemm: ep.moe_experts -- fused quantize+permute to FP8 rows with 1x128
+  COMPACT scales, all_to_all of the counts (one host read), all_to_all of
+  the FP8 rows and of their scales, permute_received, the FP8 experts,
+  all_to_all of the bf16 outputs, the weighted combine; the backward sends
+  bf16 gradients both ways.
+* bf16: the same exchange (ep.exchange_counts, then
+  torch.distributed.nn.functional.all_to_all_single, differentiable) of
+  bf16 rows gathered in torch (argsort / index_copy), the experts of
+  examples/python/moe_layer.py's bf16 path (torch._grouped_mm for both
+  GEMMs, SwiGLU in f32) under torch.compile, the weighted gather-sum.
+
+Shapes: DeepSeek-V3 (hidden 7168, expert intermediate 2048, top-8), 8 and
+32 experts in all, 4096 and 16384 tokens per rank, routing uniform over
+the experts (distinct per token). Timing as bench/moe_layer.py: CUDA
+events around forward + backward on every rank, a barrier and an L2 flush
+(256 MiB written) before each step, the slowest rank's time per step, the
+median of --steps steps after --warmup. Bytes: what one rank sends in the
+dispatch all_to_all (rows that stay on the rank included), FP8 rows plus
+their scales against bf16 rows; the combine and the two backward
+exchanges move bf16 in both paths.
+
+Rows: {label, ep, experts, tokens_per_rank, qgemm_ms, bf16_ms, speedup,
+fp8_bytes, bf16_bytes, bytes_ratio, out_rel_err, ...}.
+"""
+import argparse
+import datetime
+import json
+import os
+import statistics
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.distributed.nn.functional as dist_fn
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "examples", "python"))
+
+import moe_layer as ex  # noqa: E402  (the bf16 experts)
+from qgemm.torch import ep  # noqa: E402
+
+HIDDEN, INTER, TOPK = 7168, 2048, 8
+ROWS = [(e, t) for e in (8, 32) for t in (4096, 16384)]
+QUICK = [(8, 4096)]
+FLUSH_BYTES = 256 << 20
+
+
+def ep_bf16(x, ids, probs, w13, w2, experts_fn, group=None):
+    """The bf16 expert-parallel layer over the same exchange as ep's."""
+    tokens, topk = ids.shape
+    hidden = x.shape[1]
+    experts = w13.shape[0] * dist.get_world_size(group)
+    dest, ends = ex.dispatch_indices(ids, experts, 1)
+    counts = torch.diff(ends, prepend=ends.new_zeros(1))
+    exc = ep.exchange_counts(counts, group)
+    copies = x.unsqueeze(1).expand(tokens, topk, hidden).reshape(-1, hidden)
+    send = x.new_zeros(tokens * topk, hidden).index_copy(0, dest, copies)
+    recv = dist_fn.all_to_all_single(
+        x.new_empty(exc.rows_received, hidden), send[:exc.rows_sent],
+        exc.recv, exc.send, group=group)
+    local = ep.received_expert_ids(exc.recv_counts, exc.rows_received)
+    ones = torch.ones(local.shape, dtype=torch.float32, device=x.device)
+    y = experts_fn(recv, local, ones, w13, w2)
+    back = dist_fn.all_to_all_single(
+        x.new_empty(exc.rows_sent, hidden), y, exc.send, exc.recv,
+        group=group)
+    out = back[dest].view(tokens, topk, hidden).float()
+    return (out * probs.unsqueeze(-1)).sum(1).to(x.dtype), exc
+
+
+def ep_qgemm(x, ids, probs, w13, w2, group=None):
+    return ep.moe_experts(x, ids, probs, w13, w2, group=group)
+
+
+def make_inputs(rank, experts, tokens, dev):
+    g = torch.Generator(device=dev).manual_seed(1000 + rank)
+    x = torch.randn(tokens, HIDDEN, generator=g, device=dev).bfloat16()
+    scores = torch.rand(tokens, experts, generator=g, device=dev)
+    ids = scores.topk(TOPK, dim=1).indices.int()
+    probs = torch.softmax(torch.randn(tokens, TOPK, generator=g, device=dev),
+                          dim=1)
+    dout = torch.randn(tokens, HIDDEN, generator=g, device=dev).bfloat16()
+    return x, ids, probs, dout
+
+
+def make_weights(rank, local, dev):
+    g = torch.Generator(device=dev).manual_seed(7 + rank)
+    w13 = (torch.randn(local, 2 * INTER, HIDDEN, generator=g, device=dev)
+           * HIDDEN ** -0.5).bfloat16().requires_grad_(True)
+    w2 = (torch.randn(local, HIDDEN, INTER, generator=g, device=dev)
+          * INTER ** -0.5).bfloat16().requires_grad_(True)
+    return w13, w2
+
+
+def time_path(step, leaves, opt, flush):
+    def clear():
+        for t in leaves:
+            t.grad = None
+    for _ in range(opt.warmup):
+        clear()
+        step()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(opt.steps):
+        clear()
+        dist.barrier()
+        flush.zero_()
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        step()
+        end.record()
+        end.synchronize()
+        t = torch.tensor([start.elapsed_time(end)], device=flush.device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        times.append(float(t))
+    clear()
+    return statistics.median(times), min(times)
+
+
+def run_row(experts, tokens, opt, flush, bf16_experts):
+    world, rank = dist.get_world_size(), dist.get_rank()
+    dev = flush.device
+    x, ids, probs, dout = make_inputs(rank, experts, tokens, dev)
+    w13, w2 = make_weights(rank, experts // world, dev)
+    xg = x.clone().requires_grad_(True)
+    pg = probs.clone().requires_grad_(True)
+    leaves = (xg, pg, w13, w2)
+    info = {}
+
+    def qgemm_step():
+        out = ep_qgemm(xg, ids, pg, w13, w2)
+        out.backward(dout)
+        info["qgemm_out"] = out.detach()
+
+    def bf16_step():
+        out, exc = ep_bf16(xg, ids, pg, w13, w2, bf16_experts)
+        out.backward(dout)
+        info["bf16_out"], info["exchange"] = out.detach(), exc
+
+    q_ms, q_min = time_path(qgemm_step, leaves, opt, flush)
+    b_ms, b_min = time_path(bf16_step, leaves, opt, flush)
+    exc = info["exchange"]
+    fp8_bytes = ep.all_to_all_bytes(exc, HIDDEN, fp8=True)
+    bf16_bytes = ep.all_to_all_bytes(exc, HIDDEN, fp8=False)
+    ref = info["bf16_out"].double()
+    err = float((info["qgemm_out"].double() - ref).norm() / ref.norm())
+    errs = torch.tensor([err], device=dev)
+    dist.all_reduce(errs, op=dist.ReduceOp.MAX)
+    return {"label": "dsv3 E%d %dk/rank" % (experts, tokens // 1024),
+            "ep": world, "experts": experts, "local_experts":
+            experts // world, "tokens_per_rank": tokens, "topk": TOPK,
+            "hidden": HIDDEN, "inter": INTER, "qgemm_ms": round(q_ms, 3),
+            "bf16_ms": round(b_ms, 3), "qgemm_min_ms": round(q_min, 3),
+            "bf16_min_ms": round(b_min, 3),
+            "speedup": round(b_ms / q_ms, 3), "fp8_bytes": fp8_bytes,
+            "bf16_bytes": bf16_bytes,
+            "bytes_ratio": round(fp8_bytes / bf16_bytes, 4),
+            "rows_sent_rank0": exc.rows_sent,
+            "out_rel_err": round(float(errs), 4)}
+
+
+class _CompiledOrEager:
+    """torch.compile(fn, dynamic=True) (the received rows change every
+    step), or fn itself if compiling fails: every rank compiles the same
+    graph, so all fail or none."""
+
+    def __init__(self, fn):
+        self.fn, self.compiled = fn, torch.compile(fn, dynamic=True)
+        self.failed = None
+
+    def __call__(self, *args):
+        if self.failed is None:
+            try:
+                return self.compiled(*args)
+            except Exception as e:  # noqa: BLE001 (reported, then eager)
+                self.failed = "%s: %s" % (type(e).__name__, e)
+                print("bf16 experts: torch.compile failed (%s); eager"
+                      % self.failed[:200], flush=True)
+        return self.fn(*args)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--eager", action="store_true",
+                   help="bf16 experts without torch.compile")
+    p.add_argument("--out", default="")
+    opt = p.parse_args(argv)
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.cuda.set_device(local)
+    dev = torch.device("cuda", local)
+    dist.init_process_group("nccl", device_id=dev)
+    rank = dist.get_rank()
+    bf16_experts = ex.experts_bf16 if opt.eager else \
+        _CompiledOrEager(ex.experts_bf16)
+    flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.float32, device=dev)
+    rows = []
+    try:
+        for experts, tokens in (QUICK if opt.quick else ROWS):
+            row = run_row(experts, tokens, opt, flush, bf16_experts)
+            rows.append(row)
+            if rank == 0:
+                print(json.dumps(row), flush=True)
+        if rank == 0 and opt.out:
+            name = torch.cuda.get_device_name(dev)
+            doc = {"date": datetime.date.today().isoformat(),
+                   "device": name, "gpus": dist.get_world_size(),
+                   "torch": torch.__version__,
+                   "nccl": ".".join(map(str, torch.cuda.nccl.version())),
+                   "bf16_compiled": not opt.eager and
+                   not getattr(bf16_experts, "failed", None),
+                   "steps": opt.steps, "warmup": opt.warmup, "rows": rows}
+            with open(opt.out, "w") as f:
+                json.dump(doc, f, indent=1)
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
