@@ -233,13 +233,13 @@ class JaxDispatchTest(unittest.TestCase):
         per_expert = jnp.einsum("tk,gkn->tgn", xf, wf)       # (T, G, N)
         ref = jnp.einsum("tj,tjn->tn", p, jnp.take_along_axis(
             per_expert, ids[:, :, None], axis=1))
-        first = f(x, ids, p)
+        first = f(x, ids, p, w)
         e = float(jnp.linalg.norm(first.astype(jnp.float32) - ref) /
                   jnp.linalg.norm(ref))
         print("permute_quantize -> gmm_quantized -> unpermute rel", e)
         self.assertLess(e, BUDGET)
         for _ in range(3):   # replays give the same bits
-            self.assertTrue(bool(jnp.all(f(x, ids, p) == first)))
+            self.assertTrue(bool(jnp.all(f(x, ids, p, w) == first)))
 
 
 if __name__ == "__main__":
