@@ -17,7 +17,9 @@ Both paths, on every rank:
   torch.distributed.nn.functional.all_to_all_single, differentiable) of
   bf16 rows gathered in torch (argsort / index_copy), the experts of
   examples/python/moe_layer.py's bf16 path (torch._grouped_mm for both
-  GEMMs, SwiGLU in f32) under torch.compile, the weighted gather-sum.
+  GEMMs, SwiGLU in f32), the weighted gather-sum; the three pieces
+  between the exchanges each under torch.compile (bf16_compiled in the
+  results: gather, experts, combine).
 
 Shapes: DeepSeek-V3 (hidden 7168, expert intermediate 2048, top-8), 8 and
 32 experts in all, 4096 and 16384 tokens per rank, routing uniform over
@@ -55,16 +57,33 @@ QUICK = [(8, 4096)]
 FLUSH_BYTES = 256 << 20
 
 
-def ep_bf16(x, ids, probs, w13, w2, experts_fn, group=None):
-    """The bf16 expert-parallel layer over the same exchange as ep's."""
+def bf16_gather(x, ids, experts):
+    """The source side before the exchange: each token's copies in global
+    expert order (rank r's rows one block), their rows, the counts."""
     tokens, topk = ids.shape
     hidden = x.shape[1]
-    experts = w13.shape[0] * dist.get_world_size(group)
     dest, ends = ex.dispatch_indices(ids, experts, 1)
-    counts = torch.diff(ends, prepend=ends.new_zeros(1))
-    exc = ep.exchange_counts(counts, group)
     copies = x.unsqueeze(1).expand(tokens, topk, hidden).reshape(-1, hidden)
     send = x.new_zeros(tokens * topk, hidden).index_copy(0, dest, copies)
+    return send, dest, torch.diff(ends, prepend=ends.new_zeros(1))
+
+
+def bf16_combine(back, dest, probs):
+    """The source side after the exchange: the weighted sum of each
+    token's copies."""
+    tokens, topk = probs.shape
+    out = back[dest].view(tokens, topk, back.shape[1]).float()
+    return (out * probs.unsqueeze(-1)).sum(1).to(back.dtype)
+
+
+def ep_bf16(x, ids, probs, w13, w2, fns, group=None):
+    """The bf16 expert-parallel layer over the same exchange as ep's;
+    fns: (gather, experts, combine), compiled or not."""
+    gather, experts_fn, combine = fns
+    hidden = x.shape[1]
+    experts = w13.shape[0] * dist.get_world_size(group)
+    send, dest, counts = gather(x, ids, experts)
+    exc = ep.exchange_counts(counts, group)
     recv = dist_fn.all_to_all_single(
         x.new_empty(exc.rows_received, hidden), send[:exc.rows_sent],
         exc.recv, exc.send, group=group)
@@ -74,8 +93,7 @@ def ep_bf16(x, ids, probs, w13, w2, experts_fn, group=None):
     back = dist_fn.all_to_all_single(
         x.new_empty(exc.rows_sent, hidden), y, exc.send, exc.recv,
         group=group)
-    out = back[dest].view(tokens, topk, hidden).float()
-    return (out * probs.unsqueeze(-1)).sum(1).to(x.dtype), exc
+    return combine(back, dest, probs), exc
 
 
 def ep_qgemm(x, ids, probs, w13, w2, group=None):
@@ -128,7 +146,7 @@ def time_path(step, leaves, opt, flush):
     return statistics.median(times), min(times)
 
 
-def run_row(experts, tokens, opt, flush, bf16_experts):
+def run_row(experts, tokens, opt, flush, bf16_fns):
     world, rank = dist.get_world_size(), dist.get_rank()
     dev = flush.device
     x, ids, probs, dout = make_inputs(rank, experts, tokens, dev)
@@ -144,7 +162,7 @@ def run_row(experts, tokens, opt, flush, bf16_experts):
         info["qgemm_out"] = out.detach()
 
     def bf16_step():
-        out, exc = ep_bf16(xg, ids, pg, w13, w2, bf16_experts)
+        out, exc = ep_bf16(xg, ids, pg, w13, w2, bf16_fns)
         out.backward(dout)
         info["bf16_out"], info["exchange"] = out.detach(), exc
 
@@ -205,13 +223,14 @@ def main(argv=None):
     dev = torch.device("cuda", local)
     dist.init_process_group("nccl", device_id=dev)
     rank = dist.get_rank()
-    bf16_experts = ex.experts_bf16 if opt.eager else \
-        _CompiledOrEager(ex.experts_bf16)
+    plain = (bf16_gather, ex.experts_bf16, bf16_combine)
+    bf16_fns = plain if opt.eager else tuple(
+        _CompiledOrEager(f) for f in plain)
     flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.float32, device=dev)
     rows = []
     try:
         for experts, tokens in (QUICK if opt.quick else ROWS):
-            row = run_row(experts, tokens, opt, flush, bf16_experts)
+            row = run_row(experts, tokens, opt, flush, bf16_fns)
             rows.append(row)
             if rank == 0:
                 print(json.dumps(row), flush=True)
@@ -221,8 +240,9 @@ def main(argv=None):
                    "device": name, "gpus": dist.get_world_size(),
                    "torch": torch.__version__,
                    "nccl": ".".join(map(str, torch.cuda.nccl.version())),
-                   "bf16_compiled": not opt.eager and
-                   not getattr(bf16_experts, "failed", None),
+                   "bf16_compiled": [not opt.eager and
+                                     not getattr(f, "failed", None)
+                                     for f in bf16_fns],
                    "steps": opt.steps, "warmup": opt.warmup, "rows": rows}
             with open(opt.out, "w") as f:
                 json.dump(doc, f, indent=1)

@@ -38,8 +38,10 @@ REL_TOL = 2e-3        # out, dx, dprobs, dw2 vs the single-GPU layer
 REL_TOL_W13 = 0.05    # dw13: one more e4m3 rounding of the layer input
 REL_TOL_LOSS = 1e-3
 # After the first update the two layers' w13 differ by that rounding (the
-# step is 1% of each weight's norm): every measure within REL_TOL_W13.
-REL_TOL_TRAINED = REL_TOL_W13
+# step is 1% of each weight's norm), and every FP8 rounding downstream
+# may land on the other side: from then on every measure is held to the
+# layer's FP8 budget against float64 (python/tests/gpu/test_moe_experts).
+REL_TOL_TRAINED = 0.1
 STEP = 0.01
 
 
@@ -137,9 +139,9 @@ def within_budget(report):
         for name in ("out", "x", "probs", "w2"):
             if row[name] > tol:
                 bad.append("step %d %s %.3g" % (i, name, row[name]))
-        if row["w13"] > REL_TOL_W13:
+        if row["w13"] > max(tol, REL_TOL_W13):
             bad.append("step %d w13 %.3g" % (i, row["w13"]))
-        if row["loss"] > REL_TOL_LOSS:
+        if row["loss"] > (REL_TOL_LOSS if i == 0 else tol):
             bad.append("step %d loss %.3g" % (i, row["loss"]))
     return bad
 
