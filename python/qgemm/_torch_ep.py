@@ -52,8 +52,9 @@ from ._torch_errors import (ErrorMode, _error_word_at, deferred_raise,
                             error_mode, poison, record_routing_error)
 from ._torch_fp8_grouped_mm import quantized_weights
 from ._torch_gemm import _grouped_mm_impl
+from ._torch_layer_args import check_layer_args
 from ._torch_moe import (ROW_MULTIPLE, _backward_down_impl,
-                         _backward_up_data_impl, _check, _rows_wgrad,
+                         _backward_up_data_impl, _rows_wgrad,
                          _swiglu_down)
 from ._torch_rows import dequantize_rows
 from .recipes import Recipe
@@ -325,7 +326,8 @@ def moe_experts(x, expert_ids, probs, w13, w2, *, group=None, alignment=16,
     if recipe is not Recipe.DEEPSEEK:
         raise ArgumentError("ep.moe_experts: recipe %s is not supported; "
                             "Recipe.DEEPSEEK is" % (recipe.name,))
-    _check(x, expert_ids, probs, w13, w2, alignment, "ep.moe_experts")
+    check_layer_args(x, expert_ids, probs, w13, w2, alignment,
+                     "ep.moe_experts")
     if not dist.is_initialized():
         raise ArgumentError("ep.moe_experts: torch.distributed is not "
                             "initialized (init_process_group first)")
