@@ -8,9 +8,9 @@ from ._capi import lib
 from ._errors import ArgumentError
 from ._gemm_launch import GemmLaunch, host_groups_array
 from ._ints import INT64, integer
-from ._op_launch import (PermuteLaunch, QuantizeLaunch, SwigluBackwardLaunch,
-                         SwigluQuantizeLaunch, UnpermuteLaunch)
-from ._op_launch import swiglu_info as _swiglu_info
+from ._op_launch import PermuteLaunch, QuantizeLaunch, UnpermuteLaunch
+from ._swiglu_launch import SwigluBackwardLaunch, SwigluQuantizeLaunch
+from ._swiglu_launch import swiglu_info as _swiglu_info
 from ._runtime import Runtime, _Spec, check, default_runtime
 
 Scale = namedtuple("Scale", "block dtype layout")
