@@ -6,7 +6,12 @@ column-wise (restarting at each group) for the weight gradient, the weights
 128x128 in one launch for every expert, the output gradient both ways; f32
 accumulation in every GEMM. jax.custom_vjp wires the data gradient
 (m_contiguous over the transposed weights) and the weight gradient
-(k_contiguous, contracting over each group's tokens)."""
+(k_contiguous, contracting over each group's tokens).
+
+Weights come as arrays (quantized inside, every call) or as
+QuantizedWeights (_weights.py: quantized once, before). Every GEMM output
+goes through _checked: NaN when the GEMM's device error word is set
+(_checks.py says why and when)."""
 import functools
 from typing import NamedTuple
 
