@@ -84,6 +84,12 @@ class GroupSizesArgumentTest(unittest.TestCase):
                  s((128,), F32), s((2, 256, 384)), s((3,), I32),
                  match=("gmm_quantized: group_sizes", "int32 (2,)"))
 
+    def test_swiglu_quantize_group_sizes(self):
+        self.bad(qj.swiglu_quantize, s((64, 512)), s((2,), F32),
+                 match=("swiglu_quantize: group_sizes has dtype float32",))
+        out = jax.eval_shape(qj.swiglu_quantize, s((64, 512)), s((2,), I32))
+        self.assertEqual(out[0].shape, (64, 256))
+
     def test_rhs_without_groups(self):
         self.bad(qj.gmm, s((64, 256)), s((0, 256, 384)), s((0,), I32),
                  match=("gmm: rhs", "G = 0"))
