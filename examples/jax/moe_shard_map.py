@@ -24,6 +24,31 @@ except ImportError:  # older JAX
 import qgemm.jax as qj
 
 
+def expert_parallel(mesh):
+    """gmm over the mesh's "ep" axis: x (D*T, K) and group sizes (D*L,)
+    sharded by device, w (G, K, N) by expert; each device multiplies its
+    tokens by its L = G / D experts."""
+    def expert_ffn(x, w, sizes):          # one device's shard
+        return qj.gmm(x, w, sizes)
+
+    # check_vma=False: the custom calls' results carry no varying-axis
+    # type, so JAX's check of the VJP's cotangent types is switched off.
+    return shard_map(expert_ffn, mesh=mesh,
+                     in_specs=(P("ep", None), P("ep", None, None), P("ep")),
+                     out_specs=P("ep", None), check_vma=False)
+
+
+def train_step(ffn_ep):
+    """The loss and its gradients in x and w, jitted: forward and backward
+    of every device's shard in one XLA program."""
+    @jax.jit
+    def step(x, w, sizes):
+        def loss(x, w):
+            return jnp.mean(ffn_ep(x, w, sizes).astype(jnp.float32) ** 2)
+        return jax.value_and_grad(loss, argnums=(0, 1))(x, w)
+    return step
+
+
 def main(experts=8, tokens_per_device=4096, hidden=1024, ffn=1536):
     devices = np.array(jax.devices())
     d = len(devices)
@@ -43,31 +68,17 @@ def main(experts=8, tokens_per_device=4096, hidden=1024, ffn=1536):
     w = jax.device_put(w, NamedSharding(mesh, P("ep", None, None)))
     sizes = jax.device_put(sizes, NamedSharding(mesh, P("ep")))
 
-    def expert_ffn(x, w, sizes):          # one device's shard
-        return qj.gmm(x, w, sizes)
-
-    # check_vma=False: the custom calls' results carry no varying-axis
-    # type, so JAX's check of the VJP's cotangent types is switched off.
-    ffn_ep = shard_map(expert_ffn, mesh=mesh,
-                       in_specs=(P("ep", None), P("ep", None, None),
-                                 P("ep")),
-                       out_specs=P("ep", None), check_vma=False)
-
-    @jax.jit
-    def step(x, w, sizes):
-        def loss(x, w):
-            return jnp.mean(ffn_ep(x, w, sizes).astype(jnp.float32) ** 2)
-        return jax.value_and_grad(loss, argnums=(0, 1))(x, w)
-
-    value, (dx, dw) = step(x, w, sizes)
+    ffn_ep = expert_parallel(mesh)
+    value, (dx, dw) = train_step(ffn_ep)(x, w, sizes)
     ref = jax.lax.ragged_dot(x[:tokens_per_device], w[:local],
                              sizes[:local])
     got = ffn_ep(x, w, sizes)[:tokens_per_device]
     err = float(jnp.linalg.norm((got - ref).astype(jnp.float32)) /
                 jnp.linalg.norm(ref.astype(jnp.float32)))
-    print("devices %d, loss %.4f, dw %s, shard 0 rel. error vs ragged_dot "
-          "%.4f" % (d, float(value), dw.shape, err))
-    return err
+    finite = bool(jnp.isfinite(value)) and bool(jnp.all(jnp.isfinite(dw)))
+    print("devices %d, loss %.4f, dw %s, finite %s, shard 0 rel. error vs "
+          "ragged_dot %.4f" % (d, float(value), dw.shape, finite, err))
+    return err, finite
 
 
 if __name__ == "__main__":

@@ -93,6 +93,37 @@ class ShapeTest(unittest.TestCase):
         self.assertNotIn("callback", text)        # no Python at run time
 
 
+def load_example(name):
+    """examples/jax/<name>.py as a module (it is not a package)."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                        "..", "examples", "jax", name + ".py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class ShardMapExampleTest(unittest.TestCase):
+    """examples/jax/moe_shard_map.py (README and docs/JAX.md point at it):
+    its training step, gmm inside shard_map over the experts, traces and
+    lowers to qgemm's custom calls on a one-device mesh."""
+
+    def test_train_step_lowers(self):
+        ex = load_example("moe_shard_map")
+        mesh = ex.Mesh(ex.np.array(jax.devices()[:1]), ("ep",))
+        step = ex.train_step(ex.expert_parallel(mesh))
+        x, w, gs = s((512, 256)), s((4, 256, 384)), s((4,), I32)
+        value, (dx, dw) = jax.eval_shape(step, x, w, gs)
+        self.assertEqual((value.shape, value.dtype), ((), F32))
+        self.assertEqual((dx.shape, dw.shape), ((512, 256), (4, 256, 384)))
+        text = step.lower(x, w, gs).as_text()
+        self.assertIn("@qgemm_xla_gemm(", text)
+        self.assertIn("k_contiguous", text)           # the weight gradient
+        self.assertIn("@qgemm_xla_quantize(", text)
+        self.assertNotIn("callback", text)
+
+
 class DispatchShapeTest(unittest.TestCase):
     """permute_quantize / unpermute: shapes and dtypes by tracing."""
     T, K, TOPK, G = 100, 256, 4, 8

@@ -15,22 +15,37 @@ time (and found again in XLA's instantiate stage), never while a step runs;
 under jax.jit no Python runs on the launch path, and the handlers may be
 captured into CUDA graphs (XLA command buffers).
 
+Weights used by many calls (microbatches) are quantized once with
+quantize_weights(w), which gmm takes in place of w.
+
+Bad group sizes (checked on the device) make the outputs NaN
+(ErrorMode.POISON; set_error_mode("silent") leaves them as written);
+check_group_sizes() and set_debug_sync(True) name the violation.
+
 Token dispatch: permute_quantize (bf16 tokens to FP8 rows of expert order,
 one kernel) and unpermute (the weighted combine, differentiable)."""
 from . import _calls
 from ._dispatch import Dispatch, permute_quantize, permute_rows, unpermute
+from ._checks import (ErrorMode, check_group_sizes, error_mode,
+                      poison_on_error, set_error_mode)
 from ._ffi import ffi_api_version, library_path, register
 from ._gmm import gmm, gmm_quantized, tgmm
 from ._swiglu import swiglu, swiglu_quantize
+from ._weights import QuantizedWeights, quantize_weights
 
-__all__ = ["gmm", "tgmm", "gmm_quantized", "swiglu", "swiglu_quantize",
+__all__ = ["gmm", "tgmm", "gmm_quantized", "quantize_weights",
+           "QuantizedWeights", "swiglu", "swiglu_quantize",
            "permute_quantize", "unpermute", "permute_rows", "Dispatch",
-           "register", "set_debug_sync", "library_path", "ffi_api_version"]
+           "ErrorMode", "set_error_mode", "error_mode", "check_group_sizes",
+           "poison_on_error", "register", "set_debug_sync", "library_path",
+           "ffi_api_version"]
 
 
 def set_debug_sync(on=True):
     """Launch the GEMMs traced from now on with qgemm's debug flag: the
     stream is synchronized after each launch and bad group sizes raise an
     XLA error naming the violation. Those launches cannot be captured into
-    CUDA graphs (the debug target does not declare the trait)."""
+    CUDA graphs (the debug target does not declare the trait). Functions
+    the caller jitted before keep the target they were traced with; gmm's
+    own cache keys on the flag."""
     _calls.debug_sync = bool(on)

@@ -71,21 +71,26 @@ def quantize(x, offsets, kernel_text, *, weights=False):
     return outs[:4]
 
 
-def gemm(kernel_text, a, sa, b, sb, offsets, out_shape, out_dtype):
-    """D of a grouped_gemm launch: m_contiguous D (M, N), k_contiguous D
-    (G, N, K)."""
+def gemm(kernel_text, a, sa, b, sb, offsets, out_shape, out_dtype,
+         debug=None):
+    """(D, error word) of a grouped_gemm launch: m_contiguous D (M, N),
+    k_contiguous D (G, N, K); the word (int32 (1,)) holds the device
+    check's qgemm.GROUP_ERROR_* bits, nonzero when D is not valid.
+    `debug` (default: set_debug_sync's flag) picks the synchronizing
+    target."""
     _ffi.register()
     _, text = kernel_text
     groups = int(offsets.shape[0])
-    target = "qgemm_xla_gemm_debug" if debug_sync else "qgemm_xla_gemm"
-    d, _, _ = jax.ffi.ffi_call(
+    debug = debug_sync if debug is None else bool(debug)
+    target = "qgemm_xla_gemm_debug" if debug else "qgemm_xla_gemm"
+    d, _, error = jax.ffi.ffi_call(
         target,
         (_out(out_shape, out_dtype), _out((groups,), jnp.int32),
          _out((1,), jnp.int32)),
         input_output_aliases={5: 2})(
             a, sa, b, sb, offsets, _error_word(), spec=text,
-            debug=np.int64(1 if debug_sync else 0))
-    return d
+            debug=np.int64(1 if debug else 0))
+    return d, error
 
 
 def swiglu_quantize(kernel_text, h, offsets):

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from .._errors import ArgumentError
-from . import _calls, _specs
+from . import _calls, _checks, _specs
 
 _HALVES = ("stacked", "interleaved")
 
@@ -33,7 +33,9 @@ def swiglu_quantize(h, group_sizes=None, *, halves="stacked",
     group_sizes (int32 (G,)) are accepted for symmetry with the column-wise
     forms; the row-wise output does not depend on them."""
     _check(h, halves, "swiglu_quantize")
-    del group_sizes  # row-wise 1x128 blocks never cross a row
+    # Checked, then unused: row-wise 1x128 blocks never cross a row.
+    if group_sizes is not None:
+        _checks.check_group_sizes_arg(group_sizes, None, "swiglu_quantize")
     return _calls.swiglu_quantize(_specs.swiglu(halves, bf16_output), h,
                                   _calls.no_groups())
 
