@@ -87,9 +87,21 @@ def step(fn, w13, w2, x, ids, probs, dout):
                                        "w13": w13.grad, "w2": w2.grad}
 
 
-def train(problem, steps, group=None):
+def past_capacity(ids, capacity):
+    """ids with every copy past its expert's first `capacity` (in token
+    order) set to -1: what the fixed-capacity dispatch drops on a rank."""
+    ids = ids.clone()
+    for e in ids[ids >= 0].unique().tolist():
+        tok, slot = (ids == e).nonzero(as_tuple=True)
+        ids[tok[capacity:], slot[capacity:]] = -1
+    return ids
+
+
+def train(problem, steps, group=None, capacity=None):
     """SGD on both layers; returns one dict of measured differences per
-    step (this rank's view)."""
+    step (this rank's view). With a capacity, the split layer runs the
+    fixed-capacity dispatch and the single-GPU layer drops the same
+    copies."""
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     dev = torch.device("cuda", torch.cuda.current_device())
     w13_all, w2_all, ranks = problem
@@ -100,12 +112,18 @@ def train(problem, steps, group=None):
     r13 = w13_all.clone().to(dev).requires_grad_(True)
     r2 = w2_all.clone().to(dev).requires_grad_(True)
     x, ids, probs, dout = (t.to(dev) for t in ranks[rank])
+    if capacity is not None:
+        ranks = [(r[0], past_capacity(r[1], capacity)) + r[2:]
+                 for r in ranks]
+        want_dropped = int((ids >= 0).sum() - (ranks[rank][1] >= 0).sum())
     cat = [torch.cat([r[i] for r in ranks]).to(dev) for i in range(4)]
+    dropped = torch.zeros(1, dtype=torch.int64, device=dev)
     first = sum(r[0].shape[0] for r in ranks[:rank])
     own = slice(first, first + x.shape[0])
 
     def distributed(*a):
-        return ep.moe_experts(*a, group=group)
+        return ep.moe_experts(*a, group=group, capacity=capacity,
+                              dropped=dropped if capacity else None)
 
     report = []
     for _ in range(steps):
@@ -124,6 +142,8 @@ def train(problem, steps, group=None):
             "w13": rel(grads["w13"], rgrads["w13"][mine]),
             "loss": abs(float(total) - rloss) / max(abs(rloss), 1e-30),
             "loss_value": float(total)})
+        if capacity is not None:
+            report[-1]["dropped_miscount"] = abs(int(dropped) - want_dropped)
         with torch.no_grad():
             for p in (w13, w2, r13, r2):
                 # Per expert, so a rank's share moves as its slice of the
@@ -132,6 +152,59 @@ def train(problem, steps, group=None):
                 grad = p.grad.norm(dim=(1, 2), keepdim=True).clamp_min(1e-30)
                 p -= STEP * size / grad * p.grad
     return report
+
+
+def graph_replay(problem, capacity, group=None):
+    """Forward + backward of the fixed-capacity layer captured in a CUDA
+    graph, replayed on the captured inputs and again after new inputs and
+    weights are copied in: the largest difference from eager runs of the
+    same inputs (expected 0)."""
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    dev = torch.device("cuda", torch.cuda.current_device())
+    w13_all, w2_all, ranks = problem
+    el = w13_all.shape[0] // world
+    mine = slice(rank * el, (rank + 1) * el)
+    w13 = w13_all[mine].clone().to(dev).requires_grad_(True)
+    w2 = w2_all[mine].clone().to(dev).requires_grad_(True)
+    x, ids, probs, dout = (t.to(dev) for t in ranks[rank])
+    xg, pg = x.clone().requires_grad_(True), probs.clone().requires_grad_(True)
+
+    def run():
+        xg.grad = pg.grad = w13.grad = w2.grad = None
+        out = ep.moe_experts(xg, ids, pg, w13, w2, group=group,
+                             capacity=capacity)
+        out.backward(dout)
+        return out
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            run()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    xg.grad = pg.grad = w13.grad = w2.grad = None
+    with torch.cuda.graph(graph):
+        out = ep.moe_experts(xg, ids, pg, w13, w2, group=group,
+                             capacity=capacity)
+        out.backward(dout)
+    captured = (out, xg.grad, pg.grad, w13.grad, w2.grad)
+    worst = 0.0
+    gen = torch.Generator(device=dev).manual_seed(5 + rank)
+    for trial in range(2):
+        if trial:
+            with torch.no_grad():
+                xg.copy_(torch.randn(xg.shape, generator=gen, device=dev))
+                w13.mul_(1.5)
+                w2.add_(0.01)
+        graph.replay()
+        torch.cuda.synchronize()
+        got = [t.clone() for t in captured]
+        want = run()
+        want = (want.detach(), xg.grad, pg.grad, w13.grad, w2.grad)
+        for a, b in zip(got, want):
+            worst = max(worst, float((a.float() - b.float()).abs().max()))
+    return worst
 
 
 def within_budget(report):
@@ -146,6 +219,9 @@ def within_budget(report):
             bad.append("step %d w13 %.3g" % (i, row["w13"]))
         if row["loss"] > (REL_TOL_LOSS if i == 0 else tol):
             bad.append("step %d loss %.3g" % (i, row["loss"]))
+        if row.get("dropped_miscount"):
+            bad.append("step %d dropped copies off by %d"
+                       % (i, row["dropped_miscount"]))
     return bad
 
 
@@ -157,6 +233,9 @@ def main(argv=None):
     p.add_argument("--tokens", type=int, default=512)
     p.add_argument("--topk", type=int, default=4)
     p.add_argument("--steps", type=int, default=4)
+    p.add_argument("--capacity", type=int, default=None,
+                   help="fixed-capacity dispatch: row slots per expert "
+                        "and rank (default: exact dispatch)")
     opt = p.parse_args(argv)
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
     local = int(os.environ.get("LOCAL_RANK", "0"))
@@ -165,7 +244,7 @@ def main(argv=None):
     try:
         problem = make_problem(dist.get_world_size(), opt.experts,
                                opt.hidden, opt.inter, opt.tokens, opt.topk)
-        report = train(problem, opt.steps)
+        report = train(problem, opt.steps, capacity=opt.capacity)
         rank = dist.get_rank()
         for i, row in enumerate(report):
             print("rank %d step %d loss %.6g (single GPU rel diff %.2g): "

@@ -14,6 +14,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from qgemm import ROUTING_ERROR_RANGE, ArgumentError
+from qgemm import _torch_ep_capacity as cap
+from qgemm._torch_ep_exchange import raise_if_any_rank
 from qgemm.torch import ep, ErrorMode, set_error_mode
 
 HIDDEN = 4
@@ -64,7 +66,7 @@ def dispatch(rank, world, experts, case, result):
     ex = ep.exchange_counts(counts, None, error)
     raised = None
     try:
-        ep._raise_if_any(ex)
+        raise_if_any_rank(ex)
     except ArgumentError as e:
         raised = str(e)
     send = token_rows(rank, tokens)[order // topk]
@@ -88,6 +90,37 @@ def dispatch(rank, world, experts, case, result):
                         raised=raised)
 
 
+def dispatch_capacity(rank, world, experts, capacity, result):
+    """The fixed-capacity layout (qgemm/_torch_ep_capacity.py) through a
+    gloo all_to_all with equal splits: what each local expert receives."""
+    tokens, topk = 37 + 5 * rank, 3
+    ids = routing(rank, tokens, experts, topk)
+    flat = ids.reshape(-1)
+    keep = (flat >= 0).nonzero().squeeze(1)
+    order = keep[torch.argsort(flat[keep], stable=True)]
+    counts = torch.bincount(flat[keep].long(), minlength=experts).int()
+    kept = cap.kept_counts(counts, capacity)
+    rows = token_rows(rank, tokens)[order // topk]
+    send = rows[cap.send_rows(counts, capacity, rows.shape[0])]
+    el = experts // world
+    send_k = torch.cat([kept.view(world, el),
+                        torch.zeros(world, 1, dtype=torch.int32)], 1)
+    recv_k = torch.empty_like(send_k)
+    dist.all_to_all_single(recv_k, send_k)
+    recv = torch.empty_like(send)
+    dist.all_to_all_single(recv, send)
+    local = cap.received_slot_ids(recv_k[:, :el], capacity).squeeze(1)
+    placed = [recv[local == e, :2].tolist() for e in range(el)]
+    # The source's copies seen through their slots: slot_of_copies.
+    row_map = torch.full((tokens * topk,), -1, dtype=torch.int32)
+    row_map[order] = torch.arange(order.numel(), dtype=torch.int32)
+    row_group = flat[order].int()
+    slots = cap.slot_of_copies(row_map.view(tokens, topk), row_group,
+                               counts, capacity)
+    result[rank] = dict(ids=ids, placed=placed, slots=slots,
+                        dropped=int((counts - kept).sum()))
+
+
 def worker(rank, world, port, experts, cases, path):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
@@ -96,7 +129,11 @@ def worker(rank, world, port, experts, cases, path):
         for name, case in cases.items():
             set_error_mode(case.get("mode", ErrorMode.RAISE))
             result = {}
-            dispatch(rank, world, experts, case, result)
+            if "capacity" in case:
+                dispatch_capacity(rank, world, experts, case["capacity"],
+                                  result)
+            else:
+                dispatch(rank, world, experts, case, result)
             results[name] = result[rank]
         torch.save(results, "%s.%d" % (path, rank))
     finally:
@@ -121,14 +158,26 @@ TWO_RANK_CASES = {
     "error": {"errors": {1: ROUTING_ERROR_RANGE}},
     "silent": {"errors": {0: ROUTING_ERROR_RANGE},
                "mode": ErrorMode.SILENT},
+    "capacity_fits": {"capacity": 64},
+    "capacity_drops": {"capacity": 5},
 }
+
+
+_RUNS = {}
+
+
+def runs():
+    """Both process groups' results, run once for every test class."""
+    if not _RUNS:
+        _RUNS["two"] = run(2, 8, TWO_RANK_CASES)
+        _RUNS["three"] = run(3, 6, {"plain": {}})
+    return _RUNS
 
 
 class ExchangeTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.two = run(2, 8, TWO_RANK_CASES)
-        cls.three = run(3, 6, {"plain": {}})
+        cls.two, cls.three = runs()["two"], runs()["three"]
 
     def check(self, out, experts):
         world = len(out)
@@ -190,6 +239,46 @@ class ExchangeTest(unittest.TestCase):
         out = self.check(self.two["silent"], 8)
         self.assertEqual([o["raised"] for o in out], [None, None])
         self.assertEqual(out[1]["errors"], [ROUTING_ERROR_RANGE, 0])
+
+
+class CapacityTest(unittest.TestCase):
+    """The fixed-capacity layout: each local expert receives, from each
+    source in rank order, that source's first `capacity` copies of it in
+    token order; the rest are dropped, and each copy's slot points at its
+    row or is -1."""
+
+    def check(self, out, experts, capacity):
+        world = len(out)
+        el = experts // world
+        for r in range(world):
+            for e in range(el):
+                want = []
+                for s in range(world):
+                    ids = out[s]["ids"]
+                    tok = (ids == r * el + e).any(1).nonzero().squeeze(1)
+                    want += [[float(s), float(t)]
+                             for t in tok.tolist()[:capacity]]
+                self.assertEqual(out[r]["placed"][e], want, (r, e))
+        for s in range(world):
+            ids, slots = out[s]["ids"], out[s]["slots"]
+            dropped = 0
+            for g in range(experts):
+                tok, j = (ids == g).nonzero(as_tuple=True)
+                for i, (t, jj) in enumerate(zip(tok.tolist(), j.tolist())):
+                    want = g * capacity + i if i < capacity else -1
+                    dropped += i >= capacity
+                    self.assertEqual(int(slots[t, jj]), want, (s, g, i))
+            self.assertTrue(bool((slots[ids < 0] == -1).all()))
+            self.assertEqual(out[s]["dropped"], dropped)
+        return out
+
+    def test_capacity_that_fits_drops_nothing(self):
+        out = self.check(runs()["two"]["capacity_fits"], 8, 64)
+        self.assertEqual([o["dropped"] for o in out], [0, 0])
+
+    def test_capacity_past_which_copies_drop(self):
+        out = self.check(runs()["two"]["capacity_drops"], 8, 5)
+        self.assertGreater(sum(o["dropped"] for o in out), 0)
 
 
 class ReceivedIdsTest(unittest.TestCase):

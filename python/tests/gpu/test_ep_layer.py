@@ -7,7 +7,11 @@ example's: out, dx, dprobs, dw2 within 2e-3 of the single-GPU layer --
 the same kernels see the same rows -- and dw13 within 0.05, one more e4m3
 rounding). Cases: random top-4 routing with 6% of the slots dropped; every
 token routed to rank 0's experts (rank 1 receives nothing); rank 1's
-slots all dropped (it sends nothing). And the loud failure: an expert id
+slots all dropped (it sends nothing); the fixed-capacity dispatch with
+room for every copy (the exact dispatch's bits), with copies dropped
+past it (against the single-GPU layer with those copies dropped, and
+their count), and captured in a CUDA graph (replays equal eager runs,
+also after new inputs and weights). And the loud failure: an expert id
 out of range on rank 1 makes both ranks raise qgemm.ArgumentError in the
 same call (none waits in a collective), and after reset_errors() on rank
 1 both train again.
@@ -78,6 +82,13 @@ def worker(rank, world, port, path):
         for name, route in ROUTES.items():
             problem = ep_train.make_problem(world, route=route, **SHAPE)
             out[name] = ep_train.train(problem, steps=2)
+        # Fixed capacity: room for every copy (a rank's tokens), then less
+        # than the ~240 copies an expert gets from a rank.
+        problem = ep_train.make_problem(world, **SHAPE)
+        for name, capacity in (("capacity_fits", SHAPE["tokens"] + 64),
+                               ("capacity_drops", 200)):
+            out[name] = ep_train.train(problem, steps=2, capacity=capacity)
+        out["graph_worst"] = ep_train.graph_replay(problem, capacity=256)
         # One rank's bad routing: both raise in the same call.
         problem = ep_train.make_problem(world, route=route_rank1_out_of_range,
                                         **SHAPE)
@@ -108,7 +119,10 @@ class ExpertParallelTest(unittest.TestCase):
             mp.spawn(worker, args=(2, free_port(), path), nprocs=2)
             cls.out = [torch.load("%s.%d" % (path, r)) for r in range(2)]
         for r, o in enumerate(cls.out):
-            for name in list(ROUTES) + ["after_reset"]:
+            print("rank %d graph replay worst difference %s"
+                  % (r, o.get("graph_worst")))
+            for name in list(ROUTES) + ["capacity_fits", "capacity_drops",
+                                        "after_reset"]:
                 for i, row in enumerate(o.get(name, [])):
                     print("rank %d %s step %d: %s" % (r, name, i, {
                         k: round(v, 6) for k, v in row.items()}))
@@ -129,6 +143,20 @@ class ExpertParallelTest(unittest.TestCase):
 
     def test_rank_that_sends_nothing(self):
         self.check("rank1_drops_all")
+
+    def test_fixed_capacity_with_room_for_every_copy(self):
+        self.check("capacity_fits")
+        # No copy dropped: the same bits as the exact dispatch.
+        for o in self.out:
+            self.assertEqual(o["capacity_fits"][0]["out_max_abs"], 0.0)
+
+    def test_fixed_capacity_drops_like_the_reference(self):
+        # The single-GPU layer drops the same copies (-1 slots).
+        self.check("capacity_drops")
+
+    def test_fixed_capacity_replays_in_a_cuda_graph(self):
+        for r, o in enumerate(self.out):
+            self.assertEqual(o.get("graph_worst"), 0.0, "rank %d" % r)
 
     def test_bad_routing_raises_on_both_ranks_then_recovers(self):
         for r, o in enumerate(self.out):
