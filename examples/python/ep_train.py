@@ -97,21 +97,29 @@ def past_capacity(ids, capacity):
     return ids
 
 
-def train(problem, steps, group=None, capacity=None):
-    """SGD on both layers; returns one dict of measured differences per
-    step (this rank's view). With a capacity, the split layer runs the
-    fixed-capacity dispatch and the single-GPU layer drops the same
-    copies."""
+def this_rank(problem, group=None):
+    """(rank, device, its experts' slice, its w13 and w2 as leaves on the
+    device, its (x, ids, probs, dout) on the device)."""
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     dev = torch.device("cuda", torch.cuda.current_device())
     w13_all, w2_all, ranks = problem
     el = w13_all.shape[0] // world
     mine = slice(rank * el, (rank + 1) * el)
-    w13 = w13_all[mine].clone().to(dev).requires_grad_(True)
-    w2 = w2_all[mine].clone().to(dev).requires_grad_(True)
+    weights = tuple(w[mine].clone().to(dev).requires_grad_(True)
+                    for w in (w13_all, w2_all))
+    return rank, dev, mine, weights, tuple(t.to(dev) for t in ranks[rank])
+
+
+def train(problem, steps, group=None, capacity=None):
+    """SGD on both layers; returns one dict of measured differences per
+    step (this rank's view). With a capacity, the split layer runs the
+    fixed-capacity dispatch and the single-GPU layer drops the same
+    copies."""
+    rank, dev, mine, (w13, w2), (x, ids, probs, dout) = this_rank(problem,
+                                                                  group)
+    w13_all, w2_all, ranks = problem
     r13 = w13_all.clone().to(dev).requires_grad_(True)
     r2 = w2_all.clone().to(dev).requires_grad_(True)
-    x, ids, probs, dout = (t.to(dev) for t in ranks[rank])
     if capacity is not None:
         ranks = [(r[0], past_capacity(r[1], capacity)) + r[2:]
                  for r in ranks]
@@ -159,14 +167,8 @@ def graph_replay(problem, capacity, group=None):
     graph, replayed on the captured inputs and again after new inputs and
     weights are copied in: the largest difference from eager runs of the
     same inputs (expected 0)."""
-    rank, world = dist.get_rank(group), dist.get_world_size(group)
-    dev = torch.device("cuda", torch.cuda.current_device())
-    w13_all, w2_all, ranks = problem
-    el = w13_all.shape[0] // world
-    mine = slice(rank * el, (rank + 1) * el)
-    w13 = w13_all[mine].clone().to(dev).requires_grad_(True)
-    w2 = w2_all[mine].clone().to(dev).requires_grad_(True)
-    x, ids, probs, dout = (t.to(dev) for t in ranks[rank])
+    rank, dev, _, (w13, w2), (x, ids, probs, dout) = this_rank(problem,
+                                                               group)
     xg, pg = x.clone().requires_grad_(True), probs.clone().requires_grad_(True)
 
     def run():

@@ -30,10 +30,10 @@ import functools
 
 import torch
 
-from ._torch_dispatch import (_permute_backward_impl, _permute_quantize_run,
-                              _unpermute_backward_impl, _unpermute_impl)
+from ._torch_dispatch import _permute_quantize_run, _unpermute_impl
+from ._torch_ep_autograd import backward, save_forward
 from ._torch_ep_exchange import _all_to_all
-from ._torch_ep_experts import local_backward, local_forward
+from ._torch_ep_experts import local_forward
 from ._torch_errors import (_error_word_at, deferred_raise, poison,
                             record_routing_error)
 from ._torch_fp8_grouped_mm import quantized_weights
@@ -112,7 +112,9 @@ class EPCapacityFn(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dout):
         with deferred_raise():
-            return EPCapacityFn._backward(ctx, dout)
+            dx, dprobs, dw13, dw2 = backward(ctx, dout)
+        return (dx, None, dprobs, dw13, dw2, None, None, None, None, None,
+                None)
 
     @staticmethod
     def _forward(ctx, x, ids, probs, w13, w2, num_experts, group, alignment,
@@ -154,36 +156,7 @@ class EPCapacityFn(torch.autograd.Function):
         slot_map = slot_of_copies(row_map, row_group, counts, capacity)
         out = _unpermute_impl(y, slot_map, probs, tokens=tokens, topk=topk)
         poison(out)
-        ctx.save_for_backward(probs, slot_map, slot_groups(kept, capacity),
-                              y, w13q_t, w13s_t, w2q_t, w2s_t, *saved)
-        ctx.group, ctx.splits = group, splits
-        ctx.alignment, ctx.recipe = alignment, recipe
-        ctx.weights = ((w13.shape, w13.dtype), (w2.shape, w2.dtype))
+        save_forward(ctx, (probs, slot_groups(kept, capacity), slot_map, y,
+                           w13q_t, w13s_t, w2q_t, w2s_t), saved, splits,
+                     splits, group, alignment, recipe, w13, w2)
         return out
-
-    @staticmethod
-    def _backward(ctx, dout):
-        (probs, slot_map, groups, y, w13q_t, w13s_t, w2q_t,
-         w2s_t) = ctx.saved_tensors[:8]
-        saved = ctx.saved_tensors[8:]
-        group, splits = ctx.group, ctx.splits
-        tokens, topk = slot_map.shape
-        dy, dprobs = _unpermute_backward_impl(dout.contiguous(), slot_map,
-                                              groups, probs, y, topk=topk)
-        del y
-        dyr = torch.empty_like(dy)
-        _all_to_all(dyr, dy, splits, splits, group)
-        del dy
-        dxr, wgrad_w13, dw2 = local_backward(
-            dyr, saved, (w13q_t, w13s_t, w2q_t, w2s_t), ctx)
-        del dyr, saved
-        dxs = torch.empty_like(dxr)
-        work = _all_to_all(dxs, dxr, splits, splits, group, async_op=True)
-        dw13 = wgrad_w13()
-        work.wait()
-        del dxr
-        dx, _ = _permute_backward_impl(dxs, slot_map, tokens=tokens,
-                                       topk=topk, alignment=1)
-        poison(dx)
-        return (dx, None, dprobs, dw13, dw2, None, None, None, None, None,
-                None)

@@ -3,11 +3,11 @@ sizes are read on the host once per forward (qgemm/_torch_ep.py has the
 data path)."""
 import torch
 
-from ._torch_dispatch import (_permute_backward_impl, _permute_quantize_run,
-                              _unpermute_backward_impl, _unpermute_impl)
+from ._torch_dispatch import _permute_quantize_run, _unpermute_impl
+from ._torch_ep_autograd import backward, save_forward
 from ._torch_ep_exchange import (_all_to_all, raise_if_any_rank,
                                  exchange_counts, received_expert_ids)
-from ._torch_ep_experts import local_backward, local_forward
+from ._torch_ep_experts import local_forward
 from ._torch_errors import (_error_word_at, deferred_raise, poison,
                             record_routing_error)
 from ._torch_fp8_grouped_mm import quantized_weights
@@ -29,7 +29,8 @@ class _EPExpertsFn(torch.autograd.Function):
     def backward(ctx, dout):
         # A bad step poisons its gradients; the next forward raises.
         with deferred_raise():
-            return _EPExpertsFn._backward(ctx, dout)
+            dx, dprobs, dw13, dw2 = backward(ctx, dout)
+        return dx, None, dprobs, dw13, dw2, None, None, None, None
 
     @staticmethod
     def _forward(ctx, x, ids, probs, w13, w2, num_experts, group, alignment,
@@ -65,47 +66,7 @@ class _EPExpertsFn(torch.autograd.Function):
         del back
         out = _unpermute_impl(y, row_map_s, probs, tokens=tokens, topk=topk)
         poison(out)
-        ctx.save_for_backward(probs, row_group_s, row_map_s, y, w13q_t,
-                              w13s_t, w2q_t, w2s_t, *saved)
-        ctx.exchange, ctx.group = ex, group
-        ctx.alignment, ctx.recipe = alignment, recipe
-        ctx.weights = ((w13.shape, w13.dtype), (w2.shape, w2.dtype))
+        save_forward(ctx, (probs, row_group_s, row_map_s, y, w13q_t, w13s_t,
+                           w2q_t, w2s_t), saved, ex.send, ex.recv, group,
+                     alignment, recipe, w13, w2)
         return out
-
-    @staticmethod
-    def _backward(ctx, dout):
-        (probs, row_group_s, row_map_s, y, w13q_t, w13s_t, w2q_t,
-         w2s_t) = ctx.saved_tensors[:8]
-        saved = ctx.saved_tensors[8:]
-        ex, group = ctx.exchange, ctx.group
-        tokens, topk = row_map_s.shape
-        hidden = dout.shape[1]
-        dy, dprobs = _unpermute_backward_impl(dout.contiguous(), row_map_s,
-                                              row_group_s, probs, y,
-                                              topk=topk)
-        del y
-        dyr = dy.new_empty((ex.rows_received, hidden))
-        _all_to_all(dyr, dy[:ex.rows_sent], ex.recv, ex.send, group)
-        del dy
-        if ex.rows_received:
-            dxr, wgrad_w13, dw2 = local_backward(
-                dyr, saved, (w13q_t, w13s_t, w2q_t, w2s_t), ctx)
-        else:
-            dxr = dyr
-            wgrad_w13 = None
-            dw2 = dout.new_zeros(ctx.weights[1][0], dtype=ctx.weights[1][1])
-        del dyr, saved
-        dxs = dxr.new_empty((tokens * topk, hidden))
-        work = _all_to_all(dxs[:ex.rows_sent], dxr, ex.send, ex.recv, group,
-                           async_op=True)
-        if wgrad_w13 is None:
-            dw13 = dout.new_zeros(ctx.weights[0][0],
-                                  dtype=ctx.weights[0][1])
-        else:
-            dw13 = wgrad_w13()
-        work.wait()
-        del dxr
-        dx, _ = _permute_backward_impl(dxs, row_map_s, tokens=tokens,
-                                       topk=topk, alignment=1)
-        poison(dx)
-        return dx, None, dprobs, dw13, dw2, None, None, None, None
