@@ -32,11 +32,15 @@ their scales against bf16 rows; the combine and the two backward
 exchanges move bf16 in both paths.
 
 Rows: {label, ep, experts, tokens_per_rank, qgemm_ms, bf16_ms, speedup,
-fp8_bytes, bf16_bytes, bytes_ratio, out_rel_err, ...}.
+fp8_bytes, bf16_bytes, bytes_ratio, out_rel_err, ...}; with
+--capacity-factor F also qgemm_capacity_ms: ep.moe_experts(capacity=C),
+C = F times the mean copies per expert and rank (uniform routing drops
+next to nothing at F = 1.25).
 """
 import argparse
 import datetime
 import json
+import math
 import os
 import statistics
 import sys
@@ -96,8 +100,9 @@ def ep_bf16(x, ids, probs, w13, w2, fns, group=None):
     return combine(back, dest, probs), exc
 
 
-def ep_qgemm(x, ids, probs, w13, w2, group=None):
-    return ep.moe_experts(x, ids, probs, w13, w2, group=group)
+def ep_qgemm(x, ids, probs, w13, w2, group=None, capacity=None):
+    return ep.moe_experts(x, ids, probs, w13, w2, group=group,
+                          capacity=capacity)
 
 
 def make_inputs(rank, experts, tokens, dev):
@@ -168,6 +173,18 @@ def run_row(experts, tokens, opt, flush, bf16_fns):
 
     q_ms, q_min = time_path(qgemm_step, leaves, opt, flush)
     b_ms, b_min = time_path(bf16_step, leaves, opt, flush)
+    extra = {}
+    if opt.capacity_factor:
+        # Row slots per expert and rank: the mean copies times the factor.
+        capacity = math.ceil(opt.capacity_factor * tokens * TOPK / experts)
+
+        def capacity_step():
+            out = ep_qgemm(xg, ids, pg, w13, w2, capacity=capacity)
+            out.backward(dout)
+        c_ms, _ = time_path(capacity_step, leaves, opt, flush)
+        extra = {"capacity": capacity, "capacity_factor":
+                 opt.capacity_factor, "qgemm_capacity_ms": round(c_ms, 3),
+                 "capacity_speedup": round(b_ms / c_ms, 3)}
     exc = info["exchange"]
     fp8_bytes = ep.all_to_all_bytes(exc, HIDDEN, fp8=True)
     bf16_bytes = ep.all_to_all_bytes(exc, HIDDEN, fp8=False)
@@ -185,7 +202,7 @@ def run_row(experts, tokens, opt, flush, bf16_fns):
             "bf16_bytes": bf16_bytes,
             "bytes_ratio": round(fp8_bytes / bf16_bytes, 4),
             "rows_sent_rank0": exc.rows_sent,
-            "out_rel_err": round(float(errs), 4)}
+            "out_rel_err": round(float(errs), 4), **extra}
 
 
 class _CompiledOrEager:
@@ -216,6 +233,9 @@ def main(argv=None):
     p.add_argument("--eager", action="store_true",
                    help="bf16 experts without torch.compile")
     p.add_argument("--out", default="")
+    p.add_argument("--capacity-factor", type=float, default=0.0,
+                   help="also time the fixed-capacity dispatch with this "
+                        "many times the mean copies per expert and rank")
     opt = p.parse_args(argv)
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
     local = int(os.environ.get("LOCAL_RANK", "0"))
