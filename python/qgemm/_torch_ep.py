@@ -66,6 +66,9 @@ def permute_received(rows, scales, exchange, *, alignment=16):
                          alignment), ids
 
 
+# Collectives and (without a capacity) a host read of the split sizes: a
+# compiled model runs the layer eagerly, between its graphs.
+@torch.compiler.disable
 def moe_experts(x, expert_ids, probs, w13, w2, *, group=None, alignment=16,
                 recipe=Recipe.DEEPSEEK, capacity=None, dropped=None):
     """qgemm.torch.moe_experts with the experts split over the ranks of
