@@ -54,16 +54,17 @@ def rel(got, ref):
 
 
 def make_problem(world, experts, hidden, inter, tokens, topk, seed=0,
-                 route=None):
+                 route=None, sizes=None):
     """Every rank's tokens, routing and output gradient, and all weights,
     on the CPU from one seed (each rank builds the same). Rank r has
-    tokens + 64 r tokens. `route(rank, ids)` may rewrite a rank's ids."""
+    tokens + 64 r tokens, or sizes[r]. `route(rank, ids)` may rewrite a
+    rank's ids."""
     g = torch.Generator().manual_seed(seed)
     w13 = torch.randn(experts, 2 * inter, hidden, generator=g) * hidden**-0.5
     w2 = torch.randn(experts, hidden, inter, generator=g) * inter**-0.5
     ranks = []
     for r in range(world):
-        t = tokens + 64 * r
+        t = tokens + 64 * r if sizes is None else sizes[r]
         x = torch.randn(t, hidden, generator=g)
         scores = torch.rand(t, experts, generator=g)
         ids = scores.topk(topk, dim=1).indices.int()

@@ -4,6 +4,8 @@ gradients to the expert ranks, the experts' backward there
 (_torch_ep_experts.local_backward), dx back while w13's weight gradient
 runs, and each token's copies summed. The modes differ only in their
 split sizes and in the layout of the source's rows (saved here)."""
+import torch
+
 from ._torch_dispatch import _permute_backward_impl, _unpermute_backward_impl
 from ._torch_ep_exchange import _all_to_all
 from ._torch_ep_experts import local_backward
@@ -32,8 +34,12 @@ def backward(ctx, dout):
     send, recv, group = ctx.send, ctx.recv, ctx.group
     tokens, topk = row_map.shape
     hidden, sent = dout.shape[1], sum(send)
-    dy, dprobs = _unpermute_backward_impl(dout.contiguous(), row_map,
-                                          row_group, probs, y, topk=topk)
+    if tokens:
+        dy, dprobs = _unpermute_backward_impl(dout.contiguous(), row_map,
+                                              row_group, probs, y, topk=topk)
+    else:  # no tokens here: every row this rank sends is empty
+        dy = dout.new_zeros((row_group.shape[0], hidden))
+        dprobs = dout.new_empty((0, topk), dtype=torch.float32)
     del y
     rows = dy.shape[0]
     dyr = dy.new_empty((sum(recv), hidden))
@@ -54,6 +60,8 @@ def backward(ctx, dout):
         dw13 = wgrad_w13()
     work.wait()
     del dxr
+    if not tokens:
+        return dxs.new_empty((0, hidden)), dprobs, dw13, dw2
     dx, _ = _permute_backward_impl(dxs, row_map, tokens=tokens, topk=topk,
                                    alignment=1)
     poison(dx)

@@ -30,10 +30,9 @@ import functools
 
 import torch
 
-from ._torch_dispatch import _permute_quantize_run, _unpermute_impl
 from ._torch_ep_autograd import backward, save_forward
 from ._torch_ep_exchange import _all_to_all
-from ._torch_ep_experts import local_forward
+from ._torch_ep_experts import combine, local_forward, source_rows
 from ._torch_errors import (_error_word_at, deferred_raise, poison,
                             record_routing_error)
 from ._torch_fp8_grouped_mm import quantized_weights
@@ -124,9 +123,8 @@ class EPCapacityFn(torch.autograd.Function):
         el = w13.shape[0]
         w13q, w13s, w13q_t, w13s_t = quantized_weights(w13, recipe)
         w2q, w2s, w2q_t, w2s_t = quantized_weights(w2, recipe)
-        xq, xs, _, counts, row_group, row_map, _, routing_error = \
-            _permute_quantize_run(x, ids, num_experts=num_experts,
-                                  alignment=1, recipe=recipe)
+        xq, xs, counts, row_group, row_map, routing_error = \
+            source_rows(x, ids, num_experts, recipe)
         record_routing_error(x.device, routing_error)
         word = _error_word_at(x.device)
         kept = kept_counts(counts, capacity)
@@ -135,10 +133,14 @@ class EPCapacityFn(torch.autograd.Function):
         rk, words = _exchange(kept, word, group, n)
         # Every rank poisons when any rank's word is set.
         word.bitwise_or_(words)
-        pick = send_rows(counts, capacity, xq.shape[0])
-        # FP8 rows move as bytes (index_select has no FP8 kernels).
-        sq = xq.view(torch.uint8).index_select(0, pick).view(xq.dtype)
-        ss = xs.index_select(0, pick)
+        if xq.shape[0]:
+            pick = send_rows(counts, capacity, xq.shape[0])
+            # FP8 rows move as bytes (index_select has no FP8 kernels).
+            sq = xq.view(torch.uint8).index_select(0, pick).view(xq.dtype)
+            ss = xs.index_select(0, pick)
+        else:  # no tokens: every slot empty
+            sq = xq.new_zeros((num_experts * capacity, xq.shape[1]))
+            ss = xs.new_zeros((num_experts * capacity, xs.shape[1]))
         del xq, xs
         slots = el * capacity
         splits = [slots] * n
@@ -154,7 +156,7 @@ class EPCapacityFn(torch.autograd.Function):
         _all_to_all(y, back, splits, splits, group)
         del back
         slot_map = slot_of_copies(row_map, row_group, counts, capacity)
-        out = _unpermute_impl(y, slot_map, probs, tokens=tokens, topk=topk)
+        out = combine(y, slot_map, probs)
         poison(out)
         save_forward(ctx, (probs, slot_groups(kept, capacity), slot_map, y,
                            w13q_t, w13s_t, w2q_t, w2s_t), saved, splits,

@@ -3,11 +3,10 @@ sizes are read on the host once per forward (qgemm/_torch_ep.py has the
 data path)."""
 import torch
 
-from ._torch_dispatch import _permute_quantize_run, _unpermute_impl
 from ._torch_ep_autograd import backward, save_forward
 from ._torch_ep_exchange import (_all_to_all, raise_if_any_rank,
                                  exchange_counts, received_expert_ids)
-from ._torch_ep_experts import local_forward
+from ._torch_ep_experts import combine, local_forward, source_rows
 from ._torch_errors import (_error_word_at, deferred_raise, poison,
                             record_routing_error)
 from ._torch_fp8_grouped_mm import quantized_weights
@@ -40,9 +39,8 @@ class _EPExpertsFn(torch.autograd.Function):
         w13q, w13s, w13q_t, w13s_t = quantized_weights(w13, recipe)
         w2q, w2s, w2q_t, w2s_t = quantized_weights(w2, recipe)
         # Global expert order, unpadded: rank r's rows are one block.
-        xq, xs, _, counts, row_group_s, row_map_s, _, routing_error = \
-            _permute_quantize_run(x, ids, num_experts=num_experts,
-                                  alignment=1, recipe=recipe)
+        xq, xs, counts, row_group_s, row_map_s, routing_error = \
+            source_rows(x, ids, num_experts, recipe)
         record_routing_error(x.device, routing_error)
         ex = exchange_counts(counts, group, _error_word_at(x.device))
         raise_if_any_rank(ex)
@@ -64,7 +62,7 @@ class _EPExpertsFn(torch.autograd.Function):
         y = x.new_empty((tokens * topk, hidden))
         _all_to_all(y[:ex.rows_sent], back, ex.send, ex.recv, group)
         del back
-        out = _unpermute_impl(y, row_map_s, probs, tokens=tokens, topk=topk)
+        out = combine(y, row_map_s, probs)
         poison(out)
         save_forward(ctx, (probs, row_group_s, row_map_s, y, w13q_t, w13s_t,
                            w2q_t, w2s_t), saved, ex.send, ex.recv, group,

@@ -1,9 +1,11 @@
-"""The expert rank's share of qgemm.torch.ep: the received rows into local
-expert order, the FP8 experts of the single-GPU layer on them, and their
-backward. Both dispatch modes (exact and fixed capacity) run these."""
+"""The two ends of qgemm.torch.ep that both dispatch modes share: at the
+source, its tokens into FP8 rows in global expert order and the combine;
+at the expert rank, the received rows into local expert order, the FP8
+experts of the single-GPU layer on them, and their backward."""
 import torch
 
-from ._torch_dispatch import _permute_run, _unpermute_impl
+from ._torch_dispatch import (_permute_quantize_run, _permute_run,
+                              _unpermute_impl)
 from ._torch_gemm import _grouped_mm_impl
 from ._torch_moe import (ROW_MULTIPLE, _backward_down_impl,
                          _backward_up_data_impl, _rows_wgrad,
@@ -11,6 +13,34 @@ from ._torch_moe import (ROW_MULTIPLE, _backward_down_impl,
 from ._torch_rows import dequantize_rows
 
 _BF16 = torch.bfloat16
+
+
+def source_rows(x, ids, num_experts, recipe):
+    """(xq, xs, counts, row_group, row_map, routing_error): this rank's
+    copies as FP8 rows (1x128 COMPACT scales) in global expert order,
+    unpadded, so each destination's rows are one block. A rank with no
+    tokens still takes part in every exchange: empty rows, zero counts."""
+    if x.shape[0]:
+        xq, xs, _, counts, row_group, row_map, _, error = \
+            _permute_quantize_run(x, ids, num_experts=num_experts,
+                                  alignment=1, recipe=recipe)
+        return xq, xs, counts, row_group, row_map, error
+    i32 = torch.int32
+    hidden = x.shape[1]
+    return (x.new_empty((0, hidden), dtype=torch.float8_e4m3fn),
+            x.new_empty((0, hidden // 128), dtype=torch.float32),
+            x.new_zeros((num_experts,), dtype=i32),
+            x.new_empty((0,), dtype=i32),
+            x.new_empty(tuple(ids.shape), dtype=i32),
+            x.new_zeros((1,), dtype=i32))
+
+
+def combine(y, row_map, probs):
+    """out (T, H): each token's copies in y, weighted by probs."""
+    tokens, topk = row_map.shape
+    if not tokens:
+        return y.new_empty((0, y.shape[1]))
+    return _unpermute_impl(y, row_map, probs, tokens=tokens, topk=topk)
 
 
 def permute_local(rows, scales, local_ids, num_local, alignment):

@@ -11,7 +11,8 @@ slots all dropped (it sends nothing); the fixed-capacity dispatch with
 room for every copy (the exact dispatch's bits), with copies dropped
 past it (against the single-GPU layer with those copies dropped, and
 their count), and captured in a CUDA graph (replays equal eager runs,
-also after new inputs and weights). And the loud failure: an expert id
+also after new inputs and weights); a rank without tokens, in both
+modes. And the loud failure: an expert id
 out of range on rank 1 makes both ranks raise qgemm.ArgumentError in the
 same call (none waits in a collective), and after reset_errors() on rank
 1 both train again.
@@ -89,6 +90,12 @@ def worker(rank, world, port, path):
                                ("capacity_drops", 200)):
             out[name] = ep_train.train(problem, steps=2, capacity=capacity)
         out["graph_worst"] = ep_train.graph_replay(problem, capacity=256)
+        # A rank without tokens still takes part in every exchange.
+        empty = ep_train.make_problem(world, sizes=[SHAPE["tokens"], 0],
+                                      **SHAPE)
+        out["no_tokens"] = ep_train.train(empty, steps=1)
+        out["no_tokens_capacity"] = ep_train.train(empty, steps=1,
+                                                   capacity=256)
         # One rank's bad routing: both raise in the same call.
         problem = ep_train.make_problem(world, route=route_rank1_out_of_range,
                                         **SHAPE)
@@ -122,6 +129,7 @@ class ExpertParallelTest(unittest.TestCase):
             print("rank %d graph replay worst difference %s"
                   % (r, o.get("graph_worst")))
             for name in list(ROUTES) + ["capacity_fits", "capacity_drops",
+                                        "no_tokens", "no_tokens_capacity",
                                         "after_reset"]:
                 for i, row in enumerate(o.get(name, [])):
                     print("rank %d %s step %d: %s" % (r, name, i, {
@@ -157,6 +165,10 @@ class ExpertParallelTest(unittest.TestCase):
     def test_fixed_capacity_replays_in_a_cuda_graph(self):
         for r, o in enumerate(self.out):
             self.assertEqual(o.get("graph_worst"), 0.0, "rank %d" % r)
+
+    def test_rank_without_tokens(self):
+        self.check("no_tokens")
+        self.check("no_tokens_capacity")
 
     def test_bad_routing_raises_on_both_ranks_then_recovers(self):
         for r, o in enumerate(self.out):
