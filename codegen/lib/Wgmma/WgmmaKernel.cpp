@@ -119,7 +119,7 @@ void buildBody(WgmmaKernel &k) {
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&roles.getThenRegion().front());
-    hw.setMaxRegisters(k.cfg.producerRegisters, /*increase=*/false);
+    hw.setMaxRegisters(kProducerRegisters, /*increase=*/false);
     Producer producer(k);
     producer.begin(sched);
     sched.forEachTile(

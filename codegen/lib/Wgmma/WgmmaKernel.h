@@ -29,6 +29,7 @@ namespace mlir::qgemm::wgmma {
 // layout, unqualified in the role files.
 using namespace ::qgemm;
 
+constexpr int kProducerRegisters = 40;
 constexpr int kConsumerRegisters = 232;
 constexpr int kWarpgroupThreads = 128;
 /// Named barrier of both consumer warpgroups (Mainloop::zeroTokenTail); 0
