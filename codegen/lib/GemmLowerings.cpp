@@ -3,8 +3,8 @@
 // The MLIR half of a kernel family (the rest is its GemmFamily object in
 // kernels/): the function that replaces a qgemm.grouped_matmul by the
 // family's llvm.func kernel. A family without an entry here (declared but
-// not yet built, such as tcgen05) is refused with its own account of the
-// target it needs.
+// not yet built, or not for this target) is refused with its own account
+// of the target it needs.
 //
 //===----------------------------------------------------------------------===//
 #include "qgemm/Codegen/Kernels.h"

@@ -29,13 +29,3 @@ qgemm.grouped_matmul @damaged n = 4096, k = 7168,
     b = #qgemm.operand<e4m3, #qgemm.scale<[128, 128], f32, COMPACT>>,
     d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 128, index = offsets>,
     padding = <zero> {config = #qgemm.config<wgmma, tile = [128, 192, 128], stages = 4, threads = 384, raster = "n", band = 4, cluster = 1, num_sms = 0, scales_b = "tile", epilogue = "staged", smem = 1024>}
-
-// -----
-
-// A family this build cannot target is refused with its reason.
-// expected-error @+1 {{tuning.family: "tcgen05": the tcgen05 family needs target sm_100a}}
-qgemm.grouped_matmul @tcgen05 n = 4096, k = 7168,
-    a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
-    b = #qgemm.operand<e4m3, #qgemm.scale<[128, 128], f32, COMPACT>>,
-    d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 128, index = offsets>,
-    padding = <zero> {tuning = #qgemm.tuning<block_m = 0, block_n = 0, stages = 0, cluster = 1, multicast = "none", num_sms = 0, raster = "auto", family = "tcgen05">}

@@ -81,10 +81,10 @@ qgemm.grouped_matmul @configured n = 4096, k = 7168,
     d = <bf16>, grouping = #qgemm.grouping<m_masked, align = 32, index = masked_m>,
     padding = <zero> {config = #qgemm.config<wgmma, tile = [128, 160, 128], stages = 4, threads = 384, raster = "n", band = 0, cluster = 2, num_sms = 0, scales_b = "column", epilogue = "registers", smem = 165952, multicast = "b", scale_k = 32>}
 
-// CHECK-LABEL: qgemm.grouped_matmul @declared_family
-// CHECK-SAME: config = #qgemm.config<tcgen05, tile = [128, 128, 128], stages = 6, threads = 128, raster = "m", band = 0, cluster = 1, num_sms = 0, scales_b = "tile", epilogue = "registers", smem = 0>
-qgemm.grouped_matmul @declared_family n = 4096, k = 7168,
+// CHECK-LABEL: qgemm.grouped_matmul @simt_configured
+// CHECK-SAME: config = #qgemm.config<simt, tile = [128, 128, 128], stages = 6, threads = 128, raster = "m", band = 0, cluster = 1, num_sms = 0, scales_b = "tile", epilogue = "registers", smem = 0>
+qgemm.grouped_matmul @simt_configured n = 4096, k = 7168,
     a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
     b = #qgemm.operand<e4m3, #qgemm.scale<[128, 128], f32, COMPACT>>,
     d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 128, index = offsets>,
-    padding = <zero> {config = #qgemm.config<tcgen05, tile = [128, 128, 128], stages = 6, threads = 128, raster = "m", band = 0, cluster = 1, num_sms = 0, scales_b = "tile", epilogue = "registers", smem = 0>}
+    padding = <zero> {config = #qgemm.config<simt, tile = [128, 128, 128], stages = 6, threads = 128, raster = "m", band = 0, cluster = 1, num_sms = 0, scales_b = "tile", epilogue = "registers", smem = 0>}

@@ -14,6 +14,8 @@
 #include "qgemm/Kernels/KernelABI.h"
 #include "qgemm/Kernels/ResolveConfig.h"
 
+#include "qgemm/Spec.h"
+
 #include "Recipes.h"
 
 #include <catch2/catch.hpp>
@@ -67,6 +69,19 @@ TEST_CASE("the tcgen05 family is refused on sm_90a, saying why",
              Catch::Contains(R"(supported here: "auto", "simt", "wgmma")"));
   CHECK(chooseFamily(c, t) == KernelFamily::Wgmma);
   CHECK(heuristicFamily(c) == KernelFamily::Wgmma);
+  // In a spec: the file and JSON path of the request, and the reason.
+  auto parsed = parseSpecText(R"({"qgemm": 1, "name": "bw",
+    "op": "grouped_gemm",
+    "grouping": {"kind": "m_contiguous", "alignment": 128, "index": "offsets"},
+    "shape": {"n": 4096, "k": 7168},
+    "a": {"dtype": "e4m3", "scale": {"block": [1, 128]}},
+    "b": {"dtype": "e4m3", "scale": {"block": [128, 128]}},
+    "d": {"dtype": "bf16"}, "tuning": {"family": "tcgen05"}})",
+                              "bw.json");
+  REQUIRE_FALSE(parsed.ok());
+  CHECK(parsed.error().file == "bw.json");
+  CHECK(parsed.error().path == "tuning.family");
+  CHECK_THAT(parsed.error().message, Catch::Contains("needs target sm_100a"));
   // A configuration naming it (a hand-made cache entry) is never launched.
   KernelConfig cfg;
   cfg.family = KernelFamily::Tcgen05;
