@@ -60,6 +60,11 @@ std::string GemmFamily::targetRefusal(std::string_view buildTarget) const {
          std::string(buildTarget);
 }
 
+std::string promotionText(const GemmContract &c) {
+  return "promotion every " + std::to_string(contractionBlock(c.a.scale)) +
+         " K";
+}
+
 std::string familyRefusal(KernelFamily f, const GemmContract &c) {
   const GemmFamily &family = gemmFamily(f);
   std::string why = family.targetRefusal(kBuildTarget);

@@ -41,6 +41,16 @@ public:
     return 0;
   }
 
+  std::string describe(const GemmContract &c,
+                       const KernelConfig &) const override {
+    return "kernel family: simt (one thread per output element, " +
+           std::to_string(kSimtBlockThreads) +
+           " threads per block), " + promotionText(c) +
+           (restartsTokenBlocks(c)
+                ? ", token scale blocks restart at each group"
+                : "");
+  }
+
   GemmParams params() const override { return GemmParams::Pointers; }
   bool persistent() const override { return false; }
   LaunchShape launchShape(const GemmContract &c, const KernelConfig &,

@@ -53,6 +53,12 @@ public:
     return 0;
   }
 
+  std::string describe(const GemmContract &,
+                       const KernelConfig &) const override {
+    return "kernel family: tcgen05 (declared, not built: " +
+           targetRefusal(kBuildTarget) + ")";
+  }
+
   GemmParams params() const override { return GemmParams::TensorMaps; }
   bool persistent() const override { return true; }
   LaunchShape launchShape(const GemmContract &, const KernelConfig &, int64_t,

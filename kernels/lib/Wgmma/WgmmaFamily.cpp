@@ -81,6 +81,38 @@ public:
     return s;
   }
 
+  std::string describe(const GemmContract &c,
+                       const KernelConfig &cfg) const override {
+    return "kernel family: wgmma (TMA + wgmma m64n" +
+           std::to_string(cfg.blockN) +
+           "k32, persistent, 1 producer + 2 consumer warpgroups), tile " +
+           std::to_string(cfg.blockM) + "x" + std::to_string(cfg.blockN) +
+           "x" + std::to_string(cfg.blockK) + ", " +
+           std::to_string(cfg.stages) + " stages, " +
+           std::to_string(cfg.sharedBytes) + " B dynamic shared memory, " +
+           (cfg.nFastest ? "n" : "m") + "-block-fastest raster" +
+           (cfg.rasterBand ? " in bands of " + std::to_string(cfg.rasterBand) +
+                                 " n-blocks"
+                           : std::string()) +
+           ", " +
+           (cfg.cluster > 1
+                ? std::to_string(cfg.cluster) + "-CTA clusters sharing " +
+                      (cfg.shareB ? "B over adjacent m-blocks"
+                                  : "A over adjacent n-blocks") +
+                      " (TMA multicast), "
+                : std::string()) +
+           (cfg.numSms ? "at most " + std::to_string(cfg.numSms) + " CTAs, "
+                       : std::string()) +
+           promotionText(c) + ", " +
+           (!cfg.stagedEpilogue
+                ? "epilogue stores from registers"
+                : WgmmaLayout(cfg).storesDByTma(c)
+                      ? "bf16 epilogue through shared memory (TMA stores of "
+                        "64x64 boxes; 16-byte stores where a warpgroup's rows "
+                        "are not all stored)"
+                      : "bf16 epilogue through shared memory (16-byte stores)");
+  }
+
   std::vector<SweepRequest>
   sweepRequests(const GemmContract &c,
                 const SweepOptions &opts) const override {

@@ -32,6 +32,9 @@ namespace qgemm {
 /// The target qgemm compiles for (Spec.h: kSupportedTargets).
 inline constexpr std::string_view kBuildTarget = "sm_90a";
 
+/// "promotion every 128 K": the contraction elements per scale block.
+std::string promotionText(const GemmContract &c);
+
 /// The parameter list a family's kernels take (KernelABI.h); the runtime
 /// has one launcher per list, not per family.
 enum class GemmParams {
@@ -104,6 +107,11 @@ public:
                                   const KernelConfig &cfg, int64_t rows,
                                   int64_t groups,
                                   int64_t residentCtas) const = 0;
+
+  /// The kernel `cfg` builds for `c`, in words (`qgemmc explain`):
+  /// "kernel family: wgmma (...), tile 128x192x128, ...".
+  virtual std::string describe(const GemmContract &c,
+                               const KernelConfig &cfg) const = 0;
 
   /// The requests a tuning sweep tries beyond "auto" (none for a family
   /// without knobs).
