@@ -88,8 +88,8 @@ extern "C" {
  * takes device-only token groups as qgemm_launch_quantize does. Additions
  * only.
  * 1.4: the configuration field by field (qgemm_config_field_count, _name,
- * _kind, qgemm_kernel_config_field) and QGEMM_FAMILY_TCGEN05. Additions
- * only. */
+ * _kind, qgemm_kernel_config_field); qgemm_family_name spells every family
+ * of KernelFamilies.def. Additions only. */
 #define QGEMM_API_VERSION_MAJOR 1
 #define QGEMM_API_VERSION_MINOR 4
 #define QGEMM_API_VERSION \
@@ -236,11 +236,11 @@ typedef enum qgemm_op {
   QGEMM_OP_SWIGLU_QUANTIZE = 4,
   QGEMM_OP_SWIGLU_BACKWARD = 5
 } qgemm_op;
-/* The lines of KernelFamilies.def, in order. */
+/* The lines of KernelFamilies.def, in order: a family added there has the
+ * next number, which qgemm_family_name spells, without a name here. */
 typedef enum qgemm_family {
   QGEMM_FAMILY_SIMT = 0,
-  QGEMM_FAMILY_WGMMA = 1,
-  QGEMM_FAMILY_TCGEN05 = 2 /* 1.4: declared; refused on sm_90a */
+  QGEMM_FAMILY_WGMMA = 1
 } qgemm_family;
 /* Where qgemm_compile found the kernel. */
 typedef enum qgemm_kernel_source {
