@@ -34,6 +34,8 @@ set(QGEMM_PUBLIC_HEADERS
   ${QGEMM_SOURCE_DIR}/dialect/include/qgemm/SwigluContract.h
   ${QGEMM_SOURCE_DIR}/dialect/include/qgemm/Export.h
   ${QGEMM_SOURCE_DIR}/dialect/include/qgemm/KernelConfig.h
+  ${QGEMM_SOURCE_DIR}/dialect/include/qgemm/KernelConfigFields.def
+  ${QGEMM_SOURCE_DIR}/dialect/include/qgemm/KernelFamilies.def
   ${QGEMM_SOURCE_DIR}/dialect/include/qgemm/Tuning.h)
 
 install(TARGETS qgemm EXPORT qgemmTargets

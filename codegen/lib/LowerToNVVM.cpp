@@ -34,10 +34,8 @@ struct LowerToNVVMPass
                           "-qgemm-resolve-config first");
           return signalPassFailure();
         }
-        if (cfg->family == ::qgemm::KernelFamily::Wgmma)
-          lowerWgmmaGemm(mm, *cfg);
-        else
-          lowerSimtGemm(mm);
+        if (failed(lowerGemm(mm, *cfg)))
+          return signalPassFailure();
         op->erase();
         continue;
       }

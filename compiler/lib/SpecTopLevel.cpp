@@ -65,7 +65,12 @@ Tuning readTuning(const ObjectReader &top) {
   t.numSms = r.integer("num_sms", 0, 1024, 0);
   t.multicast = r.choice("multicast", {"none", "a", "b"}, "none");
   t.raster = r.choice("raster", {"auto", "m", "n"}, "auto");
-  t.family = r.choice("family", {"auto", "wgmma", "simt"}, "auto");
+  // "auto" or a family of KernelFamilies.def; one that cannot build for
+  // the target is refused with its reason (checkTuning).
+  std::vector<std::string_view> families = {"auto"};
+  for (const auto &entry : EnumSpellings<KernelFamily>::spellings)
+    families.push_back(entry.second);
+  t.family = r.choice("family", families, "auto");
   // An object that leaves every knob to the compiler ({}, or defaults
   // spelled out) builds the heuristic's kernel, so it is "auto": one
   // identity, not a second cache entry and kernel name for the same PTX.

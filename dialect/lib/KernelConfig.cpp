@@ -1,48 +1,160 @@
 //===- KernelConfig.cpp - The text form of a kernel configuration ---------===//
+//
+// Everything here walks the field table (ConfigField.h), so a field added
+// to KernelConfigFields.def is compared, written and read without a change
+// to this file.
+//
+//===----------------------------------------------------------------------===//
+#include "qgemm/ConfigField.h"
 #include "qgemm/KernelConfig.h"
 
 #include <charconv>
+#include <algorithm>
 #include <map>
-#include <tuple>
 
 namespace qgemm {
 
-static auto fields(const KernelConfig &c) {
-  return std::tie(c.family, c.blockM, c.blockN, c.blockK, c.stages, c.threads,
-                  c.nFastest, c.cluster, c.shareB, c.rasterBand, c.numSms,
-                  c.scalePerColumnB, c.stagedEpilogue, c.sharedBytes,
-                  c.scaleBlockK);
-}
-
 bool KernelConfig::operator==(const KernelConfig &o) const {
-  return fields(*this) == fields(o);
+  for (const ConfigField &f : kConfigFields)
+    if (f.get(*this) != f.get(o))
+      return false;
+  return true;
 }
 
-std::string encodeConfig(const KernelConfig &c) {
-  auto i = [](int64_t v) { return std::to_string(v); };
-  return "family=" + std::string(toString(c.family)) + " tile=" + i(c.blockM) +
-         "x" + i(c.blockN) + "x" + i(c.blockK) + " stages=" + i(c.stages) +
-         " threads=" + i(c.threads) + " raster=" + (c.nFastest ? "n" : "m") +
-         " band=" + i(c.rasterBand) + " cluster=" + i(c.cluster) +
-         " num_sms=" + i(c.numSms) +
-         " scales_b=" + (c.scalePerColumnB ? "column" : "tile") +
-         " epilogue=" + (c.stagedEpilogue ? "staged" : "registers") +
-         " smem=" + i(c.sharedBytes) +
-         // Only when it is not 128: the text of every other configuration
-         // (and so every kernel cache entry written before) is unchanged.
-         (c.scaleBlockK != 128 ? " scale_k=" + i(c.scaleBlockK) : "") +
-         (c.shareB ? " multicast=b" : "");
-}
+//===----------------------------------------------------------------------===//
+// One field's values
+//===----------------------------------------------------------------------===//
 
 namespace {
 
-bool toInt(std::string_view s, int64_t lo, int64_t hi, int64_t &out) {
+bool toInt(std::string_view s, int64_t &out) {
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && end == s.data() + s.size() && out >= lo &&
-         out <= hi;
+  return ec == std::errc() && end == s.data() + s.size();
 }
 
+constexpr size_t kNumFamilies = std::size(EnumSpellings<KernelFamily>::spellings);
+
 } // namespace
+
+std::string ConfigField::spell(int64_t v) const {
+  switch (codec.kind) {
+  case FieldCodec::Kind::Integer:
+  case FieldCodec::Kind::Choice:
+    return std::to_string(v);
+  case FieldCodec::Kind::Word:
+  case FieldCodec::Kind::Flag:
+    return v ? codec.yes : codec.no;
+  case FieldCodec::Kind::Family:
+    return std::string(toString(KernelFamily(v)));
+  }
+  return "";
+}
+
+bool ConfigField::accepts(int64_t v) const {
+  switch (codec.kind) {
+  case FieldCodec::Kind::Integer:
+    return v >= codec.lo && v <= codec.hi;
+  case FieldCodec::Kind::Choice:
+    return v == codec.lo || v == codec.hi;
+  case FieldCodec::Kind::Word:
+  case FieldCodec::Kind::Flag:
+    return v == 0 || v == 1;
+  case FieldCodec::Kind::Family:
+    return v >= 0 && size_t(v) < kNumFamilies;
+  }
+  return false;
+}
+
+bool ConfigField::read(std::string_view text, int64_t &v) const {
+  switch (codec.kind) {
+  case FieldCodec::Kind::Integer:
+  case FieldCodec::Kind::Choice:
+    return toInt(text, v) && accepts(v);
+  case FieldCodec::Kind::Word:
+    if (text != codec.yes && text != codec.no)
+      return false;
+    v = text == codec.yes;
+    return true;
+  case FieldCodec::Kind::Flag:
+    // Only the set value is ever written.
+    v = 1;
+    return text == codec.yes;
+  case FieldCodec::Kind::Family:
+    if (std::optional<KernelFamily> f = parseEnum<KernelFamily>(text)) {
+      v = int64_t(*f);
+      return true;
+    }
+    return false;
+  }
+  return false;
+}
+
+std::string ConfigField::allowed() const {
+  switch (codec.kind) {
+  case FieldCodec::Kind::Integer:
+    return std::to_string(codec.lo) + ".." + std::to_string(codec.hi);
+  case FieldCodec::Kind::Choice:
+    return std::to_string(codec.lo) + " or " + std::to_string(codec.hi);
+  case FieldCodec::Kind::Word:
+    return std::string(codec.yes) + " or " + codec.no;
+  case FieldCodec::Kind::Flag:
+    return std::string(codec.yes) + " (or absent)";
+  case FieldCodec::Kind::Family: {
+    std::string out;
+    for (const auto &entry : EnumSpellings<KernelFamily>::spellings)
+      out += (out.empty() ? "" : ", ") + std::string(entry.second);
+    return out;
+  }
+  }
+  return "";
+}
+
+const ConfigField *findConfigField(std::string_view name) {
+  for (const ConfigField &f : kConfigFields)
+    if (name == f.name)
+      return &f;
+  return nullptr;
+}
+
+bool ConfigKey::omittedFor(const KernelConfig &c) const {
+  for (size_t i = first; i < last; ++i)
+    if (kConfigFields[i].presence == FieldPresence::Always ||
+        !kConfigFields[i].holdsDefault(c))
+      return false;
+  return true;
+}
+
+bool ConfigKey::required() const {
+  for (size_t i = first; i < last; ++i)
+    if (kConfigFields[i].presence == FieldPresence::Always)
+      return true;
+  return false;
+}
+
+std::string configKeyList() {
+  std::string out;
+  forEachConfigKey([&](ConfigKey k) {
+    out += (out.empty() ? "" : ", ") + std::string(k.key());
+  });
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// The text form: `family=wgmma tile=128x192x128 stages=4 ...`
+//===----------------------------------------------------------------------===//
+
+std::string encodeConfig(const KernelConfig &c) {
+  std::string out;
+  forEachConfigKey([&](ConfigKey k) {
+    if (k.omittedFor(c))
+      return;
+    out += (out.empty() ? "" : " ") + std::string(k.key()) + "=";
+    for (size_t i = k.first; i < k.last; ++i)
+      out += (i > k.first ? "x" : "") +
+             kConfigFields[i].spell(kConfigFields[i].get(c));
+  });
+  return out;
+}
 
 std::optional<KernelConfig> decodeConfig(std::string_view text,
                                          std::string *why) {
@@ -66,76 +178,44 @@ std::optional<KernelConfig> decodeConfig(std::string_view text,
       return fail("duplicate field " + std::string(field.substr(0, eq)));
     pos = end + 1;
   }
-  static const char *const kKeys[] = {"family",   "tile",    "stages",
-                                      "threads",  "raster",  "band",
-                                      "cluster",  "num_sms", "scales_b",
-                                      "epilogue", "smem"};
-  for (const char *k : kKeys)
-    if (!kv.count(k))
-      return fail(std::string("missing field ") + k);
-  // scale_k (absent: 128) and multicast (absent: A with a cluster) are
-  // optional.
-  const bool hasScaleK = kv.count("scale_k") != 0;
-  const bool hasMulticast = kv.count("multicast") != 0;
-  if (kv.size() != std::size(kKeys) + (hasScaleK ? 1 : 0) + (hasMulticast ? 1 : 0))
-    return fail("unknown fields");
-
   KernelConfig c;
-  auto family = parseEnum<KernelFamily>(kv["family"]);
-  if (!family)
-    return fail("unknown family " + kv["family"]);
-  c.family = *family;
-  int64_t v[3];
-  const std::string &tile = kv["tile"];
-  size_t x1 = tile.find('x'), x2 = tile.find('x', x1 + 1);
-  if (x1 == std::string::npos || x2 == std::string::npos ||
-      !toInt(std::string_view(tile).substr(0, x1), 1, 1024, v[0]) ||
-      !toInt(std::string_view(tile).substr(x1 + 1, x2 - x1 - 1), 1, 1024, v[1]) ||
-      !toInt(std::string_view(tile).substr(x2 + 1), 1, 1024, v[2]))
-    return fail("bad tile " + tile);
-  c.blockM = int(v[0]);
-  c.blockN = int(v[1]);
-  c.blockK = int(v[2]);
-  int64_t n;
-  auto intField = [&](const char *key, int64_t lo, int64_t hi) {
-    return toInt(kv[key], lo, hi, n);
-  };
-  if (!intField("stages", 1, 64))
-    return fail("bad stages");
-  c.stages = int(n);
-  if (!intField("threads", 32, 1024))
-    return fail("bad threads");
-  c.threads = int(n);
-  if (kv["raster"] != "n" && kv["raster"] != "m")
-    return fail("bad raster");
-  c.nFastest = kv["raster"] == "n";
-  if (!intField("band", 0, 1 << 20))
-    return fail("bad band");
-  c.rasterBand = int(n);
-  if (!intField("cluster", 1, 16))
-    return fail("bad cluster");
-  c.cluster = int(n);
-  if (!intField("num_sms", 0, 1 << 20))
-    return fail("bad num_sms");
-  c.numSms = n;
-  if (kv["scales_b"] != "tile" && kv["scales_b"] != "column")
-    return fail("bad scales_b");
-  c.scalePerColumnB = kv["scales_b"] == "column";
-  if (kv["epilogue"] != "staged" && kv["epilogue"] != "registers")
-    return fail("bad epilogue");
-  c.stagedEpilogue = kv["epilogue"] == "staged";
-  if (!intField("smem", 0, 1 << 30))
-    return fail("bad smem");
-  c.sharedBytes = n;
-  if (hasScaleK) {
-    if (!intField("scale_k", 1, 1024) || (n != 32 && n != 128))
-      return fail("bad scale_k");
-    c.scaleBlockK = int(n);
-  }
-  if (hasMulticast) {
-    if (kv["multicast"] != "b")
-      return fail("bad multicast");
-    c.shareB = true;
+  std::string error;
+  size_t known = 0;
+  forEachConfigKey([&](ConfigKey k) {
+    if (!error.empty())
+      return;
+    auto it = kv.find(k.key());
+    if (it == kv.end()) {
+      // An optional key reads as its defaults, which `c` holds.
+      if (k.required())
+        error = std::string("missing field ") + k.key();
+      return;
+    }
+    ++known;
+    std::string_view rest = it->second;
+    for (size_t i = k.first; i < k.last; ++i) {
+      // A list's items are separated by 'x' (`tile=128x192x128`).
+      size_t cut = i + 1 < k.last ? rest.find('x') : rest.size();
+      int64_t v;
+      if (cut == std::string_view::npos ||
+          !kConfigFields[i].read(rest.substr(0, cut), v)) {
+        error = std::string("bad ") + k.key() + " " + it->second;
+        return;
+      }
+      kConfigFields[i].set(c, v);
+      rest = rest.substr(std::min(rest.size(), cut + 1));
+    }
+  });
+  if (!error.empty())
+    return fail(error);
+  if (known != kv.size()) {
+    for (const auto &[key, value] : kv) {
+      bool isKey = false;
+      forEachConfigKey([&](ConfigKey k) { isKey |= key == k.key(); });
+      if (!isKey)
+        return fail("unknown field " + key + " (fields: " + configKeyList() +
+                    ")");
+    }
   }
   return c;
 }

@@ -17,44 +17,6 @@ using namespace mlir::qgemm;
 
 #include "qgemm/Dialect/QGemmDialect.cpp.inc"
 
-/// The configuration's optional tail after `smem = N`: `, scale_k = 32`
-/// (MXFP8; 128 is not printed), then `, multicast = "b"` (clusters sharing
-/// B), either, both or neither. Two declarative optional groups that both
-/// open with a comma cannot tell each other apart: the first one takes the
-/// comma and then insists on its own keyword.
-static ParseResult parseConfigTail(AsmParser &p, int64_t &scaleK,
-                                   std::string &multicast) {
-  scaleK = 128;
-  multicast.clear();
-  while (succeeded(p.parseOptionalComma())) {
-    StringRef key;
-    SMLoc at = p.getCurrentLocation();
-    if (failed(p.parseKeyword(&key)) || failed(p.parseEqual()))
-      return failure();
-    if (key == "scale_k") {
-      if (failed(p.parseInteger(scaleK)))
-        return failure();
-    } else if (key == "multicast") {
-      if (failed(p.parseString(&multicast)))
-        return failure();
-    } else {
-      return p.emitError(at) << "expected 'scale_k' or 'multicast', got '"
-                             << key << "'";
-    }
-  }
-  return success();
-}
-
-static void printConfigTail(AsmPrinter &p, int64_t scaleK,
-                            StringRef multicast) {
-  if (scaleK != 128)
-    p << ", scale_k = " << scaleK;
-  if (!multicast.empty()) {
-    p << ", multicast = ";
-    p.printString(multicast);
-  }
-}
-
 #define GET_ATTRDEF_CLASSES
 #include "qgemm/Dialect/QGemmAttrs.cpp.inc"
 
@@ -129,57 +91,6 @@ TuningAttr TuningAttr::get(MLIRContext *ctx, const ::qgemm::Tuning &t) {
 ::qgemm::Tuning GroupedMatmulOp::getTuningRequest() {
   TuningAttr t = getTuningAttr();
   return t ? t.getValue() : ::qgemm::Tuning();
-}
-
-::qgemm::KernelConfig KernelConfigAttr::getValue() const {
-  ::qgemm::KernelConfig c;
-  c.family = getFamily();
-  c.blockM = int(getBlockM());
-  c.blockN = int(getBlockN());
-  c.blockK = int(getBlockK());
-  c.stages = int(getStages());
-  c.threads = int(getThreads());
-  c.nFastest = getRaster() == "n";
-  c.rasterBand = int(getBand());
-  c.cluster = int(getCluster());
-  c.numSms = getNumSms();
-  c.scalePerColumnB = getScalesB() == "column";
-  c.stagedEpilogue = getEpilogue() == "staged";
-  c.sharedBytes = getSmem();
-  c.scaleBlockK = int(getScaleK());
-  c.shareB = getMulticast() == "b";
-  return c;
-}
-
-KernelConfigAttr KernelConfigAttr::get(MLIRContext *ctx,
-                                       const ::qgemm::KernelConfig &c) {
-  return get(ctx, c.family, c.blockM, c.blockN, c.blockK, c.stages, c.threads,
-             c.nFastest ? "n" : "m", c.rasterBand, c.cluster, c.numSms,
-             c.scalePerColumnB ? "column" : "tile",
-             c.stagedEpilogue ? "staged" : "registers", c.sharedBytes,
-             c.scaleBlockK, c.shareB ? "b" : "");
-}
-
-LogicalResult
-KernelConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                         ::qgemm::KernelFamily, int64_t, int64_t, int64_t,
-                         int64_t, int64_t, StringRef raster, int64_t,
-                         int64_t cluster, int64_t, StringRef scalesB,
-                         StringRef epilogue, int64_t, int64_t scaleK,
-                         StringRef multicast) {
-  if (raster != "n" && raster != "m")
-    return emitError() << "raster must be n or m, got " << raster;
-  if (scalesB != "tile" && scalesB != "column")
-    return emitError() << "scales_b must be tile or column, got " << scalesB;
-  if (epilogue != "staged" && epilogue != "registers")
-    return emitError() << "epilogue must be staged or registers, got "
-                       << epilogue;
-  if (scaleK != 32 && scaleK != 128)
-    return emitError() << "scale_k must be 32 or 128, got " << scaleK;
-  if (!multicast.empty() && (multicast != "b" || cluster < 2))
-    return emitError() << "multicast must be b, on a cluster, got "
-                       << multicast << " with cluster " << cluster;
-  return success();
 }
 
 std::optional<::qgemm::KernelConfig> GroupedMatmulOp::getKernelConfig() {

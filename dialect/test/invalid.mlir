@@ -228,10 +228,10 @@ qgemm.quantize @k_odd <bf16> -> <e4m3> recipe = <deepseek>
 
 // -----
 
-// The configuration's tail takes scale_k and multicast only.
+// A configuration field the table (KernelConfigFields.def) does not have.
 qgemm.grouped_matmul @bad_tail n = 4096, k = 7168,
     a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
     b = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
     d = <f32>, grouping = #qgemm.grouping<k_contiguous, align = 128, index = offsets>,
-    // expected-error @+1 {{expected 'scale_k' or 'multicast', got 'warps'}}
+    // expected-error @+1 {{unknown configuration field 'warps'; expected one of family, tile, stages}}
     padding = <zero> {config = #qgemm.config<wgmma, tile = [128, 192, 128], stages = 4, threads = 384, raster = "n", band = 0, cluster = 2, num_sms = 0, scales_b = "column", epilogue = "registers", smem = 169024, warps = 8>}

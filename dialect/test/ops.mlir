@@ -69,3 +69,22 @@ qgemm.quantize @mx <f32> -> <e5m2> recipe = <mx_rceil>
 // CHECK-SAME: pow2
 qgemm.quantize @te <bf16> -> <e4m3> recipe = <te>
     rowwise = #qgemm.scale<[128, 128], f32, COMPACT> {pow2, eps = 1.0e-12 : f64}
+
+// The configuration prints as it parses: the family bare, then every key of
+// KernelConfigFields.def, the optional ones (scale_k, multicast) only where
+// they differ from their defaults.
+// CHECK-LABEL: qgemm.grouped_matmul @configured
+// CHECK-SAME: config = #qgemm.config<wgmma, tile = [128, 160, 128], stages = 4, threads = 384, raster = "n", band = 0, cluster = 2, num_sms = 0, scales_b = "column", epilogue = "registers", smem = 165952, scale_k = 32, multicast = "b">
+qgemm.grouped_matmul @configured n = 4096, k = 7168,
+    a = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, GEMM_READY>>,
+    b = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, COMPACT>>,
+    d = <bf16>, grouping = #qgemm.grouping<m_masked, align = 32, index = masked_m>,
+    padding = <zero> {config = #qgemm.config<wgmma, tile = [128, 160, 128], stages = 4, threads = 384, raster = "n", band = 0, cluster = 2, num_sms = 0, scales_b = "column", epilogue = "registers", smem = 165952, multicast = "b", scale_k = 32>}
+
+// CHECK-LABEL: qgemm.grouped_matmul @simt_configured
+// CHECK-SAME: config = #qgemm.config<simt, tile = [128, 128, 128], stages = 6, threads = 128, raster = "m", band = 0, cluster = 1, num_sms = 0, scales_b = "tile", epilogue = "registers", smem = 0>
+qgemm.grouped_matmul @simt_configured n = 4096, k = 7168,
+    a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
+    b = #qgemm.operand<e4m3, #qgemm.scale<[128, 128], f32, COMPACT>>,
+    d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 128, index = offsets>,
+    padding = <zero> {config = #qgemm.config<simt, tile = [128, 128, 128], stages = 6, threads = 128, raster = "m", band = 0, cluster = 1, num_sms = 0, scales_b = "tile", epilogue = "registers", smem = 0>}

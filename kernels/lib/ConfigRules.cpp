@@ -1,5 +1,6 @@
 //===- ConfigRules.cpp - What the kernel families can build ---------------===//
 #include "qgemm/Kernels/ConfigRules.h"
+#include "qgemm/Kernels/GemmFamily.h"
 #include "qgemm/Kernels/KernelABI.h"
 #include "qgemm/Kernels/WgmmaLayout.h"
 
@@ -108,10 +109,25 @@ std::optional<Violation> checkFamilyRequest(const GemmContract &c,
                                             const Tuning &t) {
   if (t.isAuto)
     return std::nullopt;
+  // A named family that cannot build for this target, or this contract.
+  if (const GemmFamily *f = findGemmFamily(t.family)) {
+    const std::string target = f->targetRefusal(kBuildTarget);
+    if (!target.empty()) {
+      std::string supported = "\"auto\"";
+      for (const GemmFamily *g : gemmFamilies())
+        if (g->targetRefusal(kBuildTarget).empty())
+          supported += ", " + quoted(std::string(g->name()));
+      return refuse("family", quoted(t.family) + ": " + target +
+                                  "; supported here: " + supported);
+    }
+    const std::string contract = f->contractRefusal(c);
+    if (!contract.empty())
+      return refuse("family", quoted(t.family) +
+                                  " does not build this contract: " +
+                                  contract + "; supported: \"auto\" or "
+                                  "\"simt\"");
+  }
   const std::string refusal = wgmmaRefusal(c);
-  if (t.family == "wgmma" && !refusal.empty())
-    return refuse("family", "\"wgmma\" does not build this contract: " +
-                                refusal + "; supported: \"auto\" or \"simt\"");
   // Why "auto" stays on the SIMT kernel: the wgmma family's refusal.
   const std::string why = "the wgmma family does not build " + refusal;
   if (t.family == "simt" || (t.family == "auto" && !refusal.empty())) {
@@ -228,11 +244,11 @@ std::optional<Violation> checkTileRequest(const GemmContract &c,
 
 std::string checkConfigConsistent(const GemmContract &c,
                                   const KernelConfig &cfg) {
-  if (cfg.family == KernelFamily::Simt)
-    return cfg.threads == kSimtBlockThreads && cfg.sharedBytes == 0
-               ? ""
-               : "a simt kernel runs " + std::to_string(kSimtBlockThreads) +
-                     " threads without dynamic shared memory";
+  return gemmFamily(cfg.family).checkConsistent(c, cfg);
+}
+
+std::string wgmmaConfigConsistent(const GemmContract &c,
+                                  const KernelConfig &cfg) {
   if (cfg.threads != kWgmmaThreads)
     return "a wgmma kernel runs " + std::to_string(kWgmmaThreads) + " threads";
   if (cfg.cluster < 1 || cfg.cluster > 2 || cfg.blockM % cfg.cluster != 0 ||

@@ -11,7 +11,7 @@ from ctypes import (POINTER, Structure, c_char_p, c_int, c_int32, c_int64,
                     c_size_t, c_uint32, c_uint64, c_void_p)
 
 # The header this module mirrors (QGEMM_API_VERSION of qgemm.h).
-API_VERSION = 1003
+API_VERSION = 1004
 
 OK = 0
 ERROR_USER = 1
@@ -27,9 +27,10 @@ GROUPINGS = ("none", "m_contiguous", "m_masked", "k_contiguous")
 GROUP_INDICES = ("none", "offsets", "row_group", "masked_m")
 OPS = ("grouped_gemm", "quantize", "permute", "unpermute", "swiglu_quantize",
        "swiglu_backward")
-FAMILIES = ("simt", "wgmma")
 SWIGLU_HALVES = ("stacked", "interleaved")
 SOURCES = ("memory", "disk", "compiled")
+# qgemm_config_field_kind (qgemm_config_value_kind)
+CONFIG_FIELD_INT, CONFIG_FIELD_BOOL, CONFIG_FIELD_FAMILY = 0, 1, 2
 
 
 class RuntimeOptions(Structure):
@@ -199,6 +200,11 @@ _SIGNATURES = {
     "qgemm_kernel_op": (c_int, [_P]),
     "qgemm_kernel_gemm_info": (c_int, [_P, POINTER(GemmInfo)]),
     "qgemm_kernel_config": (c_int, [_P, POINTER(ConfigInfo)]),
+    "qgemm_config_field_count": (c_int32, []),
+    "qgemm_config_field_name": (c_char_p, [c_int32]),
+    "qgemm_config_field_kind": (c_int32, [c_int32]),
+    "qgemm_kernel_config_field": (c_int, [_P, c_char_p, POINTER(c_int64)]),
+    "qgemm_family_name": (c_char_p, [c_int32]),
     "qgemm_kernel_launch_geometry":
         (c_int, [_P, c_int64, c_int64, c_int64, POINTER(LaunchGeometry)]),
     "qgemm_kernel_scale_elements":

@@ -14,9 +14,36 @@ from ._swiglu_launch import swiglu_info as _swiglu_info
 from ._runtime import Runtime, _Spec, check, default_runtime
 
 Scale = namedtuple("Scale", "block dtype layout")
-Config = namedtuple(
-    "Config", "family block_m block_n block_k stages threads cluster "
-    "n_fastest raster_band scale_block_k num_sms shared_bytes")
+
+
+def _config_fields():
+    """(name, kind) of each configuration field, as the C API lists them:
+    the fields are defined once, in KernelConfigFields.def, so a new one
+    appears here without a change to this package."""
+    return tuple((lib.qgemm_config_field_name(i).decode(),
+                  lib.qgemm_config_field_kind(i))
+                 for i in range(lib.qgemm_config_field_count()))
+
+
+_CONFIG_FIELDS = _config_fields()
+Config = namedtuple("Config", [name for name, _ in _CONFIG_FIELDS])
+
+
+def _config_of(handle):
+    """The kernel's Config: the family by name, flags as bools."""
+    values = []
+    value = ctypes.c_int64()
+    for name, kind in _CONFIG_FIELDS:
+        check(lib.qgemm_kernel_config_field(handle, name.encode(),
+                                            ctypes.byref(value)))
+        if kind == _capi.CONFIG_FIELD_FAMILY:
+            values.append(lib.qgemm_family_name(value.value).decode())
+        elif kind == _capi.CONFIG_FIELD_BOOL:
+            values.append(bool(value.value))
+        else:
+            values.append(value.value)
+    return Config(*values)
+
 Geometry = namedtuple("Geometry", "grid block cluster shared_bytes")
 SwigluInfo = namedtuple(
     "SwigluInfo", "op halves input_dtype output_dtype rowwise columnwise "
@@ -38,12 +65,7 @@ class Kernel:
             info = _capi.GemmInfo(ctypes.sizeof(_capi.GemmInfo))
             check(lib.qgemm_kernel_gemm_info(handle, ctypes.byref(info)))
             self._gemm = info
-        cfg = _capi.ConfigInfo(ctypes.sizeof(_capi.ConfigInfo))
-        check(lib.qgemm_kernel_config(handle, ctypes.byref(cfg)))
-        self.config = Config(
-            _capi.FAMILIES[cfg.family], cfg.block_m, cfg.block_n, cfg.block_k,
-            cfg.stages, cfg.threads, cfg.cluster, bool(cfg.n_fastest),
-            cfg.raster_band, cfg.scale_block_k, cfg.num_sms, cfg.shared_bytes)
+        self.config = _config_of(handle)
         # Built on the first launch (_gemm_launch.py).
         self._gemm_launch = None
 

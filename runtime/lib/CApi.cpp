@@ -10,6 +10,8 @@
 
 #include "CApiInternal.h"
 #include "qgemm/CudaDriver.h"
+#include "qgemm/ConfigField.h"
+#include "qgemm/Kernels/GemmFamily.h"
 #include "qgemm/Kernels/KernelABI.h"
 #include "qgemm/Runtime.h"
 
@@ -235,11 +237,11 @@ const char *qgemm_op_name(qgemm_op v) {
 }
 
 const char *qgemm_family_name(qgemm_family v) {
-  switch (v) {
-  case QGEMM_FAMILY_SIMT: return nameOf(KernelFamily::Simt);
-  case QGEMM_FAMILY_WGMMA: return nameOf(KernelFamily::Wgmma);
-  }
-  return "<invalid>";
+  // qgemm_family numbers the lines of KernelFamilies.def.
+  const std::vector<const GemmFamily *> families = gemmFamilies();
+  if (int(v) < 0 || size_t(v) >= families.size())
+    return "<invalid>";
+  return nameOf(families[size_t(v)]->id());
 }
 
 const char *qgemm_kernel_name(const qgemm_kernel *k) {
@@ -353,8 +355,7 @@ qgemm_status qgemm_kernel_config(const qgemm_kernel *k,
     qgemm_config_info i;
     std::memset(&i, 0, sizeof(i));
     i.struct_size = sizeof(i);
-    i.family = cfg.family == KernelFamily::Wgmma ? QGEMM_FAMILY_WGMMA
-                                                 : QGEMM_FAMILY_SIMT;
+    i.family = int32_t(cfg.family);
     i.block_m = cfg.blockM;
     i.block_n = cfg.blockN;
     i.block_k = cfg.blockK;
@@ -368,6 +369,48 @@ qgemm_status qgemm_kernel_config(const qgemm_kernel *k,
     i.shared_bytes = cfg.sharedBytes;
     std::memcpy(out, &i, std::min(out->struct_size, sizeof(i)));
     out->struct_size = std::min(out->struct_size, sizeof(i));
+    return QGEMM_OK;
+  });
+}
+
+// The configuration field by field: the table of KernelConfigFields.def,
+// so a field added there is readable here without a change to this file.
+
+int32_t qgemm_config_field_count(void) { return int32_t(kNumConfigFields); }
+
+const char *qgemm_config_field_name(int32_t index) {
+  return index >= 0 && size_t(index) < kNumConfigFields
+             ? kConfigFields[index].name
+             : nullptr;
+}
+
+int32_t qgemm_config_field_kind(int32_t index) {
+  if (index < 0 || size_t(index) >= kNumConfigFields)
+    return -1;
+  const ConfigField &f = kConfigFields[index];
+  if (f.codec.kind == FieldCodec::Kind::Family)
+    return QGEMM_CONFIG_FIELD_FAMILY;
+  return f.isWord() ? QGEMM_CONFIG_FIELD_BOOL : QGEMM_CONFIG_FIELD_INT;
+}
+
+qgemm_status qgemm_kernel_config_field(const qgemm_kernel *k, const char *name,
+                                       int64_t *value) {
+  return guarded("qgemm_kernel_config_field", [&] {
+    const char *fn = "qgemm_kernel_config_field";
+    const Kernel *kk = kernelOf(k);
+    if (!kk)
+      return invalid(fn, "kernel is NULL");
+    if (!name || !value)
+      return invalid(fn, "name and value must not be NULL");
+    const ConfigField *f = findConfigField(name);
+    if (!f) {
+      std::string names;
+      for (const ConfigField &g : kConfigFields)
+        names += (names.empty() ? "" : ", ") + std::string(g.name);
+      return fail(QGEMM_ERROR_USER, std::string(fn) + ": no field \"" + name +
+                                        "\"; the fields: " + names);
+    }
+    *value = f->get(kk->config());
     return QGEMM_OK;
   });
 }
@@ -403,27 +446,22 @@ qgemm_status qgemm_kernel_launch_geometry(const qgemm_kernel *k, int64_t rows,
     qgemm_launch_geometry g;
     std::memset(&g, 0, sizeof(g));
     g.struct_size = sizeof(g);
-    std::array<int64_t, 3> grid;
-    if (cfg.family == KernelFamily::Wgmma) {
-      if (resident_ctas < 1)
-        return fail(QGEMM_ERROR_USER,
-                    std::string(fn) + ": resident_ctas = " +
-                        std::to_string(resident_ctas) +
-                        " must be >= 1 (the device's SM count) for the "
-                        "persistent wgmma kernel");
-      grid = wgmmaGrid(c, cfg, rows, num_groups, resident_ctas);
-      g.block[0] = cfg.threads;
-      g.cluster = cfg.cluster;
-      g.shared_bytes = cfg.sharedBytes;
-    } else {
-      grid = simtGemmGrid(c, rows, num_groups);
-      g.block[0] = kSimtBlockThreads;
-      g.cluster = 1;
-      g.shared_bytes = 0;
+    const GemmFamily &family = gemmFamily(cfg.family);
+    if (family.persistent() && resident_ctas < 1)
+      return fail(QGEMM_ERROR_USER,
+                  std::string(fn) + ": resident_ctas = " +
+                      std::to_string(resident_ctas) +
+                      " must be >= 1 (the device's SM count) for the "
+                      "persistent " +
+                      std::string(family.name()) + " kernel");
+    const LaunchShape shape =
+        family.launchShape(c, cfg, rows, num_groups, resident_ctas);
+    for (int i = 0; i < 3; ++i) {
+      g.grid[i] = shape.grid[i];
+      g.block[i] = shape.block[i];
     }
-    g.block[1] = g.block[2] = 1;
-    for (int i = 0; i < 3; ++i)
-      g.grid[i] = grid[i];
+    g.cluster = shape.cluster;
+    g.shared_bytes = shape.sharedBytes;
     std::memcpy(out, &g, std::min(out->struct_size, sizeof(g)));
     out->struct_size = std::min(out->struct_size, sizeof(g));
     return QGEMM_OK;

@@ -8,6 +8,7 @@
 #include "RuntimeImpl.h"
 
 #include "qgemm/GroupCheck.h"
+#include "qgemm/Kernels/GemmFamily.h"
 #include "qgemm/Kernels/GroupCheckABI.h"
 #include "qgemm/Kernels/KernelABI.h"
 #include "qgemm/Kernels/QuantizeABI.h"
@@ -151,7 +152,7 @@ Status loadModule(const CudaDriver &d, const Kernel::State &k,
                        int(cfg.sharedBytes)),
                    "cuFuncSetAttribute(" + k.name + ", dynamic shared memory)");
     // The persistent grid's cap, once per module rather than per launch.
-    if (st.ok() && cfg.family == KernelFamily::Wgmma)
+    if (st.ok() && gemmFamily(cfg.family).persistent())
       st = residentCtas(d, m.function, cfg, m.residentCtas);
   }
   // The quantize kernel (and swiglu_quantize, the same kernel with a SwiGLU
@@ -511,8 +512,11 @@ Status Runtime::launch(const Kernel &kernel, const GemmArgs &args,
   const bool gemmRuns =
       args.rows > 0 || c.grouping.kind == GroupingKind::KContiguous;
   const KernelConfig &cfg = kernel.state->config;
+  // One launcher per parameter list (KernelABI.h), not per family.
+  const bool tensorMaps =
+      gemmFamily(cfg.family).params() == GemmParams::TensorMaps;
   std::array<int64_t, 3> grid;
-  if (cfg.family == KernelFamily::Simt && gemmRuns)
+  if (!tensorMaps && gemmRuns)
     if (Status st = launchGrid(c, args, grid); !st.ok())
       return st;
   // Device-only group metadata: the check kernel, then the GEMM reading its
@@ -542,7 +546,7 @@ Status Runtime::launch(const Kernel &kernel, const GemmArgs &args,
     sanitized.hostGroupsCount = 0;
     Status st;
     if (gemmRuns) {
-      if (cfg.family == KernelFamily::Wgmma)
+      if (tensorMaps)
         st = launchWgmma(d, m, kernel.name(), c, cfg, sanitized, s);
       else
         st = launchSimt(d, m, kernel.name(), c, sanitized, s);
@@ -560,7 +564,7 @@ Status Runtime::launch(const Kernel &kernel, const GemmArgs &args,
   Kernel::State::Module m;
   if (Status st = impl->functionFor(*kernel.state, m); !st.ok())
     return st;
-  if (cfg.family == KernelFamily::Wgmma)
+  if (tensorMaps)
     return launchWgmma(*impl->driver.load(std::memory_order_acquire), m,
                        kernel.name(), c, cfg, args,
                        static_cast<CUstream>(stream));

@@ -10,6 +10,7 @@
 
 #include "qgemm/KernelConfig.h"
 #include "qgemm/Kernels/ConfigRules.h"
+#include "qgemm/Kernels/GemmFamily.h"
 #include "qgemm/Kernels/Heuristics.h"
 #include "qgemm/Kernels/ResolveConfig.h"
 
@@ -345,6 +346,32 @@ bool withTuning(const Spec &spec, const std::string &tuningJson, Spec &out,
   return true;
 }
 
+namespace {
+
+/// A request as the spec's "tuning" object: the knobs it sets.
+json tuningJson(const Tuning &t) {
+  json j = json::object();
+  if (t.blockM)
+    j["block_m"] = t.blockM;
+  if (t.blockN)
+    j["block_n"] = t.blockN;
+  if (t.stages)
+    j["stages"] = t.stages;
+  if (t.raster != "auto")
+    j["raster"] = t.raster;
+  if (t.cluster != 1)
+    j["cluster"] = t.cluster;
+  if (t.multicast != "none")
+    j["multicast"] = t.multicast;
+  if (t.numSms)
+    j["num_sms"] = t.numSms;
+  if (t.family != "auto")
+    j["family"] = t.family;
+  return j;
+}
+
+} // namespace
+
 std::vector<TuningCandidate> tuningCandidates(const Spec &spec,
                                               const CandidateOptions &opts) {
   std::vector<TuningCandidate> out;
@@ -365,23 +392,16 @@ std::vector<TuningCandidate> tuningCandidates(const Spec &spec,
     out.push_back(std::move(c));
   };
   add("auto", "heuristic");
-  if (chooseFamily(spec.gemm, Tuning()) != KernelFamily::Wgmma)
-    return out;
-  const bool wgrad = spec.gemm.grouping.kind == GroupingKind::KContiguous;
-  for (int bn : opts.blockN) {
-    const std::string b = "bn" + std::to_string(bn);
-    add({{"block_n", bn}, {"raster", "n"}}, b + " n");
-    if (opts.rasterM)
-      add({{"block_n", bn}, {"raster", "m"}}, b + " m");
-    if (opts.cluster2 && !wgrad)
-      add({{"block_n", bn}, {"raster", "n"}, {"cluster", 2},
-           {"multicast", "a"}},
-          b + " n c2");
-    if (opts.cluster2 && clusterCanShareB(spec.gemm))
-      add({{"block_n", bn}, {"raster", "n"}, {"cluster", 2},
-           {"multicast", "b"}},
-          b + " n c2b");
-  }
+  // The rest are the requests of the family "auto" picks (none for a
+  // family without knobs).
+  SweepOptions sweep;
+  sweep.blockN = opts.blockN;
+  sweep.rasterM = opts.rasterM;
+  sweep.cluster2 = opts.cluster2;
+  for (const SweepRequest &r :
+       gemmFamily(chooseFamily(spec.gemm, Tuning()))
+           .sweepRequests(spec.gemm, sweep))
+    add(tuningJson(r.tuning), r.label);
   return out;
 }
 

@@ -92,8 +92,8 @@ uint64_t addr(int i) { return 0x7f0000000000ull + uint64_t(i) * 0x100000; }
 
 TEST_CASE("C API 1.1: version", "[capi]") {
   // 1.2 and 1.3 added only: a 1.1 program's check of the version passes.
-  CHECK(qgemm_api_version() == 1003);
-  CHECK(QGEMM_API_VERSION == 1003);
+  CHECK(qgemm_api_version() >= 1003);
+  CHECK(QGEMM_API_VERSION >= 1003);
   CHECK(qgemm_api_version() / 1000 == 1);
   CHECK(qgemm_api_version() >= 1001);
 }

@@ -9,9 +9,9 @@
 
 #include "qgemm/Kernels/ConfigRules.h"
 #include "qgemm/Kernels/DispatchABI.h"
+#include "qgemm/Kernels/GemmFamily.h"
 #include "qgemm/Kernels/QuantizeABI.h"
 #include "qgemm/Kernels/SwigluABI.h"
-#include "qgemm/Kernels/WgmmaLayout.h"
 #include "qgemm/Runtime.h"
 #include "qgemm/TuningDb.h"
 
@@ -110,45 +110,7 @@ std::string configOf(const qgemm::Spec &s, const qgemm::CompileOutput &o,
   if (!o.config)
     return "not resolved (compilation failed)";
   const qgemm::KernelConfig &cfg = *o.config;
-  const std::string promote =
-      "promotion every " +
-      std::to_string(qgemm::contractionBlock(s.gemm.a.scale)) + " K";
-  std::string text;
-  if (cfg.family == qgemm::KernelFamily::Wgmma)
-    text = "kernel family: wgmma (TMA + wgmma m64n" + std::to_string(cfg.blockN) +
-           "k32, persistent, 1 producer + 2 consumer warpgroups), tile " +
-           std::to_string(cfg.blockM) + "x" + std::to_string(cfg.blockN) +
-           "x" + std::to_string(cfg.blockK) + ", " +
-           std::to_string(cfg.stages) + " stages, " +
-           std::to_string(cfg.sharedBytes) + " B dynamic shared memory, " +
-           (cfg.nFastest ? "n" : "m") + "-block-fastest raster" +
-           (cfg.rasterBand ? " in bands of " + std::to_string(cfg.rasterBand) +
-                                 " n-blocks"
-                           : std::string()) +
-           ", " +
-           (cfg.cluster > 1
-                ? std::to_string(cfg.cluster) + "-CTA clusters sharing " +
-                      (cfg.shareB ? "B over adjacent m-blocks"
-                                  : "A over adjacent n-blocks") +
-                      " (TMA multicast), "
-                : std::string()) +
-           (cfg.numSms ? "at most " + std::to_string(cfg.numSms) + " CTAs, "
-                       : std::string()) +
-           promote + ", " +
-           (!cfg.stagedEpilogue
-                ? "epilogue stores from registers"
-                : qgemm::WgmmaLayout(cfg).storesDByTma(s.gemm)
-                      ? "bf16 epilogue through shared memory (TMA stores of "
-                        "64x64 boxes; 16-byte stores where a warpgroup's rows "
-                        "are not all stored)"
-                      : "bf16 epilogue through shared memory (16-byte stores)");
-  else
-    text = "kernel family: simt (one thread per output element, " +
-           std::to_string(qgemm::kSimtBlockThreads) +
-           " threads per block), " + promote +
-           (qgemm::restartsTokenBlocks(s.gemm)
-                ? ", token scale blocks restart at each group"
-                : "");
+  std::string text = qgemm::gemmFamily(cfg.family).describe(s.gemm, cfg);
   if (!s.tuning.isAuto && s.tuning.family != "auto")
     text += "; family asked for by tuning.family";
   text += s.tuning.isAuto ? "; chosen by the heuristic"

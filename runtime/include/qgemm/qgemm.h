@@ -86,9 +86,12 @@ extern "C" {
  * info query (qgemm_kernel_swiglu_info, qgemm_swiglu_halves) and the
  * forward's output size query (qgemm_kernel_swiglu_sizes); the forward
  * takes device-only token groups as qgemm_launch_quantize does. Additions
- * only. */
+ * only.
+ * 1.4: the configuration field by field (qgemm_config_field_count, _name,
+ * _kind, qgemm_kernel_config_field); qgemm_family_name spells every family
+ * of KernelFamilies.def. Additions only. */
 #define QGEMM_API_VERSION_MAJOR 1
-#define QGEMM_API_VERSION_MINOR 3
+#define QGEMM_API_VERSION_MINOR 4
 #define QGEMM_API_VERSION \
   (QGEMM_API_VERSION_MAJOR * 1000 + QGEMM_API_VERSION_MINOR)
 
@@ -233,6 +236,8 @@ typedef enum qgemm_op {
   QGEMM_OP_SWIGLU_QUANTIZE = 4,
   QGEMM_OP_SWIGLU_BACKWARD = 5
 } qgemm_op;
+/* The lines of KernelFamilies.def, in order: a family added there has the
+ * next number, which qgemm_family_name spells, without a name here. */
 typedef enum qgemm_family {
   QGEMM_FAMILY_SIMT = 0,
   QGEMM_FAMILY_WGMMA = 1
@@ -313,6 +318,28 @@ QGEMM_C_API qgemm_status qgemm_kernel_gemm_info(const qgemm_kernel *k,
                                                 qgemm_gemm_info *out);
 QGEMM_C_API qgemm_status qgemm_kernel_config(const qgemm_kernel *k,
                                              qgemm_config_info *out);
+
+/* 1.4: the configuration field by field. The fields are defined once, with
+ * the C++ configuration (KernelConfigFields.def), and listed here by name,
+ * so a field added there is readable without a change to this header
+ * (qgemm_config_info keeps the fields of API 1.0, in their places). Names
+ * are those of qgemm_config_info where it has them ("block_n",
+ * "n_fastest", "shared_bytes", ...). */
+typedef enum qgemm_config_value_kind {
+  QGEMM_CONFIG_FIELD_INT = 0,   /* an integer */
+  QGEMM_CONFIG_FIELD_BOOL = 1,  /* 0 or 1 */
+  QGEMM_CONFIG_FIELD_FAMILY = 2 /* a qgemm_family */
+} qgemm_config_value_kind;
+QGEMM_C_API int32_t qgemm_config_field_count(void);
+/* The name of field `index` (0 <= index < count); NULL out of range. */
+QGEMM_C_API const char *qgemm_config_field_name(int32_t index);
+/* Its qgemm_config_value_kind; -1 out of range. */
+QGEMM_C_API int32_t qgemm_config_field_kind(int32_t index);
+/* The value of the field called `name` in the kernel's configuration. An
+ * unknown name is QGEMM_ERROR_USER, whose message lists the fields. */
+QGEMM_C_API qgemm_status qgemm_kernel_config_field(const qgemm_kernel *k,
+                                                   const char *name,
+                                                   int64_t *value);
 
 typedef struct qgemm_launch_geometry {
   size_t struct_size;     /* sizeof(qgemm_launch_geometry) */

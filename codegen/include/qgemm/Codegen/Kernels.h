@@ -9,6 +9,10 @@ namespace mlir::qgemm {
 
 /// Replace-in-place builders: each declares an `llvm.func` kernel named after
 /// the op, next to it. The caller erases the op.
+///
+/// A grouped GEMM by its configuration's family (GemmLowerings.cpp); fails,
+/// with the op's error, for a family that has no lowering.
+LogicalResult lowerGemm(GroupedMatmulOp op, const ::qgemm::KernelConfig &cfg);
 void lowerSimtGemm(GroupedMatmulOp op);
 void lowerWgmmaGemm(GroupedMatmulOp op, const ::qgemm::KernelConfig &cfg);
 /// The quantize kernel (qgemm/Kernels/QuantizeABI.h), codegen/lib/Quantize/.

@@ -12,9 +12,11 @@
 #include "qgemm/Contract.h"
 #include "qgemm/DispatchContract.h"
 #include "qgemm/SwigluContract.h"
+#include "qgemm/ConfigField.h"
 #include "qgemm/KernelConfig.h"
 #include "qgemm/Tuning.h"
 
+#include "llvm/ADT/Hashing.h"
 #include "llvm/Support/raw_ostream.h"
 
 //===----------------------------------------------------------------------===//
@@ -61,6 +63,17 @@ QGEMM_ENUM_PARAMETER(PaddingRows)
 QGEMM_ENUM_PARAMETER(QuantRecipe)
 QGEMM_ENUM_PARAMETER(KernelFamily)
 #undef QGEMM_ENUM_PARAMETER
+
+namespace qgemm {
+/// The #qgemm.config attribute's parameter is a KernelConfig: uniqued by
+/// every field of the table (ConfigField.h).
+inline llvm::hash_code hash_value(const KernelConfig &c) {
+  llvm::hash_code h = llvm::hash_value(kNumConfigFields);
+  for (const ConfigField &f : kConfigFields)
+    h = llvm::hash_combine(h, f.get(c));
+  return h;
+}
+} // namespace qgemm
 
 #include "qgemm/Dialect/QGemmDialect.h.inc"
 

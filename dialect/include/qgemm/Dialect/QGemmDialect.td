@@ -114,37 +114,21 @@ def QGemm_KernelConfigAttr : QGemm_Attr<"KernelConfig", "config"> {
   let summary = "the configuration a kernel is built and launched with";
   let description = [{
     Resolved once, from the contract and the tuning request, by
-    `qgemm-resolve-config` (qgemm/Kernels/ResolveConfig.h); the lowering
-    only reads it. Mirrors qgemm::KernelConfig field for field.
+    `qgemm-resolve-config` (the family's GemmFamily object); the lowering
+    only reads it. Its one parameter is the qgemm::KernelConfig itself; the
+    printer, parser and verifier walk the field table of
+    KernelConfigFields.def (dialect/lib/KernelConfigAttr.cpp), so a new
+    field needs no change here.
     `#qgemm.config<wgmma, tile = [128, 192, 128], stages = 4, threads = 384,
-    raster = n, band = 4, cluster = 1, num_sms = 0, scales_b = tile,
-    epilogue = staged, smem = 217216>`; MXFP8 kernels add `scale_k = 32`
-    (the promotion step along K; 128 is not printed), clusters sharing B
-    `multicast = b` (a cluster otherwise shares A).
+    raster = "n", band = 4, cluster = 1, num_sms = 0, scales_b = "tile",
+    epilogue = "staged", smem = 217216>`; a field that is only written when
+    it differs from its default follows where it does: MXFP8 kernels add
+    `scale_k = 32`, clusters sharing B `multicast = "b"`.
   }];
-  let parameters = (ins QGemm_EnumParameter<"KernelFamily">:$family,
-                        "int64_t":$blockM, "int64_t":$blockN, "int64_t":$blockK,
-                        "int64_t":$stages, "int64_t":$threads,
-                        StringRefParameter<>:$raster, "int64_t":$band,
-                        "int64_t":$cluster, "int64_t":$numSms,
-                        StringRefParameter<>:$scalesB,
-                        StringRefParameter<>:$epilogue, "int64_t":$smem,
-                        DefaultValuedParameter<"int64_t", "128">:$scaleK,
-                        StringRefParameter<"operand a cluster shares", "\"\"">:$multicast);
-  let assemblyFormat = [{
-    `<` $family `,` `tile` `=` `[` $blockM `,` $blockN `,` $blockK `]` `,`
-    `stages` `=` $stages `,` `threads` `=` $threads `,`
-    `raster` `=` $raster `,` `band` `=` $band `,` `cluster` `=` $cluster `,`
-    `num_sms` `=` $numSms `,` `scales_b` `=` $scalesB `,`
-    `epilogue` `=` $epilogue `,` `smem` `=` $smem ``
-    custom<ConfigTail>($scaleK, $multicast) `>`
-  }];
+  let parameters = (ins
+      AttrParameter<"::qgemm::KernelConfig", "the resolved configuration">:$value);
+  let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
-  let extraClassDeclaration = [{
-    ::qgemm::KernelConfig getValue() const;
-    static KernelConfigAttr get(::mlir::MLIRContext *ctx,
-                                const ::qgemm::KernelConfig &cfg);
-  }];
 }
 
 #endif // QGEMM_DIALECT_TD

@@ -65,12 +65,16 @@ std::optional<Violation> checkStagesRequest(const GemmContract &c,
                                             const Tuning &t,
                                             const KernelConfig &cfg);
 
-/// Whether `cfg` is one its family can be built and launched with: the
-/// thread count of the family, a cluster that divides the tile, and the
-/// shared-memory size its layout implies. Empty when it is; else why not.
+/// Whether `cfg` is one its family can be built and launched with (the
+/// family's GemmFamily::checkConsistent). Empty when it is; else why not.
 /// The runtime checks every configuration it reads back from the cache.
 QGEMM_API std::string checkConfigConsistent(const GemmContract &c,
                                             const KernelConfig &cfg);
+/// The wgmma family's part: its thread count, a cluster that divides the
+/// tile, a tile and scale step it builds, and the shared-memory size its
+/// layout implies.
+std::string wgmmaConfigConsistent(const GemmContract &c,
+                                  const KernelConfig &cfg);
 
 } // namespace qgemm
 

@@ -14,13 +14,14 @@
 
 namespace qgemm {
 
-/// The family a contract is built with: wgmma wherever it implements the
+/// The family a contract is built with: the newest family (GemmFamily.h)
+/// that builds it for the build target: wgmma wherever it implements the
 /// contract, else the SIMT reference kernel.
 KernelFamily heuristicFamily(const GemmContract &c);
 
-/// The family of `t`'s request: "simt" is the reference kernel, whatever
-/// the contract; "auto" and "wgmma" are the heuristic's (a "wgmma" request
-/// the family cannot build is refused by checkFamilyRequest).
+/// The family of `t`'s request: a named family that builds the contract
+/// ("simt" builds every one), else the heuristic's (a named family that
+/// cannot build it is refused by checkFamilyRequest).
 KernelFamily chooseFamily(const GemmContract &c, const Tuning &t);
 
 /// The tile width when the spec does not name one.
