@@ -14,8 +14,9 @@ from ._capi import lib as _lib
 from ._ints import integer as _integer
 from ._errors import (ArgumentError, DeviceError, Error, InternalError,
                       SpecError, UnsupportedError)
-from ._kernel import (Config, Geometry, Kernel, Scale, SwigluInfo, compile,
+from ._kernel import (Geometry, Kernel, Scale, SwigluInfo, compile,
                       compile_all)
+from ._kernel_config import Config
 from ._runtime import Runtime, default_runtime
 
 __version__ = "0.1.0"
