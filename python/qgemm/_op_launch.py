@@ -47,6 +47,20 @@ class OpLaunch:
         self.operands = {op.name: op for op in operands}
         self.args_cls = args_cls
         self.launch_fn = launch_fn
+        self.cache = {}
+
+    def cached_sizes(self, key, query):
+        """query() (a sizes call into the C API), remembered under key when
+        key is not None (no group offsets in play); at most 256 kept."""
+        hit = self.cache.get(key) if key else None
+        if hit is not None:
+            return hit
+        sizes = query()
+        if key:
+            if len(self.cache) > 256:
+                self.cache.clear()
+            self.cache[key] = sizes
+        return sizes
 
     def read(self, tensors, stream, required):
         """{name: (ptr, shape, dtype, device, dense)} of the given tensors,
@@ -174,24 +188,18 @@ class QuantizeLaunch(OpLaunch):
         kind = "multi_tensor quantize" if info.multi_tensor else "quantize"
         super().__init__(kernel, kind, ops, _capi.QuantizeArgs,
                          lib.qgemm_launch_quantize)
-        self.cache = {}
 
     def sizes(self, rows, cols, tensors, groups, host):
         """qgemm_kernel_quantize_sizes, cached where no offsets matter."""
-        key = (rows, cols, tensors) if not groups else None
-        hit = self.cache.get(key) if key else None
-        if hit is not None:
-            return hit
-        out = _capi.QuantizeSizes(ctypes.sizeof(_capi.QuantizeSizes))
-        check(lib.qgemm_kernel_quantize_sizes(
-            self.handle, rows, cols, tensors, groups,
-            host.buffer_info()[0] if host else None, ctypes.byref(out)))
-        sizes = (out.row_data, out.row_scales, out.col_data, out.col_scales)
-        if key:
-            if len(self.cache) > 256:
-                self.cache.clear()
-            self.cache[key] = sizes
-        return sizes
+        def query():
+            out = _capi.QuantizeSizes(ctypes.sizeof(_capi.QuantizeSizes))
+            check(lib.qgemm_kernel_quantize_sizes(
+                self.handle, rows, cols, tensors, groups,
+                host.buffer_info()[0] if host else None, ctypes.byref(out)))
+            return (out.row_data, out.row_scales, out.col_data,
+                    out.col_scales)
+        return self.cached_sizes((rows, cols, tensors) if not groups
+                                 else None, query)
 
     def __call__(self, tensors, host_group_offsets, stream, debug_sync=False):
         s = stream_handle(stream)

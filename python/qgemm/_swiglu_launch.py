@@ -75,26 +75,19 @@ class SwigluQuantizeLaunch(_SwigluLaunch):
                          % _capi.SWIGLU_HALVES[info.halves], ops,
                          _capi.SwigluQuantizeArgs,
                          lib.qgemm_launch_swiglu_quantize)
-        self.cache = {}
 
     def sizes(self, rows, intermediate, groups, host):
         """qgemm_kernel_swiglu_sizes: (row_data, row_scales, col_data,
         col_scales, bf16_output), cached where no offsets matter."""
-        key = (rows, intermediate) if not groups else None
-        hit = self.cache.get(key) if key else None
-        if hit is not None:
-            return hit
-        out = _capi.SwigluSizes(ctypes.sizeof(_capi.SwigluSizes))
-        check(lib.qgemm_kernel_swiglu_sizes(
-            self.handle, rows, intermediate, groups,
-            host.buffer_info()[0] if host else None, ctypes.byref(out)))
-        sizes = (out.row_data, out.row_scales, out.col_data, out.col_scales,
-                 out.bf16_output)
-        if key:
-            if len(self.cache) > 256:
-                self.cache.clear()
-            self.cache[key] = sizes
-        return sizes
+        def query():
+            out = _capi.SwigluSizes(ctypes.sizeof(_capi.SwigluSizes))
+            check(lib.qgemm_kernel_swiglu_sizes(
+                self.handle, rows, intermediate, groups,
+                host.buffer_info()[0] if host else None, ctypes.byref(out)))
+            return (out.row_data, out.row_scales, out.col_data,
+                    out.col_scales, out.bf16_output)
+        return self.cached_sizes((rows, intermediate) if not groups
+                                 else None, query)
 
     def __call__(self, tensors, host_group_offsets, stream, debug_sync=False):
         s = stream_handle(stream)
