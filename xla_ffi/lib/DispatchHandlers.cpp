@@ -25,8 +25,6 @@ using namespace qgemm_ffi;
 
 namespace {
 
-std::string runtimeError;
-
 // The kernel of `spec`, of op `op` and direction `backward`.
 ffi::ErrorOr<std::unique_ptr<KernelState>>
 dispatchInstantiate(std::string_view spec, qgemm_op op, bool backward) {
@@ -94,12 +92,8 @@ ffi::Error permuteExecute(void *stream, KernelState *state,
   args.tokens = dim(routing, 0);
   args.experts = static_cast<int64_t>(offsets->element_count());
   args.rows = dim(*y, 0);
-  qgemm_runtime *rt = runtime(&runtimeError);
-  if (!rt)
-    return ffi::Error::Internal("qgemm: " + runtimeError);
-  if (qgemm_status st = qgemm_launch_permute(rt, state->kernel, &args, stream))
-    return qgemmError(st, "qgemm_launch_permute");
-  return ffi::Error::Success();
+  return launch(qgemm_launch_permute,
+                "qgemm_launch_permute", *state, args, stream);
 }
 
 // Operands: y (R, k) bf16, row_map int32 (T, topk), probs f32 (T, topk) or
@@ -115,13 +109,8 @@ ffi::Error unpermuteExecute(void *stream, KernelState *state, ffi::AnyBuffer y,
   args.out = address(*out);
   args.tokens = dim(*out, 0);
   args.rows = dim(y, 0);
-  qgemm_runtime *rt = runtime(&runtimeError);
-  if (!rt)
-    return ffi::Error::Internal("qgemm: " + runtimeError);
-  if (qgemm_status st =
-          qgemm_launch_unpermute(rt, state->kernel, &args, stream))
-    return qgemmError(st, "qgemm_launch_unpermute");
-  return ffi::Error::Success();
+  return launch(qgemm_launch_unpermute,
+                "qgemm_launch_unpermute", *state, args, stream);
 }
 
 // Operands: grad_out (T, k) bf16, row_map int32 (T, topk), row_group int32
@@ -146,13 +135,8 @@ ffi::Error unpermuteBackwardExecute(void *stream, KernelState *state,
   args.grad_probs = address(*grad_probs);
   args.tokens = dim(grad_out, 0);
   args.rows = dim(*grad_y, 0);
-  qgemm_runtime *rt = runtime(&runtimeError);
-  if (!rt)
-    return ffi::Error::Internal("qgemm: " + runtimeError);
-  if (qgemm_status st =
-          qgemm_launch_unpermute(rt, state->kernel, &args, stream))
-    return qgemmError(st, "qgemm_launch_unpermute");
-  return ffi::Error::Success();
+  return launch(qgemm_launch_unpermute,
+                "qgemm_launch_unpermute", *state, args, stream);
 }
 
 } // namespace

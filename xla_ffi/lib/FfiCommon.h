@@ -57,6 +57,23 @@ inline uint64_t address(const ffi::AnyBuffer &b) {
                    reinterpret_cast<uintptr_t>(b.untyped_data()));
 }
 
+// The execute stage of every handler, once its argument struct is filled:
+// launch the state's kernel through the C API's `fn` (`what` in errors) on
+// XLA's stream.
+template <typename Args>
+ffi::Error launch(qgemm_status (*fn)(qgemm_runtime *, const qgemm_kernel *,
+                                     const Args *, void *),
+                  std::string_view what, const KernelState &state,
+                  const Args &args, void *stream) {
+  std::string error;
+  qgemm_runtime *rt = runtime(&error);
+  if (!rt)
+    return ffi::Error::Internal("qgemm: " + error);
+  if (qgemm_status st = fn(rt, state.kernel, &args, stream))
+    return qgemmError(st, what);
+  return ffi::Error::Success();
+}
+
 inline int64_t dim(const ffi::AnyBuffer &b, size_t i) {
   auto dims = b.dimensions();
   return i < dims.size() ? dims[i] : 0;

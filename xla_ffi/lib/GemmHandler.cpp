@@ -47,13 +47,8 @@ ffi::Error gemmExecute(void *stream, KernelState *state, ffi::AnyBuffer a,
                (debug ? QGEMM_LAUNCH_DEBUG_SYNC : 0u);
   args.error_flag = address(*error);
   args.workspace = address(*workspace);
-  std::string error_text;
-  qgemm_runtime *rt = runtime(&error_text);
-  if (!rt)
-    return ffi::Error::Internal("qgemm: " + error_text);
-  if (qgemm_status st = qgemm_launch_gemm(rt, state->kernel, &args, stream))
-    return qgemmError(st, "qgemm_launch_gemm");
-  return ffi::Error::Success();
+  return launch(qgemm_launch_gemm,
+                "qgemm_launch_gemm", *state, args, stream);
 }
 
 } // namespace

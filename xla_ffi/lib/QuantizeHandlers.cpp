@@ -19,8 +19,6 @@ using namespace qgemm_ffi;
 
 namespace {
 
-std::string runtimeError;
-
 ffi::ErrorOr<std::unique_ptr<KernelState>>
 quantizeInstantiate(std::string_view spec) {
   return instantiate(spec, QGEMM_OP_QUANTIZE);
@@ -65,13 +63,8 @@ ffi::Error quantizeExecute(void *stream, KernelState *state, ffi::AnyBuffer x,
     args.error_flag = address(*error);
     args.workspace = address(*workspace);
   }
-  qgemm_runtime *rt = runtime(&runtimeError);
-  if (!rt)
-    return ffi::Error::Internal("qgemm: " + runtimeError);
-  if (qgemm_status st =
-          qgemm_launch_quantize(rt, state->kernel, &args, stream))
-    return qgemmError(st, "qgemm_launch_quantize");
-  return ffi::Error::Success();
+  return launch(qgemm_launch_quantize,
+                "qgemm_launch_quantize", *state, args, stream);
 }
 
 // Operands: h (rows, 2I), group offsets, the error word in. Results:
@@ -103,13 +96,8 @@ ffi::Error swigluExecute(void *stream, KernelState *state, ffi::AnyBuffer h,
     args.error_flag = address(*error);
     args.workspace = address(*workspace);
   }
-  qgemm_runtime *rt = runtime(&runtimeError);
-  if (!rt)
-    return ffi::Error::Internal("qgemm: " + runtimeError);
-  if (qgemm_status st =
-          qgemm_launch_swiglu_quantize(rt, state->kernel, &args, stream))
-    return qgemmError(st, "qgemm_launch_swiglu_quantize");
-  return ffi::Error::Success();
+  return launch(qgemm_launch_swiglu_quantize,
+                "qgemm_launch_swiglu_quantize", *state, args, stream);
 }
 
 ffi::Error swigluBackwardExecute(void *stream, KernelState *state,
@@ -122,13 +110,8 @@ ffi::Error swigluBackwardExecute(void *stream, KernelState *state,
   args.grad_input = address(*dh);
   args.rows = dim(h, 0);
   args.intermediate = dim(h, 1) / 2;
-  qgemm_runtime *rt = runtime(&runtimeError);
-  if (!rt)
-    return ffi::Error::Internal("qgemm: " + runtimeError);
-  if (qgemm_status st =
-          qgemm_launch_swiglu_backward(rt, state->kernel, &args, stream))
-    return qgemmError(st, "qgemm_launch_swiglu_backward");
-  return ffi::Error::Success();
+  return launch(qgemm_launch_swiglu_backward,
+                "qgemm_launch_swiglu_backward", *state, args, stream);
 }
 
 } // namespace
