@@ -12,16 +12,9 @@
   the code around the kernels runs for real on the CPU;
 - the flags a trace bakes in (debug target, error mode) are part of gmm's
   cache key."""
-import os
 import unittest
 
-try:
-    import jax
-    import jax.numpy as jnp
-except ImportError:
-    if os.environ.get("QGEMM_NO_JAX") == "1":
-        raise unittest.SkipTest("jax tests run in ctest's python-jax test")
-    raise
+from jax_testing import BF16, F32, I32, jax, jnp, s
 
 import numpy as np
 
@@ -29,11 +22,6 @@ import qgemm
 import qgemm.jax as qj
 from jax_fake_ffi import FakeGemm
 
-BF16, F32, I32 = jnp.bfloat16, jnp.float32, jnp.int32
-
-
-def s(shape, dtype=BF16):
-    return jax.ShapeDtypeStruct(shape, dtype)
 
 
 def all_nan(a):

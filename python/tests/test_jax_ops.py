@@ -10,22 +10,11 @@ there is a missing jax a skip."""
 import os
 import unittest
 
-try:
-    import jax
-    import jax.numpy as jnp
-except ImportError:
-    if os.environ.get("QGEMM_NO_JAX") == "1":
-        raise unittest.SkipTest("jax tests run in ctest's python-jax test")
-    raise
+from jax_testing import BF16, F32, I32, jax, jnp, s
 
 import qgemm
 import qgemm.jax as qj
 
-BF16, F32, I32 = jnp.bfloat16, jnp.float32, jnp.int32
-
-
-def s(shape, dtype=BF16):
-    return jax.ShapeDtypeStruct(shape, dtype)
 
 
 def grads(lhs, rhs, gs, **kw):

@@ -5,27 +5,15 @@ quantized once for any number of microbatches (counted in the traced
 program), the weight gradient reaching rhs and summing over microbatches
 (run on the CPU with the custom calls stood in by jax_fake_ffi), and the
 ArgumentErrors."""
-import os
 import unittest
 
-try:
-    import jax
-    import jax.numpy as jnp
-except ImportError:
-    if os.environ.get("QGEMM_NO_JAX") == "1":
-        raise unittest.SkipTest("jax tests run in ctest's python-jax test")
-    raise
+from jax_testing import BF16, F32, I32, jax, jnp, s
 
 import qgemm
 import qgemm.jax as qj
 from jax_fake_ffi import FakeGemm
 
-BF16, F32, I32 = jnp.bfloat16, jnp.float32, jnp.int32
 FP8 = jnp.float8_e4m3fn
-
-
-def s(shape, dtype=BF16):
-    return jax.ShapeDtypeStruct(shape, dtype)
 
 
 def sd(a):
