@@ -33,8 +33,7 @@ import torch
 from ._torch_ep_autograd import backward, save_forward
 from ._torch_ep_exchange import _all_to_all
 from ._torch_ep_experts import combine, local_forward, source_rows
-from ._torch_errors import (_error_word_at, deferred_raise, poison,
-                            record_routing_error)
+from ._torch_errors import _error_word_at, deferred_raise, poison
 from ._torch_fp8_grouped_mm import quantized_weights
 
 
@@ -118,14 +117,12 @@ class EPCapacityFn(torch.autograd.Function):
     @staticmethod
     def _forward(ctx, x, ids, probs, w13, w2, num_experts, group, alignment,
                  recipe, capacity, dropped):
-        tokens, topk = ids.shape
         n = torch.distributed.get_world_size(group)
         el = w13.shape[0]
         w13q, w13s, w13q_t, w13s_t = quantized_weights(w13, recipe)
         w2q, w2s, w2q_t, w2s_t = quantized_weights(w2, recipe)
-        xq, xs, counts, row_group, row_map, routing_error = \
-            source_rows(x, ids, num_experts, recipe)
-        record_routing_error(x.device, routing_error)
+        xq, xs, counts, row_group, row_map = source_rows(x, ids,
+                                                         num_experts, recipe)
         word = _error_word_at(x.device)
         kept = kept_counts(counts, capacity)
         if dropped is not None:

@@ -7,8 +7,7 @@ from ._torch_ep_autograd import backward, save_forward
 from ._torch_ep_exchange import (_all_to_all, raise_if_any_rank,
                                  exchange_counts, received_expert_ids)
 from ._torch_ep_experts import combine, local_forward, source_rows
-from ._torch_errors import (_error_word_at, deferred_raise, poison,
-                            record_routing_error)
+from ._torch_errors import _error_word_at, deferred_raise, poison
 from ._torch_fp8_grouped_mm import quantized_weights
 
 _BF16 = torch.bfloat16
@@ -39,9 +38,8 @@ class _EPExpertsFn(torch.autograd.Function):
         w13q, w13s, w13q_t, w13s_t = quantized_weights(w13, recipe)
         w2q, w2s, w2q_t, w2s_t = quantized_weights(w2, recipe)
         # Global expert order, unpadded: rank r's rows are one block.
-        xq, xs, counts, row_group_s, row_map_s, routing_error = \
-            source_rows(x, ids, num_experts, recipe)
-        record_routing_error(x.device, routing_error)
+        xq, xs, counts, row_group_s, row_map_s = source_rows(
+            x, ids, num_experts, recipe)
         ex = exchange_counts(counts, group, _error_word_at(x.device))
         raise_if_any_rank(ex)
         xr = xq.new_empty((ex.rows_received, hidden))

@@ -6,6 +6,7 @@ import torch
 
 from ._torch_dispatch import (_permute_quantize_run, _permute_run,
                               _unpermute_impl)
+from ._torch_errors import record_routing_error
 from ._torch_gemm import _grouped_mm_impl
 from ._torch_moe import (ROW_MULTIPLE, _backward_down_impl,
                          _backward_up_data_impl, _rows_wgrad,
@@ -16,23 +17,24 @@ _BF16 = torch.bfloat16
 
 
 def source_rows(x, ids, num_experts, recipe):
-    """(xq, xs, counts, row_group, row_map, routing_error): this rank's
-    copies as FP8 rows (1x128 COMPACT scales) in global expert order,
-    unpadded, so each destination's rows are one block. A rank with no
+    """(xq, xs, counts, row_group, row_map): this rank's copies as FP8
+    rows (1x128 COMPACT scales) in global expert order, unpadded, so each
+    destination's rows are one block; the routing's error bits go into the
+    device's error word, which travels with the counts. A rank with no
     tokens still takes part in every exchange: empty rows, zero counts."""
     if x.shape[0]:
         xq, xs, _, counts, row_group, row_map, _, error = \
             _permute_quantize_run(x, ids, num_experts=num_experts,
                                   alignment=1, recipe=recipe)
-        return xq, xs, counts, row_group, row_map, error
+        record_routing_error(x.device, error)
+        return xq, xs, counts, row_group, row_map
     i32 = torch.int32
     hidden = x.shape[1]
     return (x.new_empty((0, hidden), dtype=torch.float8_e4m3fn),
             x.new_empty((0, hidden // 128), dtype=torch.float32),
             x.new_zeros((num_experts,), dtype=i32),
             x.new_empty((0,), dtype=i32),
-            x.new_empty(tuple(ids.shape), dtype=i32),
-            x.new_zeros((1,), dtype=i32))
+            x.new_empty(tuple(ids.shape), dtype=i32))
 
 
 def combine(y, row_map, probs):
