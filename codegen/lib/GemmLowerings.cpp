@@ -15,10 +15,12 @@
 namespace mlir::qgemm {
 namespace {
 
-using GemmLowering = void (*)(GroupedMatmulOp, const ::qgemm::KernelConfig &);
+using GemmLowering = LogicalResult (*)(GroupedMatmulOp,
+                                       const ::qgemm::KernelConfig &);
 
-void lowerSimt(GroupedMatmulOp op, const ::qgemm::KernelConfig &) {
+LogicalResult lowerSimt(GroupedMatmulOp op, const ::qgemm::KernelConfig &) {
   lowerSimtGemm(op);
+  return success();
 }
 
 const std::pair<::qgemm::KernelFamily, GemmLowering> kLowerings[] = {
@@ -30,10 +32,8 @@ const std::pair<::qgemm::KernelFamily, GemmLowering> kLowerings[] = {
 
 LogicalResult lowerGemm(GroupedMatmulOp op, const ::qgemm::KernelConfig &cfg) {
   for (const auto &[family, lower] : kLowerings)
-    if (family == cfg.family) {
-      lower(op, cfg);
-      return success();
-    }
+    if (family == cfg.family)
+      return lower(op, cfg);
   const ::qgemm::GemmFamily &family = ::qgemm::gemmFamily(cfg.family);
   std::string why = family.targetRefusal(::qgemm::kBuildTarget);
   if (why.empty())

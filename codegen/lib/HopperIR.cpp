@@ -1,6 +1,8 @@
 //===- HopperIR.cpp - sm_90a building blocks: TMA, mbarriers, wgmma -------===//
 #include "qgemm/Codegen/HopperIR.h"
 
+#include "qgemm/Dialect/QGemmDialect.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 
 using namespace mlir;
@@ -123,26 +125,11 @@ void HopperIR::mbarrierArriveRemote(Value bar, Value rank) {
                                  NVVM::MemScopeKind::CTA);
 }
 
-/// The descriptor's layout-type code (bits 62-63) of a swizzle width.
-static int64_t swizzleCode(int64_t swizzleBytes) {
-  switch (swizzleBytes) {
-  case 128: return 1;
-  case 64: return 2;
-  case 32: return 3;
-  default: return 0; // interleaved, no swizzle
-  }
-}
-
 Value HopperIR::wgmmaDescriptor(Value sharedAddr32, int64_t atomBytes,
                                 int64_t swizzleBytes) {
-  // bits 0-13: address >> 4; 16-29: leading byte offset >> 4 (unused by
-  // swizzled K-major layouts, 1 by convention); 32-45: stride byte offset
-  // >> 4 (between 8-row atoms); 62-63: the swizzle mode.
-  Value addr = ir.toI64(arith::AndIOp::create(
-      b, arith::ShRUIOp::create(b, sharedAddr32, ir.i32(4)), ir.i32(0x3FFF)));
-  int64_t fixed = (int64_t(1) << 16) | (int64_t(atomBytes >> 4) << 32) |
-                  int64_t(uint64_t(swizzleCode(swizzleBytes)) << 62);
-  return arith::OrIOp::create(b, addr, ir.i64(fixed));
+  return WgmmaDescriptorOp::create(b, ir.i64T(), sharedAddr32,
+                                   b.getI64IntegerAttr(atomBytes),
+                                   b.getI64IntegerAttr(swizzleBytes));
 }
 
 Type HopperIR::accumulatorT(int64_t n) {
@@ -201,40 +188,11 @@ void HopperIR::markTensorMapParam(LLVM::LLVMFuncOp fn, unsigned i) {
 }
 
 Value HopperIR::threadIdXInPlace() {
-  // A side-effecting asm cannot be hoisted: everything derived from it is
-  // computed where it is used, not kept live from the kernel's entry.
-  return LLVM::InlineAsmOp::create(b, b.getI32Type(), ValueRange{},
-                                   "mov.u32 $0, %tid.x;", "=r",
-                                   /*has_side_effects=*/true,
-                                   /*is_align_stack=*/false,
-                                   LLVM::tailcallkind::TailCallKind::None,
-                                   LLVM::AsmDialectAttr(), ArrayAttr())
-      .getResult(0);
+  return PinnedThreadIdOp::create(b, b.getI32Type());
 }
 
 Value HopperIR::wgmmaWait(int pending, Value frag) {
-  // wgmma.wait_group with the fragment's registers as tied operands of the
-  // same inline asm: the wait then defines the values, so no read of the
-  // fragment can be scheduled before it (the NVVM wait op has no operands
-  // and orders only memory).
-  auto structT = cast<LLVM::LLVMStructType>(frag.getType());
-  const size_t count = structT.getBody().size();
-  SmallVector<Value> regs;
-  std::string constraints;
-  for (size_t i = 0; i < count; ++i) {
-    regs.push_back(LLVM::ExtractValueOp::create(b, frag, ArrayRef<int64_t>{int64_t(i)}));
-    constraints += (i ? ",=f" : "=f");
-  }
-  for (size_t i = 0; i < count; ++i)
-    constraints += "," + std::to_string(i);
-  std::string text =
-      "wgmma.wait_group.sync.aligned " + std::to_string(pending) + ";";
-  return LLVM::InlineAsmOp::create(b, structT, regs, text, constraints,
-                                   /*has_side_effects=*/true,
-                                   /*is_align_stack=*/false,
-                                   LLVM::tailcallkind::TailCallKind::None,
-                                   LLVM::AsmDialectAttr(), ArrayAttr())
-      .getResult(0);
+  return WgmmaWaitOp::create(b, frag.getType(), frag, pending);
 }
 
 Value HopperIR::threadIdX() { return NVVM::ThreadIdXOp::create(b, b.getI32Type()); }

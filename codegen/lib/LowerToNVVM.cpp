@@ -1,8 +1,9 @@
 //===- LowerToNVVM.cpp - The qgemm-lower-to-nvvm pass ---------------------===//
 //
 // Replaces each qgemm op by its kernel family's llvm.func kernel, built
-// with the configuration qgemm-resolve-config stored on the op. It chooses
-// nothing itself.
+// with the configuration qgemm-resolve-config stored on the op (a wgmma
+// GEMM through its tile stage), then qgemm's Hopper-stage ops by their
+// NVVM / LLVM code (HopperToNVVM.cpp). It chooses nothing itself.
 //
 //===----------------------------------------------------------------------===//
 #include "qgemm/Codegen/Kernels.h"
@@ -34,7 +35,8 @@ struct LowerToNVVMPass
                           "-qgemm-resolve-config first");
           return signalPassFailure();
         }
-        if (failed(lowerGemm(mm, *cfg)))
+        if (failed(mm.getBody().empty() ? lowerGemm(mm, *cfg)
+                                        : lowerWgmmaTiles(mm)))
           return signalPassFailure();
         op->erase();
         continue;
@@ -49,6 +51,8 @@ struct LowerToNVVMPass
         lowerQuantize(cast<QuantizeOp>(op));
       op->erase();
     }
+    if (failed(lowerHopperOps(getOperation())))
+      return signalPassFailure();
   }
 };
 

@@ -169,6 +169,8 @@ Status lowerAndEmit(MLIRContext &ctx, DiagnosticCollector &diags,
     return finish();
 
   PassManager pm(&ctx);
+  pm.addPass(mlir::qgemm::createQGemmLowerToTiles());
+  pm.addPass(mlir::qgemm::createQGemmLowerTilesToHopper());
   pm.addPass(mlir::qgemm::createQGemmLowerToNVVM());
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(createArithToLLVMConversionPass());

@@ -23,7 +23,7 @@ using ::qgemm::PaddingRows;
 std::pair<Value, Value> Epilogue::rowFlags(Value row) {
   KernelIR &ir = k.ir;
   ImplicitLocOpBuilder &b = k.b;
-  const TileState &t = k.tile;
+  const TileValues &t = k.tile;
   Value inOperand = ir.cmp(arith::CmpIPredicate::slt, row, t.rows);
   Value notPadBlock = arith::XOrIOp::create(b, t.blockIsPadding, k.trueV());
   Value valid, padding;
@@ -87,7 +87,7 @@ Value Epilogue::chunkOffset(Value row, Value chunk) {
 Value Epilogue::wholeRows(Value row0) {
   KernelIR &ir = k.ir;
   ImplicitLocOpBuilder &b = k.b;
-  const TileState &t = k.tile;
+  const TileValues &t = k.tile;
   Value rowsEnd = ir.add(row0, ir.i32(WgmmaLayout::kConsumerRows));
   if (k.masked())
     return ir.cmp(arith::CmpIPredicate::sle, rowsEnd, t.validRows);

@@ -115,7 +115,7 @@ void Producer::mxScales(Value s, Value k0, Value tid) {
   KernelIR &ir = k.ir;
   ImplicitLocOpBuilder &b = k.b;
   const KernelConfig &cfg = k.cfg;
-  const TileState &t = k.tile;
+  const TileValues &t = k.tile;
   const int64_t steps = k.layout.scaleSteps();
   Value scales = k.stageScales(s);
   // The K block's first scale block: k0 / 32, or with restarted token

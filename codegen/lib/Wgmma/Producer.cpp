@@ -17,35 +17,12 @@ using mlir::qgemm::emitScaleAddress;
 using mlir::qgemm::emitTokenScaleAddress;
 using mlir::qgemm::ScaleAddress;
 
-void Producer::begin(TileScheduler &sched) {
-  // Tb, the token extent of the restarted scale grids: one pass over the
-  // offsets per CTA (only the producer reads scales).
-  if (k.restartsTokens())
-    k.tile.tokenScaleBlocks = sched.tokenScaleBlocksBefore(
-        k.arg(kWgParamNumGroups));
-}
-
-Value Producer::tile(TileScheduler &sched, Value it, Value tid) {
-  auto ifWork = scf::IfOp::create(
-      k.b, arith::XOrIOp::create(k.b, k.tile.pairIsPadding, k.trueV()), false);
-  {
-    OpBuilder::InsertionGuard g(k.b);
-    k.b.setInsertionPointToStart(&ifWork.getThenRegion().front());
-    // start(g): a pass over the offsets before the group, per tile (G is at
-    // most a few hundred; the producer runs ahead of the consumers).
-    if (k.restartsTokens())
-      k.tile.tokenScaleStart = sched.tokenScaleBlocksBefore(k.tile.group);
-    loads(it, tid);
-  }
-  return sched.advance(it);
-}
-
 void Producer::loads(Value it, Value tid) {
   KernelIR &ir = k.ir;
   HopperIR &hw = k.hw;
   ImplicitLocOpBuilder &b = k.b;
   const KernelConfig &cfg = k.cfg;
-  const TileState &t = k.tile;
+  const TileValues &t = k.tile;
   if (k.registerScales()) {
     loadsWithRegisterScales(it, tid);
     return;
@@ -120,7 +97,7 @@ void Producer::tileLoads(Value s, Value k0, Value m0, Value n0, Value tid) {
   HopperIR &hw = k.hw;
   ImplicitLocOpBuilder &b = k.b;
   const KernelConfig &cfg = k.cfg;
-  const TileState &t = k.tile;
+  const TileValues &t = k.tile;
   const int64_t bytes = k.layout.stageTxBytes();
   auto ifLane0 = scf::IfOp::create(b, k.eq(tid, 0), false);
   OpBuilder::InsertionGuard g(b);
@@ -166,7 +143,7 @@ void Producer::loadsWithRegisterScales(Value it, Value tid) {
   HopperIR &hw = k.hw;
   ImplicitLocOpBuilder &b = k.b;
   const KernelConfig &cfg = k.cfg;
-  const TileState &t = k.tile;
+  const TileValues &t = k.tile;
   auto quadT = VectorType::get({4}, ir.f32T());
   const int64_t colsPerThread =
       (cfg.blockN + kWarpgroupThreads - 1) / kWarpgroupThreads;

@@ -17,7 +17,7 @@ using ::qgemm::PaddingRows;
 
 void TileScheduler::countTiles() {
   KernelIR &ir = k.ir;
-  TileState &t = k.tile;
+  TileValues &t = k.tile;
   const KernelConfig &cfg = k.cfg;
   const int64_t nb = (k.outCols() + cfg.blockN - 1) / cfg.blockN;
   t.nBlocks = ir.i32(nb);
@@ -211,7 +211,7 @@ Value TileScheduler::countGroupStartBlocks() {
 /// the last group (zeroed, never computed).
 void TileScheduler::locateGroupStartBlock(Value index) {
   KernelIR &ir = k.ir;
-  TileState &t = k.tile;
+  TileValues &t = k.tile;
   const int64_t bm = k.cfg.blockM;
   // Carried: first block of group g, end of group g-1, and the found
   // group (-1 until found), first row and group end.
@@ -245,31 +245,43 @@ void TileScheduler::locateGroupStartBlock(Value index) {
   t.blockIsPadding = arith::XOrIOp::create(k.b, found, k.trueV());
 }
 
-/// This CTA (cluster) takes work units blockIdx.x, + gridDim.x, ... (per
-/// cluster: cluster index, + clusters). The running K block count picks
-/// the stage and barrier phase, continuing across tiles so the producer
-/// can run ahead into the next tile.
-void TileScheduler::forEachTile(llvm::function_ref<Value(Value)> body) {
-  KernelIR &ir = k.ir;
-  Value first = k.hw.blockIdX();
-  Value step = k.hw.gridDimX();
-  if (k.cfg.cluster > 1) {
-    first = ir.divU(first, ir.i32(k.cfg.cluster));
-    step = ir.divU(step, ir.i32(k.cfg.cluster));
+/// The per-tile fields computeTile sets, in TileFields.def order.
+SmallVector<StringRef> TileScheduler::tileFields() const {
+  const KernelConfig &cfg = k.cfg;
+  const bool fixedWalk = !validBlocksOnly();
+  SmallVector<StringRef> f = {"mBlock", "nBlock", "group", "validRows",
+                              "blockIsPadding", "pairIsPadding"};
+  const bool pairs = cfg.shareB && (!fixedWalk || k.wgrad() || k.masked() ||
+                                    (!k.groupStartsTiles() &&
+                                     k.c.grouping.kind ==
+                                         GroupingKind::MContiguous));
+  if (pairs)
+    f.push_back("sharesB");
+  if (fixedWalk && k.groupStartsTiles())
+    f.append({"row0", "rowEnd"});
+  f.push_back("kBlockCount");
+  if (fixedWalk && k.wgrad()) {
+    f.push_back("tokenStart");
+    if (k.mx())
+      f.push_back("tokenEnd");
+    if (k.tokenTail())
+      f.push_back("tailTokens");
   }
-  auto loop = scf::ForOp::create(k.b, first, k.tile.numTiles, step,
-                                 ValueRange{ir.i32(0)});
-  OpBuilder::InsertionGuard g(k.b);
-  k.b.setInsertionPointToStart(loop.getBody());
-  computeTile(loop.getInductionVar());
-  scf::YieldOp::create(k.b, body(loop.getRegionIterArgs()[0]));
+  return f;
 }
 
-/// Block coordinates of `tile`, its group, whether the whole block is
-/// padding, and the number of valid rows (m_masked).
+/// The CTA-wide fields countTiles sets, in TileFields.def order.
+SmallVector<StringRef> TileScheduler::ctaFields() const {
+  SmallVector<StringRef> f = {"numTiles", "nBlocks", "nUnits", "mBlocks",
+                              "mUnits"};
+  if (validBlocksOnly())
+    f.push_back("validBlocks");
+  return f;
+}
+
 void TileScheduler::computeTile(Value tile) {
   KernelIR &ir = k.ir;
-  TileState &t = k.tile;
+  TileValues &t = k.tile;
   const KernelConfig &cfg = k.cfg;
   if (validBlocksOnly()) {
     Value blockIndex, peerIndex, peerGroup;

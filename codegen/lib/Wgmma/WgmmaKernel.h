@@ -36,10 +36,15 @@ constexpr int kWarpgroupThreads = 128;
 /// is __syncthreads, 1 and 2 each consumer warpgroup's (Epilogue::staged).
 constexpr int kConsumersBarrier = 3;
 
-/// Where the current tile is. The scheduler sets these per tile; the
-/// producer, mainloop and epilogue read them.
-struct TileState {
-  Value mBlock, nBlock, group, rows, validRows, blockIsPadding;
+/// The current tile's values, as SSA values of the tile-level IR: the
+/// kernel's entry and qgemm.count_tiles give the CTA-wide ones, and
+/// qgemm.next_tile the per-tile ones. A tile op carries those it was built
+/// with as its `tile` operands, and its lowering reads them back here. The
+/// scheduler's lowerings compute them; the producer, mainloop and epilogue
+/// only read them. Fields a kernel has no use for stay null (TileFields.def
+/// lists them all).
+struct TileValues {
+  Value mBlock, nBlock, group, validRows, blockIsPadding;
   /// Whether the producer and the mainloop skip the tile: blockIsPadding,
   /// except in a cluster sharing B, where a CTA whose own block is padding
   /// still runs the K loop beside its peer (loading its share of B, keeping
@@ -66,14 +71,27 @@ struct TileState {
   /// restartsTokens(): start(g), the group's first token scale block
   /// (producer only, per tile), and Tb, the scale grid's token blocks
   /// over all groups (producer only, once per CTA). Both i32.
-  Value tokenScaleStart, tokenScaleBlocks;
+  Value tokenScaleStart;
   /// Straddling tiles: the tile's columns before the next 128-wide B
-  /// scale block (set by the consumer per tile).
+  /// scale block (computed by the consumer per tile).
   Value boundary;
-  /// mUnits: m-blocks, or pairs of them when a cluster shares B.
-  Value nBlocks, nUnits, mBlocks, mUnits, numTiles, rank;
-  /// validBlocksOnly: the launch's blocks with rows, over all groups.
-  Value validBlocks;
+  /// This CTA's rank in its cluster and the launch's rows of A (per CTA).
+  Value rank, rows;
+  Value tokenScaleBlocks;
+  /// The walk's extents; mUnits: m-blocks, or pairs of them when a cluster
+  /// shares B; validBlocks (validBlocksOnly): the launch's blocks with
+  /// rows, over all groups.
+  Value numTiles, nBlocks, nUnits, mBlocks, mUnits, validBlocks;
+
+  /// The set fields in TileFields.def order, and their names.
+  void pack(MLIRContext *ctx, SmallVectorImpl<Value> &values,
+            SmallVectorImpl<Attribute> &names) const;
+  /// The fields a tile op names (`tile_fields`), the others null.
+  static TileValues unpack(ValueRange values, ArrayAttr names);
+  /// The field spelled `name` in TileFields.def; null for another name.
+  Value *field(StringRef name);
+  /// The per-tile fields (TileFields.def's TILE_FIELDs) that are set.
+  SmallVector<StringRef> tileFieldsSet() const;
 };
 
 class WgmmaKernel {
@@ -91,7 +109,7 @@ public:
   WgmmaLayout layout;
   SmallVector<Value> args;
   Value smem;
-  TileState tile;
+  TileValues tile;
 
   Value arg(unsigned i) { return args[i]; }
   Value eq(Value x, int64_t v) {
@@ -197,11 +215,15 @@ public:
 class TileScheduler {
 public:
   explicit TileScheduler(WgmmaKernel &k) : k(k) {}
-  /// Counts the launch's tiles (before the roles split).
+  /// Counts the launch's tiles (before the roles split): sets the fields
+  /// ctaFields() names.
   void countTiles();
-  /// Persistent loop: `body(it)` emits one tile given the running count of
-  /// K blocks this CTA has consumed and returns the count after the tile.
-  void forEachTile(llvm::function_ref<Value(Value)> body);
+  SmallVector<StringRef> ctaFields() const;
+  /// Block coordinates of work unit `tile`, its group, whether the whole
+  /// block is padding, and the number of valid rows (m_masked): sets the
+  /// fields tileFields() names.
+  void computeTile(Value tile);
+  SmallVector<StringRef> tileFields() const;
   /// `it` advanced past this tile's K blocks, unless the tile is padding.
   Value advance(Value it);
   /// rowGroup: every thread of the CTA writes the end rows of groups tid,
@@ -222,7 +244,6 @@ private:
   Value searchGroupEnd(Value g);
   Value countGroupStartBlocks();
   void locateGroupStartBlock(Value index);
-  void computeTile(Value tile);
   Value fixedBlockGroup(Value row0, Value *peerGroup, Value peerRow0);
   WgmmaKernel &k;
 };
@@ -231,13 +252,10 @@ private:
 class Producer {
 public:
   explicit Producer(WgmmaKernel &k) : k(k) {}
-  /// Before the tile loop: what the producer computes once per CTA.
-  void begin(TileScheduler &sched);
-  /// The tile's loads; returns the K block count after it.
-  Value tile(TileScheduler &sched, Value it, Value tid);
+  /// The tile's loads, a K block a stage from the CTA's `it`-th.
+  void loads(Value it, Value tid);
 
 private:
-  void loads(Value it, Value tid);
   void loadsWithRegisterScales(Value it, Value tid);
   void tileLoads(Value s, Value k0, Value m0, Value n0, Value tid);
   void loadSharedB(Value s, SmallVector<Value> coords);

@@ -3,7 +3,10 @@
 // The pieces a warp-specialized Hopper kernel is made of, as IR builders on
 // top of KernelIR: dynamic shared memory carved into stages, mbarrier
 // init/arrive/wait, 2D/3D TMA tile loads, K-major 128B-swizzled wgmma
-// descriptors, the m64nNk32 FP8 wgmma, and register reallocation.
+// descriptors, the m64nNk32 FP8 wgmma, and register reallocation. They
+// build the Hopper stage: NVVM ops, and qgemm's own Hopper-stage ops where
+// NVVM has none (wgmmaDescriptor, wgmmaWait, threadIdXInPlace; lowered by
+// HopperToNVVM.cpp). No other file builds NVVM ops.
 //
 //===----------------------------------------------------------------------===//
 #ifndef QGEMM_CODEGEN_HOPPERIR_H

@@ -14,7 +14,22 @@ namespace mlir::qgemm {
 /// with the op's error, for a family that has no lowering.
 LogicalResult lowerGemm(GroupedMatmulOp op, const ::qgemm::KernelConfig &cfg);
 void lowerSimtGemm(GroupedMatmulOp op);
-void lowerWgmmaGemm(GroupedMatmulOp op, const ::qgemm::KernelConfig &cfg);
+/// The wgmma family, in two stages (codegen/lib/Wgmma/): buildWgmmaTiles
+/// gives the op its tile-level body (qgemm-lower-to-tiles), lowerWgmmaTiles
+/// replaces the op's tile ops by their Hopper code and moves the body into
+/// the `llvm.func` kernel (qgemm-lower-tiles-to-hopper; it fails, with the
+/// op's error, where a tile op does not lower). lowerWgmmaGemm is both.
+void buildWgmmaTiles(GroupedMatmulOp op, const ::qgemm::KernelConfig &cfg);
+LogicalResult lowerWgmmaTiles(GroupedMatmulOp op);
+LogicalResult lowerWgmmaGemm(GroupedMatmulOp op,
+                             const ::qgemm::KernelConfig &cfg);
+/// The wgmma kernel's parameter types (KernelABI.h), and the symbol of the
+/// dynamic shared memory it carves into stages.
+SmallVector<Type> wgmmaParamTypes(MLIRContext *ctx);
+inline constexpr llvm::StringLiteral kWgmmaSharedMemory = "qgemm_dynamic_smem";
+/// The Hopper-stage ops (qgemm.wgmma_descriptor, qgemm.wgmma_wait,
+/// qgemm.pinned_thread_id) replaced by their NVVM / LLVM code, under `root`.
+LogicalResult lowerHopperOps(Operation *root);
 /// The quantize kernel (qgemm/Kernels/QuantizeABI.h), codegen/lib/Quantize/.
 void lowerQuantize(QuantizeOp op);
 /// Token dispatch / combine: one kernel per stage (qgemm/Kernels/DispatchABI.h).

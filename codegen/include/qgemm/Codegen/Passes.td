@@ -17,13 +17,44 @@ def QGemmResolveConfig : Pass<"qgemm-resolve-config", "::mlir::ModuleOp"> {
   }];
 }
 
+def QGemmLowerToTiles : Pass<"qgemm-lower-to-tiles", "::mlir::ModuleOp"> {
+  let summary = "Give each wgmma grouped GEMM its tile-level body";
+  let description = [{
+    Each `qgemm.grouped_matmul` whose resolved `config` is of the wgmma
+    family gains a body (QGemmTileOps.td): the kernel's parameters as block
+    arguments; the mbarrier setup and the tile count; then, per warpgroup
+    role, the persistent tile loop: `qgemm.next_tile` and
+    `qgemm.load_tile` for the producer, `qgemm.next_tile`, `qgemm.mma_tile`
+    and `qgemm.store_tile` for the consumers. The tile's coordinates are
+    SSA values. Other ops are left as they are.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect", "::mlir::NVVM::NVVMDialect",
+                           "::mlir::scf::SCFDialect", "::mlir::arith::ArithDialect"];
+}
+
+def QGemmLowerTilesToHopper : Pass<"qgemm-lower-tiles-to-hopper", "::mlir::ModuleOp"> {
+  let summary = "Lower each tile-level body to Hopper code in an llvm.func";
+  let description = [{
+    Every tile op of a `qgemm.grouped_matmul` body becomes its code: scf,
+    arith and llvm ops, NVVM's Hopper ops (mbarriers, TMA, wgmma.mma_async,
+    setmaxnreg, clusters) and qgemm's three Hopper-stage ops for what NVVM
+    lacks (`qgemm.wgmma_descriptor`, `qgemm.wgmma_wait`,
+    `qgemm.pinned_thread_id`). The body then moves into the `llvm.func`
+    kernel that replaces the declaration.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect", "::mlir::NVVM::NVVMDialect",
+                           "::mlir::scf::SCFDialect", "::mlir::arith::ArithDialect"];
+}
+
 def QGemmLowerToNVVM : Pass<"qgemm-lower-to-nvvm", "::mlir::ModuleOp"> {
   let summary = "Replace qgemm kernel declarations by NVVM/LLVM kernels";
   let description = [{
-    Each `qgemm.grouped_matmul` becomes an `llvm.func` with `nvvm.kernel`
-    whose body (scf, arith, llvm and nvvm ops) computes the block-scaled
-    product, built with the op's resolved `config` (run
-    qgemm-resolve-config first). The ABI is qgemm/Kernels/KernelABI.h.
+    Each remaining qgemm kernel declaration becomes an `llvm.func` with
+    `nvvm.kernel` whose body (scf, arith, llvm and nvvm ops) computes it,
+    built with the op's resolved `config` (run qgemm-resolve-config first);
+    a wgmma grouped GEMM not yet lowered to tiles goes through both stages
+    here. Then qgemm's Hopper-stage ops become NVVM / LLVM. The ABI is
+    qgemm/Kernels/KernelABI.h.
   }];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect", "::mlir::NVVM::NVVMDialect",
                            "::mlir::scf::SCFDialect", "::mlir::arith::ArithDialect"];

@@ -9,6 +9,7 @@
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "qgemm/Contract.h"
 #include "qgemm/DispatchContract.h"
 #include "qgemm/SwigluContract.h"
@@ -79,6 +80,13 @@ inline llvm::hash_code hash_value(const KernelConfig &c) {
 
 #define GET_ATTRDEF_CLASSES
 #include "qgemm/Dialect/QGemmAttrs.h.inc"
+
+namespace mlir::qgemm {
+/// A tile op's `tile` operands and their `tile_fields` names: one name per
+/// value, each name once.
+LogicalResult verifyTileValues(Operation *op, ValueRange values,
+                               ArrayAttr names);
+} // namespace mlir::qgemm
 
 #define GET_OP_CLASSES
 #include "qgemm/Dialect/QGemmOps.h.inc"

@@ -9,7 +9,7 @@ include "mlir/IR/BuiltinAttributes.td"
 class QGemm_Op<string mnemonic, list<Trait> traits = []>
     : Op<QGemm_Dialect, mnemonic, traits>;
 
-def QGemm_GroupedMatmulOp : QGemm_Op<"grouped_matmul", [Symbol]> {
+def QGemm_GroupedMatmulOp : QGemm_Op<"grouped_matmul", [Symbol, NoTerminator]> {
   let summary = "a block-scaled FP8 grouped GEMM kernel, D = A . B^T (+ C)";
   let description = [{
     Declares one kernel. For `m_*` and `none` groupings D is (M, n) with the
@@ -24,6 +24,11 @@ def QGemm_GroupedMatmulOp : QGemm_Op<"grouped_matmul", [Symbol]> {
         d = <bf16>, grouping = #qgemm.grouping<m_contiguous, align = 128, index = offsets>,
         padding = <zero>
     ```
+
+    qgemm-lower-to-tiles gives a wgmma-family declaration its tile-level
+    body (QGemmTileOps.td): one block whose arguments are the kernel's
+    parameters (KernelABI.h). qgemm-lower-tiles-to-hopper then replaces the
+    op by the `llvm.func` kernel built from that body.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$n, I64Attr:$k,
                        QGemm_OperandAttr:$a, QGemm_OperandAttr:$b,
@@ -35,8 +40,10 @@ def QGemm_GroupedMatmulOp : QGemm_Op<"grouped_matmul", [Symbol]> {
   let assemblyFormat = [{
     $sym_name `n` `=` $n `,` `k` `=` $k `,` `a` `=` qualified($a) `,`
     `b` `=` qualified($b) `,` `d` `=` $d `,` `grouping` `=` qualified($grouping)
-    `,` `padding` `=` $padding_rows (`accumulate` $accumulate^)? attr-dict
+    `,` `padding` `=` $padding_rows (`accumulate` $accumulate^)?
+    (`body` $body^)? attr-dict
   }];
+  let regions = (region MaxSizedRegion<1>:$body);
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     /// The op's contract in the vocabulary of qgemm/Contract.h.
@@ -172,5 +179,7 @@ def QGemm_SwigluOp : QGemm_Op<"swiglu", [Symbol]> {
     ::qgemm::SwigluContract getContract();
   }];
 }
+
+include "qgemm/Dialect/QGemmTileOps.td"
 
 #endif // QGEMM_OPS_TD

@@ -1,0 +1,69 @@
+//===- RolePatterns.cpp - Lowering of the producer's and consumers' ops ---===//
+//
+// qgemm.load_tile (Producer.cpp), qgemm.mma_tile (Mainloop.cpp, MxFp8.cpp)
+// and qgemm.store_tile (Epilogue.cpp), each replaced by its role's code.
+//
+//===----------------------------------------------------------------------===//
+#include "TileOpKernel.h"
+
+using namespace mlir;
+using namespace mlir::qgemm;
+using namespace mlir::qgemm::wgmma;
+
+namespace {
+
+struct LoadTileLowering : OpRewritePattern<LoadTileOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(LoadTileOp op,
+                                PatternRewriter &rewriter) const override {
+    TileOpKernel at(op, rewriter);
+    Producer(at.kernel()).loads(op.getIt(), op.getTid());
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+struct MmaTileLowering : OpRewritePattern<MmaTileOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MmaTileOp op,
+                                PatternRewriter &rewriter) const override {
+    TileOpKernel at(op, rewriter);
+    WgmmaKernel &k = at.kernel();
+    if (int64_t(op.getAcc().size()) != k.cfg.blockN / 2)
+      return op->emitOpError() << "acc: " << op.getAcc().size()
+                               << " accumulators a thread, the " << k.cfg.blockN
+                               << "-wide tile has " << k.cfg.blockN / 2;
+    SmallVector<Value> acc =
+        Mainloop(k).run(op.getIt(), op.getConsumer(), op.getTidInWarpgroup(),
+                        op.getRowInTile(), op.getLane());
+    rewriter.replaceOp(op, acc);
+    return success();
+  }
+};
+
+struct StoreTileLowering : OpRewritePattern<StoreTileOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(StoreTileOp op,
+                                PatternRewriter &rewriter) const override {
+    TileOpKernel at(op, rewriter);
+    WgmmaKernel &k = at.kernel();
+    if (int64_t(op.getAcc().size()) != k.cfg.blockN / 2)
+      return op->emitOpError() << "acc: " << op.getAcc().size()
+                               << " accumulators a thread, the " << k.cfg.blockN
+                               << "-wide tile has " << k.cfg.blockN / 2;
+    if (k.cfg.stagedEpilogue)
+      Epilogue(k).staged(op.getAcc());
+    else
+      Epilogue(k).direct(op.getAcc(), op.getLane(), op.getRow0(),
+                         op.getRow1());
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+} // namespace
+
+void mlir::qgemm::wgmma::populateRolePatterns(RewritePatternSet &patterns) {
+  patterns.add<LoadTileLowering, MmaTileLowering, StoreTileLowering>(
+      patterns.getContext());
+}
