@@ -1,7 +1,8 @@
 //===- KernelFunction.cpp - The wgmma declaration's tile body to llvm.func ===//
 //
 // qgemm-lower-tiles-to-hopper for one declaration: every tile op of its
-// body replaced by its code (SchedulePatterns.cpp, RolePatterns.cpp), then
+// body replaced by its code (SchedulePatterns.cpp, MainloopPatterns.cpp,
+// RolePatterns.cpp), then
 // the body moved into the `llvm.func` kernel with the kernel's attributes.
 //
 //===----------------------------------------------------------------------===//
@@ -23,12 +24,15 @@ LogicalResult mlir::qgemm::lowerWgmmaTiles(GroupedMatmulOp op) {
                            "first");
   RewritePatternSet patterns(ctx);
   populateSchedulePatterns(patterns);
+  populateMainloopPatterns(patterns);
   populateRolePatterns(patterns);
   walkAndApplyPatterns(op, std::move(patterns));
   // A tile op left in place did not lower; its pattern said why.
   WalkResult left = op.walk([](Operation *inner) {
     return isa<InitBarriersOp, FillGroupTableOp, CountTilesOp, NextTileOp,
-               TokenScaleBlocksOp, LoadTileOp, MmaTileOp, StoreTileOp>(inner)
+               TokenScaleBlocksOp, LoadTileOp, MmaTileOp, StoreTileOp,
+               WaitStageOp, BlockScalesOp, ZeroTokenTailOp, MmaBlockOp,
+               ReleaseStageOp, PromoteOp>(inner)
                ? WalkResult::interrupt()
                : WalkResult::advance();
   });

@@ -1,7 +1,7 @@
 //===- RolePatterns.cpp - Lowering of the producer's and consumers' ops ---===//
 //
-// qgemm.load_tile (Producer.cpp), qgemm.mma_tile (Mainloop.cpp, MxFp8.cpp)
-// and qgemm.store_tile (Epilogue.cpp), each replaced by its role's code.
+// qgemm.load_tile (Producer.cpp), qgemm.mma_tile (MXFP8, MxFp8.cpp) and
+// qgemm.store_tile (Epilogue.cpp), each replaced by its role's code.
 //
 //===----------------------------------------------------------------------===//
 #include "TileOpKernel.h"
@@ -29,12 +29,15 @@ struct MmaTileLowering : OpRewritePattern<MmaTileOp> {
                                 PatternRewriter &rewriter) const override {
     TileOpKernel at(op, rewriter);
     WgmmaKernel &k = at.kernel();
+    if (!k.mx())
+      return op->emitOpError("is MXFP8's mainloop; this kernel's scales are "
+                             "1x128 (qgemm.mma_block, qgemm.promote)");
     if (int64_t(op.getAcc().size()) != k.cfg.blockN / 2)
       return op->emitOpError() << "acc: " << op.getAcc().size()
                                << " accumulators a thread, the " << k.cfg.blockN
                                << "-wide tile has " << k.cfg.blockN / 2;
     SmallVector<Value> acc =
-        Mainloop(k).run(op.getIt(), op.getConsumer(), op.getTidInWarpgroup(),
+        Mainloop(k).runMx(op.getIt(), op.getConsumer(), op.getTidInWarpgroup(),
                         op.getRowInTile(), op.getLane());
     rewriter.replaceOp(op, acc);
     return success();

@@ -47,6 +47,9 @@ private:
     ArrayAttr names;
   };
   Operands tileOperands();
+  /// The fields among `names` that are set, as a tile op's operands (the
+  /// ops of the K loop carry only what their lowering reads).
+  Operands pick(ArrayRef<StringRef> names);
   ArrayAttr namesAttr(ArrayRef<StringRef> names);
   /// Sets the fields `names` names to `values` (a count or next op's).
   void setFields(ArrayAttr names, ValueRange values);
@@ -58,6 +61,8 @@ private:
   void tileLoop(llvm::function_ref<Value(Value)> body);
   Value producerTile(Value it);
   Value consumerTile(Value it, Value consumerIdx);
+  SmallVector<Value> mainloop(Value it, Value consumerIdx, Value tidInWg,
+                              Value rowInTile, Value lane);
 
   WgmmaKernel &k;
   TileScheduler sched;
@@ -69,6 +74,18 @@ TileBody::Operands TileBody::tileOperands() {
   Operands ops;
   k.tile.pack(k.b.getContext(), ops.values, names);
   ops.names = k.b.getArrayAttr(names);
+  return ops;
+}
+
+TileBody::Operands TileBody::pick(ArrayRef<StringRef> names) {
+  SmallVector<Attribute> attrs;
+  Operands ops;
+  for (StringRef name : names)
+    if (Value v = *k.tile.field(name)) {
+      ops.values.push_back(v);
+      attrs.push_back(k.b.getStringAttr(name));
+    }
+  ops.names = k.b.getArrayAttr(attrs);
   return ops;
 }
 
@@ -161,10 +178,15 @@ Value TileBody::consumerTile(Value it, Value consumerIdx) {
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&ifWork.getThenRegion().front());
-    Operands in = tileOperands();
-    auto mma = MmaTileOp::create(b, accTypes, k.smem, it, consumerIdx,
-                                 tidInWg, rowInTile, lane, in.values, in.names);
-    SmallVector<Value> acc(mma.getAcc());
+    SmallVector<Value> acc;
+    if (k.mx()) {
+      Operands in = tileOperands();
+      acc = MmaTileOp::create(b, accTypes, k.smem, it, consumerIdx, tidInWg,
+                              rowInTile, lane, in.values, in.names)
+                .getAcc();
+    } else {
+      acc = mainloop(it, consumerIdx, tidInWg, rowInTile, lane);
+    }
     if (k.cfg.shareB) {
       // A padding block computed beside its peer: its results are not D's.
       auto ifOwn = scf::IfOp::create(b, accTypes, k.tile.blockIsPadding, true);
@@ -185,6 +207,59 @@ Value TileBody::consumerTile(Value it, Value consumerIdx) {
                       in.values, in.names);
   k.tile.boundary = Value();
   return sched.advance(it);
+}
+
+/// The tile's K blocks (1x128 scales): per block, the whole tile width as
+/// one wgmma group, wait, promote. (Splitting the tile into two half-width
+/// groups so that one half's promotion overlaps the other half's MMAs
+/// measured 3-6% slower on the H100: see docs/PERF_NOTES.md.)
+SmallVector<Value> TileBody::mainloop(Value it, Value consumerIdx,
+                                      Value tidInWg, Value rowInTile,
+                                      Value lane) {
+  KernelIR &ir = k.ir;
+  ImplicitLocOpBuilder &b = k.b;
+  const int64_t n = k.cfg.blockN;
+  SmallVector<Value> zeros(size_t(n / 2), ir.f32(0.0));
+  SmallVector<Type> accTypes(size_t(n / 2), ir.f32T());
+  auto loop =
+      scf::ForOp::create(b, ir.i32(0), k.tile.kBlockCount, ir.i32(1), zeros);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value kb = loop.getInductionVar();
+  Value s = k.stageOf(ir.add(it, kb));
+  Value phase = k.phaseOf(ir.add(it, kb));
+  Operands none = pick({});
+  WaitStageOp::create(b, k.smem, s, phase, none.values, none.names);
+  auto scales = BlockScalesOp::create(b, ir.f32T(), ir.f32T(), ir.f32T(),
+                                      ir.f32T(), k.smem, s, rowInTile,
+                                      none.values, none.names);
+  if (k.tokenTail()) {
+    Value last = arith::AndIOp::create(
+        b, k.eq(ir.sub(k.tile.kBlockCount, kb), 1),
+        ir.cmp(arith::CmpIPredicate::ne, k.tile.tailTokens, ir.i32(0)));
+    auto ifTail = scf::IfOp::create(b, last, false);
+    OpBuilder::InsertionGuard inTail(b);
+    b.setInsertionPointToStart(&ifTail.getThenRegion().front());
+    Operands in = pick({"tailTokens"});
+    ZeroTokenTailOp::create(b, k.smem, s, consumerIdx, tidInWg, in.values,
+                            in.names);
+  }
+  Value frag = MmaBlockOp::create(b, k.hw.accumulatorT(n), k.smem, s,
+                                  consumerIdx, /*first=*/0,
+                                  /*count=*/k.cfg.blockK / WgmmaLayout::kMmaK,
+                                  none.values, none.names);
+  Operands rank = pick({"rank"});
+  // Forward, the scales are in registers: release before promoting.
+  if (!k.wgrad())
+    ReleaseStageOp::create(b, k.smem, s, tidInWg, rank.values, rank.names);
+  Operands boundary = pick({"boundary"});
+  auto promoted = PromoteOp::create(
+      b, accTypes, k.smem, frag, s, lane, scales.getResults(),
+      loop.getRegionIterArgs(), boundary.values, boundary.names);
+  if (k.wgrad())
+    ReleaseStageOp::create(b, k.smem, s, tidInWg, rank.values, rank.names);
+  scf::YieldOp::create(b, promoted.getResults());
+  return SmallVector<Value>(loop.getResults());
 }
 
 void TileBody::build() {

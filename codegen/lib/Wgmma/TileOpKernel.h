@@ -36,8 +36,10 @@ private:
   WgmmaKernel k;
 };
 
-/// The tile ops' lowerings (SchedulePatterns.cpp, RolePatterns.cpp).
+/// The tile ops' lowerings (SchedulePatterns.cpp, MainloopPatterns.cpp,
+/// RolePatterns.cpp).
 void populateSchedulePatterns(RewritePatternSet &patterns);
+void populateMainloopPatterns(RewritePatternSet &patterns);
 void populateRolePatterns(RewritePatternSet &patterns);
 
 } // namespace mlir::qgemm::wgmma

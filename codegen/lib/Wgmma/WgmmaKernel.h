@@ -276,11 +276,10 @@ private:
 class Mainloop {
 public:
   explicit Mainloop(WgmmaKernel &k) : k(k) {}
-  /// The tile's accumulators (blockN / 2 f32 values a thread).
-  SmallVector<Value> run(Value it, Value consumerIdx, Value tidInWg,
-                         Value rowInTile, Value lane);
+  // One K block, in the order the tile-level loop runs them
+  // (TileBody.cpp): wait for the stage (WgmmaKernel's barriers), its
+  // scales, the token tail, the MMAs, release, promotion.
 
-private:
   /// Scale factors of one K block for the thread's two rows: forward, the
   /// products scale_a * scale_b with the tile's first (lo) and, when it
   /// straddles a 128 boundary, second (hi) B scale; k_contiguous, the A
@@ -289,14 +288,17 @@ private:
     Value row0, row1, row0Hi, row1Hi;
   };
   BlockScales readScales(Value s, Value rowInTile);
-  Value issueSteps(Value s, Value consumerIdx, int64_t first, int64_t count);
   void zeroTokenTail(Value s, Value consumerIdx, Value tidInWg);
+  Value issueSteps(Value s, Value consumerIdx, int64_t first, int64_t count);
   void release(Value s, Value tidInWg);
   void promote(Value frag, const BlockScales &sc, Value s, Value lane,
                MutableArrayRef<Value> acc);
-  // MXFP8 (MxFp8.cpp): a promotion per k32 step.
+  /// MXFP8 (MxFp8.cpp): the tile's accumulators (blockN / 2 f32 values a
+  /// thread), a promotion per k32 step.
   SmallVector<Value> runMx(Value it, Value consumerIdx, Value tidInWg,
                            Value rowInTile, Value lane);
+
+private:
   void promoteStep(Value frag, Value sa0, Value sa1, Value scalePtr,
                    int64_t step, Value lane, MutableArrayRef<Value> acc);
   WgmmaKernel &k;

@@ -121,11 +121,14 @@ def QGemm_LoadTileOp : QGemm_TileOp<"load_tile"> {
 }
 
 def QGemm_MmaTileOp : QGemm_TileOp<"mma_tile"> {
-  let summary = "a consumer warpgroup's accumulators of one tile";
+  let summary = "a consumer warpgroup's MXFP8 accumulators of one tile";
   let description = [{
-    Per K block: wait for the stage's full barrier, wgmma over it, release
-    it, and promote the block's product into the f32 accumulators with its
-    scales (per k32 step for MXFP8). Results: blockN / 2 f32 a thread.
+    MXFP8 (1x32 scales): per K block, wait for the stage's full barrier,
+    then per k32 step a wgmma and its promotion with the step's scales,
+    skipping the steps past a group's last token; release the stage.
+    (The 1x128 kernels' K loop is spelled out at tile level instead:
+    qgemm.wait_stage, qgemm.block_scales, qgemm.mma_block,
+    qgemm.release_stage, qgemm.promote.) Results: blockN / 2 f32 a thread.
   }];
   let arguments = (ins AnyType:$smem, I32:$it, I32:$consumer,
                        I32:$tid_in_warpgroup, I32:$row_in_tile, I32:$lane,
@@ -135,6 +138,104 @@ def QGemm_MmaTileOp : QGemm_TileOp<"mma_tile"> {
     $smem `,` $it `,` $consumer `,` $tid_in_warpgroup `,` $row_in_tile `,`
     $lane `tile` `(` $tile `)` attr-dict `:` type($smem) `,` type($tile)
     `->` type($acc)
+  }];
+}
+
+def QGemm_WaitStageOp : QGemm_TileOp<"wait_stage"> {
+  let summary = "a consumer's wait until stage `stage` is full";
+  let description = [{
+    Blocks until the phase `phase` (0 or 1) of the stage's full barrier
+    completed: the stage holds the K block's tiles and scales.
+  }];
+  let arguments = (ins AnyType:$smem, I32:$stage, I32:$phase,
+                       Variadic<AnyType>:$tile, StrArrayAttr:$tile_fields);
+  let assemblyFormat = [{
+    $smem `,` $stage `,` $phase `tile` `(` $tile `)` attr-dict `:`
+    type($smem) `,` type($tile)
+  }];
+}
+
+def QGemm_BlockScalesOp : QGemm_TileOp<"block_scales"> {
+  let summary = "the scale factors of a K block for the thread's two rows";
+  let description = [{
+    Forward: scale_a * scale_b with the tile's first B scale (row0, row1)
+    and, for a tile straddling a 128-column boundary, its second (row0_hi,
+    row1_hi). Weight gradient: the A scales alone (B's are per column, read
+    by qgemm.promote).
+  }];
+  let arguments = (ins AnyType:$smem, I32:$stage, I32:$row_in_tile,
+                       Variadic<AnyType>:$tile, StrArrayAttr:$tile_fields);
+  let results = (outs F32:$row0, F32:$row1, F32:$row0_hi, F32:$row1_hi);
+  let assemblyFormat = [{
+    $smem `,` $stage `,` $row_in_tile `tile` `(` $tile `)` attr-dict `:`
+    type($smem) `,` type($tile)
+  }];
+}
+
+def QGemm_ZeroTokenTailOp : QGemm_TileOp<"zero_token_tail"> {
+  let summary = "zero the stage's tokens past the group's last one";
+  let description = [{
+    k_contiguous, the group's last K block when it is partial: the TMA
+    boxes also brought in tokens of the next group, which must contribute
+    nothing. Both consumer warpgroups zero them in A and B, then meet at a
+    named barrier.
+  }];
+  let arguments = (ins AnyType:$smem, I32:$stage, I32:$consumer,
+                       I32:$tid_in_warpgroup, Variadic<AnyType>:$tile,
+                       StrArrayAttr:$tile_fields);
+  let assemblyFormat = [{
+    $smem `,` $stage `,` $consumer `,` $tid_in_warpgroup `tile` `(` $tile `)`
+    attr-dict `:` type($smem) `,` type($tile)
+  }];
+}
+
+def QGemm_MmaBlockOp : QGemm_TileOp<"mma_block"> {
+  let summary = "a consumer warpgroup's product of one stage, complete";
+  let description = [{
+    The k32 wgmma steps [first, first + count) of stage `stage` over the
+    tile's width, as one wgmma group into a fresh f32 fragment, and the
+    wait for it. The consumer's 64 rows of A start at its own offset.
+  }];
+  let arguments = (ins AnyType:$smem, I32:$stage, I32:$consumer,
+                       I64Attr:$first, I64Attr:$count,
+                       Variadic<AnyType>:$tile, StrArrayAttr:$tile_fields);
+  let results = (outs AnyType:$fragment);
+  let assemblyFormat = [{
+    $smem `,` $stage `,` $consumer `tile` `(` $tile `)` attr-dict `:`
+    type($smem) `,` type($tile) `->` type($fragment)
+  }];
+}
+
+def QGemm_ReleaseStageOp : QGemm_TileOp<"release_stage"> {
+  let summary = "a consumer thread's arrive on stage `stage`'s empty barrier";
+  let description = [{
+    After its last read of the stage; in a cluster, one thread of each
+    warpgroup also arrives on every peer's barrier (their producers
+    multicast into this CTA's stage).
+  }];
+  let arguments = (ins AnyType:$smem, I32:$stage, I32:$tid_in_warpgroup,
+                       Variadic<AnyType>:$tile, StrArrayAttr:$tile_fields);
+  let assemblyFormat = [{
+    $smem `,` $stage `,` $tid_in_warpgroup `tile` `(` $tile `)` attr-dict `:`
+    type($smem) `,` type($tile)
+  }];
+}
+
+def QGemm_PromoteOp : QGemm_TileOp<"promote", [AttrSizedOperandSegments]> {
+  let summary = "acc += fragment * scales, per accumulator";
+  let description = [{
+    Each accumulator takes its row's scale from `scales` (block_scales'
+    four results), the second B scale past the tile's 128-column boundary;
+    the weight gradient multiplies in its column's B scale from the stage.
+  }];
+  let arguments = (ins AnyType:$smem, AnyType:$fragment, I32:$stage,
+                       I32:$lane, Variadic<F32>:$scales, Variadic<F32>:$acc,
+                       Variadic<AnyType>:$tile, StrArrayAttr:$tile_fields);
+  let results = (outs Variadic<F32>:$result);
+  let assemblyFormat = [{
+    $smem `,` $fragment `,` $stage `,` $lane `scales` `(` $scales `)`
+    `acc` `(` $acc `)` `tile` `(` $tile `)` attr-dict `:` type($smem) `,`
+    type($fragment) `,` type($tile) `->` type($result)
   }];
 }
 
