@@ -32,7 +32,7 @@ LogicalResult mlir::qgemm::lowerWgmmaTiles(GroupedMatmulOp op) {
     return isa<InitBarriersOp, FillGroupTableOp, CountTilesOp, NextTileOp,
                TokenScaleBlocksOp, LoadTileOp, MmaTileOp, StoreTileOp,
                WaitStageOp, BlockScalesOp, ZeroTokenTailOp, MmaBlockOp,
-               ReleaseStageOp, PromoteOp>(inner)
+               ReleaseStageOp, PromoteOp, AcquireStageOp, LoadStageOp>(inner)
                ? WalkResult::interrupt()
                : WalkResult::advance();
   });

@@ -17,32 +17,16 @@ using mlir::qgemm::emitScaleAddress;
 using mlir::qgemm::emitTokenScaleAddress;
 using mlir::qgemm::ScaleAddress;
 
-void Producer::loads(Value it, Value tid) {
+/// One K block's loads into stage `s` (the consumers released it): the A
+/// and B tiles (K block at `k0`, rows from `m0`, columns from `n0`) and
+/// their scales, completing on the stage's full barrier.
+void Producer::loadStage(Value s, Value kb, Value k0, Value m0, Value n0,
+                         Value tid) {
   KernelIR &ir = k.ir;
   HopperIR &hw = k.hw;
   ImplicitLocOpBuilder &b = k.b;
   const KernelConfig &cfg = k.cfg;
   const TileValues &t = k.tile;
-  if (k.registerScales()) {
-    loadsWithRegisterScales(it, tid);
-    return;
-  }
-  auto loop = scf::ForOp::create(b, ir.i32(0), t.kBlockCount, ir.i32(1));
-  OpBuilder::InsertionGuard g(b);
-  b.setInsertionPointToStart(loop.getBody());
-  Value kb = loop.getInductionVar();
-  Value iter = ir.add(it, kb);
-  Value s = k.stageOf(iter);
-  Value phase = k.phaseOf(iter);
-  // A fresh barrier counts as having completed the phase before phase 0,
-  // so the first pass over the ring does not wait.
-  hw.mbarrierWait(k.emptyBar(s), arith::XOrIOp::create(b, phase, ir.i32(1)));
-  // k0: the block's first contraction index (a token for k_contiguous).
-  Value k0 = ir.mul(kb, ir.i32(cfg.blockK));
-  if (k.wgrad())
-    k0 = ir.add(t.tokenStart, k0);
-  Value m0 = k.tileRow0();
-  Value n0 = ir.mul(t.nBlock, ir.i32(cfg.blockN));
   tileLoads(s, k0, m0, n0, tid);
   if (k.mx()) {
     mxScales(s, k0, tid);

@@ -1,6 +1,7 @@
 //===- RolePatterns.cpp - Lowering of the producer's and consumers' ops ---===//
 //
-// qgemm.load_tile (Producer.cpp), qgemm.mma_tile (MXFP8, MxFp8.cpp) and
+// The producer's qgemm.acquire_stage, qgemm.load_stage and qgemm.load_tile
+// (Producer.cpp), the consumers' qgemm.mma_tile (MXFP8, MxFp8.cpp) and
 // qgemm.store_tile (Epilogue.cpp), each replaced by its role's code.
 //
 //===----------------------------------------------------------------------===//
@@ -12,12 +13,44 @@ using namespace mlir::qgemm::wgmma;
 
 namespace {
 
+struct AcquireStageLowering : OpRewritePattern<AcquireStageOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AcquireStageOp op,
+                                PatternRewriter &rewriter) const override {
+    TileOpKernel at(op, rewriter);
+    WgmmaKernel &k = at.kernel();
+    Value parity = arith::XOrIOp::create(k.b, op.getPhase(), k.ir.i32(1));
+    k.hw.mbarrierWait(k.emptyBar(op.getStage()), parity);
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+struct LoadStageLowering : OpRewritePattern<LoadStageOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(LoadStageOp op,
+                                PatternRewriter &rewriter) const override {
+    TileOpKernel at(op, rewriter);
+    if (at.kernel().registerScales())
+      return op->emitOpError("this kernel stages its scales from registers "
+                             "(qgemm.load_tile)");
+    Producer(at.kernel())
+        .loadStage(op.getStage(), op.getKBlock(), op.getK0(), op.getM0(),
+                   op.getN0(), op.getTid());
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
 struct LoadTileLowering : OpRewritePattern<LoadTileOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(LoadTileOp op,
                                 PatternRewriter &rewriter) const override {
     TileOpKernel at(op, rewriter);
-    Producer(at.kernel()).loads(op.getIt(), op.getTid());
+    if (!at.kernel().registerScales())
+      return op->emitOpError("this kernel loads a stage at a time "
+                             "(qgemm.acquire_stage, qgemm.load_stage)");
+    Producer(at.kernel()).loadsWithRegisterScales(op.getIt(), op.getTid());
     rewriter.eraseOp(op);
     return success();
   }
@@ -67,6 +100,7 @@ struct StoreTileLowering : OpRewritePattern<StoreTileOp> {
 } // namespace
 
 void mlir::qgemm::wgmma::populateRolePatterns(RewritePatternSet &patterns) {
-  patterns.add<LoadTileLowering, MmaTileLowering, StoreTileLowering>(
+  patterns.add<AcquireStageLowering, LoadStageLowering, LoadTileLowering,
+               MmaTileLowering, StoreTileLowering>(
       patterns.getContext());
 }

@@ -60,6 +60,7 @@ private:
   /// run ahead into the next tile) and returns the count after the tile.
   void tileLoop(llvm::function_ref<Value(Value)> body);
   Value producerTile(Value it);
+  void loads(Value it);
   Value consumerTile(Value it, Value consumerIdx);
   SmallVector<Value> mainloop(Value it, Value consumerIdx, Value tidInWg,
                               Value rowInTile, Value lane);
@@ -142,11 +143,38 @@ Value TileBody::producerTile(Value it) {
                                      in.names)
               .getBlocks();
     }
-    Operands in = tileOperands();
-    LoadTileOp::create(k.b, k.smem, it, tid, in.values, in.names);
+    if (k.registerScales()) {
+      Operands in = tileOperands();
+      LoadTileOp::create(k.b, k.smem, it, tid, in.values, in.names);
+    } else {
+      loads(it);
+    }
     k.tile.tokenScaleStart = Value();
   }
   return sched.advance(it);
+}
+
+/// The tile's K blocks, a stage each: acquire it, then load it.
+void TileBody::loads(Value it) {
+  KernelIR &ir = k.ir;
+  ImplicitLocOpBuilder &b = k.b;
+  auto loop = scf::ForOp::create(b, ir.i32(0), k.tile.kBlockCount, ir.i32(1));
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value kb = loop.getInductionVar();
+  Value iter = ir.add(it, kb);
+  Value s = k.stageOf(iter);
+  Value phase = k.phaseOf(iter);
+  Operands none = pick({});
+  AcquireStageOp::create(b, k.smem, s, phase, none.values, none.names);
+  // k0: the block's first contraction index (a token for k_contiguous).
+  Value k0 = ir.mul(kb, ir.i32(k.cfg.blockK));
+  if (k.wgrad())
+    k0 = ir.add(k.tile.tokenStart, k0);
+  Value m0 = k.tileRow0();
+  Value n0 = ir.mul(k.tile.nBlock, ir.i32(k.cfg.blockN));
+  Operands in = tileOperands();
+  LoadStageOp::create(b, k.smem, s, kb, k0, m0, n0, tid, in.values, in.names);
 }
 
 /// One tile of a consumer warpgroup: the mainloop unless the tile is

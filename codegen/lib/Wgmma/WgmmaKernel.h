@@ -252,11 +252,14 @@ private:
 class Producer {
 public:
   explicit Producer(WgmmaKernel &k) : k(k) {}
-  /// The tile's loads, a K block a stage from the CTA's `it`-th.
-  void loads(Value it, Value tid);
+  /// One K block's loads into stage `s`, after the producer acquired it
+  /// (TileBody.cpp's per-stage loop).
+  void loadStage(Value s, Value kb, Value k0, Value m0, Value n0, Value tid);
+  /// registerScales(): the tile's loads, a K block a stage from the CTA's
+  /// `it`-th, the scales carried in registers four K blocks a load.
+  void loadsWithRegisterScales(Value it, Value tid);
 
 private:
-  void loadsWithRegisterScales(Value it, Value tid);
   void tileLoads(Value s, Value k0, Value m0, Value n0, Value tid);
   void loadSharedB(Value s, SmallVector<Value> coords);
   Value tokenScaleColumn(Value kb, Value k0);

@@ -104,13 +104,48 @@ def QGemm_TokenScaleBlocksOp : QGemm_TileOp<"token_scale_blocks"> {
   }];
 }
 
-def QGemm_LoadTileOp : QGemm_TileOp<"load_tile"> {
-  let summary = "the producer's loads of one tile, a K block a stage";
+def QGemm_AcquireStageOp : QGemm_TileOp<"acquire_stage"> {
+  let summary = "the producer's wait until stage `stage` is empty";
   let description = [{
-    Per K block of the tile: wait for the stage's empty barrier, then the
-    TMA loads of the A and B tiles and the copies of their scales into the
-    stage, completing on its full barrier. `it` is the CTA's running count
-    of K blocks, which picks the stage and the barrier phase.
+    Blocks until the consumers released the stage for the K block whose
+    full-barrier phase is `phase`: the empty barrier's phase before it (a
+    fresh barrier counts as having completed the phase before phase 0, so
+    the first pass over the ring does not wait).
+  }];
+  let arguments = (ins AnyType:$smem, I32:$stage, I32:$phase,
+                       Variadic<AnyType>:$tile, StrArrayAttr:$tile_fields);
+  let assemblyFormat = [{
+    $smem `,` $stage `,` $phase `tile` `(` $tile `)` attr-dict `:`
+    type($smem) `,` type($tile)
+  }];
+}
+
+def QGemm_LoadStageOp : QGemm_TileOp<"load_stage"> {
+  let summary = "the producer's loads of one K block into stage `stage`";
+  let description = [{
+    The TMA loads of the A tile (rows from `m0`) and the B tile (columns
+    from `n0`) at contraction index `k0` (multicast in a cluster), and the
+    copies of their scales for K block `k_block`, completing on the stage's
+    full barrier.
+  }];
+  let arguments = (ins AnyType:$smem, I32:$stage, I32:$k_block, I32:$k0,
+                       I32:$m0, I32:$n0, I32:$tid, Variadic<AnyType>:$tile,
+                       StrArrayAttr:$tile_fields);
+  let assemblyFormat = [{
+    $smem `,` $stage `,` $k_block `,` $k0 `,` $m0 `,` $n0 `,` $tid
+    `tile` `(` $tile `)` attr-dict `:` type($smem) `,` type($tile)
+  }];
+}
+
+def QGemm_LoadTileOp : QGemm_TileOp<"load_tile"> {
+  let summary = "the producer's loads of one tile, scales held in registers";
+  let description = [{
+    The weight gradient with 1x128 COMPACT scales on both operands: per K
+    block of the tile, acquire the stage, TMA the A and B tiles, and store
+    the block's scales from registers, which load four K blocks at a time
+    ahead of the wait. `it` is the CTA's running count of K blocks, which
+    picks the stage and the barrier phase. (The other kernels spell this
+    loop out at tile level: qgemm.acquire_stage, qgemm.load_stage.)
   }];
   let arguments = (ins AnyType:$smem, I32:$it, I32:$tid,
                        Variadic<AnyType>:$tile, StrArrayAttr:$tile_fields);
