@@ -10,7 +10,6 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpImplementation.h"
-#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -20,6 +19,8 @@ using namespace mlir::qgemm;
 
 #define GET_ATTRDEF_CLASSES
 #include "qgemm/Dialect/QGemmAttrs.cpp.inc"
+
+#include "qgemm/Dialect/TileSyntax.h"
 
 #define GET_OP_CLASSES
 #include "qgemm/Dialect/QGemmOps.cpp.inc"
@@ -193,27 +194,6 @@ LogicalResult GroupedMatmulOp::verify() {
   return report(getOperation(), ::qgemm::checkGemm(getContract()));
 }
 
-LogicalResult mlir::qgemm::verifyTileValues(Operation *op, ValueRange values,
-                                            ArrayAttr names) {
-  if (values.size() != names.size())
-    return op->emitOpError() << "tile_fields: " << names.size()
-                             << " names for " << values.size() << " values";
-  static const llvm::StringSet<> known = {
-#define TILE_FIELD(name) #name,
-#include "qgemm/Dialect/TileFields.def"
-  };
-  llvm::StringSet<> seen;
-  for (Attribute name : names) {
-    StringRef field = cast<StringAttr>(name).getValue();
-    if (!known.contains(field))
-      return op->emitOpError() << "tile_fields: unknown field '" << field
-                               << "' (qgemm/Dialect/TileFields.def)";
-    if (!seen.insert(field).second)
-      return op->emitOpError() << "tile_fields: '" << field
-                               << "' named twice";
-  }
-  return success();
-}
 
 LogicalResult QuantizeOp::verify() {
   return report(getOperation(), ::qgemm::checkQuantize(getContract()));

@@ -82,8 +82,8 @@ inline llvm::hash_code hash_value(const KernelConfig &c) {
 #include "qgemm/Dialect/QGemmAttrs.h.inc"
 
 namespace mlir::qgemm {
-/// A tile op's `tile` operands and their `tile_fields` names: one name per
-/// value, each name once.
+/// A tile op's `tile` operands and their `tile_fields` names: one known
+/// name (TileFields.def) per value, each name once (TileSyntax.cpp).
 LogicalResult verifyTileValues(Operation *op, ValueRange values,
                                ArrayAttr names);
 } // namespace mlir::qgemm

@@ -21,6 +21,7 @@
 #ifndef QGEMM_TILE_OPS_TD
 #define QGEMM_TILE_OPS_TD
 
+include "mlir/IR/OpAsmInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 class QGemm_TileOp<string mnemonic, list<Trait> traits = []>
@@ -43,7 +44,9 @@ def QGemm_InitBarriersOp : QGemm_TileOp<"init_barriers"> {
   let arguments = (ins AnyType:$smem, I32:$tid, Variadic<AnyType>:$tile,
                        StrArrayAttr:$tile_fields);
   let assemblyFormat = [{
-    $smem `,` $tid `tile` `(` $tile `)` attr-dict `:` type($smem) `,` type($tile)
+    $smem `,` $tid
+    `tile` custom<TileValues>($tile, type($tile), $tile_fields)
+    attr-dict `:` type($smem)
   }];
 }
 
@@ -52,11 +55,14 @@ def QGemm_FillGroupTableOp : QGemm_TileOp<"fill_group_table"> {
   let arguments = (ins AnyType:$smem, I32:$tid, Variadic<AnyType>:$tile,
                        StrArrayAttr:$tile_fields);
   let assemblyFormat = [{
-    $smem `,` $tid `tile` `(` $tile `)` attr-dict `:` type($smem) `,` type($tile)
+    $smem `,` $tid
+    `tile` custom<TileValues>($tile, type($tile), $tile_fields)
+    attr-dict `:` type($smem)
   }];
 }
 
-def QGemm_CountTilesOp : QGemm_TileOp<"count_tiles"> {
+def QGemm_CountTilesOp : QGemm_TileOp<"count_tiles",
+    [DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmResultNames"]>]> {
   let summary = "the launch's tile count and the walk's CTA-wide extents";
   let description = [{
     Results are named by `result_fields` (numTiles, nBlocks, nUnits,
@@ -67,12 +73,15 @@ def QGemm_CountTilesOp : QGemm_TileOp<"count_tiles"> {
                        StrArrayAttr:$tile_fields, StrArrayAttr:$result_fields);
   let results = (outs Variadic<I32>:$values);
   let assemblyFormat = [{
-    $smem `tile` `(` $tile `)` attr-dict `:` type($smem) `,` type($tile)
-    `->` type($values)
+    $smem
+    `tile` custom<TileValues>($tile, type($tile), $tile_fields)
+    attr-dict `:` type($smem)
+    `->` custom<TileResults>(type($values), $result_fields)
   }];
 }
 
-def QGemm_NextTileOp : QGemm_TileOp<"next_tile"> {
+def QGemm_NextTileOp : QGemm_TileOp<"next_tile",
+    [DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmResultNames"]>]> {
   let summary = "the coordinates, group and extent of the walk's tile `index`";
   let description = [{
     Results are named by `result_fields`: the tile's m- and n-block, its
@@ -83,8 +92,10 @@ def QGemm_NextTileOp : QGemm_TileOp<"next_tile"> {
                        StrArrayAttr:$tile_fields, StrArrayAttr:$result_fields);
   let results = (outs Variadic<AnyType>:$values);
   let assemblyFormat = [{
-    $smem `,` $index `tile` `(` $tile `)` attr-dict `:` type($smem) `,`
-    type($tile) `->` type($values)
+    $smem `,` $index
+    `tile` custom<TileValues>($tile, type($tile), $tile_fields)
+    attr-dict `:` type($smem)
+    `->` custom<TileResults>(type($values), $result_fields)
   }];
 }
 
@@ -99,8 +110,9 @@ def QGemm_TokenScaleBlocksOp : QGemm_TileOp<"token_scale_blocks"> {
                        StrArrayAttr:$tile_fields);
   let results = (outs I32:$blocks);
   let assemblyFormat = [{
-    $smem `,` $group `tile` `(` $tile `)` attr-dict `:` type($smem) `,`
-    type($tile)
+    $smem `,` $group
+    `tile` custom<TileValues>($tile, type($tile), $tile_fields)
+    attr-dict `:` type($smem)
   }];
 }
 
@@ -115,8 +127,9 @@ def QGemm_AcquireStageOp : QGemm_TileOp<"acquire_stage"> {
   let arguments = (ins AnyType:$smem, I32:$stage, I32:$phase,
                        Variadic<AnyType>:$tile, StrArrayAttr:$tile_fields);
   let assemblyFormat = [{
-    $smem `,` $stage `,` $phase `tile` `(` $tile `)` attr-dict `:`
-    type($smem) `,` type($tile)
+    $smem `,` $stage `,` $phase
+    `tile` custom<TileValues>($tile, type($tile), $tile_fields)
+    attr-dict `:` type($smem)
   }];
 }
 
@@ -133,7 +146,8 @@ def QGemm_LoadStageOp : QGemm_TileOp<"load_stage"> {
                        StrArrayAttr:$tile_fields);
   let assemblyFormat = [{
     $smem `,` $stage `,` $k_block `,` $k0 `,` $m0 `,` $n0 `,` $tid
-    `tile` `(` $tile `)` attr-dict `:` type($smem) `,` type($tile)
+    `tile` custom<TileValues>($tile, type($tile), $tile_fields)
+    attr-dict `:` type($smem)
   }];
 }
 
@@ -150,8 +164,9 @@ def QGemm_LoadTileOp : QGemm_TileOp<"load_tile"> {
   let arguments = (ins AnyType:$smem, I32:$it, I32:$tid,
                        Variadic<AnyType>:$tile, StrArrayAttr:$tile_fields);
   let assemblyFormat = [{
-    $smem `,` $it `,` $tid `tile` `(` $tile `)` attr-dict `:` type($smem) `,`
-    type($tile)
+    $smem `,` $it `,` $tid
+    `tile` custom<TileValues>($tile, type($tile), $tile_fields)
+    attr-dict `:` type($smem)
   }];
 }
 
@@ -171,7 +186,9 @@ def QGemm_MmaTileOp : QGemm_TileOp<"mma_tile"> {
   let results = (outs Variadic<F32>:$acc);
   let assemblyFormat = [{
     $smem `,` $it `,` $consumer `,` $tid_in_warpgroup `,` $row_in_tile `,`
-    $lane `tile` `(` $tile `)` attr-dict `:` type($smem) `,` type($tile)
+    $lane
+    `tile` custom<TileValues>($tile, type($tile), $tile_fields)
+    attr-dict `:` type($smem)
     `->` type($acc)
   }];
 }
@@ -185,8 +202,9 @@ def QGemm_WaitStageOp : QGemm_TileOp<"wait_stage"> {
   let arguments = (ins AnyType:$smem, I32:$stage, I32:$phase,
                        Variadic<AnyType>:$tile, StrArrayAttr:$tile_fields);
   let assemblyFormat = [{
-    $smem `,` $stage `,` $phase `tile` `(` $tile `)` attr-dict `:`
-    type($smem) `,` type($tile)
+    $smem `,` $stage `,` $phase
+    `tile` custom<TileValues>($tile, type($tile), $tile_fields)
+    attr-dict `:` type($smem)
   }];
 }
 
@@ -202,8 +220,9 @@ def QGemm_BlockScalesOp : QGemm_TileOp<"block_scales"> {
                        Variadic<AnyType>:$tile, StrArrayAttr:$tile_fields);
   let results = (outs F32:$row0, F32:$row1, F32:$row0_hi, F32:$row1_hi);
   let assemblyFormat = [{
-    $smem `,` $stage `,` $row_in_tile `tile` `(` $tile `)` attr-dict `:`
-    type($smem) `,` type($tile)
+    $smem `,` $stage `,` $row_in_tile
+    `tile` custom<TileValues>($tile, type($tile), $tile_fields)
+    attr-dict `:` type($smem)
   }];
 }
 
@@ -219,8 +238,9 @@ def QGemm_ZeroTokenTailOp : QGemm_TileOp<"zero_token_tail"> {
                        I32:$tid_in_warpgroup, Variadic<AnyType>:$tile,
                        StrArrayAttr:$tile_fields);
   let assemblyFormat = [{
-    $smem `,` $stage `,` $consumer `,` $tid_in_warpgroup `tile` `(` $tile `)`
-    attr-dict `:` type($smem) `,` type($tile)
+    $smem `,` $stage `,` $consumer `,` $tid_in_warpgroup
+    `tile` custom<TileValues>($tile, type($tile), $tile_fields)
+    attr-dict `:` type($smem)
   }];
 }
 
@@ -236,8 +256,9 @@ def QGemm_MmaBlockOp : QGemm_TileOp<"mma_block"> {
                        Variadic<AnyType>:$tile, StrArrayAttr:$tile_fields);
   let results = (outs AnyType:$fragment);
   let assemblyFormat = [{
-    $smem `,` $stage `,` $consumer `tile` `(` $tile `)` attr-dict `:`
-    type($smem) `,` type($tile) `->` type($fragment)
+    $smem `,` $stage `,` $consumer
+    `tile` custom<TileValues>($tile, type($tile), $tile_fields)
+    attr-dict `:` type($smem) `->` type($fragment)
   }];
 }
 
@@ -251,8 +272,9 @@ def QGemm_ReleaseStageOp : QGemm_TileOp<"release_stage"> {
   let arguments = (ins AnyType:$smem, I32:$stage, I32:$tid_in_warpgroup,
                        Variadic<AnyType>:$tile, StrArrayAttr:$tile_fields);
   let assemblyFormat = [{
-    $smem `,` $stage `,` $tid_in_warpgroup `tile` `(` $tile `)` attr-dict `:`
-    type($smem) `,` type($tile)
+    $smem `,` $stage `,` $tid_in_warpgroup
+    `tile` custom<TileValues>($tile, type($tile), $tile_fields)
+    attr-dict `:` type($smem)
   }];
 }
 
@@ -269,8 +291,10 @@ def QGemm_PromoteOp : QGemm_TileOp<"promote", [AttrSizedOperandSegments]> {
   let results = (outs Variadic<F32>:$result);
   let assemblyFormat = [{
     $smem `,` $fragment `,` $stage `,` $lane `scales` `(` $scales `)`
-    `acc` `(` $acc `)` `tile` `(` $tile `)` attr-dict `:` type($smem) `,`
-    type($fragment) `,` type($tile) `->` type($result)
+    `acc` `(` $acc `)`
+    `tile` custom<TileValues>($tile, type($tile), $tile_fields)
+    attr-dict `:` type($smem) `,`
+    type($fragment) `->` type($result)
   }];
 }
 
@@ -284,8 +308,9 @@ def QGemm_StoreTileOp : QGemm_TileOp<"store_tile", [AttrSizedOperandSegments]> {
                        I32:$row0, I32:$row1, Variadic<AnyType>:$tile,
                        StrArrayAttr:$tile_fields);
   let assemblyFormat = [{
-    $smem `,` $lane `,` $row0 `,` $row1 `acc` `(` $acc `)` `tile` `(` $tile `)`
-    attr-dict `:` type($smem) `,` type($tile)
+    $smem `,` $lane `,` $row0 `,` $row1 `acc` `(` $acc `)`
+    `tile` custom<TileValues>($tile, type($tile), $tile_fields)
+    attr-dict `:` type($smem)
   }];
 }
 
