@@ -11,15 +11,14 @@
 #include "qgemm/Compiler.h"
 #include "qgemm/Codegen/GroupCheck.h"
 #include "qgemm/GroupCheck.h"
+#include "qgemm/LoweringPipeline.h"
 #include "qgemm/Dialect/QGemmDialect.h"
 
-#include "mlir/Conversion/Passes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Export.h"
-#include "mlir/Transforms/Passes.h"
 
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/LegacyPassManager.h"
@@ -169,15 +168,7 @@ Status lowerAndEmit(MLIRContext &ctx, DiagnosticCollector &diags,
     return finish();
 
   PassManager pm(&ctx);
-  pm.addPass(mlir::qgemm::createQGemmLowerToTiles());
-  pm.addPass(mlir::qgemm::createQGemmLowerTilesToHopper());
-  pm.addPass(mlir::qgemm::createQGemmLowerToNVVM());
-  pm.addPass(createSCFToControlFlowPass());
-  pm.addPass(createArithToLLVMConversionPass());
-  pm.addPass(createConvertControlFlowToLLVMPass());
-  pm.addPass(createConvertNVVMToLLVMPass());
-  pm.addPass(createReconcileUnrealizedCastsPass());
-  pm.addPass(createCanonicalizerPass());
+  addLoweringPasses(pm);
   if (failed(pm.run(module))) {
     std::string msg = diags.take();
     // Ops without a lowering are the user's to avoid; anything else is ours.

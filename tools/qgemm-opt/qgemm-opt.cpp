@@ -1,5 +1,6 @@
 //===- qgemm-opt.cpp - mlir-opt with the qgemm dialect and passes ---------===//
 #include "qgemm/BuildIR.h"
+#include "qgemm/LoweringPipeline.h"
 #include "qgemm/Codegen/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
@@ -17,6 +18,7 @@ int main(int argc, char **argv) {
   mlir::registerConvertControlFlowToLLVMPass();
   mlir::registerConvertNVVMToLLVMPass();
   mlir::registerReconcileUnrealizedCastsPass();
+  qgemm::registerLoweringPipeline();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "qgemm optimizer driver\n", registry));
 }
