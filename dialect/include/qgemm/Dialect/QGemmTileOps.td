@@ -218,7 +218,8 @@ def QGemm_BlockScalesOp : QGemm_TileOp<"block_scales"> {
   }];
   let arguments = (ins AnyType:$smem, I32:$stage, I32:$row_in_tile,
                        Variadic<AnyType>:$tile, StrArrayAttr:$tile_fields);
-  let results = (outs F32:$row0, F32:$row1, F32:$row0_hi, F32:$row1_hi);
+  let results = (outs F32:$scale_row0, F32:$scale_row1, F32:$scale_row0_hi,
+                      F32:$scale_row1_hi);
   let assemblyFormat = [{
     $smem `,` $stage `,` $row_in_tile
     `tile` custom<TileValues>($tile, type($tile), $tile_fields)
