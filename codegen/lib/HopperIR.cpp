@@ -100,6 +100,41 @@ void HopperIR::setMaxRegisters(int registers, bool increase) {
 
 Value HopperIR::blockIdX() { return NVVM::BlockIdXOp::create(b, b.getI32Type()); }
 
+Value HopperIR::blockIdY() { return NVVM::BlockIdYOp::create(b, b.getI32Type()); }
+
+Value HopperIR::blockIdZ() { return NVVM::BlockIdZOp::create(b, b.getI32Type()); }
+
+Value HopperIR::laneId() { return NVVM::LaneIdOp::create(b, b.getI32Type()); }
+
+Value HopperIR::laneMaskLt() {
+  return NVVM::LaneMaskLtOp::create(b, b.getI32Type());
+}
+
+Value HopperIR::ballot(Value pred) {
+  return NVVM::VoteSyncOp::create(b, b.getI32Type(), ir.i32(-1), pred,
+                                  NVVM::VoteSyncKind::ballot);
+}
+
+Value HopperIR::shfl(NVVM::ShflKind kind, Value v, int offset, int clamp) {
+  return NVVM::ShflOp::create(b, v.getType(), ir.i32(-1), v, ir.i32(offset),
+                              ir.i32(clamp), kind, UnitAttr());
+}
+
+Value HopperIR::syncThreadsOr(Value value) {
+  return NVVM::BarrierOp::create(
+             b, TypeRange{b.getI32Type()}, Value(), Value(),
+             NVVM::BarrierReductionAttr::get(b.getContext(),
+                                             NVVM::BarrierReduction::OR),
+             value)
+      .getResult(0);
+}
+
+Value HopperIR::cvtF32x2ToFp8x2(Value hi, Value lo, Type fp8T) {
+  return NVVM::ConvertF32x2ToF8x2Op::create(
+      b, ir.i16T(), hi, lo, NVVM::FPRoundingMode::RN,
+      NVVM::SaturationMode::SATFINITE, /*relu=*/false, fp8T);
+}
+
 Value HopperIR::gridDimX() { return NVVM::GridDimXOp::create(b, b.getI32Type()); }
 
 Value HopperIR::clusterCtaRank() {

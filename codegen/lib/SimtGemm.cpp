@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "qgemm/Codegen/IRHelpers.h"
+#include "qgemm/Codegen/HopperIR.h"
 #include "qgemm/Codegen/Kernels.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -22,6 +23,7 @@ using namespace ::qgemm; // contract vocabulary and KernelABI
 using mlir::qgemm::emitScaleAddress;
 using mlir::qgemm::emitTokenScaleAddress;
 using mlir::qgemm::GroupedMatmulOp;
+using mlir::qgemm::HopperIR;
 using mlir::qgemm::KernelIR;
 using mlir::qgemm::ScaleAddress;
 
@@ -44,16 +46,16 @@ public:
 private:
   Value arg(unsigned i) { return args[i]; }
   Value ctaid(int dim) {
-    Type t = ir.i32T();
+    HopperIR hw(ir);
     switch (dim) {
-    case 0: return NVVM::BlockIdXOp::create(b, t);
-    case 1: return NVVM::BlockIdYOp::create(b, t);
-    default: return NVVM::BlockIdZOp::create(b, t);
+    case 0: return hw.blockIdX();
+    case 1: return hw.blockIdY();
+    default: return hw.blockIdZ();
     }
   }
   /// Column this thread owns: y block * 128 + thread x.
   Value column() {
-    Value tid = NVVM::ThreadIdXOp::create(b, ir.i32T());
+    Value tid = HopperIR(ir).threadIdX();
     return ir.add(ir.mul(ctaid(1), ir.i32(kSimtBlockThreads)), tid);
   }
 

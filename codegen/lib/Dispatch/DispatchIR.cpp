@@ -6,30 +6,23 @@
 using namespace mlir;
 using namespace mlir::qgemm;
 
-Value DispatchIR::tid() { return NVVM::ThreadIdXOp::create(b, ir.i32T()); }
-Value DispatchIR::ctaid() { return NVVM::BlockIdXOp::create(b, ir.i32T()); }
-Value DispatchIR::lane() { return NVVM::LaneIdOp::create(b, ir.i32T()); }
+Value DispatchIR::tid() { return hw.threadIdX(); }
+Value DispatchIR::ctaid() { return hw.blockIdX(); }
+Value DispatchIR::lane() { return hw.laneId(); }
 Value DispatchIR::warp() { return ir.divU(tid(), ir.i32(32)); }
 
-Value DispatchIR::ballot(Value pred) {
-  return NVVM::VoteSyncOp::create(b, ir.i32T(), ir.i32(-1), pred,
-                                  NVVM::VoteSyncKind::ballot);
-}
+Value DispatchIR::ballot(Value pred) { return hw.ballot(pred); }
 
 Value DispatchIR::popc(Value x) { return LLVM::CtPopOp::create(b, x); }
 
-Value DispatchIR::laneMaskLt() {
-  return NVVM::LaneMaskLtOp::create(b, ir.i32T());
-}
+Value DispatchIR::laneMaskLt() { return hw.laneMaskLt(); }
 
 Value DispatchIR::shfl(NVVM::ShflKind kind, Value v, int offset) {
   // up: clamp 0 (lanes below `offset` keep their value); others: 31.
-  int clamp = kind == NVVM::ShflKind::up ? 0 : 31;
-  return NVVM::ShflOp::create(b, v.getType(), ir.i32(-1), v, ir.i32(offset),
-                              ir.i32(clamp), kind, UnitAttr());
+  return hw.shfl(kind, v, offset, kind == NVVM::ShflKind::up ? 0 : 31);
 }
 
-void DispatchIR::barrier() { NVVM::Barrier0Op::create(b); }
+void DispatchIR::barrier() { hw.syncThreads(); }
 
 static Type vec4T(KernelIR &ir) { return VectorType::get({4}, ir.i32T()); }
 

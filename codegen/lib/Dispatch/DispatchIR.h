@@ -8,6 +8,7 @@
 #ifndef QGEMM_CODEGEN_DISPATCH_DISPATCHIR_H
 #define QGEMM_CODEGEN_DISPATCH_DISPATCHIR_H
 
+#include "qgemm/Codegen/HopperIR.h"
 #include "qgemm/Codegen/IRHelpers.h"
 #include "qgemm/Kernels/DispatchABI.h"
 
@@ -22,10 +23,12 @@ namespace mlir::qgemm {
 class DispatchIR {
 public:
   DispatchIR(ImplicitLocOpBuilder &b, Block::BlockArgListType args)
-      : b(b), ir(b), args(args.begin(), args.end()) {}
+      : b(b), ir(b), hw(ir), args(args.begin(), args.end()) {}
 
   ImplicitLocOpBuilder &b;
   KernelIR ir;
+  /// Every NVVM op (thread and block ids, votes, shuffles, barriers).
+  HopperIR hw;
 
   Value arg(unsigned i) { return args[i]; }
   Value tid();

@@ -20,6 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "qgemm/Codegen/GroupCheck.h"
+#include "qgemm/Codegen/HopperIR.h"
 
 #include "DispatchIR.h"
 #include "qgemm/Kernels/GroupCheckABI.h"
@@ -121,12 +122,8 @@ void buildBody(DispatchIR &d, GroupCheckKind kind) {
                               LLVM::AtomicOrdering::monotonic);
   });
   // Every thread learns whether any thread found anything.
-  Value any = NVVM::BarrierOp::create(
-                  b, TypeRange{ir.i32T()}, Value(), Value(),
-                  NVVM::BarrierReductionAttr::get(b.getContext(),
-                                                  NVVM::BarrierReduction::OR),
-                  arith::ExtUIOp::create(b, ir.i32T(), found))
-                  .getResult(0);
+  Value any =
+      d.hw.syncThreadsOr(arith::ExtUIOp::create(b, ir.i32T(), found));
   Value bad = ir.cmp(P::ne, any, ir.i32(0));
   Value empty = ir.i32(::qgemm::groupCheckEmpty(kind));
   d.forLoop(tid, count, step, [&](Value i) {

@@ -35,6 +35,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "QuantizeKernel.h"
+#include "qgemm/Codegen/HopperIR.h"
 #include "../Swiglu/SwigluMath.h"
 
 #include "qgemm/Codegen/Kernels.h"
@@ -50,6 +51,7 @@ using namespace mlir;
 using namespace mlir::qgemm;
 using namespace mlir::qgemm::quant;
 using namespace ::qgemm; // QuantizeABI, contract vocabulary
+using mlir::qgemm::HopperIR;
 using mlir::qgemm::KernelIR;
 using mlir::qgemm::QuantizeOp;
 using mlir::qgemm::ScaleAddress;
@@ -386,10 +388,7 @@ void QuantizeBuilder::storeGlobalWords(ArrayRef<Value> words, Value base,
 
 Value QuantizeBuilder::xorMax(Value v, ArrayRef<int> offsets) {
   for (int off : offsets) {
-    Value other = NVVM::ShflOp::create(
-        b, ir.f32T(), ir.i32(-1), v, ir.i32(off), ir.i32(0x1f),
-        NVVM::ShflKindAttr::get(b.getContext(), NVVM::ShflKind::bfly),
-        UnitAttr());
+    Value other = HopperIR(ir).shfl(NVVM::ShflKind::bfly, v, off, 0x1f);
     v = maxF(v, other);
   }
   return v;
@@ -617,7 +616,7 @@ Value QuantizeBuilder::tileAmax(Value localMax) {
   Value m = warpMax(localMax);
   when(ir.cmp(arith::CmpIPredicate::eq, lane, ir.i32(0)),
        [&] { smemStore(m, slot); });
-  NVVM::Barrier0Op::create(b);
+  HopperIR(ir).syncThreads();
   Value amax = ir.f32(0.0);
   for (int w = 0; w < kWarps; ++w)
     amax = maxF(amax, smemLoad(ir.i32(kWarpSlots + w)));
@@ -861,12 +860,13 @@ void QuantizeBuilder::rowPass(Value tileQuantAmax, Value row0, Value col0,
 }
 
 void QuantizeBuilder::build() {
-  tid = NVVM::ThreadIdXOp::create(b, ir.i32T());
+  HopperIR hw(ir);
+  tid = hw.threadIdX();
   lane = andI(tid, ir.i32(31));
   warp = arith::ShRUIOp::create(b, tid, ir.i32(5));
-  cx = NVVM::BlockIdXOp::create(b, ir.i32T());
-  Value cy = NVVM::BlockIdYOp::create(b, ir.i32T());
-  z64 = ir.toI64(NVVM::BlockIdZOp::create(b, ir.i32T()));
+  cx = hw.blockIdX();
+  Value cy = hw.blockIdY();
+  z64 = ir.toI64(hw.blockIdZ());
   Value rows32 = arg(kQParamRows), cols32 = arg(kQParamCols);
   shape.rows = ir.toI64(rows32);
   shape.cols = ir.toI64(cols32);
@@ -914,7 +914,7 @@ void QuantizeBuilder::build() {
                          ir.i32(0)),
                   aligned(arg(kQParamColData), 16));
     Value localMax = stage(inPtr, inBase, row0, col0, tileRows, tileCols);
-    NVVM::Barrier0Op::create(b);
+    HopperIR(ir).syncThreads();
     const bool needTileAmax = (c.rowwise && c.rowwise->blockRows == 128) ||
                               (c.columnwise && c.columnwise->blockCols == 128);
     Value amax = needTileAmax ? tileAmax(localMax) : Value();
@@ -922,7 +922,7 @@ void QuantizeBuilder::build() {
       colPass(amax, t, row0, col0, tileRows, tileCols);
       // rowPass reads the factors of an untransposed column-wise output.
       if (!colDataTransposed(*c.columnwise))
-        NVVM::Barrier0Op::create(b);
+        HopperIR(ir).syncThreads();
     }
     rowPass(amax, row0, col0, tileRows, tileCols);
   });

@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "QuantizeKernel.h"
+#include "qgemm/Codegen/HopperIR.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -204,9 +205,7 @@ Value quant::emitQuantizePacked(KernelIR &ir, Value x0, const BlockQuantIR &q0,
   Type dstTy = fp8 == ElemType::E5M2 ? Type(b.getType<Float8E5M2Type>())
                                      : Type(b.getType<Float8E4M3FNType>());
   // The first operand lands in the upper byte.
-  return NVVM::ConvertF32x2ToF8x2Op::create(
-      b, ir.i16T(), y1, y0, NVVM::FPRoundingMode::RN,
-      NVVM::SaturationMode::SATFINITE, /*relu=*/false, dstTy);
+  return HopperIR(ir).cvtF32x2ToFp8x2(y1, y0, dstTy);
 }
 
 std::pair<Value, Value> quant::emitQuantizePair(KernelIR &ir, Value x0,

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "SwigluMath.h"
+#include "qgemm/Codegen/HopperIR.h"
 
 #include "qgemm/Codegen/Kernels.h"
 #include "qgemm/Kernels/SwigluABI.h"
@@ -41,9 +42,10 @@ void mlir::qgemm::lowerSwigluBackward(SwigluOp op) {
   KernelIR ir(b);
   auto arg = [&](unsigned i) { return entry->getArgument(i); };
 
-  Value tid = NVVM::ThreadIdXOp::create(b, ir.i32T());
-  Value cx = NVVM::BlockIdXOp::create(b, ir.i32T());
-  Value cy = NVVM::BlockIdYOp::create(b, ir.i32T());
+  HopperIR hw(ir);
+  Value tid = hw.threadIdX();
+  Value cx = hw.blockIdX();
+  Value cy = hw.blockIdY();
   Value rows = arg(kSBParamRows), cols = arg(kSBParamCols);
   Value col = ir.add(ir.mul(cx, ir.i32(kSwigluBwdThreads)), tid);
   Value row0 = ir.mul(cy, ir.i32(kSwigluBwdRowsPerCta));

@@ -73,9 +73,26 @@ public:
   /// thread to `registers`.
   void setMaxRegisters(int registers, bool increase);
 
-  /// %ctaid.x and %nctaid.x.
+  /// %ctaid.x, .y, .z and %nctaid.x.
   Value blockIdX();
+  Value blockIdY();
+  Value blockIdZ();
   Value gridDimX();
+  /// %laneid, and %lanemask_lt (the lanes below this one).
+  Value laneId();
+  Value laneMaskLt();
+  /// vote.sync.ballot over the whole warp: a 32-bit mask of the lanes whose
+  /// `pred` (i1) is true.
+  Value ballot(Value pred);
+  /// shfl.sync of `v` (i32 or f32) over the whole warp, `offset` lanes away
+  /// in `kind`'s direction, clamped at lane `clamp`.
+  Value shfl(NVVM::ShflKind kind, Value v, int offset, int clamp);
+  /// bar.red.or: __syncthreads that returns, to every thread, the OR of
+  /// `value` (i32, 0 or 1) over the CTA.
+  Value syncThreadsOr(Value value);
+  /// cvt.rn.satfinite of two f32 to an FP8 pair (i16; `hi` in the upper
+  /// byte), `fp8T` the FP8 type.
+  Value cvtF32x2ToFp8x2(Value hi, Value lo, Type fp8T);
 
   /// %cluster_ctaid.x: this CTA's index in its (x-only) cluster.
   Value clusterCtaRank();
