@@ -7,8 +7,8 @@
 //
 // Suite rows of the *_align16 sections are also measured with their groups
 // padded to 128 (padded128_*), and their cuBLASLt anchor runs on the useful
-// rows; m_contiguous_fprop_mxfp8 rows are compared with cuBLASLt bf16
-// (bf16_cublaslt_*).
+// rows; m_contiguous_fprop_mxfp8 rows, and MXFP8 m_contiguous specs, are
+// compared with cuBLASLt bf16 (bf16_cublaslt_*).
 //   options: --runs N --warmup N --no-cublas --threads N --json --out DIR
 //            --compare BASELINE (exit 3 when a row regressed)
 //
@@ -24,6 +24,7 @@
 #include "qgemm/Bench.h"
 #include "qgemm/DispatchBench.h"
 #include "qgemm/QuantizeBench.h"
+#include "qgemm/Kernels/ConfigRules.h"
 #include "qgemm/Runtime.h"
 
 #include <nlohmann/json.hpp>
@@ -285,6 +286,10 @@ int specJobs(const BenchArgs &a, std::vector<Job> &jobs) {
     Job j;
     j.label = a.label.empty() ? s.name : a.label;
     j.section = "spec";
+    // MXFP8 forward is compared with bf16 cuBLASLt, as in the suite's
+    // m_contiguous_fprop_mxfp8 section.
+    if (qgemm::isMxfp8(c) && c.grouping.kind == qgemm::GroupingKind::MContiguous)
+      j.anchor = qgemm::BenchAnchor::Bf16;
     int64_t total = 0;
     for (int64_t r : shape.groupRows)
       total += r;
