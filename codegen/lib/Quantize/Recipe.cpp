@@ -183,11 +183,16 @@ Value quant::emitDivide(KernelIR &ir, Value x, const BlockQuantIR &q) {
   // for exact residuals are far below the FP8 types' smallest subnormal
   // (they convert to the same byte, zero). s = inf (an infinite amax)
   // gives y = 0: x/inf is q0 = x * 0 (0, or NaN for x = inf), where the
-  // residual would be NaN. NaN s or x stay NaN throughout.
+  // residual would be NaN. NaN s or x stay NaN throughout. The residual is
+  // formed negated, q0 s - x, and subtracted: the same bits as adding
+  // x - q0 s wherever it is nonzero, and where x is a zero the quotient
+  // keeps its sign (-0 + -0), as div.rn's does; x - q0 s added would give
+  // (+0) + (-0) = +0 for x = -0.
   Value s = q.factor, y = q.reciprocal;
   Value q0 = arith::MulFOp::create(b, x, y);
-  Value r = LLVM::FMAOp::create(b, arith::NegFOp::create(b, q0), s, x);
-  Value q1 = LLVM::FMAOp::create(b, r, y, q0);
+  Value negR = LLVM::FMAOp::create(b, q0, s, arith::NegFOp::create(b, x));
+  Value q1 =
+      LLVM::FMAOp::create(b, arith::NegFOp::create(b, negR), y, q0);
   Value yZero = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, y,
                                       ir.f32(0.0));
   return ir.select(yZero, q0, q1);
