@@ -181,21 +181,22 @@ Value quant::emitDivide(KernelIR &ir, Value x, const BlockQuantIR &q) {
   // factor s = max(amax, 1e-4) / max is normal and |x| <= amax, so the
   // quotient stays in [-max, max]: no overflow, and quotients too small
   // for exact residuals are far below the FP8 types' smallest subnormal
-  // (they convert to the same byte, zero). s = inf (an infinite amax)
-  // gives y = 0: x/inf is q0 = x * 0 (0, or NaN for x = inf), where the
-  // residual would be NaN. NaN s or x stay NaN throughout. The residual is
-  // formed negated, q0 s - x, and subtracted: the same bits as adding
-  // x - q0 s wherever it is nonzero, and where x is a zero the quotient
-  // keeps its sign (-0 + -0), as div.rn's does; x - q0 s added would give
-  // (+0) + (-0) = +0 for x = -0.
+  // (they convert to the same byte, zero). Where the residual is NaN the
+  // quotient is q0: s = inf (an infinite amax) gives y = 0 and x/inf is
+  // q0 = x * 0 (0, or NaN for x = inf); an infinite x over a finite s
+  // (the rows past the last group, at scale 1) is q0 = +-inf, as div.rn
+  // gives, where inf - inf made the residual NaN. NaN s or x stay NaN
+  // throughout. The residual is formed negated, q0 s - x, and subtracted:
+  // the same bits as adding x - q0 s wherever it is nonzero, and where x is
+  // a zero the quotient keeps its sign (-0 + -0), as div.rn's does; x - q0 s
+  // added would give (+0) + (-0) = +0 for x = -0.
   Value s = q.factor, y = q.reciprocal;
   Value q0 = arith::MulFOp::create(b, x, y);
   Value negR = LLVM::FMAOp::create(b, q0, s, arith::NegFOp::create(b, x));
   Value q1 =
       LLVM::FMAOp::create(b, arith::NegFOp::create(b, negR), y, q0);
-  Value yZero = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, y,
-                                      ir.f32(0.0));
-  return ir.select(yZero, q0, q1);
+  Value q1NaN = arith::CmpFOp::create(b, arith::CmpFPredicate::UNO, q1, q1);
+  return ir.select(q1NaN, q0, q1);
 }
 
 Value quant::emitQuantizePacked(KernelIR &ir, Value x0, const BlockQuantIR &q0,
