@@ -1,15 +1,18 @@
 //===- WgmmaKernel.h - State shared by the wgmma kernel's roles -*- C++ -*-===//
 //
-// The warp-specialized TMA + wgmma grouped GEMM is built by four roles, one
-// file each, composed by WgmmaKernel.cpp:
-//   TileScheduler.cpp  which tile a CTA takes next (persistent walk, groups)
+// The warp-specialized TMA + wgmma grouped GEMM is built by four roles,
+// composed at tile level by TileBody.cpp (qgemm-lower-to-tiles) and called
+// by the tile ops' patterns (*Patterns.cpp, qgemm-lower-tiles-to-hopper):
+//   TileScheduler.cpp  which tile a CTA takes next (the persistent walk;
+//                      GroupLocation.cpp finds the groups)
 //   Producer.cpp       TMA loads of the A and B tiles, cp.async of scales
 //   Mainloop.cpp       wgmma issue per K block, stage release, promotion
+//                      (MxFp8.cpp: MXFP8's per-step mainloop)
 //   Epilogue.cpp       masked stores of D (bf16 staged through shared memory,
 //                      f32 from registers)
 // They share this state: what the kernel is (contract, configuration,
-// layout, parameters) and where the current tile is (set by the scheduler,
-// read by the others). Private to codegen.
+// layout, parameters) and the current tile's values (TileValues). Private
+// to codegen.
 //
 //===----------------------------------------------------------------------===//
 #ifndef QGEMM_CODEGEN_WGMMA_WGMMAKERNEL_H
