@@ -30,21 +30,15 @@ LogicalResult mlir::qgemm::verifyTileValues(Operation *op, ValueRange values,
   return success();
 }
 
-/// `(` (name `=` operand `:` type),* `)`
-ParseResult mlir::qgemm::parseTileValues(
-    OpAsmParser &parser, SmallVectorImpl<OpAsmParser::UnresolvedOperand> &values,
-    SmallVectorImpl<Type> &types, ArrayAttr &names) {
+/// `(` (name item),* `)`: the names into `names`, `item` parsing the rest.
+static ParseResult parseNamedList(OpAsmParser &parser, ArrayAttr &names,
+                                  llvm::function_ref<ParseResult()> item) {
   SmallVector<Attribute> attrs;
   auto parseOne = [&]() -> ParseResult {
     std::string name;
-    OpAsmParser::UnresolvedOperand value;
-    Type type;
-    if (parser.parseKeywordOrString(&name) || parser.parseEqual() ||
-        parser.parseOperand(value) || parser.parseColonType(type))
+    if (parser.parseKeywordOrString(&name) || item())
       return failure();
     attrs.push_back(parser.getBuilder().getStringAttr(name));
-    values.push_back(value);
-    types.push_back(type);
     return success();
   };
   if (parser.parseCommaSeparatedList(OpAsmParser::Delimiter::Paren, parseOne))
@@ -53,49 +47,60 @@ ParseResult mlir::qgemm::parseTileValues(
   return success();
 }
 
+/// `(` (name item),* `)` over `count` items, `item(i)` printing the rest.
+static void printNamedList(OpAsmPrinter &p, ArrayAttr names, size_t count,
+                           llvm::function_ref<void(size_t)> item) {
+  p << "(";
+  for (size_t i = 0; i < count; ++i) {
+    if (i)
+      p << ", ";
+    p << (i < names.size() ? cast<StringAttr>(names[i]).getValue() : "?");
+    item(i);
+  }
+  p << ")";
+}
+
+/// `(` (name `=` operand `:` type),* `)`
+ParseResult mlir::qgemm::parseTileValues(
+    OpAsmParser &parser, SmallVectorImpl<OpAsmParser::UnresolvedOperand> &values,
+    SmallVectorImpl<Type> &types, ArrayAttr &names) {
+  return parseNamedList(parser, names, [&]() -> ParseResult {
+    OpAsmParser::UnresolvedOperand value;
+    Type type;
+    if (parser.parseEqual() || parser.parseOperand(value) ||
+        parser.parseColonType(type))
+      return failure();
+    values.push_back(value);
+    types.push_back(type);
+    return success();
+  });
+}
+
 void mlir::qgemm::printTileValues(OpAsmPrinter &p, Operation *,
                                   OperandRange values, TypeRange types,
                                   ArrayAttr names) {
-  p << "(";
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (i)
-      p << ", ";
-    p << (i < names.size() ? cast<StringAttr>(names[i]).getValue() : "?")
-      << " = " << values[i] << " : " << types[i];
-  }
-  p << ")";
+  printNamedList(p, names, values.size(), [&](size_t i) {
+    p << " = " << values[i] << " : " << types[i];
+  });
 }
 
 /// `(` (name `:` type),* `)`
 ParseResult mlir::qgemm::parseTileResults(OpAsmParser &parser,
                                           SmallVectorImpl<Type> &types,
                                           ArrayAttr &names) {
-  SmallVector<Attribute> attrs;
-  auto parseOne = [&]() -> ParseResult {
-    std::string name;
+  return parseNamedList(parser, names, [&]() -> ParseResult {
     Type type;
-    if (parser.parseKeywordOrString(&name) || parser.parseColonType(type))
+    if (parser.parseColonType(type))
       return failure();
-    attrs.push_back(parser.getBuilder().getStringAttr(name));
     types.push_back(type);
     return success();
-  };
-  if (parser.parseCommaSeparatedList(OpAsmParser::Delimiter::Paren, parseOne))
-    return failure();
-  names = parser.getBuilder().getArrayAttr(attrs);
-  return success();
+  });
 }
 
 void mlir::qgemm::printTileResults(OpAsmPrinter &p, Operation *,
                                    TypeRange types, ArrayAttr names) {
-  p << "(";
-  for (size_t i = 0; i < types.size(); ++i) {
-    if (i)
-      p << ", ";
-    p << (i < names.size() ? cast<StringAttr>(names[i]).getValue() : "?")
-      << " : " << types[i];
-  }
-  p << ")";
+  printNamedList(p, names, types.size(),
+                 [&](size_t i) { p << " : " << types[i]; });
 }
 
 /// count_tiles' and next_tile's results print as %numTiles, %mBlock, ...

@@ -27,12 +27,12 @@ LogicalResult mlir::qgemm::lowerWgmmaTiles(GroupedMatmulOp op) {
   populateMainloopPatterns(patterns);
   populateRolePatterns(patterns);
   walkAndApplyPatterns(op, std::move(patterns));
-  // A tile op left in place did not lower; its pattern said why.
-  WalkResult left = op.walk([](Operation *inner) {
-    return isa<InitBarriersOp, FillGroupTableOp, CountTilesOp, NextTileOp,
-               TokenScaleBlocksOp, LoadTileOp, MmaTileOp, StoreTileOp,
-               WaitStageOp, BlockScalesOp, ZeroTokenTailOp, MmaBlockOp,
-               ReleaseStageOp, PromoteOp, AcquireStageOp, LoadStageOp>(inner)
+  // A tile op left in place did not lower; its pattern said why. Inside the
+  // body every qgemm op is a tile op but the Hopper stage's own.
+  Dialect *qgemm = op->getDialect();
+  WalkResult left = op.getBody().walk([&](Operation *inner) {
+    return inner->getDialect() == qgemm &&
+                   !isa<WgmmaDescriptorOp, WgmmaWaitOp, PinnedThreadIdOp>(inner)
                ? WalkResult::interrupt()
                : WalkResult::advance();
   });

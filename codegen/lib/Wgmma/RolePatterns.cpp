@@ -65,10 +65,8 @@ struct MmaTileLowering : OpRewritePattern<MmaTileOp> {
     if (!k.mx())
       return op->emitOpError("is MXFP8's mainloop; this kernel's scales are "
                              "1x128 (qgemm.mma_block, qgemm.promote)");
-    if (int64_t(op.getAcc().size()) != k.cfg.blockN / 2)
-      return op->emitOpError() << "acc: " << op.getAcc().size()
-                               << " accumulators a thread, the " << k.cfg.blockN
-                               << "-wide tile has " << k.cfg.blockN / 2;
+    if (failed(at.checkAccumulators(op, op.getAcc().size())))
+      return failure();
     SmallVector<Value> acc =
         Mainloop(k).runMx(op.getIt(), op.getConsumer(), op.getTidInWarpgroup(),
                         op.getRowInTile(), op.getLane());
@@ -83,10 +81,8 @@ struct StoreTileLowering : OpRewritePattern<StoreTileOp> {
                                 PatternRewriter &rewriter) const override {
     TileOpKernel at(op, rewriter);
     WgmmaKernel &k = at.kernel();
-    if (int64_t(op.getAcc().size()) != k.cfg.blockN / 2)
-      return op->emitOpError() << "acc: " << op.getAcc().size()
-                               << " accumulators a thread, the " << k.cfg.blockN
-                               << "-wide tile has " << k.cfg.blockN / 2;
+    if (failed(at.checkAccumulators(op, op.getAcc().size())))
+      return failure();
     if (k.cfg.stagedEpilogue)
       Epilogue(k).staged(op.getAcc());
     else

@@ -54,22 +54,6 @@ struct FillGroupTableLowering : OpRewritePattern<FillGroupTableOp> {
   }
 };
 
-/// The values of `names` in `t`; fails, naming the field, where the
-/// scheduler left one unset.
-FailureOr<SmallVector<Value>> namedValues(Operation *op, TileValues &t,
-                                          ArrayAttr names) {
-  SmallVector<Value> values;
-  for (Attribute name : names) {
-    Value v = *t.field(cast<StringAttr>(name).getValue());
-    if (!v)
-      return op->emitOpError() << "result_fields: the scheduler computes no '"
-                               << cast<StringAttr>(name).getValue()
-                               << "' for this kernel";
-    values.push_back(v);
-  }
-  return values;
-}
-
 struct CountTilesLowering : OpRewritePattern<CountTilesOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(CountTilesOp op,
@@ -77,12 +61,7 @@ struct CountTilesLowering : OpRewritePattern<CountTilesOp> {
     TileOpKernel at(op, rewriter);
     WgmmaKernel &k = at.kernel();
     TileScheduler(k).countTiles();
-    FailureOr<SmallVector<Value>> values =
-        namedValues(op, k.tile, op.getResultFields());
-    if (failed(values))
-      return failure();
-    rewriter.replaceOp(op, *values);
-    return success();
+    return at.replaceByFields(op, op.getResultFields(), rewriter);
   }
 };
 
@@ -101,12 +80,7 @@ struct NextTileLowering : OpRewritePattern<NextTileOp> {
              << "result_fields: the scheduler computes " << computed.size()
              << " per-tile fields for this kernel, the op names "
              << op.getResultFields().size();
-    FailureOr<SmallVector<Value>> values =
-        namedValues(op, k.tile, op.getResultFields());
-    if (failed(values))
-      return failure();
-    rewriter.replaceOp(op, *values);
-    return success();
+    return at.replaceByFields(op, op.getResultFields(), rewriter);
   }
 };
 

@@ -28,6 +28,30 @@ public:
     k.tile = TileValues::unpack(op.getTile(), op.getTileFields());
   }
   WgmmaKernel &kernel() { return k; }
+  /// A consumer op's accumulators: blockN / 2 f32 a thread, or its error.
+  LogicalResult checkAccumulators(Operation *op, size_t count) {
+    if (int64_t(count) == k.cfg.blockN / 2)
+      return success();
+    return op->emitOpError() << "acc: " << count
+                             << " accumulators a thread, the " << k.cfg.blockN
+                             << "-wide tile has " << k.cfg.blockN / 2;
+  }
+  /// Replaces `op` by the tile fields `names` names (the scheduler's
+  /// results); fails, naming the field, where the scheduler left one unset.
+  LogicalResult replaceByFields(Operation *op, ArrayAttr names,
+                                RewriterBase &rewriter) {
+    SmallVector<Value> values;
+    for (Attribute name : names) {
+      Value v = *k.tile.field(cast<StringAttr>(name).getValue());
+      if (!v)
+        return op->emitOpError()
+               << "result_fields: the scheduler computes no '"
+               << cast<StringAttr>(name).getValue() << "' for this kernel";
+      values.push_back(v);
+    }
+    rewriter.replaceOp(op, values);
+    return success();
+  }
 
 private:
   GroupedMatmulOp decl;
