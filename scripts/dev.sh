@@ -103,7 +103,12 @@ torch_venv() {
 
 build() {
   local t0=$SECONDS
-  if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
+  # Configure once, and again when a jax venv appeared after a configure
+  # that found no XLA FFI headers (examples before test): the JAX handlers
+  # are only built from a configure that sees them.
+  if [[ ! -f "$BUILD_DIR/build.ninja" ]] ||
+     { [[ -x "$BUILD_DIR/jax-venv/bin/python" ]] &&
+       ! grep -q libqgemm_xla "$BUILD_DIR/build.ninja"; }; then
     log "configuring $BUILD_DIR"
     cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
   fi
