@@ -11,7 +11,7 @@ from ctypes import (POINTER, Structure, c_char_p, c_int, c_int32, c_int64,
                     c_size_t, c_uint32, c_uint64, c_void_p)
 
 # The header this module mirrors (QGEMM_API_VERSION of qgemm.h).
-API_VERSION = 1004
+API_VERSION = 1005
 
 OK = 0
 ERROR_USER = 1
@@ -172,6 +172,84 @@ class SwigluBackwardArgs(Structure):
                 ("rows", c_int64), ("intermediate", c_int64)]
 
 
+
+# -- plans (API 1.5) ---------------------------------------------------------
+PLAN_DEBUG_SYNC = 1
+
+
+def _u64s(*names):
+    return [(n, c_uint64) for n in names]
+
+
+class MoePlanDesc(Structure):
+    _fields_ = [("struct_size", c_size_t), ("experts", c_int64),
+                ("hidden", c_int64), ("inter", c_int64), ("topk", c_int64),
+                ("alignment", c_int64), ("weight_dtype", c_int32)]
+
+
+class MoeSizes(Structure):
+    _fields_ = [("struct_size", c_size_t), ("rows", c_int64),
+                ("weight_scales13", c_int64), ("weight_scales2", c_int64),
+                ("a_col_scales", c_int64), ("forward_workspace", c_int64),
+                ("backward_workspace", c_int64)]
+
+
+MOE_FORWARD_POINTERS = (
+    "x", "expert_ids", "probs", "w13", "w2", "w13q", "w13s", "w2q", "w2s",
+    "w13q_t", "w13s_t", "w2q_t", "w2s_t", "out", "offsets", "row_group",
+    "row_map", "h", "a_col", "a_col_scales", "o", "routing_error",
+    "error_flag", "workspace")
+MOE_BACKWARD_POINTERS = (
+    "grad_out", "x", "expert_ids", "probs", "offsets", "row_group",
+    "row_map", "h", "a_col", "a_col_scales", "o", "w13q_t", "w13s_t",
+    "w2q_t", "w2s_t", "grad_x", "grad_probs", "grad_w13", "grad_w2",
+    "error_flag", "workspace")
+
+
+def _plan_tail(count):
+    return [("workspace_bytes", c_int64), (count, c_int64),
+            ("flags", c_uint32)]
+
+
+class MoeForwardArgs(Structure):
+    _fields_ = [("struct_size", c_size_t)] + \
+        _u64s(*MOE_FORWARD_POINTERS) + _plan_tail("tokens")
+
+
+class MoeBackwardArgs(Structure):
+    _fields_ = [("struct_size", c_size_t)] + \
+        _u64s(*MOE_BACKWARD_POINTERS) + _plan_tail("tokens")
+
+
+class GroupedMmPlanDesc(Structure):
+    _fields_ = [("struct_size", c_size_t), ("groups", c_int64),
+                ("n", c_int64), ("k", c_int64), ("alignment", c_int64),
+                ("weight_dtype", c_int32), ("accumulate", c_int32)]
+
+
+class GroupedMmSizes(Structure):
+    _fields_ = [("struct_size", c_size_t), ("x_col_scales", c_int64),
+                ("weight_scales", c_int64), ("forward_workspace", c_int64),
+                ("backward_workspace", c_int64)]
+
+
+GMM_FORWARD_POINTERS = ("x", "offsets", "w", "wq", "ws", "wq_t", "ws_t", "y",
+                        "x_col", "x_col_scales", "error_flag", "workspace")
+GMM_BACKWARD_POINTERS = ("grad_y", "offsets", "x_col", "x_col_scales",
+                         "wq_t", "ws_t", "grad_x", "grad_w", "error_flag",
+                         "workspace")
+
+
+class GroupedMmForwardArgs(Structure):
+    _fields_ = [("struct_size", c_size_t)] + \
+        _u64s(*GMM_FORWARD_POINTERS) + _plan_tail("rows")
+
+
+class GroupedMmBackwardArgs(Structure):
+    _fields_ = [("struct_size", c_size_t)] + \
+        _u64s(*GMM_BACKWARD_POINTERS) + _plan_tail("rows")
+
+
 _P = c_void_p  # opaque handles
 _SIGNATURES = {
     "qgemm_last_error_message": (c_char_p, []),
@@ -232,6 +310,19 @@ _SIGNATURES = {
         (c_int, [_P, _P, POINTER(SwigluQuantizeArgs), c_void_p]),
     "qgemm_launch_swiglu_backward":
         (c_int, [_P, _P, POINTER(SwigluBackwardArgs), c_void_p]),
+    "qgemm_moe_plan_create":
+        (c_int, [_P, POINTER(MoePlanDesc), POINTER(c_void_p)]),
+    "qgemm_moe_plan_destroy": (None, [_P]),
+    "qgemm_moe_plan_sizes": (c_int, [_P, c_int64, POINTER(MoeSizes)]),
+    "qgemm_moe_plan_forward": (c_int, [_P, c_void_p, c_void_p]),
+    "qgemm_moe_plan_backward": (c_int, [_P, c_void_p, c_void_p]),
+    "qgemm_grouped_mm_plan_create":
+        (c_int, [_P, POINTER(GroupedMmPlanDesc), POINTER(c_void_p)]),
+    "qgemm_grouped_mm_plan_destroy": (None, [_P]),
+    "qgemm_grouped_mm_plan_sizes":
+        (c_int, [_P, c_int64, POINTER(GroupedMmSizes)]),
+    "qgemm_grouped_mm_plan_forward": (c_int, [_P, c_void_p, c_void_p]),
+    "qgemm_grouped_mm_plan_backward": (c_int, [_P, c_void_p, c_void_p]),
 }
 
 

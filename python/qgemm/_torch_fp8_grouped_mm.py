@@ -6,10 +6,9 @@ import torch
 from . import _torch_launch as _launch
 from ._errors import ArgumentError
 from .recipes import Recipe
-from ._torch_errors import (poison_on_error, raise_pending)
-from ._torch_gemm import (grouped_mm, grouped_mm_wgrad)
-from ._torch_launch import (_fp8_name, _launch_gemm, _stream)
-from ._torch_quantize import quantize
+from ._torch_errors import raise_pending
+from ._torch_launch import (_fp8_name, _launch_gemm, _plain_eager, _stream)
+from . import _torch_plans as _plans
 from ._torch_specs import (_gemm_spec, _kernel, _round_up)
 
 
@@ -192,21 +191,27 @@ def _pad_rows(t, pad):
 
 
 class _Fp8GroupedMm(torch.autograd.Function):
+    """On the C++ plan (_torch_plans.py): the forward (weights, x's two FP8
+    forms, the GEMM) and the backward (dy's two forms, the data and weight
+    gradients) are one op and one call each."""
+
     @staticmethod
-    def forward(ctx, x, w, offs, alignment, recipe, main_grad):
-        restart = alignment % 128 != 0
+    def forward(ctx, x, w, offs, alignment, recipe, main_grad,
+                cache_fp8_weights):
         rows = x.shape[0]
         pad = _round_up(rows, _WGRAD_ROWS) - rows
-        wq, ws, wq_t, ws_t = quantized_weights(w, recipe)
-        xq, xs, xcol, xcols = quantize(
-            _pad_rows(x, pad), offs if restart else None, recipe=recipe,
-            row_block="1x128", col_block="128x1", col_layout="GEMM_READY")
-        y = grouped_mm(xq, wq.transpose(-2, -1), offs=offs, scale_a=xs,
-                       scale_b=ws, out_dtype=x.dtype, alignment=alignment,
-                       recipe=recipe)
-        poison_on_error(y)  # bad offs: NaN, not zeros (ErrorMode.RAISE)
+        xp = _pad_rows(x, pad)
+        eager = _plain_eager(xp, w, offs)
+        if cache_fp8_weights:
+            wq, ws, wq_t, ws_t = quantized_weights(w, recipe)
+            fwd = _plans._gmm_forward_cached_impl if eager else \
+                _plans.gmm_forward_cached
+            y, xcol, xcols = fwd(xp, offs, wq, ws, alignment)
+        else:
+            fwd = _plans._gmm_forward_impl if eager else _plans.gmm_forward
+            y, xcol, xcols, wq_t, ws_t = fwd(xp, offs, w.detach(), alignment)
         ctx.save_for_backward(xcol, xcols, wq_t, ws_t, offs, main_grad)
-        ctx.alignment, ctx.recipe, ctx.restart = alignment, recipe, restart
+        ctx.alignment = alignment
         ctx.w_dtype = w.dtype
         ctx.rows, ctx.pad = rows, pad
         ctx.accumulate = main_grad is not None
@@ -216,33 +221,25 @@ class _Fp8GroupedMm(torch.autograd.Function):
     def backward(ctx, dy):
         xcol, xcols, wq_t, ws_t, offs, main_grad = ctx.saved_tensors
         raise_pending(dy.device)
-        a, recipe = ctx.alignment, ctx.recipe
-        dyq, dys, dycol, dycols = quantize(
-            _pad_rows(dy, ctx.pad), offs if ctx.restart else None,
-            recipe=recipe, row_block="1x128", col_block="128x1",
-            col_layout="GEMM_READY")
-        dx = grouped_mm(dyq, wq_t.transpose(-2, -1), offs=offs, scale_a=dys,
-                        scale_b=ws_t, out_dtype=dy.dtype, alignment=a,
-                        recipe=recipe)
+        dy = _pad_rows(dy, ctx.pad)
+        eager = _plain_eager(dy, *ctx.saved_tensors[:5])
+        if ctx.accumulate:
+            bwd = _plans._gmm_backward_accumulate_impl if eager else \
+                _plans.gmm_backward_accumulate
+            dx = bwd(dy, offs, xcol, xcols, wq_t, ws_t, main_grad,
+                     ctx.alignment)
+            dw = None
+        else:
+            bwd = _plans._gmm_backward_impl if eager else _plans.gmm_backward
+            dx, dw = bwd(dy, offs, xcol, xcols, wq_t, ws_t, ctx.alignment,
+                         ctx.w_dtype)
         if ctx.pad:
             dx = dx[:ctx.rows]
-        if ctx.accumulate:
-            torch.ops.qgemm.grouped_mm_wgrad_accumulate(
-                dycol, xcol, offs, dycols, xcols, main_grad, a, recipe,
-                "GEMM_READY", "GEMM_READY")
-            return dx, None, None, None, None, None
-        # The weight gradient in the weights' dtype, straight from the
-        # GEMM's epilogue.
-        dw = grouped_mm_wgrad(dycol, xcol, offs=offs, scale_a=dycols,
-                              scale_b=xcols, out_dtype=ctx.w_dtype,
-                              alignment=a, recipe=recipe,
-                              scale_a_layout="GEMM_READY",
-                              scale_b_layout="GEMM_READY")
-        return dx, dw, None, None, None, None
+        return dx, dw, None, None, None, None, None
 
 
 def fp8_grouped_mm(x, w, offs, *, alignment=16, recipe="deepseek",
-                   accumulate_into_main_grad=False):
+                   accumulate_into_main_grad=False, cache_fp8_weights=False):
     """FP8 stand-in for torch._grouped_mm(x, w.transpose(-2, -1), offs=offs)
     with autograd: x (M, K) bf16 activations sorted by group, w (G, N, K)
     bf16 weights, offs int32 (G,) cumulative group ends on the device, each
@@ -252,9 +249,12 @@ def fp8_grouped_mm(x, w, offs, *, alignment=16, recipe="deepseek",
     data gradient and weight gradient run on qgemm's FP8 kernels (DeepSeek
     recipe: 1x128 activation blocks, 128x128 weight blocks, f32
     accumulation), and every tensor they create is written by a qgemm
-    kernel in its final layout. The FP8 weights are cached on w and
-    quantized once per version of w (quantized_weights), so micro-batches
-    between optimizer steps reuse them. Returns (M, N) in x's dtype; rows
+    kernel in its final layout. The forward quantizes w into FP8 copies
+    that the backward frees (nothing FP8 outlives the step);
+    cache_fp8_weights=True caches them on w instead and requantizes only
+    when w changes (quantized_weights), for micro-batches between optimizer
+    steps. Each direction is one call into qgemm's C++ plan. Returns (M, N)
+    in x's dtype; rows
     past offs[-1] are zero. Any M works; an M that is not a multiple of 16
     costs a padded copy of x and of dy (the weight gradient's token count
     must be a multiple of 16).
@@ -271,4 +271,35 @@ def fp8_grouped_mm(x, w, offs, *, alignment=16, recipe="deepseek",
             raise ArgumentError("fp8_grouped_mm(accumulate_into_main_grad="
                                 "True): w has no main_grad attribute; "
                                 "assign an f32 tensor of w's shape first")
-    return _Fp8GroupedMm.apply(x, w, offs, alignment, recipe, main_grad)
+    _check_args(x, w, offs, alignment)
+    return _Fp8GroupedMm.apply(x, w, offs, alignment, recipe, main_grad,
+                               bool(cache_fp8_weights))
+
+
+def _check_args(x, w, offs, alignment):
+    """What the plan needs, checked on the host before anything runs."""
+    _check_weights(w, "deepseek")
+    if x.dim() != 2 or x.dtype != torch.bfloat16:
+        raise ArgumentError("fp8_grouped_mm: x has dtype %s and shape %s; "
+                            "expected bfloat16 (M, K)"
+                            % (x.dtype, tuple(x.shape)))
+    if x.shape[1] != w.shape[2]:
+        raise ArgumentError("fp8_grouped_mm: x (M, K) = %s does not fit w "
+                            "(G, N, K) = %s" % (tuple(x.shape),
+                                                tuple(w.shape)))
+    if offs.dim() != 1 or offs.dtype != torch.int32 or \
+            offs.shape[0] != w.shape[0]:
+        raise ArgumentError("fp8_grouped_mm: offs has dtype %s and shape %s; "
+                            "expected int32 (G,) = (%d,) cumulative row ends"
+                            % (offs.dtype, tuple(offs.shape), w.shape[0]))
+    if alignment < 1 or alignment > 128 or alignment & (alignment - 1):
+        raise ArgumentError("fp8_grouped_mm: alignment = %r: expected a "
+                            "power of two in 1..128" % (alignment,))
+    if not w.is_contiguous():
+        raise ArgumentError("fp8_grouped_mm: w is not contiguous (strides "
+                            "%s)" % (tuple(w.stride()),))
+    for name, t in (("x", x), ("w", w), ("offs", offs)):
+        if not t.is_cuda or t.device != x.device:
+            raise ArgumentError("fp8_grouped_mm: %s is on %s; every tensor "
+                                "must be on x's CUDA device (%s)"
+                                % (name, t.device, x.device))

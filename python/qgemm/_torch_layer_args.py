@@ -34,6 +34,9 @@ def check_layer_args(x, expert_ids, probs, w13, w2, alignment,
         if w.dtype not in (torch.bfloat16, torch.float32):
             fail("%s has dtype %s; expected bfloat16 or float32"
                  % (name, w.dtype))
+        if not w.is_contiguous():
+            fail("%s is not contiguous (strides %s); the FP8 quantizer "
+                 "reads the weights in place" % (name, tuple(w.stride())))
     if expert_ids.dim() != 2 or expert_ids.shape[0] != tokens or \
             expert_ids.dtype not in (torch.int32, torch.int64):
         fail("expert_ids has dtype %s and shape %s; expected int32 or int64 "

@@ -29,11 +29,14 @@ reader takes:
             permute_backward  dx (T, H): each token's copies summed
 
 Saved for the backward: h (bf16, for SwiGLU's gradient), the column-wise
-FP8 a, o (bf16, for the probabilities' gradient) and the routing's index
-tensors; the layer input x is saved instead of its permuted copies (T rows,
-not T * topk), so the FP8 y of the forward is freed at once. The FP8
-weights are cached on the parameters and requantized once per optimizer
-step (quantized_weights).
+FP8 a, o (bf16, for the probabilities' gradient), the routing's index
+tensors and the transposed FP8 weights; the layer input x is saved instead
+of its permuted copies (T rows, not T * topk), so the FP8 y of the forward
+is freed at once. The forward and the backward are each one call into a
+C++ plan (qgemm.h "Plans"): the kernels above, resolved once per shape.
+By default the weights are quantized in every forward and their FP8 forms
+die with the step; cache_fp8_weights=True caches them on the parameters
+for micro-batches (requantized once per optimizer step).
 
 Bad routing (an expert id outside [-1, E), or one expert twice for a
 token) is found on the device: the dispatch runs empty, the output and dx
@@ -50,12 +53,11 @@ from ._torch_layer_args import check_layer_args as _check
 from ._torch_errors import poison, raise_pending
 from .recipes import Recipe
 from ._torch_dispatch import (_permute_backward_impl, _permute_quantize_run,
-                              _permute_run, _unpermute_backward_impl,
-                              _unpermute_impl, permute_rows,
-                              unpermute_backward)
+                              _permute_run, _unpermute_impl, permute_rows)
 from ._torch_fp8_grouped_mm import quantized_weights
 from ._torch_gemm import _grouped_mm_impl, _grouped_mm_wgrad_impl
 from ._torch_launch import _plain_eager
+from . import _torch_plans as _plans
 from ._torch_quantize import _quantize_fake, _quantize_impl
 from ._torch_swiglu import (_swiglu_backward_impl, _swiglu_col_transposed,
                             _swiglu_kernel, _swiglu_outputs,
@@ -83,11 +85,10 @@ def _swiglu_down(h, offs, w2q, w2s, alignment, recipe):
     return acol, acols, o
 
 
-# The forward is one op and the backward four: a step is then a handful
-# of dispatches through torch.library instead of one per kernel (each costs
-# the host tens of microseconds, enough to leave the GPU waiting on small
-# batches), and torch.compile sees a few opaque calls. Their bodies call
-# the single ops' implementations directly.
+# The layer as compositions of the single ops' implementations: one op
+# forward and four backward. qgemm.torch.ep builds its expert computation
+# from these pieces, and they are the reference the C++ plan that
+# moe_experts runs (_torch_plans.py) is tested against, kernel for kernel.
 def _forward_impl(x: torch.Tensor, ids: torch.Tensor, probs: torch.Tensor,
                   w13q: torch.Tensor, w13s: torch.Tensor, w2q: torch.Tensor,
                   w2s: torch.Tensor, alignment: int, recipe: str) -> tuple[
@@ -252,48 +253,43 @@ def _(dhcol, dhcols, x, ids, offs, alignment, recipe, w13_dtype):
 
 
 class _MoEExpertsFn(torch.autograd.Function):
+    """The layer on the C++ plan (_torch_plans.py): one op forward, one op
+    backward, each a single call into qgemm."""
+
     @staticmethod
-    def forward(ctx, x, ids, probs, w13, w2, alignment, recipe):
-        w13q, w13s, w13q_t, w13s_t = quantized_weights(w13, recipe)
-        w2q, w2s, w2q_t, w2s_t = quantized_weights(w2, recipe)
-        args = (x, ids, probs, w13q, w13s, w2q, w2s, alignment, recipe)
-        fwd = _forward_impl if _plain_eager(x, ids, probs) else _forward
-        out, offs, row_group, row_map, h, acol, acols, o = fwd(*args)
+    def forward(ctx, x, ids, probs, w13, w2, alignment, cache_fp8_weights):
+        eager = _plain_eager(x, ids, probs, w13, w2)
+        if cache_fp8_weights:
+            w13q, w13s, w13q_t, w13s_t = quantized_weights(w13, "deepseek")
+            w2q, w2s, w2q_t, w2s_t = quantized_weights(w2, "deepseek")
+            fwd = _plans._moe_forward_cached_impl if eager else \
+                _plans.moe_forward_cached
+            outs = fwd(x, ids, probs, w13q, w13s, w2q, w2s, alignment)
+        else:
+            fwd = _plans._moe_forward_impl if eager else _plans.moe_forward
+            outs = fwd(x, ids, probs, w13.detach(), w2.detach(), alignment)
+            w13q_t, w13s_t, w2q_t, w2s_t = outs[8:]
+        out, offs, row_group, row_map, h, acol, acols, o = outs[:8]
         ctx.save_for_backward(x, ids, probs, offs, row_group, row_map, h,
                               acol, acols, o, w13q_t, w13s_t, w2q_t, w2s_t)
-        ctx.alignment, ctx.recipe = alignment, recipe
+        ctx.alignment = alignment
         ctx.dtypes = (w13.dtype, w2.dtype)
         return out
 
     @staticmethod
     def backward(ctx, dout):
-        (x, ids, probs, offs, row_group, row_map, h, acol, acols, o, w13q_t,
-         w13s_t, w2q_t, w2s_t) = ctx.saved_tensors
-        a, recipe = ctx.alignment, ctx.recipe
+        saved = ctx.saved_tensors
         raise_pending(dout.device)
         dout = dout.contiguous()
-        eager = _plain_eager(dout, *ctx.saved_tensors)
-        down = _backward_down_impl if eager else _backward_down
-        up_data = _backward_up_data_impl if eager else _backward_up_data
-        up_weight = _backward_up_weight_impl if eager else \
-            _backward_up_weight
-        unpermute_bwd = _unpermute_backward_impl if eager else \
-            unpermute_backward
-        do, dprobs = unpermute_bwd(dout, row_map, row_group, probs, o,
-                                   topk=ids.shape[1])
-        del o
-        dhq, dhs, dhcol, dhcols, dw2 = down(do, offs, h, acol, acols, w2q_t,
-                                            w2s_t, a, recipe, ctx.dtypes[1])
-        del do, h, acol, acols
-        dx = up_data(dhq, dhs, offs, row_map, w13q_t, w13s_t, a, recipe)
-        del dhq, dhs
-        dw13 = up_weight(dhcol, dhcols, x, ids, offs, a, recipe,
-                         ctx.dtypes[0])
+        bwd = _plans._moe_backward_impl if _plain_eager(dout, *saved) else \
+            _plans.moe_backward
+        dx, dprobs, dw13, dw2 = bwd(dout, *saved, ctx.alignment,
+                                    ctx.dtypes[0], ctx.dtypes[1])
         return dx, None, dprobs, dw13, dw2, None, None
 
 
 def moe_experts(x, expert_ids, probs, w13, w2, *, alignment=16,
-                recipe=Recipe.DEEPSEEK):
+                recipe=Recipe.DEEPSEEK, cache_fp8_weights=False):
     """The routed experts of an MoE layer in FP8, with autograd.
 
     x (T, H) bf16 tokens; expert_ids (T, topk) int32/int64 (-1: the slot
@@ -305,7 +301,15 @@ def moe_experts(x, expert_ids, probs, w13, w2, *, alignment=16,
     v) * (w13_up v)). Gradients for x, probs, w13 and w2 (in their
     dtypes). `alignment`: rows per expert are padded to a multiple of it
     (16 keeps the padding small; a power of two). `recipe`: a
-    qgemm.recipes.Recipe (Recipe.DEEPSEEK)."""
+    qgemm.recipes.Recipe (Recipe.DEEPSEEK).
+
+    cache_fp8_weights: False (the default) quantizes the weights in every
+    forward, into FP8 copies that the backward frees: nothing FP8 outlives
+    the step, which is what a step that changes the weights wants. True
+    keeps both FP8 forms cached on w13 and w2 and requantizes them only
+    when a weight changes (its version counter): for several micro-batches
+    per optimizer step, at the cost of the cache's memory (as many bytes
+    as the bf16 weights) between steps."""
     recipe = Recipe.of(recipe)
     if recipe is not Recipe.DEEPSEEK:
         raise ArgumentError("moe_experts: recipe %s is not supported; "
@@ -315,7 +319,7 @@ def moe_experts(x, expert_ids, probs, w13, w2, *, alignment=16,
         expert_ids.to(torch.int32)
     return _MoEExpertsFn.apply(x.contiguous(), ids.contiguous(),
                                probs.float().contiguous(), w13, w2,
-                               alignment, recipe.name)
+                               alignment, bool(cache_fp8_weights))
 
 
 class MoEExperts(torch.nn.Module):
@@ -327,11 +331,13 @@ class MoEExperts(torch.nn.Module):
     ROW_MULTIPLE = ROW_MULTIPLE
 
     def __init__(self, num_experts, hidden, inter, *, alignment=16,
-                 recipe=Recipe.DEEPSEEK, device=None, dtype=torch.bfloat16):
+                 recipe=Recipe.DEEPSEEK, cache_fp8_weights=False,
+                 device=None, dtype=torch.bfloat16):
         super().__init__()
         self.num_experts, self.hidden, self.inter = num_experts, hidden, inter
         self.alignment = alignment
         self.recipe = Recipe.of(recipe)
+        self.cache_fp8_weights = bool(cache_fp8_weights)
         kw = dict(device=device, dtype=dtype)
         self.w13 = torch.nn.Parameter(torch.empty(num_experts, 2 * inter,
                                                   hidden, **kw))
@@ -346,7 +352,8 @@ class MoEExperts(torch.nn.Module):
 
     def forward(self, x, expert_ids, probs):
         return moe_experts(x, expert_ids, probs, self.w13, self.w2,
-                           alignment=self.alignment, recipe=self.recipe)
+                           alignment=self.alignment, recipe=self.recipe,
+                           cache_fp8_weights=self.cache_fp8_weights)
 
     def extra_repr(self):
         return "num_experts=%d, hidden=%d, inter=%d, alignment=%d, " \

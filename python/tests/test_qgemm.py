@@ -171,7 +171,15 @@ class AbiTest(unittest.TestCase):
                "SwigluInfo": "qgemm_swiglu_info",
                "SwigluSizes": "qgemm_swiglu_sizes",
                "SwigluQuantizeArgs": "qgemm_swiglu_quantize_args",
-               "SwigluBackwardArgs": "qgemm_swiglu_backward_args"}
+               "SwigluBackwardArgs": "qgemm_swiglu_backward_args",
+               "MoePlanDesc": "qgemm_moe_plan_desc",
+               "MoeSizes": "qgemm_moe_sizes",
+               "MoeForwardArgs": "qgemm_moe_forward_args",
+               "MoeBackwardArgs": "qgemm_moe_backward_args",
+               "GroupedMmPlanDesc": "qgemm_grouped_mm_plan_desc",
+               "GroupedMmSizes": "qgemm_grouped_mm_sizes",
+               "GroupedMmForwardArgs": "qgemm_grouped_mm_forward_args",
+               "GroupedMmBackwardArgs": "qgemm_grouped_mm_backward_args"}
 
     def test_struct_layouts(self):
         from qgemm import _capi

@@ -1,0 +1,379 @@
+"""The MoE layer and fp8_grouped_mm on the C++ plans: each direction is one
+torch.library op whose body allocates its outputs and workspace with torch
+and makes one foreign call (qgemm.h "Plans").
+
+Why: a step used to cross from Python into C once per kernel, each time
+through argument checks, a kernel lookup and ctypes; the host then took
+longer to enqueue a step than the GPU to run it. Here the checks run once
+per shape (moe_experts / fp8_grouped_mm check their arguments before the
+op), and the kernels, sizes and scratch layout are the plan's, resolved
+once per shape in C++.
+
+Weights: by default each forward quantizes the bf16 weights (both FP8
+forms, one launch per weight) into tensors that live only until the
+backward has read them, so nothing FP8 outlives the step. With
+cache_fp8_weights=True the FP8 forms are cached on the parameters and
+requantized only when a weight changes (quantized_weights), for several
+micro-batches per optimizer step.
+"""
+import torch
+
+from . import _capi
+from . import _plans
+from ._torch_errors import _error_word_at, poison, raise_pending
+from ._torch_launch import _stream
+from ._torch_quantize import _scale_elems
+
+_BF16 = torch.bfloat16
+_FP8 = torch.float8_e4m3fn
+_I32 = torch.int32
+_F32 = torch.float32
+_U8 = torch.uint8
+_WDT = {torch.bfloat16: "bf16", torch.float32: "f32"}
+ROW_MULTIPLE = 128
+
+
+def _round_up(x, m):
+    return (x + m - 1) // m * m
+
+
+def _debug_flags():
+    from . import _torch_launch
+    return _capi.PLAN_DEBUG_SYNC if _torch_launch._debug_sync else 0
+
+
+# -- the MoE layer ----------------------------------------------------------
+def _moe_plan(experts, hidden, inter, topk, alignment, w_dtype):
+    return _plans.plan(_plans.MoePlan, experts, hidden, inter, topk,
+                       alignment, _WDT[w_dtype])
+
+
+def _moe_rows(tokens, topk, experts, alignment):
+    """R (symbolic-friendly: the fakes use it under torch.compile)."""
+    return _round_up(tokens * topk + experts * (alignment - 1), ROW_MULTIPLE)
+
+
+def _acol_scales(rows, inter, experts, alignment):
+    groups = experts if alignment % 128 != 0 else 0
+    return _scale_elems(rows + groups * 128, inter, (128, 1), "GEMM_READY")
+
+
+def _forward_outputs(x, ids, experts, inter, alignment):
+    """(out, offs, row_group, row_map, h, a_col, a_col_scales, o)."""
+    tokens, hidden = x.shape
+    topk = ids.shape[1]
+    rows = _moe_rows(tokens, topk, experts, alignment)
+    return (x.new_empty((tokens, hidden)),
+            x.new_empty((experts,), dtype=_I32),
+            x.new_empty((rows,), dtype=_I32),
+            x.new_empty((tokens, topk), dtype=_I32),
+            x.new_empty((rows, 2 * inter)),
+            x.new_empty((inter, rows), dtype=_FP8),
+            x.new_empty((_acol_scales(rows, inter, experts, alignment),),
+                        dtype=_F32),
+            x.new_empty((rows, hidden)))
+
+
+def _weight_forms(w):
+    """Empty (wq (G, N, K), ws, wq_t (G, K, N), ws_t) for weights w."""
+    g, n, k = w.shape
+    return (w.new_empty((g, n, k), dtype=_FP8),
+            w.new_empty((g, n // 128, k // 128), dtype=_F32),
+            w.new_empty((g, k, n), dtype=_FP8),
+            w.new_empty((g, k // 128, n // 128), dtype=_F32))
+
+
+def _run_forward(x, ids, probs, w13, w2, forms13, forms2, alignment):
+    """The plan's forward into fresh outputs; w13 / w2 None when forms13 /
+    forms2 already hold their FP8 forms."""
+    experts, two_i, hidden = forms13[0].shape
+    inter = two_i // 2
+    tokens, topk = ids.shape
+    dev = x.device
+    # The forward's kernels are the same for either weight dtype: the
+    # cached form takes the bf16 plan.
+    p = _moe_plan(experts, hidden, inter, topk, alignment,
+                  w13.dtype if w13 is not None else _BF16)
+    s = p.sizes(tokens)
+    outs = _forward_outputs(x, ids, experts, inter, alignment)
+    out, offs, row_group, row_map, h, acol, acols, o = outs
+    err = x.new_empty((1,), dtype=_I32)
+    ws = torch.empty((s.forward_workspace,), dtype=_U8, device=dev)
+    ptr = {"x": x.data_ptr(), "expert_ids": ids.data_ptr(),
+           "probs": probs.data_ptr(),
+           "w13q": forms13[0].data_ptr(), "w13s": forms13[1].data_ptr(),
+           "w2q": forms2[0].data_ptr(), "w2s": forms2[1].data_ptr(),
+           "out": out.data_ptr(), "offsets": offs.data_ptr(),
+           "row_group": row_group.data_ptr(), "row_map": row_map.data_ptr(),
+           "h": h.data_ptr(), "a_col": acol.data_ptr(),
+           "a_col_scales": acols.data_ptr(), "o": o.data_ptr(),
+           "routing_error": err.data_ptr(),
+           "error_flag": _error_word_at(dev).data_ptr(),
+           "workspace": ws.data_ptr()}
+    if w13 is not None:
+        ptr.update(w13=w13.data_ptr(), w13q_t=forms13[2].data_ptr(),
+                   w13s_t=forms13[3].data_ptr())
+    if w2 is not None:
+        ptr.update(w2=w2.data_ptr(), w2q_t=forms2[2].data_ptr(),
+                   w2s_t=forms2[3].data_ptr())
+    raise_pending(dev)
+    p.forward(_plans.args(_capi.MoeForwardArgs, ptr, "tokens", tokens,
+                          s.forward_workspace, _debug_flags()), _stream(dev))
+    poison(out, err)
+    return outs
+
+
+def _moe_forward_impl(x: torch.Tensor, ids: torch.Tensor,
+                      probs: torch.Tensor, w13: torch.Tensor,
+                      w2: torch.Tensor, alignment: int) -> tuple[
+                          torch.Tensor, torch.Tensor, torch.Tensor,
+                          torch.Tensor, torch.Tensor, torch.Tensor,
+                          torch.Tensor, torch.Tensor, torch.Tensor,
+                          torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The layer's forward with its weights quantized first: (out, offs,
+    row_group, row_map, h, a_col, a_col_scales, o, w13q_t, w13s_t, w2q_t,
+    w2s_t), the last four the FP8 weights the backward reads."""
+    f13, f2 = _weight_forms(w13), _weight_forms(w2)
+    outs = _run_forward(x, ids, probs, w13, w2, f13, f2, alignment)
+    return outs + (f13[2], f13[3], f2[2], f2[3])
+
+
+moe_forward = torch.library.custom_op(
+    "qgemm::moe_plan_forward", mutates_args=())(_moe_forward_impl)
+
+
+@moe_forward.register_fake
+def _(x, ids, probs, w13, w2, alignment):
+    experts, two_i, _ = w13.shape
+    f13, f2 = _weight_forms(w13), _weight_forms(w2)
+    return _forward_outputs(x, ids, experts, two_i // 2, alignment) + \
+        (f13[2], f13[3], f2[2], f2[3])
+
+
+def _moe_forward_cached_impl(x: torch.Tensor, ids: torch.Tensor,
+                             probs: torch.Tensor, w13q: torch.Tensor,
+                             w13s: torch.Tensor, w2q: torch.Tensor,
+                             w2s: torch.Tensor, alignment: int) -> tuple[
+                                 torch.Tensor, torch.Tensor, torch.Tensor,
+                                 torch.Tensor, torch.Tensor, torch.Tensor,
+                                 torch.Tensor, torch.Tensor]:
+    """The layer's forward on FP8 weights quantized earlier (the cache):
+    (out, offs, row_group, row_map, h, a_col, a_col_scales, o)."""
+    return _run_forward(x, ids, probs, None, None, (w13q, w13s),
+                        (w2q, w2s), alignment)
+
+
+moe_forward_cached = torch.library.custom_op(
+    "qgemm::moe_plan_forward_cached", mutates_args=())(
+        _moe_forward_cached_impl)
+
+
+@moe_forward_cached.register_fake
+def _(x, ids, probs, w13q, w13s, w2q, w2s, alignment):
+    return _forward_outputs(x, ids, w13q.shape[0], w13q.shape[1] // 2,
+                            alignment)
+
+
+def _moe_backward_impl(dout: torch.Tensor, x: torch.Tensor,
+                       ids: torch.Tensor, probs: torch.Tensor,
+                       offs: torch.Tensor, row_group: torch.Tensor,
+                       row_map: torch.Tensor, h: torch.Tensor,
+                       acol: torch.Tensor, acols: torch.Tensor,
+                       o: torch.Tensor, w13q_t: torch.Tensor,
+                       w13s_t: torch.Tensor, w2q_t: torch.Tensor,
+                       w2s_t: torch.Tensor, alignment: int,
+                       w13_dtype: torch.dtype, w2_dtype: torch.dtype) -> tuple[
+                           torch.Tensor, torch.Tensor, torch.Tensor,
+                           torch.Tensor]:
+    """(dx, dprobs, dw13, dw2) of the layer, one plan call."""
+    tokens, hidden = x.shape
+    topk = ids.shape[1]
+    experts, _, two_i = w13q_t.shape
+    inter = two_i // 2
+    dev = x.device
+    p = _moe_plan(experts, hidden, inter, topk, alignment, w13_dtype)
+    s = p.sizes(tokens)
+    dx = x.new_empty((tokens, hidden))
+    dprobs = x.new_empty((tokens, topk), dtype=_F32)
+    dw13 = x.new_empty((experts, two_i, hidden), dtype=w13_dtype)
+    dw2 = x.new_empty((experts, hidden, inter), dtype=w2_dtype)
+    ws = torch.empty((s.backward_workspace,), dtype=_U8, device=dev)
+    ptr = {"grad_out": dout.data_ptr(), "x": x.data_ptr(),
+           "expert_ids": ids.data_ptr(), "probs": probs.data_ptr(),
+           "offsets": offs.data_ptr(), "row_group": row_group.data_ptr(),
+           "row_map": row_map.data_ptr(), "h": h.data_ptr(),
+           "a_col": acol.data_ptr(), "a_col_scales": acols.data_ptr(),
+           "o": o.data_ptr(), "w13q_t": w13q_t.data_ptr(),
+           "w13s_t": w13s_t.data_ptr(), "w2q_t": w2q_t.data_ptr(),
+           "w2s_t": w2s_t.data_ptr(), "grad_x": dx.data_ptr(),
+           "grad_probs": dprobs.data_ptr(), "grad_w13": dw13.data_ptr(),
+           "grad_w2": dw2.data_ptr(),
+           "error_flag": _error_word_at(dev).data_ptr(),
+           "workspace": ws.data_ptr()}
+    raise_pending(dev)
+    p.backward(_plans.args(_capi.MoeBackwardArgs, ptr, "tokens", tokens,
+                           s.backward_workspace, _debug_flags()),
+               _stream(dev))
+    poison(dx)
+    return dx, dprobs, dw13, dw2
+
+
+moe_backward = torch.library.custom_op(
+    "qgemm::moe_plan_backward", mutates_args=())(_moe_backward_impl)
+
+
+@moe_backward.register_fake
+def _(dout, x, ids, probs, offs, row_group, row_map, h, acol, acols, o,
+      w13q_t, w13s_t, w2q_t, w2s_t, alignment, w13_dtype, w2_dtype):
+    tokens, hidden = x.shape
+    experts, _, two_i = w13q_t.shape
+    return (x.new_empty((tokens, hidden)),
+            x.new_empty((tokens, ids.shape[1]), dtype=_F32),
+            x.new_empty((experts, two_i, hidden), dtype=w13_dtype),
+            x.new_empty((experts, hidden, two_i // 2), dtype=w2_dtype))
+
+
+# -- fp8_grouped_mm ---------------------------------------------------------
+def _gmm_plan(groups, n, k, alignment, w_dtype, accumulate):
+    return _plans.plan(_plans.GroupedMmPlan, groups, n, k, alignment,
+                       _WDT[w_dtype], bool(accumulate))
+
+
+def _gmm_forward_outputs(x, n, groups, alignment):
+    """(y (M, N), x_col (K, M), x_col_scales)."""
+    m, k = x.shape
+    restart = groups if alignment % 128 != 0 else 0
+    return (x.new_empty((m, n)), x.new_empty((k, m), dtype=_FP8),
+            x.new_empty((_scale_elems(m + restart * 128, k, (128, 1),
+                                      "GEMM_READY"),), dtype=_F32))
+
+
+def _run_gmm_forward(x, offs, w, forms, alignment, w_dtype):
+    groups, n, k = forms[0].shape
+    m = x.shape[0]
+    dev = x.device
+    p = _gmm_plan(groups, n, k, alignment, w_dtype, False)
+    s = p.sizes(m)
+    y, xcol, xcols = outs = _gmm_forward_outputs(x, n, groups, alignment)
+    ws = torch.empty((s.forward_workspace,), dtype=_U8, device=dev)
+    ptr = {"x": x.data_ptr(), "offsets": offs.data_ptr(),
+           "wq": forms[0].data_ptr(), "ws": forms[1].data_ptr(),
+           "y": y.data_ptr(), "x_col": xcol.data_ptr(),
+           "x_col_scales": xcols.data_ptr(),
+           "error_flag": _error_word_at(dev).data_ptr(),
+           "workspace": ws.data_ptr()}
+    if w is not None:
+        ptr.update(w=w.data_ptr(), wq_t=forms[2].data_ptr(),
+                   ws_t=forms[3].data_ptr())
+    raise_pending(dev)
+    p.forward(_plans.args(_capi.GroupedMmForwardArgs, ptr, "rows", m,
+                          s.forward_workspace, _debug_flags()), _stream(dev))
+    poison(y)
+    return outs
+
+
+def _gmm_forward_impl(x: torch.Tensor, offs: torch.Tensor, w: torch.Tensor,
+                      alignment: int) -> tuple[
+                          torch.Tensor, torch.Tensor, torch.Tensor,
+                          torch.Tensor, torch.Tensor]:
+    """(y, x_col, x_col_scales, wq_t, ws_t): fp8_grouped_mm's forward with
+    w quantized first."""
+    forms = _weight_forms(w)
+    return _run_gmm_forward(x, offs, w, forms, alignment, w.dtype) + \
+        (forms[2], forms[3])
+
+
+gmm_forward = torch.library.custom_op(
+    "qgemm::grouped_mm_plan_forward", mutates_args=())(_gmm_forward_impl)
+
+
+@gmm_forward.register_fake
+def _(x, offs, w, alignment):
+    forms = _weight_forms(w)
+    return _gmm_forward_outputs(x, w.shape[1], w.shape[0], alignment) + \
+        (forms[2], forms[3])
+
+
+def _gmm_forward_cached_impl(x: torch.Tensor, offs: torch.Tensor,
+                             wq: torch.Tensor, ws: torch.Tensor,
+                             alignment: int) -> tuple[
+                                 torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(y, x_col, x_col_scales) on FP8 weights quantized earlier."""
+    return _run_gmm_forward(x, offs, None, (wq, ws), alignment, _BF16)
+
+
+gmm_forward_cached = torch.library.custom_op(
+    "qgemm::grouped_mm_plan_forward_cached", mutates_args=())(
+        _gmm_forward_cached_impl)
+
+
+@gmm_forward_cached.register_fake
+def _(x, offs, wq, ws, alignment):
+    return _gmm_forward_outputs(x, wq.shape[1], wq.shape[0], alignment)
+
+
+def _run_gmm_backward(dy, offs, xcol, xcols, wq_t, ws_t, dw, alignment,
+                      w_dtype, accumulate):
+    groups, k, n = wq_t.shape
+    m = dy.shape[0]
+    dev = dy.device
+    p = _gmm_plan(groups, n, k, alignment, w_dtype, accumulate)
+    s = p.sizes(m)
+    dx = dy.new_empty((m, k))
+    ws = torch.empty((s.backward_workspace,), dtype=_U8, device=dev)
+    ptr = {"grad_y": dy.data_ptr(), "offsets": offs.data_ptr(),
+           "x_col": xcol.data_ptr(), "x_col_scales": xcols.data_ptr(),
+           "wq_t": wq_t.data_ptr(), "ws_t": ws_t.data_ptr(),
+           "grad_x": dx.data_ptr(), "grad_w": dw.data_ptr(),
+           "error_flag": _error_word_at(dev).data_ptr(),
+           "workspace": ws.data_ptr()}
+    raise_pending(dev)
+    p.backward(_plans.args(_capi.GroupedMmBackwardArgs, ptr, "rows", m,
+                           s.backward_workspace, _debug_flags()),
+               _stream(dev))
+    return dx
+
+
+def _gmm_backward_impl(dy: torch.Tensor, offs: torch.Tensor,
+                       xcol: torch.Tensor, xcols: torch.Tensor,
+                       wq_t: torch.Tensor, ws_t: torch.Tensor,
+                       alignment: int, w_dtype: torch.dtype) -> tuple[
+                           torch.Tensor, torch.Tensor]:
+    """(dx, dw) of fp8_grouped_mm, dw in the weights' dtype."""
+    groups, k, n = wq_t.shape
+    dw = dy.new_empty((groups, n, k), dtype=w_dtype)
+    dx = _run_gmm_backward(dy, offs, xcol, xcols, wq_t, ws_t, dw, alignment,
+                           w_dtype, False)
+    return dx, dw
+
+
+gmm_backward = torch.library.custom_op(
+    "qgemm::grouped_mm_plan_backward", mutates_args=())(_gmm_backward_impl)
+
+
+@gmm_backward.register_fake
+def _(dy, offs, xcol, xcols, wq_t, ws_t, alignment, w_dtype):
+    groups, k, n = wq_t.shape
+    return (dy.new_empty((dy.shape[0], k)),
+            dy.new_empty((groups, n, k), dtype=w_dtype))
+
+
+def _gmm_backward_accumulate_impl(dy: torch.Tensor, offs: torch.Tensor,
+                                  xcol: torch.Tensor, xcols: torch.Tensor,
+                                  wq_t: torch.Tensor, ws_t: torch.Tensor,
+                                  main_grad: torch.Tensor,
+                                  alignment: int) -> torch.Tensor:
+    """dx of fp8_grouped_mm; main_grad (G, N, K) f32 += dw in the GEMM's
+    epilogue."""
+    return _run_gmm_backward(dy, offs, xcol, xcols, wq_t, ws_t, main_grad,
+                             alignment, _BF16, True)
+
+
+gmm_backward_accumulate = torch.library.custom_op(
+    "qgemm::grouped_mm_plan_backward_accumulate",
+    mutates_args=("main_grad",))(_gmm_backward_accumulate_impl)
+
+
+@gmm_backward_accumulate.register_fake
+def _(dy, offs, xcol, xcols, wq_t, ws_t, main_grad, alignment):
+    return dy.new_empty((dy.shape[0], wq_t.shape[1]))

@@ -1,0 +1,479 @@
+//===- MoePlan.cpp - The MoE expert layer's forward and backward ----------===//
+//
+// The kernels, in launch order, and the stage numbers the workspace layout
+// packs scratch by:
+//
+//   forward   0 weights   both 128x128 FP8 forms of w13 and w2 (optional)
+//             1 permute   bf16 tokens -> FP8 rows in expert order (fused
+//                         1x128 quantization), offsets, row_group, row_map
+//             2 gemm      h = y @ w13^T                      (R, 2I) bf16
+//             3 swiglu    a = silu(gate) * up -> FP8 row-wise and
+//                         column-wise (w2's weight gradient)
+//             4 gemm      o = a @ w2^T                       (R, H) bf16
+//             5 unpermute out = sum_j probs[t, j] * o[row of (t, j)]
+//   backward  1 unpermute^T  do (R, H), dprobs
+//             2 quantize  do -> FP8 row- and column-wise
+//             3 gemm      da = do @ w2                       (R, I)
+//             4 wgrad     dw2 = do^T a per expert
+//             5 swiglu^T  dh (R, 2I)
+//             6 quantize  dh -> FP8 row- and column-wise
+//             7 gemm      dy = dh @ w13                      (R, H)
+//             8 permute^T dx: each token's copies summed
+//             9 permute   x again in bf16 (y, R rows)
+//            10 quantize  y column-wise
+//            11 wgrad     dw13 = dh^T y per expert
+//
+// Group offsets come from stage 1's permute on the device; every launch that
+// reads them checks them there first (as the single ops do), ORing into the
+// caller's error word.
+//
+//===----------------------------------------------------------------------===//
+#include "qgemm/Plans.h"
+
+#include "PlanLaunch.h"
+#include "PlanSpecs.h"
+
+#include <mutex>
+#include <unordered_map>
+
+namespace qgemm {
+
+using namespace plan;
+
+namespace {
+
+/// Scratch of one direction for one token count.
+struct ForwardLayout {
+  int yq, ys, counts, aq, as, groupWs;
+};
+struct BackwardLayout {
+  int dO, doq, dos, doCol, doColS, da, dh, dhq, dhs, dhCol, dhColS, dy, y,
+      yOffsets, yCounts, yRowGroup, yRowMap, yError, yCol, yColS, groupWs;
+};
+
+struct Layouts {
+  MoeSizes sizes;
+  WorkspaceLayout fwd, bwd;
+  ForwardLayout f{};
+  BackwardLayout b{};
+};
+
+constexpr const char *kPlan = "moe plan";
+
+Status userError(const char *fn, const std::string &what) {
+  return planError(kPlan, fn, what);
+}
+
+} // namespace
+
+struct MoePlan::Impl {
+  Runtime *rt = nullptr;
+  MoePlanDesc d;
+  bool restart = false; ///< column-wise blocks restart at each expert
+  Kernel weights13, weights2, permuteQ, gemmUp, swiglu, gemmDown, unpermute;
+  Kernel unpermuteBwd, quantRowCol, gemmDgradDown, wgradDown, swigluBwd,
+      gemmDgradUp, permuteX, quantCol, wgradUp, permuteBwd;
+  ScaleRecipe rowRecipe, colRecipe;
+
+  mutable std::mutex mutex;
+  mutable std::unordered_map<int64_t, std::unique_ptr<Layouts>> layouts;
+
+  const Layouts &layoutFor(int64_t tokens) const;
+  Status gemm(const Kernel &k, DevicePtr a, DevicePtr sa, DevicePtr b,
+              DevicePtr sb, DevicePtr dd, DevicePtr offsets, int64_t rows,
+              DevicePtr errorFlag, DevicePtr ws, bool debugSync,
+              void *stream) const {
+    return launchGroupedGemm(*rt, k, {a, sa, b, sb, dd, 0}, offsets, rows,
+                             d.experts, errorFlag, ws, debugSync, stream);
+  }
+  Status quantize(const Kernel &k, DevicePtr in, int64_t rows, int64_t cols,
+                  DevicePtr rd, DevicePtr rs, DevicePtr cd, DevicePtr cs,
+                  DevicePtr offsets, DevicePtr errorFlag, DevicePtr ws,
+                  bool debugSync, void *stream) const {
+    return launchQuantizeRows(*rt, k, in, rows, cols, {rd, rs, cd, cs},
+                              restart ? offsets : 0, d.experts, errorFlag, ws,
+                              debugSync, stream);
+  }
+};
+
+MoePlan::MoePlan(std::unique_ptr<Impl> i) : impl(std::move(i)) {}
+MoePlan::~MoePlan() = default;
+const MoePlanDesc &MoePlan::desc() const { return impl->d; }
+
+Status MoePlan::create(Runtime &rt, const MoePlanDesc &d,
+                       std::unique_ptr<MoePlan> &out) {
+  auto bad = [](const std::string &what) {
+    return Status::user("moe plan: " + what);
+  };
+  if (d.experts < 1 || d.experts > kMaxGroups)
+    return bad("experts = " + std::to_string(d.experts) + ": expected 1.." +
+               std::to_string(kMaxGroups));
+  if (d.hidden < 128 || d.hidden % 128)
+    return bad("hidden = " + std::to_string(d.hidden) +
+               ": expected a positive multiple of 128 (128x128 weight "
+               "blocks)");
+  if (d.inter < 128 || d.inter % 128)
+    return bad("inter = " + std::to_string(d.inter) +
+               ": expected a positive multiple of 128 (128x128 weight "
+               "blocks)");
+  if (d.topk < 1 || d.topk > 64)
+    return bad("topk = " + std::to_string(d.topk) + ": expected 1..64");
+  if (d.alignment < 1 || d.alignment > 128 ||
+      (d.alignment & (d.alignment - 1)))
+    return bad("alignment = " + std::to_string(d.alignment) +
+               ": expected a power of two in 1..128");
+  if (d.recipe != "deepseek")
+    return bad("recipe \"" + d.recipe + "\": only \"deepseek\" (1x128 "
+               "activations, 128x128 weights)");
+  const char *wdt = dtypeName(d.weightDtype);
+  if (!*wdt)
+    return bad("weight dtype " + std::string(spellingOf(d.weightDtype)) +
+               ": expected bf16 or f32");
+
+  auto impl = std::make_unique<Impl>();
+  impl->rt = &rt;
+  impl->d = d;
+  impl->restart = d.alignment % 128 != 0;
+  const int64_t E = d.experts, H = d.hidden, I = d.inter, K = d.topk,
+                A = d.alignment;
+  struct Item {
+    Kernel *k;
+    std::string spec;
+    const char *what;
+  } items[] = {
+      {&impl->weights13, weightsSpec(wdt), "weights (w13)"},
+      {&impl->weights2, weightsSpec(wdt), "weights (w2)"},
+      {&impl->permuteQ, permuteQuantizeSpec(H, K, A), "permute_quantize"},
+      {&impl->gemmUp, gemmSpec("m_contiguous", 2 * I, H, "bf16", A, false),
+       "gate/up GEMM"},
+      {&impl->swiglu, swigluQuantizeSpec(), "swiglu_quantize"},
+      {&impl->gemmDown, gemmSpec("m_contiguous", H, I, "bf16", A, false),
+       "down GEMM"},
+      {&impl->unpermute, unpermuteSpec(H, K, false), "unpermute"},
+      {&impl->unpermuteBwd, unpermuteSpec(H, K, true), "unpermute backward"},
+      {&impl->quantRowCol, quantizeSpec("bf16", true, true),
+       "quantize (row- and column-wise)"},
+      {&impl->gemmDgradDown, gemmSpec("m_contiguous", I, H, "bf16", A, false),
+       "down data-gradient GEMM"},
+      {&impl->wgradDown, gemmSpec("k_contiguous", H, I, wdt, A, false),
+       "down weight-gradient GEMM"},
+      {&impl->swigluBwd, swigluBackwardSpec(), "swiglu_backward"},
+      {&impl->gemmDgradUp, gemmSpec("m_contiguous", H, 2 * I, "bf16", A,
+                                    false),
+       "gate/up data-gradient GEMM"},
+      {&impl->permuteX, permuteSpec(H, K, A, false), "permute (bf16 x)"},
+      {&impl->quantCol, quantizeSpec("bf16", false, true),
+       "quantize (column-wise)"},
+      {&impl->wgradUp, gemmSpec("k_contiguous", 2 * I, H, wdt, A, false),
+       "gate/up weight-gradient GEMM"},
+      {&impl->permuteBwd, permuteSpec(H, K, A, true), "permute backward"},
+  };
+  for (Item &it : items)
+    if (Status st = resolve(rt, it.spec, std::string("moe plan: ") + it.what,
+                            *it.k);
+        !st.ok())
+      return st;
+  impl->rowRecipe = *impl->quantRowCol.spec().quantize.rowwise;
+  impl->colRecipe = *impl->quantRowCol.spec().quantize.columnwise;
+  out.reset(new MoePlan(std::move(impl)));
+  return {};
+}
+
+const Layouts &MoePlan::Impl::layoutFor(int64_t T) const {
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = layouts.find(T);
+  if (it != layouts.end())
+    return *it->second;
+  auto L = std::make_unique<Layouts>();
+  const int64_t E = d.experts, H = d.hidden, I = d.inter, K = d.topk;
+  const int64_t R = roundUp(T * K + E * (d.alignment - 1), kMoeRowMultiple);
+  const int64_t G = restart ? E : 0;
+  const int64_t f32 = 4, bf16 = 2;
+  MoeSizes &s = L->sizes;
+  s.tokens = T;
+  s.rows = R;
+  s.weightScales13 = E * (2 * I / 128) * (H / 128);
+  s.weightScales2 = E * (H / 128) * (I / 128);
+  s.aColScales = scaleElements(colRecipe, R, I, G);
+
+  ForwardLayout &f = L->f;
+  WorkspaceLayout &fw = L->fwd;
+  f.yq = fw.add(R * H, 1, 2);
+  f.ys = fw.add(f32 * scaleElements(rowRecipe, R, H, 0), 1, 2);
+  f.counts = fw.add(f32 * E, 1, 1);
+  f.aq = fw.add(R * I, 3, 4);
+  f.as = fw.add(f32 * scaleElements(rowRecipe, R, I, 0), 3, 4);
+  f.groupWs = fw.add(f32 * E, 0, 5);
+  fw.place();
+  s.forwardWorkspace = fw.size();
+
+  BackwardLayout &b = L->b;
+  WorkspaceLayout &bw = L->bwd;
+  b.dO = bw.add(bf16 * R * H, 1, 2);
+  b.doq = bw.add(R * H, 2, 3);
+  b.dos = bw.add(f32 * scaleElements(rowRecipe, R, H, 0), 2, 3);
+  b.doCol = bw.add(R * H, 2, 4);
+  b.doColS = bw.add(f32 * scaleElements(colRecipe, R, H, G), 2, 4);
+  b.da = bw.add(bf16 * R * I, 3, 5);
+  b.dh = bw.add(bf16 * R * 2 * I, 5, 6);
+  b.dhq = bw.add(R * 2 * I, 6, 7);
+  b.dhs = bw.add(f32 * scaleElements(rowRecipe, R, 2 * I, 0), 6, 7);
+  b.dhCol = bw.add(R * 2 * I, 6, 11);
+  b.dhColS = bw.add(f32 * scaleElements(colRecipe, R, 2 * I, G), 6, 11);
+  b.dy = bw.add(bf16 * R * H, 7, 8);
+  b.y = bw.add(bf16 * R * H, 9, 10);
+  b.yOffsets = bw.add(f32 * E, 9, 9);
+  b.yCounts = bw.add(f32 * E, 9, 9);
+  b.yRowGroup = bw.add(f32 * R, 9, 9);
+  b.yRowMap = bw.add(f32 * T * K, 9, 9);
+  b.yError = bw.add(f32, 9, 9);
+  b.yCol = bw.add(R * H, 10, 11);
+  b.yColS = bw.add(f32 * scaleElements(colRecipe, R, H, G), 10, 11);
+  b.groupWs = bw.add(f32 * E, 0, 11);
+  bw.place();
+  s.backwardWorkspace = bw.size();
+  return *(layouts[T] = std::move(L));
+}
+
+Status MoePlan::sizes(int64_t tokens, MoeSizes &out) const {
+  if (tokens < 0)
+    return userError("sizes", "tokens = " + std::to_string(tokens) +
+                                  ": expected 0 or more");
+  out = impl->layoutFor(tokens).sizes;
+  return {};
+}
+
+Status MoePlan::forward(const MoeForwardArgs &a, void *stream) const {
+  const char *fn = "forward";
+  if (a.tokens < 0)
+    return userError(fn, "tokens = " + std::to_string(a.tokens) +
+                             ": expected 0 or more");
+  const Impl &p = *impl;
+  const Layouts &L = p.layoutFor(a.tokens);
+  const MoeSizes &s = L.sizes;
+  for (auto [name, ptr] :
+       {std::pair<const char *, DevicePtr>{"x", a.x}, {"expert_ids",
+        a.expertIds}, {"probs", a.probs}, {"w13q", a.w13q}, {"w13s", a.w13s},
+        {"w2q", a.w2q}, {"w2s", a.w2s}, {"out", a.out}, {"offsets",
+        a.offsets}, {"row_group", a.rowGroup}, {"row_map", a.rowMap},
+        {"h", a.h}, {"a_col", a.aCol}, {"a_col_scales", a.aColScales},
+        {"o", a.o}, {"routing_error", a.routingError},
+        {"error_flag", a.errorFlag}})
+    if (Status st = requirePointer(kPlan, fn, name, ptr); !st.ok())
+      return st;
+  if (Status st = checkWorkspace(kPlan, fn, a.workspace, a.workspaceBytes,
+                                 s.forwardWorkspace);
+      !st.ok())
+    return st;
+  for (auto [name, w, q] : {std::tuple<const char *, DevicePtr, DevicePtr>{
+                                "w13", a.w13, a.w13qT},
+                            {"w13", a.w13, a.w13sT}, {"w2", a.w2, a.w2qT},
+                            {"w2", a.w2, a.w2sT}})
+    if (w && !q)
+      return userError(fn, std::string(name) + " is given (quantize it), "
+                           "but its transposed FP8 form or scales are null");
+  const MoePlanDesc &d = p.d;
+  const int64_t E = d.experts, H = d.hidden, I = d.inter, R = s.rows;
+  auto at = [&](int i) { return a.workspace + DevicePtr(L.fwd.offsetOf(i)); };
+  const ForwardLayout &f = L.f;
+  const DevicePtr ws = at(f.groupWs);
+  Sequence seq{kPlan, fn, {}};
+  if (a.w13)
+    seq.then("quantize w13", [&] {
+      return launchWeights(*p.rt, p.weights13, a.w13, E, 2 * I, H,
+                           {a.w13q, a.w13s, a.w13qT, a.w13sT}, a.debugSync,
+                           stream);
+    });
+  if (a.w2)
+    seq.then("quantize w2", [&] {
+      return launchWeights(*p.rt, p.weights2, a.w2, E, H, I,
+                           {a.w2q, a.w2s, a.w2qT, a.w2sT}, a.debugSync,
+                           stream);
+    });
+  seq.then("permute_quantize", [&] {
+       PermuteArgs m;
+       m.routing = a.expertIds;
+       m.x = a.x;
+       m.y = at(f.yq);
+       m.yScales = at(f.ys);
+       m.offsets = a.offsets;
+       m.counts = at(f.counts);
+       m.rowGroup = a.rowGroup;
+       m.rowMap = a.rowMap;
+       m.error = a.routingError;
+       m.tokens = a.tokens;
+       m.experts = E;
+       m.rows = R;
+       return p.rt->launch(p.permuteQ, m, stream);
+     })
+      .then("gate/up GEMM", [&] {
+        return p.gemm(p.gemmUp, at(f.yq), at(f.ys), a.w13q, a.w13s, a.h,
+                            a.offsets, R, a.errorFlag, ws, a.debugSync,
+                            stream);
+      })
+      .then("swiglu_quantize", [&] {
+        SwigluQuantizeArgs q;
+        q.input = a.h;
+        q.rowData = at(f.aq);
+        q.rowScales = at(f.as);
+        q.colData = a.aCol;
+        q.colScales = a.aColScales;
+        q.rows = R;
+        q.intermediate = I;
+        if (p.restart) {
+          q.groupOffsets = a.offsets;
+          q.numGroups = E;
+          q.deviceGroups = true;
+          q.errorFlag = a.errorFlag;
+          q.workspace = ws;
+        }
+        q.debugSync = a.debugSync;
+        return p.rt->launch(p.swiglu, q, stream);
+      })
+      .then("down GEMM", [&] {
+        return p.gemm(p.gemmDown, at(f.aq), at(f.as), a.w2q, a.w2s,
+                            a.o, a.offsets, R, a.errorFlag, ws, a.debugSync,
+                            stream);
+      })
+      .then("unpermute", [&] {
+        UnpermuteArgs u;
+        u.y = a.o;
+        u.rowMap = a.rowMap;
+        u.probs = a.probs;
+        u.out = a.out;
+        u.tokens = a.tokens;
+        u.rows = R;
+        return p.rt->launch(p.unpermute, u, stream);
+      });
+  return seq.st;
+}
+
+Status MoePlan::backward(const MoeBackwardArgs &a, void *stream) const {
+  const char *fn = "backward";
+  if (a.tokens < 0)
+    return userError(fn, "tokens = " + std::to_string(a.tokens) +
+                             ": expected 0 or more");
+  const Impl &p = *impl;
+  const Layouts &L = p.layoutFor(a.tokens);
+  const MoeSizes &s = L.sizes;
+  for (auto [name, ptr] : {std::pair<const char *, DevicePtr>{"grad_out",
+                            a.gradOut}, {"x", a.x}, {"expert_ids",
+                            a.expertIds}, {"probs", a.probs}, {"offsets",
+                            a.offsets}, {"row_group", a.rowGroup},
+                           {"row_map", a.rowMap}, {"h", a.h}, {"a_col",
+                            a.aCol}, {"a_col_scales", a.aColScales},
+                           {"o", a.o}, {"w13q_t", a.w13qT}, {"w13s_t",
+                            a.w13sT}, {"w2q_t", a.w2qT}, {"w2s_t", a.w2sT},
+                           {"grad_x", a.gradX}, {"grad_probs", a.gradProbs},
+                           {"grad_w13", a.gradW13}, {"grad_w2", a.gradW2},
+                           {"error_flag", a.errorFlag}})
+    if (Status st = requirePointer(kPlan, fn, name, ptr); !st.ok())
+      return st;
+  if (Status st = checkWorkspace(kPlan, fn, a.workspace, a.workspaceBytes,
+                                 s.backwardWorkspace);
+      !st.ok())
+    return st;
+  const MoePlanDesc &d = p.d;
+  const int64_t E = d.experts, H = d.hidden, I = d.inter, R = s.rows;
+  auto at = [&](int i) { return a.workspace + DevicePtr(L.bwd.offsetOf(i)); };
+  const BackwardLayout &b = L.b;
+  const DevicePtr ws = at(b.groupWs);
+  const bool dbg = a.debugSync;
+  Sequence seq{kPlan, fn, {}};
+  seq.then("unpermute backward", [&] {
+       UnpermuteArgs u;
+       u.gradOut = a.gradOut;
+       u.rowMap = a.rowMap;
+       u.rowGroup = a.rowGroup;
+       u.gradY = at(b.dO);
+       u.probs = a.probs;
+       u.y = a.o;
+       u.gradProbs = a.gradProbs;
+       u.tokens = a.tokens;
+       u.rows = R;
+       return p.rt->launch(p.unpermuteBwd, u, stream);
+     })
+      .then("quantize do", [&] {
+        return p.quantize(p.quantRowCol, at(b.dO), R, H, at(b.doq),
+                                at(b.dos), at(b.doCol), at(b.doColS),
+                                a.offsets, a.errorFlag, ws, dbg, stream);
+      })
+      .then("down data-gradient GEMM", [&] {
+        return p.gemm(p.gemmDgradDown, at(b.doq), at(b.dos), a.w2qT,
+                            a.w2sT, at(b.da), a.offsets, R, a.errorFlag, ws,
+                            dbg, stream);
+      })
+      .then("down weight-gradient GEMM", [&] {
+        return p.gemm(p.wgradDown, at(b.doCol), at(b.doColS), a.aCol,
+                            a.aColScales, a.gradW2, a.offsets, R, a.errorFlag,
+                            ws, dbg, stream);
+      })
+      .then("swiglu_backward", [&] {
+        SwigluBackwardArgs sb;
+        sb.gradOutput = at(b.da);
+        sb.input = a.h;
+        sb.gradInput = at(b.dh);
+        sb.rows = R;
+        sb.intermediate = I;
+        return p.rt->launch(p.swigluBwd, sb, stream);
+      })
+      .then("quantize dh", [&] {
+        return p.quantize(p.quantRowCol, at(b.dh), R, 2 * I, at(b.dhq),
+                                at(b.dhs), at(b.dhCol), at(b.dhColS),
+                                a.offsets, a.errorFlag, ws, dbg, stream);
+      })
+      .then("gate/up data-gradient GEMM", [&] {
+        return p.gemm(p.gemmDgradUp, at(b.dhq), at(b.dhs), a.w13qT,
+                            a.w13sT, at(b.dy), a.offsets, R, a.errorFlag, ws,
+                            dbg, stream);
+      })
+      .then("permute backward", [&] {
+        PermuteArgs m;
+        m.gradY = at(b.dy);
+        m.rowMap = a.rowMap;
+        m.gradX = a.gradX;
+        m.tokens = a.tokens;
+        m.rows = R;
+        return p.rt->launch(p.permuteBwd, m, stream);
+      })
+      .then("permute x", [&] {
+        PermuteArgs m;
+        m.routing = a.expertIds;
+        m.x = a.x;
+        m.y = at(b.y);
+        m.offsets = at(b.yOffsets);
+        m.counts = at(b.yCounts);
+        m.rowGroup = at(b.yRowGroup);
+        m.rowMap = at(b.yRowMap);
+        m.error = at(b.yError);
+        m.tokens = a.tokens;
+        m.experts = E;
+        m.rows = R;
+        return p.rt->launch(p.permuteX, m, stream);
+      })
+      .then("quantize x column-wise", [&] {
+        return p.quantize(p.quantCol, at(b.y), R, H, 0, 0, at(b.yCol),
+                                at(b.yColS), a.offsets, a.errorFlag, ws, dbg,
+                                stream);
+      })
+      .then("gate/up weight-gradient GEMM", [&] {
+        return p.gemm(p.wgradUp, at(b.dhCol), at(b.dhColS), at(b.yCol),
+                            at(b.yColS), a.gradW13, a.offsets, R, a.errorFlag,
+                            ws, dbg, stream);
+      });
+  return seq.st;
+}
+
+std::vector<std::string> MoePlan::kernelNames() const {
+  const Impl &p = *impl;
+  std::vector<std::string> out;
+  for (const Kernel *k :
+       {&p.weights13, &p.weights2, &p.permuteQ, &p.gemmUp, &p.swiglu,
+        &p.gemmDown, &p.unpermute, &p.unpermuteBwd, &p.quantRowCol,
+        &p.gemmDgradDown, &p.wgradDown, &p.swigluBwd, &p.gemmDgradUp,
+        &p.permuteBwd, &p.permuteX, &p.quantCol, &p.wgradUp})
+    out.push_back(k->name());
+  return out;
+}
+
+} // namespace qgemm

@@ -1,0 +1,141 @@
+//===- PlanLaunch.h - What the plans share at run time ----------*- C++ -*-===//
+//
+// Argument checks with the plan, the direction and the argument named, the
+// two launches every plan repeats (a grouped GEMM and a quantize over rows,
+// both with device-side group offsets), and the sequence that runs a
+// direction's launches in order and names the stage that failed. Private to
+// runtime/lib.
+//
+//===----------------------------------------------------------------------===//
+#ifndef QGEMM_RUNTIME_PLANLAUNCH_H
+#define QGEMM_RUNTIME_PLANLAUNCH_H
+
+#include "qgemm/Plans.h"
+
+#include <string>
+
+namespace qgemm::plan {
+
+inline Status planError(const char *plan, const char *fn,
+                        const std::string &what) {
+  return Status::user(std::string(plan) + ": " + fn + ": " + what);
+}
+
+inline Status requirePointer(const char *plan, const char *fn,
+                             const char *name, DevicePtr p) {
+  if (p)
+    return {};
+  return planError(plan, fn, std::string(name) + " is null");
+}
+
+inline Status checkWorkspace(const char *plan, const char *fn, DevicePtr ws,
+                             int64_t have, int64_t need) {
+  if (have < need)
+    return planError(plan, fn,
+                     "workspace has " + std::to_string(have) +
+                         " bytes; this size needs " + std::to_string(need) +
+                         " (the plan's sizes query)");
+  if (need > 0 && !ws)
+    return planError(plan, fn, "workspace is null");
+  if (ws % WorkspaceLayout::kAlign)
+    return planError(plan, fn, "workspace is not 256-byte aligned");
+  return {};
+}
+
+/// The four FP8 outputs of a quantize (0: not produced), or a GEMM's
+/// operands.
+struct Operands {
+  DevicePtr a, scaleA, b, scaleB, d, c;
+};
+struct QuantOut {
+  DevicePtr rowData, rowScales, colData, colScales;
+};
+
+/// A grouped GEMM whose group offsets are on the device: the launch checks
+/// them there first (GemmArgs::deviceGroups), ORing into errorFlag.
+inline Status launchGroupedGemm(Runtime &rt, const Kernel &k,
+                                const Operands &o, DevicePtr offsets,
+                                int64_t rows, int64_t groups,
+                                DevicePtr errorFlag, DevicePtr ws,
+                                bool debugSync, void *stream) {
+  GemmArgs g;
+  g.a = o.a;
+  g.scaleA = o.scaleA;
+  g.b = o.b;
+  g.scaleB = o.scaleB;
+  g.d = o.d;
+  g.c = o.c;
+  g.groups = offsets;
+  g.rows = rows;
+  g.numGroups = groups;
+  g.deviceGroups = true;
+  g.errorFlag = errorFlag;
+  g.workspace = ws;
+  g.debugSync = debugSync;
+  return rt.launch(k, g, stream);
+}
+
+/// A quantize of (rows, cols); with `offsets` non-zero the column-wise
+/// blocks restart at each of `groups` device-side groups.
+inline Status launchQuantizeRows(Runtime &rt, const Kernel &k, DevicePtr in,
+                                 int64_t rows, int64_t cols,
+                                 const QuantOut &out, DevicePtr offsets,
+                                 int64_t groups, DevicePtr errorFlag,
+                                 DevicePtr ws, bool debugSync, void *stream) {
+  QuantizeArgs q;
+  q.input = in;
+  q.rowData = out.rowData;
+  q.rowScales = out.rowScales;
+  q.colData = out.colData;
+  q.colScales = out.colScales;
+  q.rows = rows;
+  q.cols = cols;
+  if (offsets) {
+    q.groupOffsets = offsets;
+    q.numGroups = groups;
+    q.deviceGroups = true;
+    q.errorFlag = errorFlag;
+    q.workspace = ws;
+  }
+  q.debugSync = debugSync;
+  return rt.launch(k, q, stream);
+}
+
+/// Both 128x128 FP8 forms of (groups, rows, cols) weights, one launch.
+inline Status launchWeights(Runtime &rt, const Kernel &k, DevicePtr w,
+                            int64_t groups, int64_t rows, int64_t cols,
+                            const QuantOut &out, bool debugSync,
+                            void *stream) {
+  QuantizeArgs q;
+  q.input = w;
+  q.rowData = out.rowData;
+  q.rowScales = out.rowScales;
+  q.colData = out.colData;
+  q.colScales = out.colScales;
+  q.rows = rows;
+  q.cols = cols;
+  q.numTensors = groups;
+  q.debugSync = debugSync;
+  return rt.launch(k, q, stream);
+}
+
+/// Runs each launch in order and stops at the first failure, its message
+/// prefixed with the plan, the direction and the stage.
+struct Sequence {
+  const char *plan;
+  const char *fn;
+  Status st;
+  template <typename F> Sequence &then(const char *stage, F &&launch) {
+    if (st.ok()) {
+      st = launch();
+      if (!st.ok())
+        st.message = std::string(plan) + ": " + fn + ": " + stage + ": " +
+                     st.message;
+    }
+    return *this;
+  }
+};
+
+} // namespace qgemm::plan
+
+#endif // QGEMM_RUNTIME_PLANLAUNCH_H
