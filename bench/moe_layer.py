@@ -85,7 +85,12 @@ ROWS = [
 ]
 QUICK = [("qwen3 E8 4k", 4096, 1536, 8, 4096, 8)]
 MODES = ("new_weights", "microbatch")
-PATHS = ("qgemm", "bf16", "compose")
+# qgemm_eager: the qgemm path never compiled, beside the compiled one (a
+# compiled layer must not be slower than eager).
+PATHS = ("qgemm", "bf16", "qgemm_eager", "compose")
+# The GPU work queued ahead of a step whose host time is taken, so that the
+# host never waits for the device while it enqueues.
+HOST_QUEUE_MS = 60.0
 FLUSH_BYTES = 256 << 20
 MIB = float(1 << 20)
 
@@ -119,18 +124,63 @@ def experts_compose(x, ids, probs, w13, w2, alignment=16):
                         topk=topk)
 
 
+def experts_qgemm_cached(x, ids, probs, w1, w2, alignment=16):
+    """qgemm.torch.moe_experts with the FP8 weights cached between steps
+    (cache_fp8_weights=True): the micro-batch usage."""
+    return qt.moe_experts(x, ids, probs, w1, w2, alignment=alignment,
+                          cache_fp8_weights=True)
+
+
 FUNCTIONS = {"qgemm": ex.experts_qgemm, "bf16": ex.experts_bf16,
-             "compose": experts_compose}
+             "qgemm_eager": ex.experts_qgemm, "compose": experts_compose}
 _compiled = {}
 
 
-def function(path, eager):
-    if eager:
-        return FUNCTIONS[path]
-    fn = _compiled.get(path)
-    if fn is None:
-        fn = _compiled[path] = torch.compile(FUNCTIONS[path], fullgraph=True)
-    return fn
+def function(path, eager, mode="new_weights"):
+    fn = FUNCTIONS[path]
+    if mode == "microbatch" and path.startswith("qgemm"):
+        fn = experts_qgemm_cached
+    if eager or path == "qgemm_eager":
+        return fn
+    key = (path, fn)
+    if key not in _compiled:
+        _compiled[key] = torch.compile(fn, fullgraph=True)
+    return _compiled[key]
+
+
+_sleep_cycles = []
+
+
+def queue_gpu_work(ms):
+    """Enqueue about `ms` of GPU work (a spin kernel, calibrated once)."""
+    if not _sleep_cycles:
+        cycles = 10_000_000
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        end.synchronize()
+        _sleep_cycles.append(cycles / max(start.elapsed_time(end), 1e-3))
+    torch.cuda._sleep(int(_sleep_cycles[0] * ms))
+
+
+def kernel_stats(step, steps):
+    """(kernel ms per step, device activities per step) from
+    torch.profiler over `steps` steps: every kernel, memset and copy the
+    step puts on the GPU."""
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    total_us, count = 0.0, 0
+    for e in prof.events():
+        if str(e.device_type).endswith("CUDA"):
+            count += 1
+            total_us += e.device_time
+    return total_us / 1e3 / steps, count / steps
 
 
 def flops(routed, hidden, inter):
@@ -147,6 +197,8 @@ def new_version(w):
 def bench_path(fn, layer, inputs, dout, mode, flush, opt):
     x, ids, probs = inputs
     params = [layer.w1, layer.w2]
+    torch.cuda.synchronize()
+    base0 = torch.cuda.memory_allocated()
 
     def clear():
         x.grad = probs.grad = None
@@ -194,10 +246,35 @@ def bench_path(fn, layer, inputs, dout, mode, flush, opt):
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end))
+
+    # The host's time to enqueue one step while the GPU is busy with
+    # HOST_QUEUE_MS of work queued ahead: what the host costs when it never
+    # waits for the device.
+    enqueue = []
+    for _ in range(opt.steps):
+        prepare()
+        torch.cuda.synchronize()
+        queue_gpu_work(HOST_QUEUE_MS)
+        t0 = time.perf_counter()
+        step()
+        enqueue.append((time.perf_counter() - t0) * 1e3)
+        torch.cuda.synchronize()
+
+    def one():
+        prepare()
+        step()
+    kernel_ms, launches = kernel_stats(one, min(opt.steps, 5))
     clear()
+    torch.cuda.synchronize()
+    held = torch.cuda.memory_allocated() - base0
     return {"ms": statistics.median(times), "min_ms": min(times),
             "host_ms": statistics.median(host),
-            "peak_mib": (peak - base) / MIB, "peak_total_mib": peak / MIB,
+            "enqueue_ms": statistics.median(enqueue),
+            "kernel_ms": kernel_ms, "launches": launches,
+            "held_mib": held / MIB,
+            "peak_mib": (peak - base) / MIB,
+            "peak_with_cache_mib": (peak - base0) / MIB,
+            "peak_total_mib": peak / MIB,
             "warmup_s": warm_s, "out": out}
 
 
@@ -224,8 +301,8 @@ def run_row(row, mode, flush, opt):
     load = torch.bincount(ids.reshape(-1).long(), minlength=experts).tolist()
     res = {}
     for path in opt.paths:
-        res[path] = bench_path(function(path, opt.eager), layer, inputs,
-                               dout, mode, flush, opt)
+        res[path] = bench_path(function(path, opt.eager, mode), layer,
+                               inputs, dout, mode, flush, opt)
         torch.cuda.empty_cache()
     qt.check_errors()
     f = flops(routed, hidden, inter)
@@ -255,7 +332,15 @@ def run_row(row, mode, flush, opt):
                        "%s_peak_mib" % path: r["peak_mib"],
                        "%s_peak_total_mib" % path: r["peak_total_mib"],
                        "%s_host_ms" % path: r["host_ms"],
+                       "%s_enqueue_ms" % path: r["enqueue_ms"],
+                       "%s_kernel_ms" % path: r["kernel_ms"],
+                       "%s_launches" % path: r["launches"],
+                       "%s_held_mib" % path: r["held_mib"],
+                       "%s_peak_with_cache_mib" % path:
+                           r["peak_with_cache_mib"],
                        "%s_warmup_s" % path: r["warmup_s"]})
+    if "qgemm_eager" in res:
+        result["compiled_over_eager"] = q["ms"] / res["qgemm_eager"]["ms"]
     if "compose" in res:
         result["speedup_vs_compose"] = res["compose"]["ms"] / q["ms"]
     del layer, inputs, dout
@@ -272,12 +357,12 @@ def profile_row(row, opt):
     x, ids, probs = inputs
     tables = {}
     for path in opt.paths:
-        fn = function(path, opt.eager)
+        fn = function(path, opt.eager, opt.mode[0])
 
         def step():
             x.grad = probs.grad = None
             layer.w1.grad = layer.w2.grad = None
-            if opt.mode == ["new_weights"]:
+            if opt.mode[0] == "new_weights":
                 new_version(layer.w1)
                 new_version(layer.w2)
             fn(x, ids, probs, layer.w1, layer.w2,
@@ -362,19 +447,23 @@ def main(argv=None):
 
     t0 = time.perf_counter()
     results = []
-    print("%-14s %-11s %9s %9s %9s %7s %7s %9s %9s %7s"
-          % ("row", "mode", "qgemm ms", "bf16 ms", "compose", "speedup",
-             "vs comp", "qgemm MiB", "bf16 MiB", "out err"), flush=True)
+    print("%-14s %-11s %9s %9s %9s %7s %8s %8s %8s %6s %6s %9s %9s %7s"
+          % ("row", "mode", "qgemm ms", "bf16 ms", "q eager", "speedup",
+             "q enq ms", "b enq ms", "q kern", "q lnch", "b lnch",
+             "qgemm MiB", "bf16 MiB", "out err"), flush=True)
     for row in rows:
         for mode in opt.mode:
             r = run_row(row, mode, flush, opt)
             results.append(r)
-            print("%-14s %-11s %9.3f %9.3f %9.3f %6.2fx %6.2fx %9.0f %9.0f "
-                  "%7.4f" % (r["label"], mode, r["qgemm_ms"], r["bf16_ms"],
-                             r.get("compose_ms", float("nan")), r["speedup"],
-                             r.get("speedup_vs_compose", float("nan")),
-                             r["qgemm_peak_mib"], r["bf16_peak_mib"],
-                             r["out_rel_err"]), flush=True)
+            nan = float("nan")
+            print("%-14s %-11s %9.3f %9.3f %9.3f %6.2fx %8.3f %8.3f %8.3f "
+                  "%6.0f %6.0f %9.0f %9.0f %7.4f"
+                  % (r["label"], mode, r["qgemm_ms"], r["bf16_ms"],
+                     r.get("qgemm_eager_ms", nan), r["speedup"],
+                     r["qgemm_enqueue_ms"], r["bf16_enqueue_ms"],
+                     r["qgemm_kernel_ms"], r["qgemm_launches"],
+                     r["bf16_launches"], r["qgemm_peak_mib"],
+                     r["bf16_peak_mib"], r["out_rel_err"]), flush=True)
     total_s = time.perf_counter() - t0
 
     meta = {

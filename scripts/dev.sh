@@ -146,7 +146,7 @@ pack() {
   mkdir -p "$stage/qgemm/examples" "$stage/qgemm/bench"
   cp -r "$ROOT/examples/python" "$stage/qgemm/examples/python"
   cp -r "$ROOT/examples/jax" "$stage/qgemm/examples/jax"
-  cp "$ROOT/bench/moe_layer.py" "$ROOT/bench/train_op.py" \
+  cp "$ROOT/bench/moe_layer.py" "$ROOT/bench/train_op.py" "$ROOT/bench/host_overhead.py" \
     "$ROOT/bench/train_op_profile.py" "$ROOT/bench/jax_gmm.py" \
     "$ROOT/bench/expert_parallel.py" "$stage/qgemm/bench/"
   git -C "$ROOT" describe --always --dirty --abbrev=40 >"$stage/qgemm/COMMIT" 2>/dev/null || true

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""What one eager call costs the host: qgemm.torch.fp8_grouped_mm's forward
+against torch._grouped_mm's bf16 forward of the same shape, and the MoE
+layer's forward, in the same process. Needs torch and a GPU:
+
+    QGEMM_LIBRARY=.../libqgemm.so PYTHONPATH=python \\
+        python3 bench/host_overhead.py [--calls N] [--out FILE]
+
+Each call is timed on the host (perf_counter around the call) while the GPU
+has HOST_QUEUE_MS of work queued ahead, so the host never waits for the
+device: the figure is the host's enqueue cost alone. Inputs require grad,
+as in training (autograd records the call). Median over --calls calls,
+after warm-up calls that compile and fill the caches.
+
+Output: a table and a JSON file (default bench/results/<date>-<device>-
+host-overhead.json): one row per path with host_us and the ratio to
+torch._grouped_mm's.
+"""
+import argparse
+import datetime
+import json
+import os
+import re
+import statistics
+import sys
+import time
+
+import torch
+
+import qgemm
+import qgemm.torch as qt
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+HOST_QUEUE_MS = 300.0
+GROUPS, ROWS, N, K = 8, 8192, 4096, 7168
+
+
+def spin_cycles_per_ms():
+    cycles = 10_000_000
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(cycles)
+    end.record()
+    end.synchronize()
+    return cycles / max(start.elapsed_time(end), 1e-3)
+
+
+def host_us(fn, calls, per_ms):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    torch.cuda._sleep(int(per_ms * HOST_QUEUE_MS))
+    times = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e6)
+    torch.cuda.synchronize()
+    return statistics.median(times)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--calls", type=int, default=50)
+    ap.add_argument("--out")
+    opt = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("bench/host_overhead.py needs a CUDA GPU", file=sys.stderr)
+        return 1
+    dev = "cuda"
+    g = torch.Generator(device=dev).manual_seed(0)
+    x = torch.randn(ROWS, K, generator=g, device=dev).to(
+        torch.bfloat16).requires_grad_(True)
+    w = (torch.randn(GROUPS, N, K, generator=g, device=dev) / K ** 0.5).to(
+        torch.bfloat16).requires_grad_(True)
+    offs = torch.arange(1, GROUPS + 1, device=dev,
+                        dtype=torch.int32) * (ROWS // GROUPS)
+    wt = w.transpose(-2, -1)
+    qt.error_word()
+    per_ms = spin_cycles_per_ms()
+    paths = {
+        "torch._grouped_mm bf16": lambda: torch._grouped_mm(x, wt,
+                                                            offs=offs),
+        "fp8_grouped_mm": lambda: qt.fp8_grouped_mm(x, w, offs),
+        "fp8_grouped_mm cached weights": lambda: qt.fp8_grouped_mm(
+            x, w, offs, cache_fp8_weights=True),
+    }
+    rows = []
+    for name, fn in paths.items():
+        rows.append({"path": name, "host_us": host_us(fn, opt.calls,
+                                                      per_ms)})
+    base = rows[0]["host_us"]
+    print("%-32s %9s %7s" % ("forward, eager", "host us", "ratio"))
+    for r in rows:
+        r["ratio"] = r["host_us"] / base
+        print("%-32s %9.1f %6.2fx" % (r["path"], r["host_us"], r["ratio"]))
+    device = torch.cuda.get_device_name()
+    now = datetime.datetime.now(datetime.timezone.utc)
+    out = opt.out or os.path.join(
+        HERE, "results", "%s-%s-host-overhead.json" % (
+            now.strftime("%Y-%m-%d"),
+            re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")))
+    meta = {"bench": "host_overhead", "device": device,
+            "torch": torch.__version__, "qgemm": qgemm.library_version,
+            "date": now.isoformat(timespec="seconds"),
+            "shape": {"groups": GROUPS, "rows": ROWS, "n": N, "k": K},
+            "calls": opt.calls, "queued_gpu_ms": HOST_QUEUE_MS,
+            "timing": "perf_counter around each eager forward call, GPU "
+                      "busy with queued work, median"}
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump({"meta": meta, "rows": rows}, f, indent=2)
+    print("wrote %s" % out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
