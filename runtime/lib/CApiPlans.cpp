@@ -56,8 +56,8 @@ qgemm_status qgemm_moe_plan_create(qgemm_runtime *rt,
     if (!rt)
       return invalid(fn, "rt is NULL");
     if (!sizeOk(desc, sizeof(qgemm_moe_plan_desc)))
-      return invalid(fn, std::string("desc ") +
-                             tooSmall15("qgemm_moe_plan_desc"));
+      return invalid(fn,
+                     std::string("desc ") + tooSmall15("qgemm_moe_plan_desc"));
     MoePlanDesc d;
     d.experts = desc->experts;
     d.hidden = desc->hidden;
@@ -184,9 +184,10 @@ qgemm_status qgemm_moe_plan_backward(const qgemm_moe_plan *plan,
 // grouped_mm
 //===----------------------------------------------------------------------===//
 
-qgemm_status qgemm_grouped_mm_plan_create(
-    qgemm_runtime *rt, const qgemm_grouped_mm_plan_desc *desc,
-    qgemm_grouped_mm_plan **out) {
+qgemm_status
+qgemm_grouped_mm_plan_create(qgemm_runtime *rt,
+                             const qgemm_grouped_mm_plan_desc *desc,
+                             qgemm_grouped_mm_plan **out) {
   const char *fn = "qgemm_grouped_mm_plan_create";
   return guarded(fn, [&] {
     if (!out)
@@ -213,9 +214,7 @@ qgemm_status qgemm_grouped_mm_plan_create(
   });
 }
 
-void qgemm_grouped_mm_plan_destroy(qgemm_grouped_mm_plan *plan) {
-  delete plan;
-}
+void qgemm_grouped_mm_plan_destroy(qgemm_grouped_mm_plan *plan) { delete plan; }
 
 qgemm_status qgemm_grouped_mm_plan_sizes(const qgemm_grouped_mm_plan *plan,
                                          int64_t rows,
@@ -240,9 +239,10 @@ qgemm_status qgemm_grouped_mm_plan_sizes(const qgemm_grouped_mm_plan *plan,
   });
 }
 
-qgemm_status qgemm_grouped_mm_plan_forward(
-    const qgemm_grouped_mm_plan *plan,
-    const qgemm_grouped_mm_forward_args *a, void *stream) {
+qgemm_status
+qgemm_grouped_mm_plan_forward(const qgemm_grouped_mm_plan *plan,
+                              const qgemm_grouped_mm_forward_args *a,
+                              void *stream) {
   const char *fn = "qgemm_grouped_mm_plan_forward";
   return guarded(fn, [&] {
     if (!plan || !plan->plan)
@@ -270,9 +270,10 @@ qgemm_status qgemm_grouped_mm_plan_forward(
   });
 }
 
-qgemm_status qgemm_grouped_mm_plan_backward(
-    const qgemm_grouped_mm_plan *plan,
-    const qgemm_grouped_mm_backward_args *a, void *stream) {
+qgemm_status
+qgemm_grouped_mm_plan_backward(const qgemm_grouped_mm_plan *plan,
+                               const qgemm_grouped_mm_backward_args *a,
+                               void *stream) {
   const char *fn = "qgemm_grouped_mm_plan_backward";
   return guarded(fn, [&] {
     if (!plan || !plan->plan)

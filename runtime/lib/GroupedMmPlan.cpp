@@ -88,8 +88,7 @@ Status GroupedMmPlan::create(Runtime &rt, const GroupedMmPlanDesc &d,
                std::to_string(d.n) + ", " + std::to_string(d.k) +
                "): N and K must be positive multiples of 128 (128x128 "
                "scale blocks)");
-  if (d.alignment < 1 || d.alignment > 128 ||
-      (d.alignment & (d.alignment - 1)))
+  if (d.alignment < 1 || d.alignment > 128 || (d.alignment & (d.alignment - 1)))
     return bad("alignment = " + std::to_string(d.alignment) +
                ": expected a power of two in 1..128");
   if (d.recipe != "deepseek")
@@ -156,15 +155,19 @@ Status GroupedMmPlan::forward(const GroupedMmForwardArgs &a,
   const Impl &p = *impl;
   const GmmLayouts &L = p.layoutFor(a.rows);
   for (auto [name, ptr] : {std::pair<const char *, DevicePtr>{"x", a.x},
-                           {"offsets", a.offsets}, {"wq", a.wq}, {"ws", a.ws},
-                           {"y", a.y}, {"x_col", a.xCol},
+                           {"offsets", a.offsets},
+                           {"wq", a.wq},
+                           {"ws", a.ws},
+                           {"y", a.y},
+                           {"x_col", a.xCol},
                            {"x_col_scales", a.xColScales},
                            {"error_flag", a.errorFlag}})
     if (Status st = requirePointer(kPlan, fn, name, ptr); !st.ok())
       return st;
   if (a.w && (!a.wqT || !a.wsT))
-    return planError(kPlan, fn, "w is given (quantize it), but wq_t or "
-                                "ws_t is null");
+    return planError(kPlan, fn,
+                     "w is given (quantize it), but wq_t or "
+                     "ws_t is null");
   if (Status st = checkWorkspace(kPlan, fn, a.workspace, a.workspaceBytes,
                                  L.sizes.forwardWorkspace);
       !st.ok())
@@ -178,18 +181,19 @@ Status GroupedMmPlan::forward(const GroupedMmForwardArgs &a,
       return launchWeights(*p.rt, p.weights, a.w, d.groups, d.n, d.k,
                            {a.wq, a.ws, a.wqT, a.wsT}, a.debugSync, stream);
     });
-  seq.then("quantize x", [&] {
-       return launchQuantizeRows(
-           *p.rt, p.quant, a.x, a.rows, d.k,
-           {at(L.xq), at(L.xs), a.xCol, a.xColScales},
-           p.restart ? a.offsets : 0, d.groups, a.errorFlag, ws, a.debugSync,
-           stream);
-     })
+  seq.then("quantize x",
+           [&] {
+             return launchQuantizeRows(
+                 *p.rt, p.quant, a.x, a.rows, d.k,
+                 {at(L.xq), at(L.xs), a.xCol, a.xColScales},
+                 p.restart ? a.offsets : 0, d.groups, a.errorFlag, ws,
+                 Offsets::Caller, a.debugSync, stream);
+           })
       .then("forward GEMM", [&] {
         return launchGroupedGemm(*p.rt, p.gemm,
                                  {at(L.xq), at(L.xs), a.wq, a.ws, a.y, 0},
                                  a.offsets, a.rows, d.groups, a.errorFlag, ws,
-                                 a.debugSync, stream);
+                                 Offsets::Caller, a.debugSync, stream);
       });
   return seq.st;
 }
@@ -201,12 +205,16 @@ Status GroupedMmPlan::backward(const GroupedMmBackwardArgs &a,
     return st;
   const Impl &p = *impl;
   const GmmLayouts &L = p.layoutFor(a.rows);
-  for (auto [name, ptr] : {std::pair<const char *, DevicePtr>{"grad_y",
-                            a.gradY}, {"offsets", a.offsets}, {"x_col",
-                            a.xCol}, {"x_col_scales", a.xColScales},
-                           {"wq_t", a.wqT}, {"ws_t", a.wsT},
-                           {"grad_x", a.gradX}, {"grad_w", a.gradW},
-                           {"error_flag", a.errorFlag}})
+  for (auto [name, ptr] :
+       {std::pair<const char *, DevicePtr>{"grad_y", a.gradY},
+        {"offsets", a.offsets},
+        {"x_col", a.xCol},
+        {"x_col_scales", a.xColScales},
+        {"wq_t", a.wqT},
+        {"ws_t", a.wsT},
+        {"grad_x", a.gradX},
+        {"grad_w", a.gradW},
+        {"error_flag", a.errorFlag}})
     if (Status st = requirePointer(kPlan, fn, name, ptr); !st.ok())
       return st;
   if (Status st = checkWorkspace(kPlan, fn, a.workspace, a.workspaceBytes,
@@ -217,28 +225,31 @@ Status GroupedMmPlan::backward(const GroupedMmBackwardArgs &a,
   auto at = [&](int i) { return a.workspace + DevicePtr(L.bwd.offsetOf(i)); };
   const DevicePtr ws = at(L.bwdWs);
   Sequence seq{kPlan, fn, {}};
-  seq.then("quantize dy", [&] {
-       return launchQuantizeRows(
-           *p.rt, p.quant, a.gradY, a.rows, d.n,
-           {at(L.dyq), at(L.dys), at(L.dyCol), at(L.dyColS)},
-           p.restart ? a.offsets : 0, d.groups, a.errorFlag, ws, a.debugSync,
-           stream);
-     })
-      .then("data-gradient GEMM", [&] {
-        return launchGroupedGemm(
-            *p.rt, p.dgrad, {at(L.dyq), at(L.dys), a.wqT, a.wsT, a.gradX, 0},
-            a.offsets, a.rows, d.groups, a.errorFlag, ws, a.debugSync,
-            stream);
-      })
+  seq.then("quantize dy",
+           [&] {
+             return launchQuantizeRows(
+                 *p.rt, p.quant, a.gradY, a.rows, d.n,
+                 {at(L.dyq), at(L.dys), at(L.dyCol), at(L.dyColS)},
+                 p.restart ? a.offsets : 0, d.groups, a.errorFlag, ws,
+                 Offsets::Caller, a.debugSync, stream);
+           })
+      .then("data-gradient GEMM",
+            [&] {
+              return launchGroupedGemm(
+                  *p.rt, p.dgrad,
+                  {at(L.dyq), at(L.dys), a.wqT, a.wsT, a.gradX, 0}, a.offsets,
+                  a.rows, d.groups, a.errorFlag, ws, Offsets::Caller,
+                  a.debugSync, stream);
+            })
       .then("weight-gradient GEMM", [&] {
         // D = C + A.B in place when accumulating: each element is read,
         // then written, by the same thread.
-        return launchGroupedGemm(
-            *p.rt, p.wgrad,
-            {at(L.dyCol), at(L.dyColS), a.xCol, a.xColScales, a.gradW,
-             d.accumulate ? a.gradW : 0},
-            a.offsets, a.rows, d.groups, a.errorFlag, ws, a.debugSync,
-            stream);
+        return launchGroupedGemm(*p.rt, p.wgrad,
+                                 {at(L.dyCol), at(L.dyColS), a.xCol,
+                                  a.xColScales, a.gradW,
+                                  d.accumulate ? a.gradW : 0},
+                                 a.offsets, a.rows, d.groups, a.errorFlag, ws,
+                                 Offsets::Caller, a.debugSync, stream);
       });
   return seq.st;
 }

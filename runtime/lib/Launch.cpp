@@ -521,7 +521,8 @@ Status Runtime::launch(const Kernel &kernel, const GemmArgs &args,
       return st;
   // Device-only group metadata: the check kernel, then the GEMM reading its
   // sanitized copy, both on `stream`; nothing is read back unless debugging.
-  if (args.deviceGroups && c.grouping.index != GroupIndex::None) {
+  if (args.deviceGroups && !args.groupsTrusted &&
+      c.grouping.index != GroupIndex::None) {
     Kernel::State::Module m;
     if (Status st = impl->functionFor(*kernel.state, m); !st.ok())
       return st;

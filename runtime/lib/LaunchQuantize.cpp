@@ -54,7 +54,8 @@ Status Runtime::launchQuantizeFamily(const Kernel &kernel,
   const CudaDriver *d = impl->driver.load(std::memory_order_acquire);
   // Device-only token groups: the offsets check (alignment 1) first, the
   // kernel then reads its checked copy.
-  const bool deviceGroups = args.deviceGroups && args.numGroups > 0;
+  const bool deviceGroups =
+      args.deviceGroups && !args.groupsTrusted && args.numGroups > 0;
   if (deviceGroups) {
     CUfunction check = nullptr;
     if (Status st = impl->groupCheckFor(

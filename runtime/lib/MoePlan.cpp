@@ -23,9 +23,11 @@
 //            10 quantize  y column-wise
 //            11 wgrad     dw13 = dh^T y per expert
 //
-// Group offsets come from stage 1's permute on the device; every launch that
-// reads them checks them there first (as the single ops do), ORing into the
-// caller's error word.
+// Group offsets come from stage 1's permute on the device, which writes valid
+// offsets for any routing (all groups empty for a bad one, with its error
+// bits): the launches that read them skip the device check the single ops
+// run before each of them (GemmArgs::groupsTrusted), ten launches fewer per
+// step with the same bits.
 //
 //===----------------------------------------------------------------------===//
 #include "qgemm/Plans.h"
@@ -84,7 +86,8 @@ struct MoePlan::Impl {
               DevicePtr errorFlag, DevicePtr ws, bool debugSync,
               void *stream) const {
     return launchGroupedGemm(*rt, k, {a, sa, b, sb, dd, 0}, offsets, rows,
-                             d.experts, errorFlag, ws, debugSync, stream);
+                             d.experts, errorFlag, ws, Offsets::OwnPermute,
+                             debugSync, stream);
   }
   Status quantize(const Kernel &k, DevicePtr in, int64_t rows, int64_t cols,
                   DevicePtr rd, DevicePtr rs, DevicePtr cd, DevicePtr cs,
@@ -92,7 +95,7 @@ struct MoePlan::Impl {
                   bool debugSync, void *stream) const {
     return launchQuantizeRows(*rt, k, in, rows, cols, {rd, rs, cd, cs},
                               restart ? offsets : 0, d.experts, errorFlag, ws,
-                              debugSync, stream);
+                              Offsets::OwnPermute, debugSync, stream);
   }
 };
 
@@ -118,12 +121,12 @@ Status MoePlan::create(Runtime &rt, const MoePlanDesc &d,
                "blocks)");
   if (d.topk < 1 || d.topk > 64)
     return bad("topk = " + std::to_string(d.topk) + ": expected 1..64");
-  if (d.alignment < 1 || d.alignment > 128 ||
-      (d.alignment & (d.alignment - 1)))
+  if (d.alignment < 1 || d.alignment > 128 || (d.alignment & (d.alignment - 1)))
     return bad("alignment = " + std::to_string(d.alignment) +
                ": expected a power of two in 1..128");
   if (d.recipe != "deepseek")
-    return bad("recipe \"" + d.recipe + "\": only \"deepseek\" (1x128 "
+    return bad("recipe \"" + d.recipe +
+               "\": only \"deepseek\" (1x128 "
                "activations, 128x128 weights)");
   const char *wdt = dtypeName(d.weightDtype);
   if (!*wdt)
@@ -158,8 +161,7 @@ Status MoePlan::create(Runtime &rt, const MoePlanDesc &d,
       {&impl->wgradDown, gemmSpec("k_contiguous", H, I, wdt, A, false),
        "down weight-gradient GEMM"},
       {&impl->swigluBwd, swigluBackwardSpec(), "swiglu_backward"},
-      {&impl->gemmDgradUp, gemmSpec("m_contiguous", H, 2 * I, "bf16", A,
-                                    false),
+      {&impl->gemmDgradUp, gemmSpec("m_contiguous", H, 2 * I, "bf16", A, false),
        "gate/up data-gradient GEMM"},
       {&impl->permuteX, permuteSpec(H, K, A, false), "permute (bf16 x)"},
       {&impl->quantCol, quantizeSpec("bf16", false, true),
@@ -169,8 +171,8 @@ Status MoePlan::create(Runtime &rt, const MoePlanDesc &d,
       {&impl->permuteBwd, permuteSpec(H, K, A, true), "permute backward"},
   };
   for (Item &it : items)
-    if (Status st = resolve(rt, it.spec, std::string("moe plan: ") + it.what,
-                            *it.k);
+    if (Status st =
+            resolve(rt, it.spec, std::string("moe plan: ") + it.what, *it.k);
         !st.ok())
       return st;
   impl->rowRecipe = *impl->quantRowCol.spec().quantize.rowwise;
@@ -251,26 +253,38 @@ Status MoePlan::forward(const MoeForwardArgs &a, void *stream) const {
   const Impl &p = *impl;
   const Layouts &L = p.layoutFor(a.tokens);
   const MoeSizes &s = L.sizes;
-  for (auto [name, ptr] :
-       {std::pair<const char *, DevicePtr>{"x", a.x}, {"expert_ids",
-        a.expertIds}, {"probs", a.probs}, {"w13q", a.w13q}, {"w13s", a.w13s},
-        {"w2q", a.w2q}, {"w2s", a.w2s}, {"out", a.out}, {"offsets",
-        a.offsets}, {"row_group", a.rowGroup}, {"row_map", a.rowMap},
-        {"h", a.h}, {"a_col", a.aCol}, {"a_col_scales", a.aColScales},
-        {"o", a.o}, {"routing_error", a.routingError},
-        {"error_flag", a.errorFlag}})
+  for (auto [name, ptr] : {std::pair<const char *, DevicePtr>{"x", a.x},
+                           {"expert_ids", a.expertIds},
+                           {"probs", a.probs},
+                           {"w13q", a.w13q},
+                           {"w13s", a.w13s},
+                           {"w2q", a.w2q},
+                           {"w2s", a.w2s},
+                           {"out", a.out},
+                           {"offsets", a.offsets},
+                           {"row_group", a.rowGroup},
+                           {"row_map", a.rowMap},
+                           {"h", a.h},
+                           {"a_col", a.aCol},
+                           {"a_col_scales", a.aColScales},
+                           {"o", a.o},
+                           {"routing_error", a.routingError},
+                           {"error_flag", a.errorFlag}})
     if (Status st = requirePointer(kPlan, fn, name, ptr); !st.ok())
       return st;
   if (Status st = checkWorkspace(kPlan, fn, a.workspace, a.workspaceBytes,
                                  s.forwardWorkspace);
       !st.ok())
     return st;
-  for (auto [name, w, q] : {std::tuple<const char *, DevicePtr, DevicePtr>{
-                                "w13", a.w13, a.w13qT},
-                            {"w13", a.w13, a.w13sT}, {"w2", a.w2, a.w2qT},
-                            {"w2", a.w2, a.w2sT}})
+  for (auto [name, w, q] :
+       {std::tuple<const char *, DevicePtr, DevicePtr>{"w13", a.w13, a.w13qT},
+        {"w13", a.w13, a.w13sT},
+        {"w2", a.w2, a.w2qT},
+        {"w2", a.w2, a.w2sT}})
     if (w && !q)
-      return userError(fn, std::string(name) + " is given (quantize it), "
+      return userError(fn,
+                       std::string(name) +
+                           " is given (quantize it), "
                            "but its transposed FP8 form or scales are null");
   const MoePlanDesc &d = p.d;
   const int64_t E = d.experts, H = d.hidden, I = d.inter, R = s.rows;
@@ -287,54 +301,56 @@ Status MoePlan::forward(const MoeForwardArgs &a, void *stream) const {
   if (a.w2)
     seq.then("quantize w2", [&] {
       return launchWeights(*p.rt, p.weights2, a.w2, E, H, I,
-                           {a.w2q, a.w2s, a.w2qT, a.w2sT}, a.debugSync,
-                           stream);
+                           {a.w2q, a.w2s, a.w2qT, a.w2sT}, a.debugSync, stream);
     });
-  seq.then("permute_quantize", [&] {
-       PermuteArgs m;
-       m.routing = a.expertIds;
-       m.x = a.x;
-       m.y = at(f.yq);
-       m.yScales = at(f.ys);
-       m.offsets = a.offsets;
-       m.counts = at(f.counts);
-       m.rowGroup = a.rowGroup;
-       m.rowMap = a.rowMap;
-       m.error = a.routingError;
-       m.tokens = a.tokens;
-       m.experts = E;
-       m.rows = R;
-       return p.rt->launch(p.permuteQ, m, stream);
-     })
-      .then("gate/up GEMM", [&] {
-        return p.gemm(p.gemmUp, at(f.yq), at(f.ys), a.w13q, a.w13s, a.h,
-                            a.offsets, R, a.errorFlag, ws, a.debugSync,
-                            stream);
-      })
-      .then("swiglu_quantize", [&] {
-        SwigluQuantizeArgs q;
-        q.input = a.h;
-        q.rowData = at(f.aq);
-        q.rowScales = at(f.as);
-        q.colData = a.aCol;
-        q.colScales = a.aColScales;
-        q.rows = R;
-        q.intermediate = I;
-        if (p.restart) {
-          q.groupOffsets = a.offsets;
-          q.numGroups = E;
-          q.deviceGroups = true;
-          q.errorFlag = a.errorFlag;
-          q.workspace = ws;
-        }
-        q.debugSync = a.debugSync;
-        return p.rt->launch(p.swiglu, q, stream);
-      })
-      .then("down GEMM", [&] {
-        return p.gemm(p.gemmDown, at(f.aq), at(f.as), a.w2q, a.w2s,
-                            a.o, a.offsets, R, a.errorFlag, ws, a.debugSync,
-                            stream);
-      })
+  seq.then("permute_quantize",
+           [&] {
+             PermuteArgs m;
+             m.routing = a.expertIds;
+             m.x = a.x;
+             m.y = at(f.yq);
+             m.yScales = at(f.ys);
+             m.offsets = a.offsets;
+             m.counts = at(f.counts);
+             m.rowGroup = a.rowGroup;
+             m.rowMap = a.rowMap;
+             m.error = a.routingError;
+             m.tokens = a.tokens;
+             m.experts = E;
+             m.rows = R;
+             return p.rt->launch(p.permuteQ, m, stream);
+           })
+      .then("gate/up GEMM",
+            [&] {
+              return p.gemm(p.gemmUp, at(f.yq), at(f.ys), a.w13q, a.w13s, a.h,
+                            a.offsets, R, a.errorFlag, ws, a.debugSync, stream);
+            })
+      .then("swiglu_quantize",
+            [&] {
+              SwigluQuantizeArgs q;
+              q.input = a.h;
+              q.rowData = at(f.aq);
+              q.rowScales = at(f.as);
+              q.colData = a.aCol;
+              q.colScales = a.aColScales;
+              q.rows = R;
+              q.intermediate = I;
+              if (p.restart) {
+                q.groupOffsets = a.offsets;
+                q.numGroups = E;
+                q.deviceGroups = true;
+                q.groupsTrusted = true; // the permute's offsets
+                q.errorFlag = a.errorFlag;
+                q.workspace = ws;
+              }
+              q.debugSync = a.debugSync;
+              return p.rt->launch(p.swiglu, q, stream);
+            })
+      .then("down GEMM",
+            [&] {
+              return p.gemm(p.gemmDown, at(f.aq), at(f.as), a.w2q, a.w2s, a.o,
+                            a.offsets, R, a.errorFlag, ws, a.debugSync, stream);
+            })
       .then("unpermute", [&] {
         UnpermuteArgs u;
         u.y = a.o;
@@ -356,17 +372,27 @@ Status MoePlan::backward(const MoeBackwardArgs &a, void *stream) const {
   const Impl &p = *impl;
   const Layouts &L = p.layoutFor(a.tokens);
   const MoeSizes &s = L.sizes;
-  for (auto [name, ptr] : {std::pair<const char *, DevicePtr>{"grad_out",
-                            a.gradOut}, {"x", a.x}, {"expert_ids",
-                            a.expertIds}, {"probs", a.probs}, {"offsets",
-                            a.offsets}, {"row_group", a.rowGroup},
-                           {"row_map", a.rowMap}, {"h", a.h}, {"a_col",
-                            a.aCol}, {"a_col_scales", a.aColScales},
-                           {"o", a.o}, {"w13q_t", a.w13qT}, {"w13s_t",
-                            a.w13sT}, {"w2q_t", a.w2qT}, {"w2s_t", a.w2sT},
-                           {"grad_x", a.gradX}, {"grad_probs", a.gradProbs},
-                           {"grad_w13", a.gradW13}, {"grad_w2", a.gradW2},
-                           {"error_flag", a.errorFlag}})
+  for (auto [name, ptr] :
+       {std::pair<const char *, DevicePtr>{"grad_out", a.gradOut},
+        {"x", a.x},
+        {"expert_ids", a.expertIds},
+        {"probs", a.probs},
+        {"offsets", a.offsets},
+        {"row_group", a.rowGroup},
+        {"row_map", a.rowMap},
+        {"h", a.h},
+        {"a_col", a.aCol},
+        {"a_col_scales", a.aColScales},
+        {"o", a.o},
+        {"w13q_t", a.w13qT},
+        {"w13s_t", a.w13sT},
+        {"w2q_t", a.w2qT},
+        {"w2s_t", a.w2sT},
+        {"grad_x", a.gradX},
+        {"grad_probs", a.gradProbs},
+        {"grad_w13", a.gradW13},
+        {"grad_w2", a.gradW2},
+        {"error_flag", a.errorFlag}})
     if (Status st = requirePointer(kPlan, fn, name, ptr); !st.ok())
       return st;
   if (Status st = checkWorkspace(kPlan, fn, a.workspace, a.workspaceBytes,
@@ -380,86 +406,96 @@ Status MoePlan::backward(const MoeBackwardArgs &a, void *stream) const {
   const DevicePtr ws = at(b.groupWs);
   const bool dbg = a.debugSync;
   Sequence seq{kPlan, fn, {}};
-  seq.then("unpermute backward", [&] {
-       UnpermuteArgs u;
-       u.gradOut = a.gradOut;
-       u.rowMap = a.rowMap;
-       u.rowGroup = a.rowGroup;
-       u.gradY = at(b.dO);
-       u.probs = a.probs;
-       u.y = a.o;
-       u.gradProbs = a.gradProbs;
-       u.tokens = a.tokens;
-       u.rows = R;
-       return p.rt->launch(p.unpermuteBwd, u, stream);
-     })
-      .then("quantize do", [&] {
-        return p.quantize(p.quantRowCol, at(b.dO), R, H, at(b.doq),
-                                at(b.dos), at(b.doCol), at(b.doColS),
-                                a.offsets, a.errorFlag, ws, dbg, stream);
-      })
-      .then("down data-gradient GEMM", [&] {
-        return p.gemm(p.gemmDgradDown, at(b.doq), at(b.dos), a.w2qT,
+  seq.then("unpermute backward",
+           [&] {
+             UnpermuteArgs u;
+             u.gradOut = a.gradOut;
+             u.rowMap = a.rowMap;
+             u.rowGroup = a.rowGroup;
+             u.gradY = at(b.dO);
+             u.probs = a.probs;
+             u.y = a.o;
+             u.gradProbs = a.gradProbs;
+             u.tokens = a.tokens;
+             u.rows = R;
+             return p.rt->launch(p.unpermuteBwd, u, stream);
+           })
+      .then("quantize do",
+            [&] {
+              return p.quantize(p.quantRowCol, at(b.dO), R, H, at(b.doq),
+                                at(b.dos), at(b.doCol), at(b.doColS), a.offsets,
+                                a.errorFlag, ws, dbg, stream);
+            })
+      .then("down data-gradient GEMM",
+            [&] {
+              return p.gemm(p.gemmDgradDown, at(b.doq), at(b.dos), a.w2qT,
                             a.w2sT, at(b.da), a.offsets, R, a.errorFlag, ws,
                             dbg, stream);
-      })
-      .then("down weight-gradient GEMM", [&] {
-        return p.gemm(p.wgradDown, at(b.doCol), at(b.doColS), a.aCol,
+            })
+      .then("down weight-gradient GEMM",
+            [&] {
+              return p.gemm(p.wgradDown, at(b.doCol), at(b.doColS), a.aCol,
                             a.aColScales, a.gradW2, a.offsets, R, a.errorFlag,
                             ws, dbg, stream);
-      })
-      .then("swiglu_backward", [&] {
-        SwigluBackwardArgs sb;
-        sb.gradOutput = at(b.da);
-        sb.input = a.h;
-        sb.gradInput = at(b.dh);
-        sb.rows = R;
-        sb.intermediate = I;
-        return p.rt->launch(p.swigluBwd, sb, stream);
-      })
-      .then("quantize dh", [&] {
-        return p.quantize(p.quantRowCol, at(b.dh), R, 2 * I, at(b.dhq),
-                                at(b.dhs), at(b.dhCol), at(b.dhColS),
-                                a.offsets, a.errorFlag, ws, dbg, stream);
-      })
-      .then("gate/up data-gradient GEMM", [&] {
-        return p.gemm(p.gemmDgradUp, at(b.dhq), at(b.dhs), a.w13qT,
+            })
+      .then("swiglu_backward",
+            [&] {
+              SwigluBackwardArgs sb;
+              sb.gradOutput = at(b.da);
+              sb.input = a.h;
+              sb.gradInput = at(b.dh);
+              sb.rows = R;
+              sb.intermediate = I;
+              return p.rt->launch(p.swigluBwd, sb, stream);
+            })
+      .then("quantize dh",
+            [&] {
+              return p.quantize(p.quantRowCol, at(b.dh), R, 2 * I, at(b.dhq),
+                                at(b.dhs), at(b.dhCol), at(b.dhColS), a.offsets,
+                                a.errorFlag, ws, dbg, stream);
+            })
+      .then("gate/up data-gradient GEMM",
+            [&] {
+              return p.gemm(p.gemmDgradUp, at(b.dhq), at(b.dhs), a.w13qT,
                             a.w13sT, at(b.dy), a.offsets, R, a.errorFlag, ws,
                             dbg, stream);
-      })
-      .then("permute backward", [&] {
-        PermuteArgs m;
-        m.gradY = at(b.dy);
-        m.rowMap = a.rowMap;
-        m.gradX = a.gradX;
-        m.tokens = a.tokens;
-        m.rows = R;
-        return p.rt->launch(p.permuteBwd, m, stream);
-      })
-      .then("permute x", [&] {
-        PermuteArgs m;
-        m.routing = a.expertIds;
-        m.x = a.x;
-        m.y = at(b.y);
-        m.offsets = at(b.yOffsets);
-        m.counts = at(b.yCounts);
-        m.rowGroup = at(b.yRowGroup);
-        m.rowMap = at(b.yRowMap);
-        m.error = at(b.yError);
-        m.tokens = a.tokens;
-        m.experts = E;
-        m.rows = R;
-        return p.rt->launch(p.permuteX, m, stream);
-      })
-      .then("quantize x column-wise", [&] {
-        return p.quantize(p.quantCol, at(b.y), R, H, 0, 0, at(b.yCol),
+            })
+      .then("permute backward",
+            [&] {
+              PermuteArgs m;
+              m.gradY = at(b.dy);
+              m.rowMap = a.rowMap;
+              m.gradX = a.gradX;
+              m.tokens = a.tokens;
+              m.rows = R;
+              return p.rt->launch(p.permuteBwd, m, stream);
+            })
+      .then("permute x",
+            [&] {
+              PermuteArgs m;
+              m.routing = a.expertIds;
+              m.x = a.x;
+              m.y = at(b.y);
+              m.offsets = at(b.yOffsets);
+              m.counts = at(b.yCounts);
+              m.rowGroup = at(b.yRowGroup);
+              m.rowMap = at(b.yRowMap);
+              m.error = at(b.yError);
+              m.tokens = a.tokens;
+              m.experts = E;
+              m.rows = R;
+              return p.rt->launch(p.permuteX, m, stream);
+            })
+      .then("quantize x column-wise",
+            [&] {
+              return p.quantize(p.quantCol, at(b.y), R, H, 0, 0, at(b.yCol),
                                 at(b.yColS), a.offsets, a.errorFlag, ws, dbg,
                                 stream);
-      })
+            })
       .then("gate/up weight-gradient GEMM", [&] {
         return p.gemm(p.wgradUp, at(b.dhCol), at(b.dhColS), at(b.yCol),
-                            at(b.yColS), a.gradW13, a.offsets, R, a.errorFlag,
-                            ws, dbg, stream);
+                      at(b.yColS), a.gradW13, a.offsets, R, a.errorFlag, ws,
+                      dbg, stream);
       });
   return seq.st;
 }

@@ -21,8 +21,8 @@ inline Status planError(const char *plan, const char *fn,
   return Status::user(std::string(plan) + ": " + fn + ": " + what);
 }
 
-inline Status requirePointer(const char *plan, const char *fn,
-                             const char *name, DevicePtr p) {
+inline Status requirePointer(const char *plan, const char *fn, const char *name,
+                             DevicePtr p) {
   if (p)
     return {};
   return planError(plan, fn, std::string(name) + " is null");
@@ -51,13 +51,16 @@ struct QuantOut {
   DevicePtr rowData, rowScales, colData, colScales;
 };
 
-/// A grouped GEMM whose group offsets are on the device: the launch checks
-/// them there first (GemmArgs::deviceGroups), ORing into errorFlag.
-inline Status launchGroupedGemm(Runtime &rt, const Kernel &k,
-                                const Operands &o, DevicePtr offsets,
-                                int64_t rows, int64_t groups,
+/// Whose group offsets a launch reads: the caller's, checked on the device
+/// first (GemmArgs::deviceGroups, ORing into errorFlag), or the plan's own
+/// permute's, valid by construction (GemmArgs::groupsTrusted: no check).
+enum class Offsets { Caller, OwnPermute };
+
+/// A grouped GEMM whose group offsets are on the device.
+inline Status launchGroupedGemm(Runtime &rt, const Kernel &k, const Operands &o,
+                                DevicePtr offsets, int64_t rows, int64_t groups,
                                 DevicePtr errorFlag, DevicePtr ws,
-                                bool debugSync, void *stream) {
+                                Offsets whose, bool debugSync, void *stream) {
   GemmArgs g;
   g.a = o.a;
   g.scaleA = o.scaleA;
@@ -69,6 +72,7 @@ inline Status launchGroupedGemm(Runtime &rt, const Kernel &k,
   g.rows = rows;
   g.numGroups = groups;
   g.deviceGroups = true;
+  g.groupsTrusted = whose == Offsets::OwnPermute;
   g.errorFlag = errorFlag;
   g.workspace = ws;
   g.debugSync = debugSync;
@@ -81,7 +85,8 @@ inline Status launchQuantizeRows(Runtime &rt, const Kernel &k, DevicePtr in,
                                  int64_t rows, int64_t cols,
                                  const QuantOut &out, DevicePtr offsets,
                                  int64_t groups, DevicePtr errorFlag,
-                                 DevicePtr ws, bool debugSync, void *stream) {
+                                 DevicePtr ws, Offsets whose, bool debugSync,
+                                 void *stream) {
   QuantizeArgs q;
   q.input = in;
   q.rowData = out.rowData;
@@ -94,6 +99,7 @@ inline Status launchQuantizeRows(Runtime &rt, const Kernel &k, DevicePtr in,
     q.groupOffsets = offsets;
     q.numGroups = groups;
     q.deviceGroups = true;
+    q.groupsTrusted = whose == Offsets::OwnPermute;
     q.errorFlag = errorFlag;
     q.workspace = ws;
   }
@@ -104,8 +110,7 @@ inline Status launchQuantizeRows(Runtime &rt, const Kernel &k, DevicePtr in,
 /// Both 128x128 FP8 forms of (groups, rows, cols) weights, one launch.
 inline Status launchWeights(Runtime &rt, const Kernel &k, DevicePtr w,
                             int64_t groups, int64_t rows, int64_t cols,
-                            const QuantOut &out, bool debugSync,
-                            void *stream) {
+                            const QuantOut &out, bool debugSync, void *stream) {
   QuantizeArgs q;
   q.input = w;
   q.rowData = out.rowData;
@@ -129,8 +134,8 @@ struct Sequence {
     if (st.ok()) {
       st = launch();
       if (!st.ok())
-        st.message = std::string(plan) + ": " + fn + ": " + stage + ": " +
-                     st.message;
+        st.message =
+            std::string(plan) + ": " + fn + ": " + stage + ": " + st.message;
     }
     return *this;
   }

@@ -13,9 +13,12 @@ std::string num(int64_t v) { return std::to_string(v); }
 
 const char *dtypeName(ElemType t) {
   switch (t) {
-  case ElemType::BF16: return "bf16";
-  case ElemType::F32: return "f32";
-  default: return "";
+  case ElemType::BF16:
+    return "bf16";
+  case ElemType::F32:
+    return "f32";
+  default:
+    return "";
   }
 }
 
@@ -25,16 +28,17 @@ std::string gemmSpec(const char *grouping, int64_t n, int64_t k,
   // The operands' scales as the torch ops' RECIPES / _WGRAD_RECIPES.
   const std::string layout = wgrad ? "GEMM_READY" : "COMPACT";
   const std::string bBlock = wgrad ? "[1,128]" : "[128,128]";
-  std::string s = "{\"qgemm\":1,\"name\":\"torch_" + std::string(grouping) +
-                  "_deepseek_n" + num(n) + "_k" + num(k) +
-                  "\",\"op\":\"grouped_gemm\",\"grouping\":{\"kind\":\"" +
-                  grouping + "\",\"alignment\":" + num(alignment) +
-                  "},\"shape\":{\"n\":" + num(n) + ",\"k\":" + num(k) +
-                  "},\"a\":{\"dtype\":\"e4m3\",\"scale\":{\"block\":[1,128],"
-                  "\"dtype\":\"f32\",\"layout\":\"" + layout +
-                  "\"}},\"b\":{\"dtype\":\"e4m3\",\"scale\":{\"block\":" +
-                  bBlock + ",\"dtype\":\"f32\",\"layout\":\"" + layout +
-                  "\"}},\"d\":{\"dtype\":\"" + out + "\"";
+  std::string s =
+      "{\"qgemm\":1,\"name\":\"torch_" + std::string(grouping) + "_deepseek_n" +
+      num(n) + "_k" + num(k) +
+      "\",\"op\":\"grouped_gemm\",\"grouping\":{\"kind\":\"" + grouping +
+      "\",\"alignment\":" + num(alignment) + "},\"shape\":{\"n\":" + num(n) +
+      ",\"k\":" + num(k) +
+      "},\"a\":{\"dtype\":\"e4m3\",\"scale\":{\"block\":[1,128],"
+      "\"dtype\":\"f32\",\"layout\":\"" +
+      layout + "\"}},\"b\":{\"dtype\":\"e4m3\",\"scale\":{\"block\":" + bBlock +
+      ",\"dtype\":\"f32\",\"layout\":\"" + layout + "\"}},\"d\":{\"dtype\":\"" +
+      out + "\"";
   if (!wgrad)
     s += ",\"padding_rows\":\"zero\"";
   s += "}";
@@ -45,7 +49,8 @@ std::string gemmSpec(const char *grouping, int64_t n, int64_t k,
 
 std::string quantizeSpec(const char *input, bool rowwise, bool columnwise) {
   std::string s = "{\"qgemm\":1,\"name\":\"torch_quantize_deepseek\","
-                  "\"op\":\"quantize\",\"input\":\"" + std::string(input) +
+                  "\"op\":\"quantize\",\"input\":\"" +
+                  std::string(input) +
                   "\",\"output\":\"e4m3\",\"recipe\":\"deepseek\"";
   if (rowwise)
     s += ",\"rowwise\":{\"block\":[1,128],\"layout\":\"COMPACT\"}";
@@ -56,7 +61,8 @@ std::string quantizeSpec(const char *input, bool rowwise, bool columnwise) {
 
 std::string weightsSpec(const char *input) {
   return "{\"qgemm\":1,\"name\":\"torch_quantize_weights_deepseek\","
-         "\"op\":\"quantize\",\"input\":\"" + std::string(input) +
+         "\"op\":\"quantize\",\"input\":\"" +
+         std::string(input) +
          "\",\"output\":\"e4m3\",\"recipe\":\"deepseek\",\"multi_tensor\":"
          "true,\"rowwise\":{\"block\":[128,128],\"layout\":\"COMPACT\"},"
          "\"columnwise\":{\"block\":[128,128],\"layout\":\"COMPACT\"}}";
@@ -66,23 +72,25 @@ std::string permuteQuantizeSpec(int64_t k, int64_t topk, int64_t alignment) {
   return "{\"qgemm\":1,\"name\":\"torch_permute_quantize\",\"op\":"
          "\"permute\",\"tokens\":{\"dtype\":\"bf16\"},\"quantize\":{"
          "\"dtype\":\"e4m3\",\"recipe\":\"deepseek\",\"scale\":{\"block\":"
-         "[1,128],\"layout\":\"COMPACT\"}},\"shape\":{\"k\":" + num(k) +
-         ",\"topk\":" + num(topk) + "},\"alignment\":" + num(alignment) +
-         ",\"probs\":false}";
+         "[1,128],\"layout\":\"COMPACT\"}},\"shape\":{\"k\":" +
+         num(k) + ",\"topk\":" + num(topk) +
+         "},\"alignment\":" + num(alignment) + ",\"probs\":false}";
 }
 
 std::string permuteSpec(int64_t k, int64_t topk, int64_t alignment,
                         bool backward) {
   return "{\"qgemm\":1,\"name\":\"torch_permute\",\"op\":\"permute\","
-         "\"tokens\":{\"dtype\":\"bf16\"},\"shape\":{\"k\":" + num(k) +
-         ",\"topk\":" + num(topk) + "},\"alignment\":" + num(alignment) +
-         ",\"probs\":false" + (backward ? ",\"backward\":true}" : "}");
+         "\"tokens\":{\"dtype\":\"bf16\"},\"shape\":{\"k\":" +
+         num(k) + ",\"topk\":" + num(topk) +
+         "},\"alignment\":" + num(alignment) + ",\"probs\":false" +
+         (backward ? ",\"backward\":true}" : "}");
 }
 
 std::string unpermuteSpec(int64_t k, int64_t topk, bool backward) {
   return "{\"qgemm\":1,\"name\":\"torch_unpermute\",\"op\":\"unpermute\","
-         "\"shape\":{\"k\":" + num(k) + ",\"topk\":" + num(topk) +
-         "},\"probs\":true" + (backward ? ",\"backward\":true}" : "}");
+         "\"shape\":{\"k\":" +
+         num(k) + ",\"topk\":" + num(topk) + "},\"probs\":true" +
+         (backward ? ",\"backward\":true}" : "}");
 }
 
 std::string swigluQuantizeSpec() {
@@ -102,8 +110,8 @@ Status resolve(Runtime &rt, const std::string &json, const std::string &what,
                Kernel &out) {
   auto parsed = parseSpecText(json, "<" + what + ">");
   if (!parsed)
-    return Status::internal(what + ": the plan's spec does not parse: " +
-                            parsed.error().str());
+    return Status::internal(
+        what + ": the plan's spec does not parse: " + parsed.error().str());
   KernelResult k = rt.getKernel(parsed.value().front());
   if (!k.ok())
     return Status{k.status.code, what + ": " + k.status.message};
@@ -113,8 +121,7 @@ Status resolve(Runtime &rt, const std::string &json, const std::string &what,
 
 int64_t scaleElements(const ScaleRecipe &r, int64_t rows, int64_t cols,
                       int64_t groups) {
-  return scaleAllocElements(rows, cols, r,
-                            ceilDiv(rows, r.blockRows) + groups,
+  return scaleAllocElements(rows, cols, r, ceilDiv(rows, r.blockRows) + groups,
                             ceilDiv(cols, r.blockCols));
 }
 

@@ -61,6 +61,7 @@ QuantizeArgs qgemm::quantizeArgsOf(const SwigluQuantizeArgs &a) {
   q.numGroups = a.numGroups;
   q.hostGroupOffsets = a.hostGroupOffsets;
   q.deviceGroups = a.deviceGroups;
+  q.groupsTrusted = a.groupsTrusted;
   q.errorFlag = a.errorFlag;
   q.workspace = a.workspace;
   q.debugSync = a.debugSync;

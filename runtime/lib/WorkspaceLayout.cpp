@@ -38,10 +38,9 @@ void WorkspaceLayout::place() {
       if (p.first <= b.last && b.first <= p.last && p.bytes > 0)
         live.push_back(&p);
     }
-    std::sort(live.begin(), live.end(),
-              [](const Buffer *x, const Buffer *y) {
-                return x->offset < y->offset;
-              });
+    std::sort(live.begin(), live.end(), [](const Buffer *x, const Buffer *y) {
+      return x->offset < y->offset;
+    });
     int64_t at = 0;
     for (const Buffer *p : live) {
       if (p->offset - at >= b.bytes)

@@ -58,6 +58,13 @@ struct GemmArgs {
   bool deviceGroups = false;
   DevicePtr errorFlag = 0; ///< int32 on the device; only OR'd into
   DevicePtr workspace = 0; ///< int32 [entries of groups] on the device
+  /// With deviceGroups: `groups` was written earlier on the same stream by
+  /// a qgemm kernel whose metadata is valid by construction (a permute's
+  /// offsets: ordered, aligned, within its rows, all empty for a bad
+  /// routing), so the check kernel is skipped and the GEMM reads `groups`
+  /// itself. For plans that permute their own rows; never for metadata
+  /// from elsewhere.
+  bool groupsTrusted = false;
   /// Synchronize the stream after the launch and fail with a UserError
   /// naming the violation when the error word is non-zero (also turned on
   /// by QGEMM_DEBUG_SYNC=1 in the environment).

@@ -70,10 +70,10 @@ private:
 /// The layer a plan is for. T (tokens) is a per-call value: one plan serves
 /// every token count (its layouts are computed once per T and kept).
 struct MoePlanDesc {
-  int64_t experts = 0; ///< E, 1..65535
-  int64_t hidden = 0;  ///< H, a multiple of 128
-  int64_t inter = 0;   ///< I, a multiple of 128
-  int64_t topk = 0;    ///< routing slots per token, 1..64
+  int64_t experts = 0;    ///< E, 1..65535
+  int64_t hidden = 0;     ///< H, a multiple of 128
+  int64_t inter = 0;      ///< I, a multiple of 128
+  int64_t topk = 0;       ///< routing slots per token, 1..64
   int64_t alignment = 16; ///< rows per expert padded to a multiple of it
   /// "deepseek" (1x128 activations, 128x128 weights, f32 scales).
   std::string recipe = "deepseek";
@@ -171,7 +171,7 @@ private:
 /// y (M, N) = x (M, K) @ w[g]^T per group g of rows (offsets on the device,
 /// from the caller: checked there), x bf16, w (G, N, K) bf16 or f32.
 struct GroupedMmPlanDesc {
-  int64_t groups = 0;  ///< G
+  int64_t groups = 0;   ///< G
   int64_t n = 0, k = 0; ///< multiples of 128
   int64_t alignment = 16;
   std::string recipe = "deepseek";
@@ -182,8 +182,8 @@ struct GroupedMmPlanDesc {
 };
 
 struct GroupedMmSizes {
-  int64_t rows = 0;       ///< M, a multiple of 16
-  int64_t xColScales = 0; ///< f32 elements of the saved column-wise x
+  int64_t rows = 0;         ///< M, a multiple of 16
+  int64_t xColScales = 0;   ///< f32 elements of the saved column-wise x
   int64_t weightScales = 0; ///< f32 elements of each weight form's scales
   int64_t forwardWorkspace = 0, backwardWorkspace = 0; ///< bytes
 };
@@ -205,8 +205,7 @@ struct GroupedMmForwardArgs {
 /// gradY (M, N) bf16 -> gradX (M, K) bf16 and gradW (G, N, K) (weightDtype,
 /// or accumulated into the f32 gradW with desc.accumulate).
 struct GroupedMmBackwardArgs {
-  DevicePtr gradY = 0, offsets = 0, xCol = 0, xColScales = 0, wqT = 0,
-            wsT = 0;
+  DevicePtr gradY = 0, offsets = 0, xCol = 0, xColScales = 0, wqT = 0, wsT = 0;
   DevicePtr gradX = 0, gradW = 0;
   DevicePtr errorFlag = 0, workspace = 0;
   int64_t workspaceBytes = 0;

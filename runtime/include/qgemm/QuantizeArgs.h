@@ -53,6 +53,7 @@ struct QuantizeArgs {
   bool deviceGroups = false;
   DevicePtr errorFlag = 0;
   DevicePtr workspace = 0;
+  bool groupsTrusted = false; ///< as GemmArgs::groupsTrusted
   bool debugSync = false; ///< as GemmArgs::debugSync
 };
 

@@ -41,6 +41,7 @@ struct SwigluQuantizeArgs {
   bool deviceGroups = false;
   DevicePtr errorFlag = 0;
   DevicePtr workspace = 0;
+  bool groupsTrusted = false; ///< as GemmArgs::groupsTrusted
   bool debugSync = false; ///< as QuantizeArgs::debugSync
 };
 
