@@ -22,6 +22,7 @@ include(CMakePackageConfigHelpers)
 set(QGEMM_PUBLIC_HEADERS
   ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/qgemm.h
   ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/Runtime.h
+  ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/Plans.h
   ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/GemmArgs.h
   ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/QuantizeArgs.h
   ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/DispatchArgs.h

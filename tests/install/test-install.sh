@@ -31,6 +31,18 @@ cmake -S "$src/examples/c" -B "$work/example" -DCMAKE_PREFIX_PATH="$prefix" \
   { cat "$work/configure.log"; exit 1; }
 cmake --build "$work/example" >"$work/build.log" || { cat "$work/build.log"; exit 1; }
 "$work/example/kernel_info" "$src/specs/dsv3_up_fprop.json" 4096 8 132
+# The plan example links the CUDA driver: built wherever the toolkit is, run
+# where a driver library exists (a GPU machine runs the whole step; a driver
+# without a device must end in the example's own message, exit 2).
+if [[ -d /usr/local/cuda/include ]]; then
+  [[ -x "$work/example/moe_step" ]] || { echo "moe_step was not built"; exit 1; }
+  if ldconfig -p | grep -q 'libcuda.so.1 '; then
+    rc=0; out=$("$work/example/moe_step") || rc=$?
+    echo "$out"
+    [[ $rc -eq 0 || ( $rc -eq 2 && "$out" == *"no usable CUDA device"* ) ]] ||
+      { echo "moe_step failed ($rc)"; exit 1; }
+  fi
+fi
 
 echo "== pkg-config"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"

@@ -126,6 +126,11 @@ class TrainStepTest(unittest.TestCase):
     def fp8(self, x, w, offs):
         return self.qt.fp8_grouped_mm(x, w, offs, alignment=ALIGNMENT)
 
+    def fp8_cached(self, x, w, offs):
+        """The micro-batch form: FP8 weights cached between steps."""
+        return self.qt.fp8_grouped_mm(x, w, offs, alignment=ALIGNMENT,
+                                      cache_fp8_weights=True)
+
     def profiled_step(self, fn, x, w, offs, dy):
         """(outputs, kernel names) of one step."""
         box = []
@@ -202,15 +207,30 @@ class TrainStepTest(unittest.TestCase):
         return first
 
     def test_microbatches_eager(self):
-        self.check_microbatches(self.fp8, "eager")
+        self.check_microbatches(self.fp8_cached, "eager")
+
+    def test_new_weights_quantize_every_step(self):
+        """The default: every forward quantizes the weights (nothing FP8
+        is kept), with the cached form's bits."""
+        x, w, offs, dy = make_inputs(2)
+        step(self.fp8, x, w, offs, dy)
+        first, names1 = self.profiled_step(self.fp8, x, w, offs, dy)
+        second, names2 = self.profiled_step(self.fp8, x, w, offs, dy)
+        self.assertEqual(len(self.weight_quants(names1)), 1, names1)
+        self.assertEqual(len(self.weight_quants(names2)), 1, names2)
+        self.assertIsNone(getattr(w, "_qgemm_fp8", None))
+        cached, _ = self.profiled_step(self.fp8_cached, x, w, offs, dy)
+        self.assert_bitwise(second, first, "new weights, same values")
+        self.assert_bitwise(cached, first, "cached against new weights")
+        self.qt.check_errors()
 
     def test_microbatches_compiled(self):
-        compiled_fn = torch.compile(self.fp8, fullgraph=True)
+        compiled_fn = torch.compile(self.fp8_cached, fullgraph=True)
         compiled = self.check_microbatches(compiled_fn,
                                            "torch.compile(fullgraph)")
         # On the same inputs the compiled path runs the same kernels on
         # the same bytes as the eager one.
-        eager = step(self.fp8, *make_inputs(2))
+        eager = step(self.fp8_cached, *make_inputs(2))
         self.assert_bitwise(compiled, eager, "compiled against eager")
         self.qt.check_errors()
 
