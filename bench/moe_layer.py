@@ -20,6 +20,10 @@ first two; one definition, imported by path):
 * compose: qgemm.torch.permute (bf16) -> fp8_grouped_mm -> SwiGLU in torch
   -> fp8_grouped_mm -> unpermute: the layer as it was composed before
   MoEExperts.
+* qgemm_eager: the qgemm path never compiled (beside the compiled one: a
+  compiled layer must not be slower than eager).
+* qgemm_graphs, bf16_graphs (on request): torch.compile(mode=
+  "reduce-overhead"), each step replayed from CUDA graphs.
 
 Every path runs under torch.compile(fullgraph=True) unless --eager, on the
 same parameters, input, routing and output gradient, in the same process.
@@ -40,12 +44,23 @@ Modes (as bench/train_op.py's):
 
 Timing: CUDA events around forward + backward, `--warmup` steps first (they
 compile), the L2 flushed (a 256 MiB buffer written) before every timed
-step, median of `--steps`. `<path>_host_ms`: the host's time to issue one
-step (forward and backward calls return before the GPU is done); where it
-comes near `<path>_ms` the step is bound by the host, not the GPU. Peak memory: max_memory_allocated over one step
-minus what was allocated before it (activations, saved tensors,
-gradients; parameters, the cached FP8 weights and the inputs excluded),
-MiB.
+step, median of `--steps`. The host, per path:
+* `<path>_host_ms`: the host's time to issue one timed step (forward and
+  backward calls return before the GPU is done);
+* `<path>_enqueue_ms`: the host's time per step to enqueue ten consecutive
+  steps behind 100 ms of queued GPU work, so that it never waits for the
+  device (median of three rounds): what the host costs a step. Where it
+  comes near `<path>_ms` the step is bound by the host, not the GPU;
+* `<path>_kernel_ms` and `<path>_launches`: the sum of the GPU activities
+  (kernels, copies, memsets) torch.profiler records per step, and their
+  count.
+Memory: `<path>_peak_mib` is max_memory_allocated over one step minus what
+was allocated before it (activations, saved tensors, gradients; the
+parameters, inputs and any cached FP8 weights excluded);
+`<path>_peak_with_cache_mib` counts from before the path's first step, so it
+includes an FP8 weight cache; `<path>_held_mib` is what stays allocated
+between steps (grads cleared) beyond that starting point: an FP8 weight
+cache shows here.
 
 FLOPs per step, counted on the routed rows only (not the alignment
 padding): 18 * Tr * H * I (gate/up 2*Tr*2I*H + down 2*Tr*H*I, times 3 for
@@ -87,10 +102,14 @@ QUICK = [("qwen3 E8 4k", 4096, 1536, 8, 4096, 8)]
 MODES = ("new_weights", "microbatch")
 # qgemm_eager: the qgemm path never compiled, beside the compiled one (a
 # compiled layer must not be slower than eager).
-PATHS = ("qgemm", "bf16", "qgemm_eager", "compose")
+# *_graphs: torch.compile(mode="reduce-overhead"), the step captured in CUDA
+# graphs (on request).
+PATHS = ("qgemm", "bf16", "qgemm_eager", "compose", "qgemm_graphs",
+         "bf16_graphs")
 # The GPU work queued ahead of a step whose host time is taken, so that the
 # host never waits for the device while it enqueues.
-HOST_QUEUE_MS = 60.0
+HOST_QUEUE_MS = 100.0
+ENQUEUE_STEPS = 10
 FLUSH_BYTES = 256 << 20
 MIB = float(1 << 20)
 
@@ -132,7 +151,9 @@ def experts_qgemm_cached(x, ids, probs, w1, w2, alignment=16):
 
 
 FUNCTIONS = {"qgemm": ex.experts_qgemm, "bf16": ex.experts_bf16,
-             "qgemm_eager": ex.experts_qgemm, "compose": experts_compose}
+             "qgemm_eager": ex.experts_qgemm, "compose": experts_compose,
+             "qgemm_graphs": ex.experts_qgemm,
+             "bf16_graphs": ex.experts_bf16}
 _compiled = {}
 
 
@@ -144,7 +165,8 @@ def function(path, eager, mode="new_weights"):
         return fn
     key = (path, fn)
     if key not in _compiled:
-        _compiled[key] = torch.compile(fn, fullgraph=True)
+        mode = "reduce-overhead" if path.endswith("_graphs") else None
+        _compiled[key] = torch.compile(fn, fullgraph=True, mode=mode)
     return _compiled[key]
 
 
@@ -194,7 +216,7 @@ def new_version(w):
     assert w._version != before, "w.mul_(1.0) did not bump w._version"
 
 
-def bench_path(fn, layer, inputs, dout, mode, flush, opt):
+def bench_path(fn, layer, inputs, dout, mode, flush, opt, graphs=False):
     x, ids, probs = inputs
     params = [layer.w1, layer.w2]
     torch.cuda.synchronize()
@@ -212,6 +234,8 @@ def bench_path(fn, layer, inputs, dout, mode, flush, opt):
                 new_version(p)
 
     def step():
+        if graphs:  # a new iteration: the last one's outputs are dead
+            torch.compiler.cudagraph_mark_step_begin()
         out = fn(x, ids, probs, layer.w1, layer.w2, layer.alignment)
         out.backward(dout)
         return out
@@ -222,7 +246,7 @@ def bench_path(fn, layer, inputs, dout, mode, flush, opt):
         out = step()
     torch.cuda.synchronize()
     warm_s = time.perf_counter() - t0
-    out = out.detach()
+    out = out.detach().clone()  # a graph replay overwrites its outputs
 
     # Peak memory of one step.
     prepare()
@@ -247,17 +271,21 @@ def bench_path(fn, layer, inputs, dout, mode, flush, opt):
         end.synchronize()
         times.append(start.elapsed_time(end))
 
-    # The host's time to enqueue one step while the GPU is busy with
-    # HOST_QUEUE_MS of work queued ahead: what the host costs when it never
-    # waits for the device.
+    # The host's time to enqueue one step while the GPU is busy: HOST_QUEUE_MS
+    # of work queued ahead of ENQUEUE_STEPS consecutive steps, so the host
+    # never waits for the device; the mean over those steps (the optimizer's
+    # stand-in, prepare(), left out of the clock), median of three rounds.
     enqueue = []
-    for _ in range(opt.steps):
-        prepare()
+    for _ in range(3):
         torch.cuda.synchronize()
         queue_gpu_work(HOST_QUEUE_MS)
-        t0 = time.perf_counter()
-        step()
-        enqueue.append((time.perf_counter() - t0) * 1e3)
+        spent = 0.0
+        for _ in range(ENQUEUE_STEPS):
+            prepare()
+            t0 = time.perf_counter()
+            step()
+            spent += time.perf_counter() - t0
+        enqueue.append(spent * 1e3 / ENQUEUE_STEPS)
         torch.cuda.synchronize()
 
     def one():
@@ -302,7 +330,8 @@ def run_row(row, mode, flush, opt):
     res = {}
     for path in opt.paths:
         res[path] = bench_path(function(path, opt.eager, mode), layer,
-                               inputs, dout, mode, flush, opt)
+                               inputs, dout, mode, flush, opt,
+                               graphs=path.endswith("_graphs"))
         torch.cuda.empty_cache()
     qt.check_errors()
     f = flops(routed, hidden, inter)
@@ -401,7 +430,8 @@ def main(argv=None):
                     help="no torch.compile (every path eager)")
     ap.add_argument("--mode", action="append", choices=MODES,
                     help="repeatable; default both")
-    ap.add_argument("--paths", nargs="+", choices=PATHS, default=list(PATHS),
+    ap.add_argument("--paths", nargs="+", choices=PATHS,
+                    default=["qgemm", "bf16", "qgemm_eager", "compose"],
                     help="qgemm and bf16 are always run")
     ap.add_argument("--only", action="append", default=[],
                     help="run the rows whose label contains this "
