@@ -21,20 +21,20 @@
 
 enum { E = 8, H = 1024, I = 512, T = 256, K = 2, ALIGN = 16 };
 
-#define QGEMM_OK_OR_FAIL(call)                                              \
-  do {                                                                      \
-    if ((call) != QGEMM_OK) {                                               \
-      fprintf(stderr, "%s: %s\n", #call, qgemm_last_error_message());       \
-      return 1;                                                             \
-    }                                                                       \
+#define QGEMM_OK_OR_FAIL(call)                                                 \
+  do {                                                                         \
+    if ((call) != QGEMM_OK) {                                                  \
+      fprintf(stderr, "%s: %s\n", #call, qgemm_last_error_message());          \
+      return 1;                                                                \
+    }                                                                          \
   } while (0)
-#define CU_OR_FAIL(call)                                                    \
-  do {                                                                      \
-    CUresult r_ = (call);                                                   \
-    if (r_ != CUDA_SUCCESS) {                                               \
-      fprintf(stderr, "%s: CUDA error %d\n", #call, (int)r_);               \
-      return 1;                                                             \
-    }                                                                       \
+#define CU_OR_FAIL(call)                                                       \
+  do {                                                                         \
+    CUresult r_ = (call);                                                      \
+    if (r_ != CUDA_SUCCESS) {                                                  \
+      fprintf(stderr, "%s: CUDA error %d\n", #call, (int)r_);                  \
+      return 1;                                                                \
+    }                                                                          \
   } while (0)
 
 static uint16_t to_bf16(float f) { /* round to nearest even */
@@ -91,7 +91,8 @@ int main(void) {
     r = cuDeviceGetCount(&count);
   if (r != CUDA_SUCCESS || count == 0) {
     printf("no usable CUDA device (CUresult %d, %d devices): the step is "
-           "not run\n", (int)r, count);
+           "not run\n",
+           (int)r, count);
     return 2;
   }
   CU_OR_FAIL(cuDeviceGet(&device, 0));
@@ -135,7 +136,7 @@ int main(void) {
   CUdeviceptr dx, dw13, dw2, dids, dprobs, ddout;
   CUdeviceptr w13q, w13s, w13qt, w13st, w2q, w2s, w2qt, w2st;
   CUdeviceptr out, offs, rowg, rowm, h, acol, acols, o, rerr, err, ws;
-  CUdeviceptr gx, gprobs, gw13, gw2;
+  CUdeviceptr gx, gprobs, gw13, gw2, grows, dhr, dhrs, dhc, dhcs;
   const size_t sc13 = (size_t)s.weight_scales13 * 4,
                sc2 = (size_t)s.weight_scales2 * 4;
   size_t wsBytes = (size_t)(s.forward_workspace > s.backward_workspace
@@ -156,7 +157,11 @@ int main(void) {
       dev(&ws, wsBytes, NULL) || dev(&gx, 2 * T * H, NULL) ||
       dev(&gprobs, 4 * T * K, NULL) ||
       dev(&gw13, 2 * (size_t)E * 2 * I * H, NULL) ||
-      dev(&gw2, 2 * (size_t)E * H * I, NULL)) {
+      dev(&gw2, 2 * (size_t)E * H * I, NULL) || dev(&grows, 2 * R * H, NULL) ||
+      dev(&dhr, R * 2 * I, NULL) ||
+      dev(&dhrs, 4 * (size_t)s.dh_row_scales, NULL) ||
+      dev(&dhc, R * 2 * I, NULL) ||
+      dev(&dhcs, 4 * (size_t)s.dh_col_scales, NULL)) {
     fprintf(stderr, "device allocation failed\n");
     return 1;
   }
@@ -179,6 +184,8 @@ int main(void) {
   b.a_col = acol, b.a_col_scales = acols, b.o = o;
   b.w13q_t = w13qt, b.w13s_t = w13st, b.w2q_t = w2qt, b.w2s_t = w2st;
   b.grad_x = gx, b.grad_probs = gprobs, b.grad_w13 = gw13, b.grad_w2 = gw2;
+  b.grad_rows = grows, b.dh_rows = dhr, b.dh_row_scales = dhrs;
+  b.dh_cols = dhc, b.dh_col_scales = dhcs; /* between the parts */
   b.error_flag = err, b.workspace = ws;
   b.workspace_bytes = s.backward_workspace, b.tokens = T;
   QGEMM_OK_OR_FAIL(qgemm_moe_plan_backward(plan, &b, NULL));
@@ -233,7 +240,8 @@ int main(void) {
   }
   double rel = sqrt(num / den);
   printf("forward: relative error %.4f against float64 (FP8 budget 0.1); "
-         "backward: |dx| = %.3f\n", rel, sqrt(gnorm));
+         "backward: |dx| = %.3f\n",
+         rel, sqrt(gnorm));
   qgemm_moe_plan_destroy(plan);
   qgemm_runtime_destroy(rt);
   cuDevicePrimaryCtxRelease(device);

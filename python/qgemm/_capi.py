@@ -190,7 +190,8 @@ class MoePlanDesc(Structure):
 class MoeSizes(Structure):
     _fields_ = [("struct_size", c_size_t), ("rows", c_int64),
                 ("weight_scales13", c_int64), ("weight_scales2", c_int64),
-                ("a_col_scales", c_int64), ("forward_workspace", c_int64),
+                ("a_col_scales", c_int64), ("dh_row_scales", c_int64),
+                ("dh_col_scales", c_int64), ("forward_workspace", c_int64),
                 ("backward_workspace", c_int64)]
 
 
@@ -203,7 +204,10 @@ MOE_BACKWARD_POINTERS = (
     "grad_out", "x", "expert_ids", "probs", "offsets", "row_group",
     "row_map", "h", "a_col", "a_col_scales", "o", "w13q_t", "w13s_t",
     "w2q_t", "w2s_t", "grad_x", "grad_probs", "grad_w13", "grad_w2",
+    "grad_rows", "dh_rows", "dh_row_scales", "dh_cols", "dh_col_scales",
     "error_flag", "workspace")
+# qgemm_moe_backward_args.parts
+MOE_UNPERMUTE, MOE_DOWN, MOE_UP_DATA, MOE_UP_WEIGHT = 1, 2, 4, 8
 
 
 def _plan_tail(count):
@@ -218,7 +222,8 @@ class MoeForwardArgs(Structure):
 
 class MoeBackwardArgs(Structure):
     _fields_ = [("struct_size", c_size_t)] + \
-        _u64s(*MOE_BACKWARD_POINTERS) + _plan_tail("tokens")
+        _u64s(*MOE_BACKWARD_POINTERS) + _plan_tail("tokens") + \
+        [("parts", c_uint32)]
 
 
 class GroupedMmPlanDesc(Structure):

@@ -253,8 +253,9 @@ def _(dhcol, dhcols, x, ids, offs, alignment, recipe, w13_dtype):
 
 
 class _MoEExpertsFn(torch.autograd.Function):
-    """The layer on the C++ plan (_torch_plans.py): one op forward, one op
-    backward, each a single call into qgemm."""
+    """The layer on the C++ plan (_torch_plans.py): one op forward and four
+    backward (the lifetimes the backward's memory needs), each a single
+    call into qgemm."""
 
     @staticmethod
     def forward(ctx, x, ids, probs, w13, w2, alignment, cache_fp8_weights):
@@ -273,7 +274,7 @@ class _MoEExpertsFn(torch.autograd.Function):
         ctx.save_for_backward(x, ids, probs, offs, row_group, row_map, h,
                               acol, acols, o, w13q_t, w13s_t, w2q_t, w2s_t)
         ctx.alignment = alignment
-        ctx.dtypes = (w13.dtype, w2.dtype)
+        ctx.dtype = w13.dtype
         return out
 
     @staticmethod
@@ -281,10 +282,9 @@ class _MoEExpertsFn(torch.autograd.Function):
         saved = ctx.saved_tensors
         raise_pending(dout.device)
         dout = dout.contiguous()
-        bwd = _plans._moe_backward_impl if _plain_eager(dout, *saved) else \
-            _plans.moe_backward
-        dx, dprobs, dw13, dw2 = bwd(dout, *saved, ctx.alignment,
-                                    ctx.dtypes[0], ctx.dtypes[1])
+        dx, dprobs, dw13, dw2 = _plans.moe_backward(
+            dout, saved, ctx.alignment, ctx.dtype,
+            _plain_eager(dout, *saved))
         return dx, None, dprobs, dw13, dw2, None, None
 
 
@@ -315,6 +315,11 @@ def moe_experts(x, expert_ids, probs, w13, w2, *, alignment=16,
         raise ArgumentError("moe_experts: recipe %s is not supported; "
                             "Recipe.DEEPSEEK is" % (recipe.name,))
     _check(x, expert_ids, probs, w13, w2, alignment)
+    if w13.dtype != w2.dtype:
+        raise ArgumentError("moe_experts: w13 has dtype %s and w2 %s; "
+                            "expected one dtype for both (one plan quantizes "
+                            "both and writes both gradients)"
+                            % (w13.dtype, w2.dtype))
     ids = expert_ids if expert_ids.dtype == torch.int32 else \
         expert_ids.to(torch.int32)
     return _MoEExpertsFn.apply(x.contiguous(), ids.contiguous(),

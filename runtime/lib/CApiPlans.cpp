@@ -92,6 +92,8 @@ qgemm_status qgemm_moe_plan_sizes(const qgemm_moe_plan *plan, int64_t tokens,
     o.weight_scales13 = s.weightScales13;
     o.weight_scales2 = s.weightScales2;
     o.a_col_scales = s.aColScales;
+    o.dh_row_scales = s.dhRowScales;
+    o.dh_col_scales = s.dhColScales;
     o.forward_workspace = s.forwardWorkspace;
     o.backward_workspace = s.backwardWorkspace;
     fillOut(out, o);
@@ -171,6 +173,12 @@ qgemm_status qgemm_moe_plan_backward(const qgemm_moe_plan *plan,
     b.gradProbs = a->grad_probs;
     b.gradW13 = a->grad_w13;
     b.gradW2 = a->grad_w2;
+    b.gradRows = a->grad_rows;
+    b.dhRows = a->dh_rows;
+    b.dhRowScales = a->dh_row_scales;
+    b.dhCols = a->dh_cols;
+    b.dhColScales = a->dh_col_scales;
+    b.parts = a->parts ? a->parts : QGEMM_MOE_ALL_PARTS;
     b.errorFlag = a->error_flag;
     b.workspace = a->workspace;
     b.workspaceBytes = a->workspace_bytes;

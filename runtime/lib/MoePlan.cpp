@@ -11,15 +11,15 @@
 //                         column-wise (w2's weight gradient)
 //             4 gemm      o = a @ w2^T                       (R, H) bf16
 //             5 unpermute out = sum_j probs[t, j] * o[row of (t, j)]
-//   backward  1 unpermute^T  do (R, H), dprobs
-//             2 quantize  do -> FP8 row- and column-wise
+//   backward  1 unpermute^T  do (R, H), dprobs          part kMoeUnpermute
+//             2 quantize  do -> FP8 row- and column-wise   part kMoeDown
 //             3 gemm      da = do @ w2                       (R, I)
 //             4 wgrad     dw2 = do^T a per expert
 //             5 swiglu^T  dh (R, 2I)
 //             6 quantize  dh -> FP8 row- and column-wise
-//             7 gemm      dy = dh @ w13                      (R, H)
+//             7 gemm      dy = dh @ w13          (R, H)   part kMoeUpData
 //             8 permute^T dx: each token's copies summed
-//             9 permute   x again in bf16 (y, R rows)
+//             9 permute   x again in bf16 (R rows)  part kMoeUpWeight
 //            10 quantize  y column-wise
 //            11 wgrad     dw13 = dh^T y per expert
 //
@@ -49,8 +49,8 @@ struct ForwardLayout {
   int yq, ys, counts, aq, as, groupWs;
 };
 struct BackwardLayout {
-  int dO, doq, dos, doCol, doColS, da, dh, dhq, dhs, dhCol, dhColS, dy, y,
-      yOffsets, yCounts, yRowGroup, yRowMap, yError, yCol, yColS, groupWs;
+  int doq, dos, doCol, doColS, da, dh, dy, y, yOffsets, yCounts, yRowGroup,
+      yRowMap, yError, yCol, yColS, groupWs;
 };
 
 struct Layouts {
@@ -209,19 +209,19 @@ const Layouts &MoePlan::Impl::layoutFor(int64_t T) const {
   fw.place();
   s.forwardWorkspace = fw.size();
 
+  // One layout for the backward's stages 2..11: no scratch buffer lives
+  // across two parts (what does is the caller's: gradRows, dh), so any part
+  // runs alone in the same workspace.
+  s.dhRowScales = scaleElements(rowRecipe, R, 2 * I, 0);
+  s.dhColScales = scaleElements(colRecipe, R, 2 * I, G);
   BackwardLayout &b = L->b;
   WorkspaceLayout &bw = L->bwd;
-  b.dO = bw.add(bf16 * R * H, 1, 2);
   b.doq = bw.add(R * H, 2, 3);
   b.dos = bw.add(f32 * scaleElements(rowRecipe, R, H, 0), 2, 3);
   b.doCol = bw.add(R * H, 2, 4);
   b.doColS = bw.add(f32 * scaleElements(colRecipe, R, H, G), 2, 4);
   b.da = bw.add(bf16 * R * I, 3, 5);
   b.dh = bw.add(bf16 * R * 2 * I, 5, 6);
-  b.dhq = bw.add(R * 2 * I, 6, 7);
-  b.dhs = bw.add(f32 * scaleElements(rowRecipe, R, 2 * I, 0), 6, 7);
-  b.dhCol = bw.add(R * 2 * I, 6, 11);
-  b.dhColS = bw.add(f32 * scaleElements(colRecipe, R, 2 * I, G), 6, 11);
   b.dy = bw.add(bf16 * R * H, 7, 8);
   b.y = bw.add(bf16 * R * H, 9, 10);
   b.yOffsets = bw.add(f32 * E, 9, 9);
@@ -369,36 +369,61 @@ Status MoePlan::backward(const MoeBackwardArgs &a, void *stream) const {
   if (a.tokens < 0)
     return userError(fn, "tokens = " + std::to_string(a.tokens) +
                              ": expected 0 or more");
+  if (a.parts == 0 || (a.parts & ~unsigned(kMoeAllParts)))
+    return userError(fn, "parts = " + std::to_string(a.parts) +
+                             ": expected a non-empty set of MoeBackwardPart "
+                             "bits (1..15)");
   const Impl &p = *impl;
   const Layouts &L = p.layoutFor(a.tokens);
   const MoeSizes &s = L.sizes;
-  for (auto [name, ptr] :
-       {std::pair<const char *, DevicePtr>{"grad_out", a.gradOut},
-        {"x", a.x},
-        {"expert_ids", a.expertIds},
-        {"probs", a.probs},
-        {"offsets", a.offsets},
-        {"row_group", a.rowGroup},
-        {"row_map", a.rowMap},
-        {"h", a.h},
-        {"a_col", a.aCol},
-        {"a_col_scales", a.aColScales},
-        {"o", a.o},
-        {"w13q_t", a.w13qT},
-        {"w13s_t", a.w13sT},
-        {"w2q_t", a.w2qT},
-        {"w2s_t", a.w2sT},
-        {"grad_x", a.gradX},
-        {"grad_probs", a.gradProbs},
-        {"grad_w13", a.gradW13},
-        {"grad_w2", a.gradW2},
-        {"error_flag", a.errorFlag}})
-    if (Status st = requirePointer(kPlan, fn, name, ptr); !st.ok())
+  const bool unpermute = a.parts & kMoeUnpermute, down = a.parts & kMoeDown,
+             upData = a.parts & kMoeUpData, upWeight = a.parts & kMoeUpWeight;
+  using Need = std::pair<const char *, DevicePtr>;
+  std::vector<Need> needs;
+  if (unpermute)
+    needs.insert(needs.end(), {{"grad_out", a.gradOut},
+                               {"row_map", a.rowMap},
+                               {"row_group", a.rowGroup},
+                               {"probs", a.probs},
+                               {"o", a.o},
+                               {"grad_rows", a.gradRows},
+                               {"grad_probs", a.gradProbs}});
+  if (down)
+    needs.insert(needs.end(), {{"grad_rows", a.gradRows},
+                               {"h", a.h},
+                               {"a_col", a.aCol},
+                               {"a_col_scales", a.aColScales},
+                               {"w2q_t", a.w2qT},
+                               {"w2s_t", a.w2sT},
+                               {"grad_w2", a.gradW2},
+                               {"dh_rows", a.dhRows},
+                               {"dh_row_scales", a.dhRowScales},
+                               {"dh_cols", a.dhCols},
+                               {"dh_col_scales", a.dhColScales}});
+  if (upData)
+    needs.insert(needs.end(), {{"dh_rows", a.dhRows},
+                               {"dh_row_scales", a.dhRowScales},
+                               {"w13q_t", a.w13qT},
+                               {"w13s_t", a.w13sT},
+                               {"row_map", a.rowMap},
+                               {"grad_x", a.gradX}});
+  if (upWeight)
+    needs.insert(needs.end(), {{"dh_cols", a.dhCols},
+                               {"dh_col_scales", a.dhColScales},
+                               {"x", a.x},
+                               {"expert_ids", a.expertIds},
+                               {"grad_w13", a.gradW13}});
+  if (down || upData || upWeight)
+    needs.insert(needs.end(),
+                 {{"offsets", a.offsets}, {"error_flag", a.errorFlag}});
+  for (const Need &n : needs)
+    if (Status st = requirePointer(kPlan, fn, n.first, n.second); !st.ok())
       return st;
-  if (Status st = checkWorkspace(kPlan, fn, a.workspace, a.workspaceBytes,
-                                 s.backwardWorkspace);
-      !st.ok())
-    return st;
+  if (down || upData || upWeight)
+    if (Status st = checkWorkspace(kPlan, fn, a.workspace, a.workspaceBytes,
+                                   s.backwardWorkspace);
+        !st.ok())
+      return st;
   const MoePlanDesc &d = p.d;
   const int64_t E = d.experts, H = d.hidden, I = d.inter, R = s.rows;
   auto at = [&](int i) { return a.workspace + DevicePtr(L.bwd.offsetOf(i)); };
@@ -406,97 +431,98 @@ Status MoePlan::backward(const MoeBackwardArgs &a, void *stream) const {
   const DevicePtr ws = at(b.groupWs);
   const bool dbg = a.debugSync;
   Sequence seq{kPlan, fn, {}};
-  seq.then("unpermute backward",
-           [&] {
-             UnpermuteArgs u;
-             u.gradOut = a.gradOut;
-             u.rowMap = a.rowMap;
-             u.rowGroup = a.rowGroup;
-             u.gradY = at(b.dO);
-             u.probs = a.probs;
-             u.y = a.o;
-             u.gradProbs = a.gradProbs;
-             u.tokens = a.tokens;
-             u.rows = R;
-             return p.rt->launch(p.unpermuteBwd, u, stream);
-           })
-      .then("quantize do",
-            [&] {
-              return p.quantize(p.quantRowCol, at(b.dO), R, H, at(b.doq),
-                                at(b.dos), at(b.doCol), at(b.doColS), a.offsets,
-                                a.errorFlag, ws, dbg, stream);
-            })
-      .then("down data-gradient GEMM",
-            [&] {
-              return p.gemm(p.gemmDgradDown, at(b.doq), at(b.dos), a.w2qT,
-                            a.w2sT, at(b.da), a.offsets, R, a.errorFlag, ws,
-                            dbg, stream);
-            })
-      .then("down weight-gradient GEMM",
-            [&] {
-              return p.gemm(p.wgradDown, at(b.doCol), at(b.doColS), a.aCol,
-                            a.aColScales, a.gradW2, a.offsets, R, a.errorFlag,
-                            ws, dbg, stream);
-            })
-      .then("swiglu_backward",
-            [&] {
-              SwigluBackwardArgs sb;
-              sb.gradOutput = at(b.da);
-              sb.input = a.h;
-              sb.gradInput = at(b.dh);
-              sb.rows = R;
-              sb.intermediate = I;
-              return p.rt->launch(p.swigluBwd, sb, stream);
-            })
-      .then("quantize dh",
-            [&] {
-              return p.quantize(p.quantRowCol, at(b.dh), R, 2 * I, at(b.dhq),
-                                at(b.dhs), at(b.dhCol), at(b.dhColS), a.offsets,
-                                a.errorFlag, ws, dbg, stream);
-            })
-      .then("gate/up data-gradient GEMM",
-            [&] {
-              return p.gemm(p.gemmDgradUp, at(b.dhq), at(b.dhs), a.w13qT,
-                            a.w13sT, at(b.dy), a.offsets, R, a.errorFlag, ws,
-                            dbg, stream);
-            })
-      .then("permute backward",
-            [&] {
-              PermuteArgs m;
-              m.gradY = at(b.dy);
-              m.rowMap = a.rowMap;
-              m.gradX = a.gradX;
-              m.tokens = a.tokens;
-              m.rows = R;
-              return p.rt->launch(p.permuteBwd, m, stream);
-            })
-      .then("permute x",
-            [&] {
-              PermuteArgs m;
-              m.routing = a.expertIds;
-              m.x = a.x;
-              m.y = at(b.y);
-              m.offsets = at(b.yOffsets);
-              m.counts = at(b.yCounts);
-              m.rowGroup = at(b.yRowGroup);
-              m.rowMap = at(b.yRowMap);
-              m.error = at(b.yError);
-              m.tokens = a.tokens;
-              m.experts = E;
-              m.rows = R;
-              return p.rt->launch(p.permuteX, m, stream);
-            })
-      .then("quantize x column-wise",
-            [&] {
-              return p.quantize(p.quantCol, at(b.y), R, H, 0, 0, at(b.yCol),
-                                at(b.yColS), a.offsets, a.errorFlag, ws, dbg,
-                                stream);
-            })
-      .then("gate/up weight-gradient GEMM", [&] {
-        return p.gemm(p.wgradUp, at(b.dhCol), at(b.dhColS), at(b.yCol),
-                      at(b.yColS), a.gradW13, a.offsets, R, a.errorFlag, ws,
-                      dbg, stream);
-      });
+  if (unpermute)
+    seq.then("unpermute backward", [&] {
+      UnpermuteArgs u;
+      u.gradOut = a.gradOut;
+      u.rowMap = a.rowMap;
+      u.rowGroup = a.rowGroup;
+      u.gradY = a.gradRows;
+      u.probs = a.probs;
+      u.y = a.o;
+      u.gradProbs = a.gradProbs;
+      u.tokens = a.tokens;
+      u.rows = R;
+      return p.rt->launch(p.unpermuteBwd, u, stream);
+    });
+  if (down)
+    seq.then("quantize do",
+             [&] {
+               return p.quantize(p.quantRowCol, a.gradRows, R, H, at(b.doq),
+                                 at(b.dos), at(b.doCol), at(b.doColS),
+                                 a.offsets, a.errorFlag, ws, dbg, stream);
+             })
+        .then("down data-gradient GEMM",
+              [&] {
+                return p.gemm(p.gemmDgradDown, at(b.doq), at(b.dos), a.w2qT,
+                              a.w2sT, at(b.da), a.offsets, R, a.errorFlag, ws,
+                              dbg, stream);
+              })
+        .then("down weight-gradient GEMM",
+              [&] {
+                return p.gemm(p.wgradDown, at(b.doCol), at(b.doColS), a.aCol,
+                              a.aColScales, a.gradW2, a.offsets, R, a.errorFlag,
+                              ws, dbg, stream);
+              })
+        .then("swiglu_backward",
+              [&] {
+                SwigluBackwardArgs sb;
+                sb.gradOutput = at(b.da);
+                sb.input = a.h;
+                sb.gradInput = at(b.dh);
+                sb.rows = R;
+                sb.intermediate = I;
+                return p.rt->launch(p.swigluBwd, sb, stream);
+              })
+        .then("quantize dh", [&] {
+          return p.quantize(p.quantRowCol, at(b.dh), R, 2 * I, a.dhRows,
+                            a.dhRowScales, a.dhCols, a.dhColScales, a.offsets,
+                            a.errorFlag, ws, dbg, stream);
+        });
+  if (upData)
+    seq.then("gate/up data-gradient GEMM",
+             [&] {
+               return p.gemm(p.gemmDgradUp, a.dhRows, a.dhRowScales, a.w13qT,
+                             a.w13sT, at(b.dy), a.offsets, R, a.errorFlag, ws,
+                             dbg, stream);
+             })
+        .then("permute backward", [&] {
+          PermuteArgs m;
+          m.gradY = at(b.dy);
+          m.rowMap = a.rowMap;
+          m.gradX = a.gradX;
+          m.tokens = a.tokens;
+          m.rows = R;
+          return p.rt->launch(p.permuteBwd, m, stream);
+        });
+  if (upWeight)
+    seq.then("permute x",
+             [&] {
+               PermuteArgs m;
+               m.routing = a.expertIds;
+               m.x = a.x;
+               m.y = at(b.y);
+               m.offsets = at(b.yOffsets);
+               m.counts = at(b.yCounts);
+               m.rowGroup = at(b.yRowGroup);
+               m.rowMap = at(b.yRowMap);
+               m.error = at(b.yError);
+               m.tokens = a.tokens;
+               m.experts = E;
+               m.rows = R;
+               return p.rt->launch(p.permuteX, m, stream);
+             })
+        .then("quantize x column-wise",
+              [&] {
+                return p.quantize(p.quantCol, at(b.y), R, H, 0, 0, at(b.yCol),
+                                  at(b.yColS), a.offsets, a.errorFlag, ws, dbg,
+                                  stream);
+              })
+        .then("gate/up weight-gradient GEMM", [&] {
+          return p.gemm(p.wgradUp, a.dhCols, a.dhColScales, at(b.yCol),
+                        at(b.yColS), a.gradW13, a.offsets, R, a.errorFlag, ws,
+                        dbg, stream);
+        });
   return seq.st;
 }
 

@@ -104,10 +104,10 @@ TEST_CASE("moe plan: sizes and checked runs without a GPU", "[capi][plan]") {
     CHECK(s.a_col_scales == blocks * roundUp(I, 4));
     // The forward's largest live set is the FP8 y and its scales.
     CHECK(s.forward_workspace >= R * H);
-    // The backward holds do (bf16) with its two FP8 forms at once, and
-    // never all of its buffers at once.
-    CHECK(s.backward_workspace >= 4 * R * H);
-    CHECK(s.backward_workspace < 16 * R * H);
+    // The backward's down part holds do's two FP8 forms and da at once;
+    // the parts share the workspace.
+    CHECK(s.backward_workspace >= 2 * R * H);
+    CHECK(s.backward_workspace < 8 * R * H);
     CHECK(qgemm_moe_plan_sizes(plan, -1, &s) == QGEMM_ERROR_USER);
 
     qgemm_moe_forward_args f = {sizeof(f)};
@@ -137,16 +137,27 @@ TEST_CASE("moe plan: sizes and checked runs without a GPU", "[capi][plan]") {
 
     qgemm_moe_backward_args b = {sizeof(b)};
     ptrs = &b.grad_out;
-    for (int i = 0; i < 21; ++i)
+    for (int i = 0; i < 26; ++i)
       ptrs[i] = addr(i + 1);
     b.grad_w2 = 0;
     b.tokens = T;
     b.workspace_bytes = s.backward_workspace;
     CHECK(qgemm_moe_plan_backward(plan, &b, nullptr) == QGEMM_ERROR_USER);
     CHECK(lastMessage().find("grad_w2 is null") != std::string::npos);
+    // A part reads only its own pointers: the gate/up data gradient runs
+    // without grad_w2 (and reaches the missing driver).
+    b.parts = QGEMM_MOE_UP_DATA;
+    CHECK(qgemm_moe_plan_backward(plan, &b, nullptr) ==
+          QGEMM_ERROR_NO_DEVICE);
+    b.parts = 16;
+    CHECK(qgemm_moe_plan_backward(plan, &b, nullptr) == QGEMM_ERROR_USER);
+    CHECK(lastMessage().find("parts = 16") != std::string::npos);
+    b.parts = 0;
     b.grad_w2 = addr(60);
     CHECK(qgemm_moe_plan_backward(plan, &b, nullptr) ==
           QGEMM_ERROR_NO_DEVICE);
+    CHECK(s.dh_row_scales == R * (2 * I / 128));
+    CHECK(s.dh_col_scales == blocks * 2 * I);
     qgemm_moe_plan_destroy(plan);
   }
 }

@@ -92,8 +92,10 @@ struct MoeSizes {
   int64_t weightScales13 = 0;    ///< w13's 128x128 scales per form (f32)
   int64_t weightScales2 = 0;     ///< w2's
   int64_t aColScales = 0;        ///< the column-wise FP8 a's scales (f32)
+  int64_t dhRowScales = 0;       ///< dh's row-wise scales (f32)
+  int64_t dhColScales = 0;       ///< dh's column-wise scales (f32)
   int64_t forwardWorkspace = 0;  ///< bytes
-  int64_t backwardWorkspace = 0; ///< bytes
+  int64_t backwardWorkspace = 0; ///< bytes: any one part, or all of them
 };
 
 /// One forward. Shapes: x (T, H) bf16; expertIds (T, topk) int32 (-1: slot
@@ -122,10 +124,27 @@ struct MoeForwardArgs {
   bool debugSync = false;
 };
 
-/// One backward: gradOut (T, H) bf16 and what the forward saved (x, ids,
-/// probs, offsets, rowGroup, rowMap, h, aCol, aColScales, o, the transposed
-/// FP8 weights). Outputs: gradX (T, H) bf16, gradProbs (T, topk) f32,
-/// gradW13 (E, 2I, H) and gradW2 (E, H, I) in the weights' dtype.
+/// The backward in four parts, in this order. A framework that frees a
+/// tensor once the call reading it returns runs them as four calls, so that
+/// o dies after the first, h and a after the second, and so on; one call
+/// can run all four.
+enum MoeBackwardPart : unsigned {
+  kMoeUnpermute = 1, ///< gradOut, o -> gradRows (R, H) bf16, gradProbs
+  kMoeDown = 2,      ///< gradRows, h, a -> dh (row- and column-wise), gradW2
+  kMoeUpData = 4,    ///< dh row-wise -> gradX
+  kMoeUpWeight = 8,  ///< dh column-wise, x again -> gradW13
+  kMoeAllParts = 15,
+};
+
+/// One backward (the parts in `parts`): gradOut (T, H) bf16 and what the
+/// forward saved (x, ids, probs, offsets, rowGroup, rowMap, h, aCol,
+/// aColScales, o, the transposed FP8 weights). Outputs: gradX (T, H) bf16,
+/// gradProbs (T, topk) f32, gradW13 (E, 2I, H) and gradW2 (E, H, I) in the
+/// weights' dtype. Between the parts: gradRows (R, H) bf16 (the permuted
+/// output gradient), dhRows (R, 2I) e4m3 + dhRowScales (f32, 1x128) and
+/// dhCols (2I, R) e4m3 + dhColScales (f32, 128x1): SwiGLU's gradient in
+/// both FP8 forms (MoeSizes says how many scales). Each part reads only
+/// its own pointers.
 struct MoeBackwardArgs {
   DevicePtr gradOut = 0;
   DevicePtr x = 0, expertIds = 0, probs = 0;
@@ -133,10 +152,13 @@ struct MoeBackwardArgs {
             aColScales = 0, o = 0;
   DevicePtr w13qT = 0, w13sT = 0, w2qT = 0, w2sT = 0;
   DevicePtr gradX = 0, gradProbs = 0, gradW13 = 0, gradW2 = 0;
+  DevicePtr gradRows = 0, dhRows = 0, dhRowScales = 0, dhCols = 0,
+            dhColScales = 0;
   DevicePtr errorFlag = 0;
   DevicePtr workspace = 0;
   int64_t workspaceBytes = 0;
   int64_t tokens = 0;
+  unsigned parts = kMoeAllParts;
   bool debugSync = false;
 };
 

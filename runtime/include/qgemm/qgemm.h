@@ -798,6 +798,8 @@ typedef struct qgemm_moe_sizes {
   int64_t weight_scales13;    /* f32 scales of each FP8 form of w13 */
   int64_t weight_scales2;     /* of w2 */
   int64_t a_col_scales;       /* f32 scales of the saved column-wise a */
+  int64_t dh_row_scales;      /* f32 scales of dh row-wise (backward) */
+  int64_t dh_col_scales;      /* f32 scales of dh column-wise (backward) */
   int64_t forward_workspace;  /* bytes */
   int64_t backward_workspace; /* bytes */
 } qgemm_moe_sizes;
@@ -828,9 +830,22 @@ typedef struct qgemm_moe_forward_args {
   uint32_t flags;      /* QGEMM_PLAN_* */
 } qgemm_moe_forward_args;
 
-/* One backward: grad_out (T, H) bf16 and what the forward read or wrote.
- * Outputs: grad_x (T, H) bf16, grad_probs (T, topk) f32, grad_w13 (E, 2I,
- * H) and grad_w2 (E, H, I) in the weights' dtype. */
+/* The backward's four parts, in order. A framework that frees a tensor when
+ * the call that reads it returns runs them as four calls (o dies after the
+ * first, h and a after the second, ...); 0 or QGEMM_MOE_ALL_PARTS runs all
+ * four in one call. */
+#define QGEMM_MOE_UNPERMUTE 1u  /* grad_out, o -> grad_rows, grad_probs */
+#define QGEMM_MOE_DOWN 2u       /* grad_rows, h, a -> dh (both forms), grad_w2 */
+#define QGEMM_MOE_UP_DATA 4u    /* dh row-wise -> grad_x */
+#define QGEMM_MOE_UP_WEIGHT 8u  /* dh column-wise, x -> grad_w13 */
+#define QGEMM_MOE_ALL_PARTS 15u
+
+/* One backward (the parts in `parts`): grad_out (T, H) bf16 and what the
+ * forward read or wrote. Outputs: grad_x (T, H) bf16, grad_probs (T, topk)
+ * f32, grad_w13 (E, 2I, H) and grad_w2 (E, H, I) in the weights' dtype.
+ * Between the parts, the caller's buffers: grad_rows (R, H) bf16, dh_rows
+ * (R, 2I) e4m3 + dh_row_scales, dh_cols (2I, R) e4m3 + dh_col_scales (f32,
+ * counts in qgemm_moe_sizes). Each part reads only its own pointers. */
 typedef struct qgemm_moe_backward_args {
   size_t struct_size;
   uint64_t grad_out;
@@ -838,11 +853,13 @@ typedef struct qgemm_moe_backward_args {
   uint64_t offsets, row_group, row_map, h, a_col, a_col_scales, o;
   uint64_t w13q_t, w13s_t, w2q_t, w2s_t;
   uint64_t grad_x, grad_probs, grad_w13, grad_w2;
+  uint64_t grad_rows, dh_rows, dh_row_scales, dh_cols, dh_col_scales;
   uint64_t error_flag;
   uint64_t workspace;
   int64_t workspace_bytes;
   int64_t tokens;
   uint32_t flags;
+  uint32_t parts; /* QGEMM_MOE_* bits; 0: all */
 } qgemm_moe_backward_args;
 
 /* Resolve every kernel of both directions (compiled or from the caches;
