@@ -154,7 +154,8 @@ def _col_transposed(k):
     t = _transposed.get(k.hash)
     if t is None:
         info = _capi.QuantizeInfo(ctypes.sizeof(_capi.QuantizeInfo))
-        check(lib.qgemm_kernel_quantize_info(k._handle, ctypes.byref(info)))
+        box = k._live()
+        check(lib.qgemm_kernel_quantize_info(box.value, ctypes.byref(info)))
         t = _transposed[k.hash] = bool(info.columnwise_transposed)
     return t
 
