@@ -3,6 +3,7 @@ the FP8 weight cache it and the MoE layer read (quantized_weights)."""
 
 import torch
 
+from . import _torch_arg_checks as _arg_checks
 from . import _torch_launch as _launch
 from ._errors import ArgumentError
 from .recipes import Recipe
@@ -263,6 +264,7 @@ def fp8_grouped_mm(x, w, offs, *, alignment=16, recipe="deepseek",
     (an f32 (G, N, K) tensor the caller owns, as Megatron's
     gradient-accumulation fusion does) inside the GEMM, and leave w.grad
     untouched (None)."""
+    _arg_checks.check_fp8_grouped_mm(x, w, offs, alignment, recipe)
     recipe = Recipe.of(recipe).name
     main_grad = None
     if accumulate_into_main_grad:
