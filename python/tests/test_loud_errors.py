@@ -211,6 +211,23 @@ class ClosedCachedPropertiesTest(unittest.TestCase):
             k.load()
 
 
+class ArgumentNamesTest(unittest.TestCase):
+    """Messages from the library name the arguments as Python (and C)
+    callers spell them, not the C++ structs' fields."""
+
+    def test_quantize_sizes_messages(self):
+        q = qgemm.compile({"qgemm": 1, "name": "q", "op": "quantize",
+                           "recipe": "deepseek", "columnwise": {}})
+        for kw, name in ((dict(num_groups=100000), r"num_groups = 100000"),
+                         (dict(num_tensors=2), r"num_tensors = 2"),
+                         (dict(host_group_offsets=[100, 50]),
+                          r"group_offsets\[1\] = 50")):
+            with self.assertRaisesRegex(qgemm.ArgumentError, name) as cm:
+                q.quantize_sizes(128, 256, **kw)
+            for cpp in ("numGroups", "numTensors", "groupOffsets"):
+                self.assertNotIn(cpp, str(cm.exception))
+
+
 class OptionAndPathTest(unittest.TestCase):
     """Flags are booleans, paths are paths: nothing is read by its truth
     value or cut at a NUL."""
