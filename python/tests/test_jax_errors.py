@@ -274,6 +274,16 @@ if __name__ == "__main__":
     unittest.main()
 
 
+class DebugSyncFlagTest(unittest.TestCase):
+    def test_set_debug_sync_takes_booleans(self):
+        for bad in ("yes", "no", None, 2):
+            with self.assertRaisesRegex(qgemm.ArgumentError,
+                                        "set_debug_sync: on must be True or "
+                                        "False"):
+                qj.set_debug_sync(bad)
+        qj.set_debug_sync(False)
+
+
 class CpuBackendTest(unittest.TestCase):
     """On the CPU backend (ctest runs these with JAX_PLATFORMS=cpu) qgemm's
     ops say they need a CUDA device: qgemm's DeviceError for an eager call,
