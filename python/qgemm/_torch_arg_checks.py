@@ -15,6 +15,8 @@ import torch
 
 from ._errors import ArgumentError, DeviceError
 from ._runtime import _flag
+from ._torch_specs import RECIPES
+from .recipes import Recipe
 
 # The C API's bounds (GemmArgs.h kMaxGroups, DispatchContract.h kMaxTopk,
 # Contract.h kMaxAlignment and kMaxDim).
@@ -27,6 +29,7 @@ _FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
 _UE8M0 = tuple(d for d in (getattr(torch, "float8_e8m0fnu", None),
                            torch.uint8) if d is not None)
 _LAYOUTS = ("COMPACT", "GEMM_READY")
+_RECIPE_NAMES = tuple(sorted(RECIPES))
 
 
 class _Op:
@@ -120,19 +123,45 @@ def fp8_alignment(op, value, name="alignment"):
 
 # -- grouped GEMMs ------------------------------------------------------------
 def _gemm_options(c, out_dtype, recipe, a_layout, b_layout):
-    from ._torch_specs import RECIPES
     if out_dtype not in (torch.bfloat16, torch.float32):
         c.fail("out_dtype = %s; expected torch.bfloat16 or torch.float32"
                % (out_dtype,))
-    c.choice(recipe, "recipe", sorted(RECIPES))
+    c.choice(recipe, "recipe", _RECIPE_NAMES)
     c.choice(a_layout, "scale_a_layout", _LAYOUTS)
     c.choice(b_layout, "scale_b_layout", _LAYOUTS)
     return (torch.float32,) if recipe == "deepseek" else _UE8M0
 
 
+_Tensor = torch.Tensor
+_FP8_SET = frozenset(_FP8)
+_OUT_SET = frozenset((torch.bfloat16, torch.float32))
+_FAST_OPTIONS = frozenset(
+    (recipe, a, b) for recipe in RECIPES for a in _LAYOUTS for b in _LAYOUTS)
+_FAST_ALIGNMENTS = frozenset(1 << i for i in range(13))
+
+
 def check_grouped_mm(mat_a, mat_b, offs, scale_a, scale_b, out_dtype,
                      alignment, recipe, a_layout, b_layout,
                      op="grouped_mm"):
+    # The eager launch path's common case in a few comparisons (about a
+    # microsecond); anything off, fake tensors included, takes the checks
+    # below, which say what it is.
+    if type(mat_a) is _Tensor and type(mat_b) is _Tensor and \
+            type(offs) is _Tensor and type(scale_a) is _Tensor and \
+            type(scale_b) is _Tensor and \
+            (recipe, a_layout, b_layout) in _FAST_OPTIONS and \
+            recipe == "deepseek" and out_dtype in _OUT_SET and \
+            alignment in _FAST_ALIGNMENTS and type(alignment) is int and \
+            mat_a.dtype in _FP8_SET and mat_b.dtype in _FP8_SET and \
+            offs.dtype is torch.int32 and scale_a.dtype is torch.float32 and \
+            scale_b.dtype is torch.float32 and mat_a.dim() == 2 and \
+            mat_b.dim() == 3 and offs.dim() == 1:
+        sa, sb = mat_a.shape, mat_b.shape
+        dev = mat_a.get_device()
+        if sa[1] == sb[1] and offs.shape[0] == sb[0] and dev >= 0 and \
+                mat_b.get_device() == dev and offs.get_device() == dev and \
+                scale_a.get_device() == dev and scale_b.get_device() == dev:
+            return
     c = _Op(op)
     scale = _gemm_options(c, out_dtype, recipe, a_layout, b_layout)
     c.power_of_two(alignment, "alignment")
@@ -365,7 +394,6 @@ def cuda_device(device, op):
 
 # -- fp8_grouped_mm and the expert layer --------------------------------------
 def check_fp8_grouped_mm(x, w, offs, alignment, recipe):
-    from .recipes import Recipe
     c = _Op("fp8_grouped_mm")
     Recipe.of(recipe)
     fp8_alignment("fp8_grouped_mm", alignment)
@@ -383,7 +411,6 @@ def check_fp8_grouped_mm(x, w, offs, alignment, recipe):
 
 
 def check_moe_experts(num_experts, hidden, inter, alignment, recipe, dtype):
-    from .recipes import Recipe
     c = _Op("MoEExperts")
     c.integer(num_experts, "num_experts", 1, MAX_GROUPS)
     for name, v in (("hidden", hidden), ("inter", inter)):
