@@ -15,6 +15,10 @@ config.excludes = ["include", "lib", "tools", "tests", "specs", "runtime",
                    "scripts", "cmake", "Inputs", "lit.cfg.py"] + \
     [d for d in os.listdir(config.qgemm_src_root) if d.startswith("build") or d.startswith(".")]
 
+# Tests that make device nodes (mknod) need root; they are skipped otherwise.
+if hasattr(os, "geteuid") and os.geteuid() == 0:
+    config.available_features.add("root")
+
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.qgemm_tools_dir, append_path=True)

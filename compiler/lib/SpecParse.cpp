@@ -8,6 +8,8 @@
 
 #include "SpecInternal.h"
 
+#include "qgemm/DisplayPath.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -34,42 +36,48 @@ constexpr int kMaxDepth = 32;
 // Text to JSON
 //===----------------------------------------------------------------------===//
 
-/// Offset of the first byte that is not well-formed UTF-8 (no overlongs,
-/// surrogates or code points past U+10FFFF), or npos.
+/// Length of the well-formed UTF-8 character at `i` (no overlongs,
+/// surrogates or code points past U+10FFFF), or 0 when the bytes there are
+/// not one.
+size_t utf8Length(std::string_view s, size_t i) {
+  unsigned char c = s[i];
+  if (c < 0x80)
+    return 1;
+  size_t len;
+  unsigned char lo = 0x80, hi = 0xBF; // Range of the second byte.
+  if (c >= 0xC2 && c <= 0xDF)
+    len = 2;
+  else if (c == 0xE0)
+    len = 3, lo = 0xA0;
+  else if (c == 0xED)
+    len = 3, hi = 0x9F;
+  else if (c >= 0xE1 && c <= 0xEF)
+    len = 3;
+  else if (c == 0xF0)
+    len = 4, lo = 0x90;
+  else if (c >= 0xF1 && c <= 0xF3)
+    len = 4;
+  else if (c == 0xF4)
+    len = 4, hi = 0x8F;
+  else
+    return 0;
+  if (s.size() - i < len)
+    return 0;
+  unsigned char second = s[i + 1];
+  if (second < lo || second > hi)
+    return 0;
+  for (size_t j = 2; j < len; ++j)
+    if ((static_cast<unsigned char>(s[i + j]) & 0xC0) != 0x80)
+      return 0;
+  return len;
+}
+
+/// Offset of the first byte that is not well-formed UTF-8, or npos.
 size_t findInvalidUtf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    unsigned char c = s[i];
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t len;
-    unsigned char lo = 0x80, hi = 0xBF; // Range of the second byte.
-    if (c >= 0xC2 && c <= 0xDF)
-      len = 2;
-    else if (c == 0xE0)
-      len = 3, lo = 0xA0;
-    else if (c == 0xED)
-      len = 3, hi = 0x9F;
-    else if (c >= 0xE1 && c <= 0xEF)
-      len = 3;
-    else if (c == 0xF0)
-      len = 4, lo = 0x90;
-    else if (c >= 0xF1 && c <= 0xF3)
-      len = 4;
-    else if (c == 0xF4)
-      len = 4, hi = 0x8F;
-    else
+  for (size_t i = 0; i < s.size();) {
+    size_t len = utf8Length(s, i);
+    if (len == 0)
       return i;
-    if (s.size() - i < len)
-      return i;
-    unsigned char second = s[i + 1];
-    if (second < lo || second > hi)
-      return i;
-    for (size_t j = 2; j < len; ++j)
-      if ((static_cast<unsigned char>(s[i + j]) & 0xC0) != 0x80)
-        return i;
     i += len;
   }
   return std::string_view::npos;
@@ -237,6 +245,12 @@ json parseJson(const std::string &text) {
   size_t bad = findInvalidUtf8(text);
   if (bad != std::string_view::npos)
     fail("", "invalid UTF-8 at " + positionOf(text, bad));
+  // JSON allows no raw control character, and nlohmann's lexer takes a NUL
+  // for the end of the input: whatever followed it would be ignored unseen.
+  if (size_t nul = text.find('\0'); nul != std::string::npos)
+    fail("", "invalid JSON: a NUL byte at " + positionOf(text, nul) +
+                 "; a spec is text (a NUL inside a string is written "
+                 "\\u0000)");
   // The guard is copied into a std::function; share its state so the copy
   // sees one parse.
   auto guard = std::make_shared<StructureGuard>();
@@ -283,8 +297,37 @@ std::vector<Spec> parseDocument(const std::string &text) {
 // API
 //===----------------------------------------------------------------------===//
 
+std::string qgemm::displayPath(std::string_view path) {
+  constexpr size_t kMaxShownBytes = 256;
+  static const char hex[] = "0123456789abcdef";
+  std::string out;
+  auto escape = [&](unsigned char c) {
+    out += "\\x";
+    out += hex[c >> 4];
+    out += hex[c & 15];
+  };
+  for (size_t i = 0; i < path.size();) {
+    if (out.size() >= kMaxShownBytes)
+      return out + "...";
+    unsigned char c = path[i];
+    size_t len = utf8Length(path, i);
+    if (len == 0 || c < 0x20 || c == 0x7f) {
+      escape(c); // a control character, or a byte that is not UTF-8
+      ++i;
+    } else if (c == 0xC2 && static_cast<unsigned char>(path[i + 1]) < 0xA0) {
+      escape(c); // C1 controls (U+0080..U+009F): CSI and friends
+      escape(static_cast<unsigned char>(path[i + 1]));
+      i += 2;
+    } else {
+      out.append(path.substr(i, len));
+      i += len;
+    }
+  }
+  return out;
+}
+
 std::string SpecError::str() const {
-  std::string out = file.empty() ? "" : file + ": ";
+  std::string out = file.empty() ? "" : displayPath(file) + ": ";
   if (!path.empty())
     out += path + ": ";
   return out + message;

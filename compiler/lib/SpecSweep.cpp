@@ -135,9 +135,12 @@ void applySweepValue(json &doc, const std::string &path, const json &value) {
   std::string prefix;
   for (size_t i = 0; i + 1 < segments.size(); ++i) {
     prefix = joinPath(prefix, segments[i]);
+    // A missing parent is created; one the author wrote, even as null, is
+    // theirs: `"tuning": null` is refused without a sweep, so it must be
+    // with one too rather than silently become an object.
+    if (!node->contains(segments[i]))
+      (*node)[segments[i]] = json::object();
     json &next = (*node)[segments[i]];
-    if (next.is_null())
-      next = json::object();
     if (!next.is_object())
       fail(sweepPath(path), "cannot set " + path + ": " + prefix + " is " +
                                 typeName(next) + ", not an object");

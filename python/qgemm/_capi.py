@@ -229,7 +229,8 @@ class MoeBackwardArgs(Structure):
 class GroupedMmPlanDesc(Structure):
     _fields_ = [("struct_size", c_size_t), ("groups", c_int64),
                 ("n", c_int64), ("k", c_int64), ("alignment", c_int64),
-                ("weight_dtype", c_int32), ("accumulate", c_int32)]
+                ("weight_dtype", c_int32), ("accumulate", c_int32),
+                ("input_dtype", c_int32)]
 
 
 class GroupedMmSizes(Structure):

@@ -20,7 +20,7 @@ from . import _capi, _ints, _tensors
 from ._capi import lib
 from ._errors import ArgumentError
 from ._gemm_launch_checks import GemmLaunchChecks
-from ._runtime import check
+from ._runtime import _flag, check
 
 _READERS = _tensors._READERS
 _reader_of = _tensors._reader_of
@@ -74,6 +74,14 @@ LAUNCH_DEVICE_GROUPS = 1
 LAUNCH_DEBUG_SYNC = 2
 
 
+def raise_closed(plan):
+    """A launch plan whose kernel or runtime was closed while it was held
+    (by a launch on another thread) refuses every later launch."""
+    raise ArgumentError("kernel %s is closed; compile it again" % plan.name
+                        if plan.k_box.closed else
+                        "the runtime of kernel %s is closed" % plan.name)
+
+
 def _order(reader, stream, device):
     order = getattr(reader, "order", None)
     if order is not None and device >= 0:
@@ -84,11 +92,16 @@ class GemmLaunch(GemmLaunchChecks):
     """Everything static about launching one grouped_gemm kernel."""
 
     def __init__(self, kernel):
-        # Handles as ints (the Kernel owns them and calls this plan; the plan
-        # keeps no reference to the Kernel, so no cycle delays its release).
+        # The handles (runtime._Handle): held, so that a launch in flight
+        # keeps them alive through a close() on another thread, and checked
+        # for closed per call; their values as ints for the C calls. The
+        # plan keeps no reference to the Kernel, so no cycle delays its
+        # release.
         self.name = kernel.name
-        self.runtime = kernel.runtime._live().value
-        self.handle = kernel._live().value
+        self.rt_box = kernel.runtime._live()
+        self.k_box = kernel._live()
+        self.runtime = self.rt_box.value
+        self.handle = self.k_box.value
         self.grouping = kernel.grouping
         self.group_index = kernel.group_index
         self.n, self.k = kernel.n, kernel.k
@@ -173,6 +186,10 @@ class GemmLaunch(GemmLaunchChecks):
     # -- per call ----------------------------------------------------------
     def __call__(self, a, scale_a, b, scale_b, d, groups, host_groups, c,
                  stream, error_flag=None, workspace=None, debug_sync=False):
+        if self.k_box.closed or self.rt_box.closed:
+            raise_closed(self)
+        if debug_sync is not False and debug_sync is not True:
+            debug_sync = _flag(debug_sync, "debug_sync")
         s = stream_handle(stream)
         device_groups = error_flag is not None
         # _tensors.read(), inlined: this is the per-tensor cost.

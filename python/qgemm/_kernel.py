@@ -12,7 +12,7 @@ from ._kernel_config import _config_of
 from ._op_launch import PermuteLaunch, QuantizeLaunch, UnpermuteLaunch
 from ._swiglu_launch import SwigluBackwardLaunch, SwigluQuantizeLaunch
 from ._swiglu_launch import swiglu_info as _swiglu_info
-from ._runtime import Runtime, _Spec, check, default_runtime
+from ._runtime import Handle, Runtime, _Spec, check, default_runtime
 
 Scale = namedtuple("Scale", "block dtype layout")
 
@@ -28,31 +28,33 @@ class Kernel:
     configuration; launch() runs it. Get one from qgemm.compile()."""
 
     def __init__(self, handle, runtime):
-        self._handle = handle
-        self._destroy = lib.qgemm_kernel_destroy
+        box = self._box = Handle(handle.value, lib.qgemm_kernel_destroy)
         self.runtime = runtime
         self._gemm = None
         # Kept for messages about the kernel after close().
-        self._name = lib.qgemm_kernel_name(handle).decode()
+        self._name = lib.qgemm_kernel_name(box.value).decode()
         if self.op == "grouped_gemm":
             info = _capi.GemmInfo(ctypes.sizeof(_capi.GemmInfo))
-            check(lib.qgemm_kernel_gemm_info(handle, ctypes.byref(info)))
+            check(lib.qgemm_kernel_gemm_info(box.value, ctypes.byref(info)))
             self._gemm = info
-        self.config = _config_of(handle)
+        self._config = _config_of(box.value)
         # Built on the first launch (_gemm_launch.py).
         self._gemm_launch = None
 
     def close(self):
-        """Free the kernel now rather than when it is collected. Any later
-        use raises ArgumentError (never an empty answer or a launch of
-        freed memory)."""
-        handle = getattr(self, "_handle", None)
-        # The launch plans hold the raw handle: drop them first.
+        """Free the kernel now rather than when it is collected (calls in
+        flight on other threads finish first: they hold the handle). Any
+        later use raises ArgumentError, the cached properties (n, a_scale,
+        config, ...) included: never an empty answer or a launch of freed
+        memory."""
+        # One pop: of two threads closing at once, one gets the handle.
+        box = self.__dict__.pop("_box", None)
+        # The launch plans hold the handle too: drop them, and mark it
+        # closed so that a plan still held by a call refuses its next use.
         self._gemm_launch = None
         self.__dict__.pop("_op_launches", None)
-        if handle:
-            self._handle = None
-            self._destroy(handle)
+        if box is not None:
+            box.closed = True
 
     def __del__(self):
         self.close()
@@ -64,20 +66,29 @@ class Kernel:
         self.close()
 
     def __repr__(self):
-        if not getattr(self, "_handle", None):
+        if self.__dict__.get("_box") is None:
             return "<qgemm.Kernel %s (closed)>" % getattr(self, "_name", "?")
-        return "<qgemm.Kernel %s>" % self.name
+        return "<qgemm.Kernel %s>" % getattr(self, "_name", "?")
 
     def _live(self):
-        """The handle, or ArgumentError once the kernel is closed."""
-        handle = getattr(self, "_handle", None)
-        if not handle:
+        """The Handle (hold it in a local variable for the call), or
+        ArgumentError once the kernel is closed."""
+        box = self.__dict__.get("_box")
+        if box is None:
             raise ArgumentError("kernel %s is closed; compile it again"
                                 % getattr(self, "_name", "?"))
-        return handle
+        return box
+
+    @property
+    def _handle(self):
+        """The raw handle (an int), None once closed. For benchmarks and
+        tests that call the C API directly."""
+        box = self.__dict__.get("_box")
+        return None if box is None else box.value
 
     def _str(self, fn):
-        return fn(self._live()).decode()
+        box = self._live()  # held until the text is copied out
+        return fn(box.value).decode()
 
     # Identity and text.
     name = property(lambda s: s._str(lib.qgemm_kernel_name),
@@ -92,12 +103,24 @@ class Kernel:
                     doc="the canonical spec as a dict")
     cache_note = property(lambda s: s._str(lib.qgemm_kernel_cache_note))
     source = property(
-        lambda s: _capi.SOURCES[lib.qgemm_kernel_source_of(s._live())],
+        lambda s: _capi.SOURCES[s._int(lib.qgemm_kernel_source_of)],
         doc="where compile found it: memory, disk or compiled")
-    op = property(lambda s: _capi.OPS[lib.qgemm_kernel_op(s._live())])
+    op = property(lambda s: _capi.OPS[s._int(lib.qgemm_kernel_op)])
 
-    # The grouped_gemm contract (None for other ops).
+    def _int(self, fn):
+        box = self._live()
+        return fn(box.value)
+
+    @property
+    def config(self):
+        """The kernel's configuration (Config: family, tile, stages, ...)."""
+        self._live()
+        return self._config
+
+    # The grouped_gemm contract (None for other ops). Read once at compile
+    # time, but answered only while the kernel is open, like every query.
     def _g(self, field, names=None):
+        self._live()
         if self._gemm is None:
             return None
         v = getattr(self._gemm, field)
@@ -111,12 +134,14 @@ class Kernel:
     a_dtype = property(lambda s: s._g("a_dtype", _capi.DTYPES))
     b_dtype = property(lambda s: s._g("b_dtype", _capi.DTYPES))
     d_dtype = property(lambda s: s._g("d_dtype", _capi.DTYPES))
-    accumulate = property(lambda s: s._gemm is not None and
+    accumulate = property(lambda s: s._g("accumulate") is not None and
                           bool(s._gemm.accumulate))
-    padding_rows = property(lambda s: None if s._gemm is None else (
-        "zero" if s._gemm.padding_rows_zero else "untouched"))
+    padding_rows = property(lambda s: None if s._g("padding_rows_zero") is None
+                            else ("zero" if s._gemm.padding_rows_zero
+                                  else "untouched"))
 
     def _scale(self, which):
+        self._live()
         if self._gemm is None:
             return None
         s = getattr(self._gemm, which)
@@ -131,8 +156,9 @@ class Kernel:
         and `num_groups` groups on a GPU with `sm_count` SMs (132: H100
         SXM). Needs no GPU."""
         g = _capi.LaunchGeometry(ctypes.sizeof(_capi.LaunchGeometry))
+        box = self._live()
         check(lib.qgemm_kernel_launch_geometry(
-            self._live(), integer(rows, "rows", *INT64),
+            box.value, integer(rows, "rows", *INT64),
             integer(num_groups, "num_groups", *INT64),
             integer(sm_count, "sm_count", *INT64), ctypes.byref(g)))
         return Geometry(tuple(g.grid), tuple(g.block), g.cluster,
@@ -140,7 +166,8 @@ class Kernel:
 
     def load(self):
         """Load the module into the current CUDA context now."""
-        check(lib.qgemm_kernel_load(self.runtime._live(), self._live()))
+        rt, box = self.runtime._live(), self._live()
+        check(lib.qgemm_kernel_load(rt.value, box.value))
 
     # Launch.
     def launch(self, a, scale_a, b, scale_b, d, *, groups=None,
@@ -171,6 +198,7 @@ class Kernel:
         """
         plan = self._gemm_launch
         if plan is None:
+            self._live()
             if self._gemm is None:
                 raise ArgumentError(
                     "%s is a %s kernel; launch() runs grouped_gemm kernels"
@@ -184,9 +212,11 @@ class Kernel:
     # dispatching on the op: their operands share nothing, so each method
     # names its own, and a kernel of another op is refused by name.
     def _op(self, op, cls):
-        plans = self.__dict__.setdefault("_op_launches", {})
-        plan = plans.get(op)
+        plans = self.__dict__.get("_op_launches")
+        plan = plans.get(op) if plans else None
         if plan is None:
+            self._live()
+            plans = self.__dict__.setdefault("_op_launches", {})
             if self.op != op:
                 raise ArgumentError("%s is a %s kernel; %s() runs %s kernels"
                                     % (self.name, self.op, op, op))
@@ -253,8 +283,9 @@ class Kernel:
         `experts` groups: tokens * topk + experts * (alignment - 1)."""
         self._op("permute", PermuteLaunch)
         rows = ctypes.c_int64()
+        box = self._live()
         check(lib.qgemm_kernel_permute_rows(
-            self._live(), integer(tokens, "tokens", *INT64),
+            box.value, integer(tokens, "tokens", *INT64),
             integer(experts, "experts", *INT64), ctypes.byref(rows)))
         return rows.value
 
@@ -344,12 +375,15 @@ def _compile_parsed(parsed, runtime):
         raise ArgumentError("runtime must be a qgemm.Runtime or None, not %s"
                             % type(runtime).__name__)
     rt = runtime or default_runtime()
-    rt._live()
     kernels = []
     for i in range(len(parsed)):
         handle = ctypes.c_void_p()
-        status = lib.qgemm_compile(rt._live(), parsed._handle, i,
+        # Held for the call: a close() on another thread frees the runtime
+        # only once this compile is done.
+        box = rt._live()
+        status = lib.qgemm_compile(box.value, parsed._handle, i,
                                    ctypes.byref(handle))
+        del box
         kernel = Kernel(handle, rt) if handle else None
         # Without a usable GPU the kernel is still there to inspect.
         if status != _capi.OK and not (status == _capi.ERROR_NO_DEVICE

@@ -19,8 +19,9 @@ from collections import namedtuple
 from . import _capi, _tensors
 from ._capi import lib
 from ._errors import ArgumentError
-from ._gemm_launch import _order, host_groups_array, stream_handle
-from ._runtime import check
+from ._gemm_launch import (_order, host_groups_array, raise_closed,
+                           stream_handle)
+from ._runtime import _flag, check
 
 Operand = namedtuple("Operand", "name field dtypes shape writable")
 _FP8_STAND_IN = "uint8"
@@ -42,8 +43,11 @@ class OpLaunch:
     def __init__(self, kernel, what, operands, args_cls, launch_fn):
         self.name = kernel.name
         self.what = what  # "a forward permute", ... for messages
-        self.runtime = kernel.runtime._live().value
-        self.handle = kernel._live().value
+        # Held, and checked per call: as GemmLaunch's.
+        self.rt_box = kernel.runtime._live()
+        self.k_box = kernel._live()
+        self.runtime = self.rt_box.value
+        self.handle = self.k_box.value
         self.operands = {op.name: op for op in operands}
         self.args_cls = args_cls
         self.launch_fn = launch_fn
@@ -52,6 +56,8 @@ class OpLaunch:
     def cached_sizes(self, key, query):
         """query() (a sizes call into the C API), remembered under key when
         key is not None (no group offsets in play); at most 256 kept."""
+        if self.k_box.closed:
+            raise_closed(self)
         hit = self.cache.get(key) if key else None
         if hit is not None:
             return hit
@@ -133,6 +139,8 @@ class OpLaunch:
         return sizes
 
     def launch(self, got, readers, device, ints, stream):
+        if self.k_box.closed or self.rt_box.closed:
+            raise_closed(self)
         args = self.args_cls(ctypes.sizeof(self.args_cls))
         for name, r in got.items():
             setattr(args, self.operands[name].field, r[0])
@@ -153,8 +161,8 @@ class OpLaunch:
 class QuantizeLaunch(OpLaunch):
     def __init__(self, kernel):
         info = _capi.QuantizeInfo(ctypes.sizeof(_capi.QuantizeInfo))
-        check(lib.qgemm_kernel_quantize_info(kernel._live(),
-                                             ctypes.byref(info)))
+        box = kernel._live()
+        check(lib.qgemm_kernel_quantize_info(box.value, ctypes.byref(info)))
         self.info = info
         # A spec without shape.k takes any width: the symbol K, from x.
         k = info.k or "K"
@@ -202,6 +210,7 @@ class QuantizeLaunch(OpLaunch):
                                  else None, query)
 
     def __call__(self, tensors, host_group_offsets, stream, debug_sync=False):
+        debug_sync = _flag(debug_sync, "debug_sync")
         s = stream_handle(stream)
         got, readers, device = self.read(tensors, s, self.required)
         sizes = self.bind(got, {})
@@ -275,7 +284,8 @@ def _check_scales(kernel_name, got, scales, need, rows):
 # -- permute / unpermute ------------------------------------------------------
 def _dispatch_info(kernel):
     info = _capi.DispatchInfo(ctypes.sizeof(_capi.DispatchInfo))
-    check(lib.qgemm_kernel_dispatch_info(kernel._live(), ctypes.byref(info)))
+    box = kernel._live()
+    check(lib.qgemm_kernel_dispatch_info(box.value, ctypes.byref(info)))
     return info
 
 

@@ -72,10 +72,11 @@ class GroupedMmPlan(_Plan):
     _destroy = staticmethod(lib.qgemm_grouped_mm_plan_destroy)
 
     def __init__(self, groups, n, k, alignment, weight_dtype="bf16",
-                 accumulate=False):
+                 accumulate=False, input_dtype="bf16"):
         desc = _capi.GroupedMmPlanDesc(
             ctypes.sizeof(_capi.GroupedMmPlanDesc), groups, n, k, alignment,
-            _WEIGHT_DTYPES[weight_dtype], int(bool(accumulate)))
+            _WEIGHT_DTYPES[weight_dtype], int(bool(accumulate)),
+            _WEIGHT_DTYPES[input_dtype])
         super().__init__(lib.qgemm_grouped_mm_plan_create, desc,
                          _capi.GroupedMmSizes,
                          lib.qgemm_grouped_mm_plan_sizes)

@@ -7,7 +7,7 @@ import threading
 
 from . import _capi
 from ._capi import lib
-from ._errors import ArgumentError, from_status
+from ._errors import ArgumentError, SpecError, from_status
 from ._ints import INT32, integer
 
 
@@ -18,7 +18,67 @@ def _path(value, name):
     if not isinstance(value, (str, bytes, os.PathLike)):
         raise ArgumentError("%s must be a path (str, bytes or os.PathLike), "
                             "not %s" % (name, type(value).__name__))
-    return os.fsencode(value)
+    return _fs_bytes(value, name)
+
+
+def _fs_bytes(value, name):
+    """os.fsencode(value), refusing what C would not see as written: a NUL
+    ends a C string (everything after it would be dropped silently), and a
+    str the file system encoding cannot encode (a lone surrogate) has no
+    bytes at all."""
+    try:
+        encoded = os.fsencode(value)
+    except UnicodeError as e:
+        raise ArgumentError("%s = %s cannot be encoded as a file name (%s)"
+                            % (name, _shown(value), e.reason)) from None
+    if b"\0" in encoded:
+        raise ArgumentError("%s = %s contains a NUL byte; a path ends at the "
+                            "first NUL in C, so the rest would be ignored"
+                            % (name, _shown(value)))
+    return encoded
+
+
+def _shown(value, limit=200):
+    """repr() of a user value for a message, cut to `limit` characters."""
+    text = repr(os.fspath(value) if isinstance(value, os.PathLike)
+                else value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _flag(value, name):
+    """A bool option (disk_cache, load_eagerly, debug_sync): True, False, or
+    the ints 0 and 1. Anything else, such as the string "no" (which is
+    true), is refused rather than read by its truth value."""
+    if value is True or value is False:
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    raise ArgumentError("%s must be True or False, not %s %s"
+                        % (name, type(value).__name__, _shown(value)))
+
+
+class Handle:
+    """One C handle (qgemm_runtime, qgemm_kernel, qgemm_spec), destroyed
+    when the last Python reference to this object goes, never before.
+
+    Its owner's close() marks it closed and drops the owner's reference; a
+    call on another thread that already holds it (as a local variable, or
+    through a launch plan) keeps the C object alive until that call is
+    done, so closing is safe against calls in flight. Callers take the
+    handle with the owner's _live() into a local variable and read
+    `.value` from that variable: `lib.f(owner._live().value)` would drop
+    the reference before the call."""
+    __slots__ = ("value", "closed", "_destroy")
+
+    def __init__(self, value, destroy):
+        self.value = value
+        self.closed = False
+        self._destroy = destroy
+
+    def __del__(self):
+        value, self.value = self.value, None
+        if value:
+            self._destroy(value)
 
 
 def check(status):
@@ -40,37 +100,48 @@ class Runtime:
         opts = _capi.RuntimeOptions(
             ctypes.sizeof(_capi.RuntimeOptions),
             _path(cache_directory, "cache_directory"),
-            1 if disk_cache else 0, 1 if load_eagerly else 0,
+            1 if _flag(disk_cache, "disk_cache") else 0,
+            1 if _flag(load_eagerly, "load_eagerly") else 0,
             integer(device, "device", 0, INT32[1]),
             _path(libcuda, "libcuda"))
         handle = ctypes.c_void_p()
         check(lib.qgemm_runtime_create(ctypes.byref(opts),
                                        ctypes.byref(handle)))
-        self._handle = handle
-        self._destroy = lib.qgemm_runtime_destroy
+        self._box = Handle(handle.value, lib.qgemm_runtime_destroy)
 
     def close(self):
-        """Free the runtime now. Kernels compiled by it keep it alive until
-        they are closed too; any later use of a closed runtime raises
-        ArgumentError."""
-        handle = getattr(self, "_handle", None)
-        if handle:
-            self._handle = None
-            self._destroy(handle)
+        """Close the runtime: it is freed once no call is using it any
+        more (a compile in flight on another thread finishes first), and
+        launch plans of kernels compiled by it keep it until they are
+        closed too. Any later use of the runtime, a launch of one of its
+        kernels included, raises ArgumentError."""
+        # One pop: of two threads closing at once, one gets the handle.
+        box = self.__dict__.pop("_box", None)
+        if box is not None:
+            box.closed = True
 
     def __del__(self):
         self.close()
 
     def _live(self):
-        """The handle, or ArgumentError once the runtime is closed."""
-        handle = getattr(self, "_handle", None)
-        if not handle:
+        """The Handle (hold it in a local variable for the call), or
+        ArgumentError once the runtime is closed."""
+        box = self.__dict__.get("_box")
+        if box is None:
             raise ArgumentError("the runtime is closed")
-        return handle
+        return box
+
+    @property
+    def _handle(self):
+        """The raw handle (an int), None once closed. For benchmarks and
+        tests that call the C API directly."""
+        box = self.__dict__.get("_box")
+        return None if box is None else box.value
 
     @property
     def cache_directory(self):
-        return lib.qgemm_runtime_cache_directory(self._live()).decode()
+        box = self._live()
+        return lib.qgemm_runtime_cache_directory(box.value).decode()
 
 
 _default = None
@@ -92,33 +163,53 @@ class _Spec:
     def __init__(self, spec):
         handle = ctypes.c_void_p()
         if isinstance(spec, dict):
-            text, source = json.dumps(spec), "<dict>"
+            try:
+                text, source = json.dumps(spec), "<dict>"
+            except (TypeError, ValueError) as e:
+                raise ArgumentError("spec: the dict is not JSON: %s" % e) \
+                    from None
         elif isinstance(spec, (bytes, str)) and \
                 (spec.lstrip()[:1] in ("{", b"{")):
             text, source = spec, "<string>"
         elif isinstance(spec, (str, bytes, os.PathLike)):
-            text, source = None, os.fsencode(spec)
+            text, source = None, _fs_bytes(spec, "spec")
         else:
-            raise TypeError("spec must be a dict, JSON text or a path, not %s"
-                            % type(spec).__name__)
+            raise ArgumentError("spec must be a dict, JSON text or a path, "
+                                "not %s" % type(spec).__name__)
         if text is None:
             check(lib.qgemm_spec_parse_file(source, ctypes.byref(handle)))
         else:
             if isinstance(text, str):
-                text = text.encode("utf-8")
+                try:
+                    text = text.encode("utf-8")
+                except UnicodeError as e:
+                    raise SpecError("%s: invalid UTF-8 (%s)"
+                                    % (source, e.reason)) from None
+            # The C API reads NUL-terminated text: what follows a NUL would
+            # be dropped unseen. The parser's own words for a NUL in a file.
+            nul = text.find(b"\0")
+            if nul >= 0:
+                line = text.count(b"\n", 0, nul) + 1
+                column = nul - (text.rfind(b"\n", 0, nul) + 1) + 1
+                raise SpecError(
+                    "%s: invalid JSON: a NUL byte at byte %d (line %d, "
+                    "column %d); a spec is text (a NUL inside a string is "
+                    "written \\u0000)" % (source, nul, line, column))
             check(lib.qgemm_spec_parse(text, source.encode(),
                                        ctypes.byref(handle)))
-        self._handle = handle
-        self._destroy = lib.qgemm_spec_destroy
-
-    def __del__(self):
-        handle = getattr(self, "_handle", None)
-        if handle:
-            self._destroy(handle)
-            self._handle = None
+        self._box = Handle(handle.value, lib.qgemm_spec_destroy)
 
     def __len__(self):
-        return lib.qgemm_spec_count(self._handle)
+        box = self._box
+        return lib.qgemm_spec_count(box.value)
 
     def name(self, i):
-        return lib.qgemm_spec_name(self._handle, i).decode()
+        box = self._box
+        name = lib.qgemm_spec_name(box.value, i)
+        if name is None:
+            check(lib.qgemm_last_error_code())
+        return name.decode()
+
+    @property
+    def _handle(self):
+        return self._box.value

@@ -8,12 +8,13 @@ from ._errors import ArgumentError
 from ._gemm_launch import stream_handle
 from ._op_launch import (Operand, OpLaunch, _check_scales, _dtypes_of,
                          _scale_dtypes, _token_groups)
-from ._runtime import check
+from ._runtime import _flag, check
 
 
 def swiglu_info(kernel):
     info = _capi.SwigluInfo(ctypes.sizeof(_capi.SwigluInfo))
-    check(lib.qgemm_kernel_swiglu_info(kernel._live(), ctypes.byref(info)))
+    box = kernel._live()
+    check(lib.qgemm_kernel_swiglu_info(box.value, ctypes.byref(info)))
     return info
 
 
@@ -90,6 +91,7 @@ class SwigluQuantizeLaunch(_SwigluLaunch):
                                  else None, query)
 
     def __call__(self, tensors, host_group_offsets, stream, debug_sync=False):
+        debug_sync = _flag(debug_sync, "debug_sync")
         s = stream_handle(stream)
         got, readers, device = self.read(tensors, s, self.required)
         sizes, inter = self.bind_x(got)

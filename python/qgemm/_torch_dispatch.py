@@ -7,6 +7,9 @@ from typing import Optional
 import torch
 
 from ._errors import ArgumentError
+from ._torch_arg_checks import (check_permute, check_permute_backward,
+                                check_permute_quantize, check_unpermute,
+                                check_unpermute_backward)
 from ._torch_errors import (raise_pending, record_routing_error)
 from ._torch_launch import _stream
 from ._torch_quantize import (_block, _scale_shape)
@@ -113,6 +116,8 @@ def _permute_run(x: torch.Tensor, routing: torch.Tensor,
     x_scales (`scale_block` their block, "1x128" or "1x32"; "" for bf16
     x). Nothing is read back: offsets stay on the device, ready for
     grouped_mm."""
+    check_permute(x, routing, probs, x_scales, num_experts, alignment,
+                  scale_block, scale_layout, out_scale_layout, row_multiple)
     scale_block = _block(scale_block, "scale_block")
     if row_multiple < 1:
         raise ArgumentError("row_multiple = %d: expected 1 or more"
@@ -215,6 +220,8 @@ def _permute_quantize_run(x: torch.Tensor, routing: torch.Tensor,
     as permute(): (y (R, K) e4m3, y_scales, offsets, counts, row_group,
     row_map, row_probs, error). Not differentiable (the forward of a
     layer whose backward permutes bf16 gradients)."""
+    check_permute_quantize(x, routing, probs, num_experts, alignment, recipe,
+                           scale_layout, row_multiple)
     if row_multiple < 1:
         raise ArgumentError("row_multiple = %d: expected 1 or more"
                             % row_multiple)
@@ -261,6 +268,8 @@ def _permute_backward_impl(grad_y: torch.Tensor, row_map: torch.Tensor,
                                                          torch.Tensor]:
     """grad_x (T, K) bf16 = the sum of each token's copies' gradients, and
     grad_probs (T, topk) f32 (empty without grad_row_probs)."""
+    check_permute_backward(grad_y, row_map, grad_row_probs, tokens, topk,
+                           alignment)
     has_probs = grad_row_probs is not None
     k = _permute_kernel(grad_y, topk, alignment, has_probs, (), "COMPACT",
                         "COMPACT", True)
@@ -298,6 +307,7 @@ def _unpermute_impl(y: torch.Tensor, row_map: torch.Tensor,
     """out (T, K) bf16: each token's sum of its copies' rows of y (R, K),
     weighted by probs (T, topk) when given. `row_group` (permute's) is not
     read here; autograd needs it for the backward (unpermute_backward)."""
+    check_unpermute(y, row_map, probs, row_group, tokens, topk)
     k = _unpermute_kernel(y.shape[1], topk, probs is not None, False)
     out = y.new_empty((tokens, y.shape[1]))
     tensors = dict(y=y, row_map=row_map, out=out)
@@ -323,6 +333,7 @@ def _unpermute_backward_impl(grad_out: torch.Tensor, row_map: torch.Tensor,
                              topk: int) -> tuple[torch.Tensor, torch.Tensor]:
     """grad_y (R, K) bf16 (rows holding no copy zeroed) and grad_probs
     (T, topk) f32 (empty without probs; then y is needed too)."""
+    check_unpermute_backward(grad_out, row_map, row_group, probs, y, topk)
     has_probs = probs is not None
     k = _unpermute_kernel(grad_out.shape[1], topk, has_probs, True)
     r = row_group.shape[0]

@@ -31,6 +31,7 @@ import torch
 
 from . import error_string
 from ._errors import ArgumentError
+from ._torch_arg_checks import cuda_device
 
 
 class ErrorMode(enum.Enum):
@@ -76,9 +77,13 @@ def error_word(device=None):
     """The int32 error word of `device` (a 1-element tensor). Create it
     before a CUDA graph capture (call this once) so that the capture does
     not allocate it or its host mirror."""
-    dev = torch.device("cuda", torch.cuda.current_device()) \
-        if device is None else torch.device(device)
-    index = _index(dev)
+    return _word(device, "error_word")
+
+
+def _word(device, op):
+    # A CPU device, a bad one, or no GPU: qgemm's error naming `op`, before
+    # torch is asked for a CUDA device.
+    index = _index(cuda_device(device, op))
     w = _words.get(index)
     if w is None:
         dev = torch.device("cuda", index)
@@ -134,7 +139,7 @@ def check_errors(device=None, reset=True):
     qgemm.ArgumentError naming the violations if any launch since the last
     reset found bad metadata (those launches ran with every group
     empty)."""
-    w = error_word(device)
+    w = _word(device, "check_errors")
     word = int(w.item())
     if word:
         if reset:
@@ -148,7 +153,7 @@ def check_errors(device=None, reset=True):
 def reset_errors(device=None):
     """Clear the word and its host copy (waits for the device's work that
     may still set or copy it)."""
-    w = error_word(device)
+    w = _word(device, "reset_errors")
     torch.cuda.synchronize(w.device)
     w.zero_()
     torch.cuda.synchronize(w.device)

@@ -3,6 +3,7 @@ the FP8 weight cache it and the MoE layer read (quantized_weights)."""
 
 import torch
 
+from . import _torch_arg_checks as _arg_checks
 from . import _torch_launch as _launch
 from ._errors import ArgumentError
 from .recipes import Recipe
@@ -263,6 +264,7 @@ def fp8_grouped_mm(x, w, offs, *, alignment=16, recipe="deepseek",
     (an f32 (G, N, K) tensor the caller owns, as Megatron's
     gradient-accumulation fusion does) inside the GEMM, and leave w.grad
     untouched (None)."""
+    _arg_checks.check_fp8_grouped_mm(x, w, offs, alignment, recipe)
     recipe = Recipe.of(recipe).name
     main_grad = None
     if accumulate_into_main_grad:
@@ -271,35 +273,15 @@ def fp8_grouped_mm(x, w, offs, *, alignment=16, recipe="deepseek",
             raise ArgumentError("fp8_grouped_mm(accumulate_into_main_grad="
                                 "True): w has no main_grad attribute; "
                                 "assign an f32 tensor of w's shape first")
-    _check_args(x, w, offs, alignment)
+    _check_args(w)
     return _Fp8GroupedMm.apply(x, w, offs, alignment, recipe, main_grad,
                                bool(cache_fp8_weights))
 
 
-def _check_args(x, w, offs, alignment):
-    """What the plan needs, checked on the host before anything runs."""
+def _check_args(w):
+    """What the plan needs beyond the op's host checks (_torch_arg_checks):
+    weights it can quantize in place."""
     _check_weights(w, "deepseek")
-    if x.dim() != 2 or x.dtype != torch.bfloat16:
-        raise ArgumentError("fp8_grouped_mm: x has dtype %s and shape %s; "
-                            "expected bfloat16 (M, K)"
-                            % (x.dtype, tuple(x.shape)))
-    if x.shape[1] != w.shape[2]:
-        raise ArgumentError("fp8_grouped_mm: x (M, K) = %s does not fit w "
-                            "(G, N, K) = %s" % (tuple(x.shape),
-                                                tuple(w.shape)))
-    if offs.dim() != 1 or offs.dtype != torch.int32 or \
-            offs.shape[0] != w.shape[0]:
-        raise ArgumentError("fp8_grouped_mm: offs has dtype %s and shape %s; "
-                            "expected int32 (G,) = (%d,) cumulative row ends"
-                            % (offs.dtype, tuple(offs.shape), w.shape[0]))
-    if alignment < 1 or alignment > 128 or alignment & (alignment - 1):
-        raise ArgumentError("fp8_grouped_mm: alignment = %r: expected a "
-                            "power of two in 1..128" % (alignment,))
     if not w.is_contiguous():
         raise ArgumentError("fp8_grouped_mm: w is not contiguous (strides "
                             "%s)" % (tuple(w.stride()),))
-    for name, t in (("x", x), ("w", w), ("offs", offs)):
-        if not t.is_cuda or t.device != x.device:
-            raise ArgumentError("fp8_grouped_mm: %s is on %s; every tensor "
-                                "must be on x's CUDA device (%s)"
-                                % (name, t.device, x.device))

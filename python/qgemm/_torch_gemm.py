@@ -3,6 +3,8 @@
 
 import torch
 
+from ._torch_arg_checks import (check_grouped_mm, check_grouped_mm_masked,
+                                check_grouped_mm_wgrad)
 from ._torch_launch import (_fp8_name, _launch_gemm, _out_name, _plain_eager,
                             _weights)
 from ._torch_specs import (_gemm_spec, _kernel)
@@ -21,6 +23,7 @@ def grouped_mm(mat_a, mat_b, *, offs, scale_a, scale_b,
     torch.ops.qgemm.grouped_mm with keywords."""
     args = (mat_a, mat_b, offs, scale_a, scale_b, out_dtype, alignment,
             recipe, scale_a_layout, scale_b_layout)
+    check_grouped_mm(*args)
     if _plain_eager(mat_a, mat_b, offs, scale_a, scale_b):
         return _grouped_mm_impl(*args)
     return torch.ops.qgemm.grouped_mm(*args)
@@ -70,6 +73,7 @@ def grouped_mm_masked(mat_a, mat_b, *, masked_m, scale_a, scale_b,
     """torch.ops.qgemm.grouped_mm_masked with keywords."""
     args = (mat_a, mat_b, masked_m, scale_a, scale_b, out_dtype, recipe,
             scale_a_layout, scale_b_layout)
+    check_grouped_mm_masked(*args)
     if _plain_eager(mat_a, mat_b, masked_m, scale_a, scale_b):
         return _grouped_mm_masked_impl(*args)
     return torch.ops.qgemm.grouped_mm_masked(*args)
@@ -117,6 +121,7 @@ def grouped_mm_wgrad(mat_a, mat_b, *, offs, scale_a, scale_b,
     """torch.ops.qgemm.grouped_mm_wgrad with keywords."""
     args = (mat_a, mat_b, offs, scale_a, scale_b, out_dtype, alignment,
             recipe, scale_a_layout, scale_b_layout)
+    check_grouped_mm_wgrad(*args)
     if _plain_eager(mat_a, mat_b, offs, scale_a, scale_b):
         return _grouped_mm_wgrad_impl(*args)
     return torch.ops.qgemm.grouped_mm_wgrad(*args)

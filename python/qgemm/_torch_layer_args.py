@@ -5,6 +5,7 @@ device (the permute's routing check)."""
 import torch
 
 from ._errors import ArgumentError
+from ._torch_arg_checks import fp8_alignment
 
 
 def check_layer_args(x, expert_ids, probs, w13, w2, alignment,
@@ -50,9 +51,7 @@ def check_layer_args(x, expert_ids, probs, w13, w2, alignment,
         fail("probs has dtype %s and shape %s; expected float32 or bfloat16 "
              "(%d, %d), expert_ids' shape" % (probs.dtype, tuple(probs.shape),
                                              tokens, topk))
-    if alignment < 16 or alignment & (alignment - 1):
-        fail("alignment %d: expected a power of two, 16 or more (the FP8 "
-             "GEMMs' row groups)" % alignment)
+    fp8_alignment(op, alignment)
     for name, t in (("x", x), ("expert_ids", expert_ids), ("probs", probs),
                     ("w13", w13), ("w2", w2)):
         if not t.is_cuda or t.device != x.device:

@@ -49,6 +49,7 @@ import math
 import torch
 
 from ._errors import ArgumentError
+from ._torch_arg_checks import check_moe_experts as _check_init
 from ._torch_layer_args import check_layer_args as _check
 from ._torch_errors import poison, raise_pending
 from .recipes import Recipe
@@ -338,6 +339,7 @@ class MoEExperts(torch.nn.Module):
     def __init__(self, num_experts, hidden, inter, *, alignment=16,
                  recipe=Recipe.DEEPSEEK, cache_fp8_weights=False,
                  device=None, dtype=torch.bfloat16):
+        _check_init(num_experts, hidden, inter, alignment, recipe, dtype)
         super().__init__()
         self.num_experts, self.hidden, self.inter = num_experts, hidden, inter
         self.alignment = alignment

@@ -354,9 +354,9 @@ def moe_backward(dout, saved, alignment, w_dtype, eager):
 
 
 # -- fp8_grouped_mm ---------------------------------------------------------
-def _gmm_plan(groups, n, k, alignment, w_dtype, accumulate):
+def _gmm_plan(groups, n, k, alignment, w_dtype, accumulate, x_dtype):
     return _plans.plan(_plans.GroupedMmPlan, groups, n, k, alignment,
-                       _WDT[w_dtype], bool(accumulate))
+                       _WDT[w_dtype], bool(accumulate), _WDT[x_dtype])
 
 
 def _gmm_forward_outputs(x, n, groups, alignment):
@@ -372,7 +372,7 @@ def _run_gmm_forward(x, offs, w, forms, alignment, w_dtype):
     groups, n, k = forms[0].shape
     m = x.shape[0]
     dev = x.device
-    p = _gmm_plan(groups, n, k, alignment, w_dtype, False)
+    p = _gmm_plan(groups, n, k, alignment, w_dtype, False, x.dtype)
     s = p.sizes(m)
     y, xcol, xcols = outs = _gmm_forward_outputs(x, n, groups, alignment)
     ws = torch.empty((s.forward_workspace,), dtype=_U8, device=dev)
@@ -437,7 +437,7 @@ def _run_gmm_backward(dy, offs, xcol, xcols, wq_t, ws_t, dw, alignment,
     groups, k, n = wq_t.shape
     m = dy.shape[0]
     dev = dy.device
-    p = _gmm_plan(groups, n, k, alignment, w_dtype, accumulate)
+    p = _gmm_plan(groups, n, k, alignment, w_dtype, accumulate, dy.dtype)
     s = p.sizes(m)
     dx = dy.new_empty((m, k))
     ws = torch.empty((s.backward_workspace,), dtype=_U8, device=dev)

@@ -10,6 +10,7 @@ from . import _torch_launch as _launch
 from ._capi import lib
 from ._errors import ArgumentError
 from ._runtime import check
+from ._torch_arg_checks import check_quantize
 from ._torch_errors import error_word
 from ._torch_launch import _stream
 from ._torch_specs import (_QUANT_OUT, _SCALE_DTYPE, _ceil, _kernel, _round_up)
@@ -112,6 +113,8 @@ def _quantize_impl(x: torch.Tensor, offs: Optional[torch.Tensor] = None, *,
     column-wise blocks at each group, as the weight-gradient GEMM with an
     alignment below the scale block reads them; checked on the device,
     reported through error_word()."""
+    check_quantize(x, offs, recipe, row_block, row_layout, col_block,
+                   col_layout, out)
     row_block = _block(row_block, "row_block")
     col_block = _block(col_block, "col_block")
     in_name = {torch.bfloat16: "bf16", torch.float32: "f32"}.get(x.dtype)
@@ -154,7 +157,8 @@ def _col_transposed(k):
     t = _transposed.get(k.hash)
     if t is None:
         info = _capi.QuantizeInfo(ctypes.sizeof(_capi.QuantizeInfo))
-        check(lib.qgemm_kernel_quantize_info(k._handle, ctypes.byref(info)))
+        box = k._live()
+        check(lib.qgemm_kernel_quantize_info(box.value, ctypes.byref(info)))
         t = _transposed[k.hash] = bool(info.columnwise_transposed)
     return t
 
@@ -163,6 +167,8 @@ def _col_transposed(k):
 def _quantize_fake(x, offs=None, *, recipe="deepseek", row_block="1x128",
                    row_layout="COMPACT", col_block="", col_layout="GEMM_READY",
                    out="e4m3"):
+    check_quantize(x, offs, recipe, row_block, row_layout, col_block,
+                   col_layout, out)
     row_block = _block(row_block, "row_block")
     col_block = _block(col_block, "col_block")
     scale_dtype = _QUANT_SCALE_DTYPE.get(recipe, "f32")

@@ -89,8 +89,25 @@ def _gemm_spec(grouping, n, k, a_dtype, b_dtype, out, recipe, alignment,
 
 def spec_for(op, **props):
     """The spec dict an op builds for these properties (for inspection and
-    for compiling ahead of time); see the ops for the keys."""
-    return _BUILDERS[op](**props)
+    for compiling ahead of time): n, k, a_dtype, b_dtype, out, recipe,
+    alignment, a_layout, b_layout and optionally accumulate."""
+    builder = _BUILDERS.get(op) if isinstance(op, str) else None
+    if builder is None:
+        raise ArgumentError("spec_for: op = %r is not one of %s"
+                            % (op, ", ".join(_BUILDERS)))
+    keys = ("n", "k", "a_dtype", "b_dtype", "out", "recipe", "alignment",
+            "a_layout", "b_layout")
+    missing = [key for key in keys if key not in props]
+    unknown = [key for key in props if key not in keys + ("accumulate",)]
+    if missing or unknown:
+        raise ArgumentError(
+            "spec_for(%r): %s; the properties are %s and optionally "
+            "accumulate" % (op, "; ".join(
+                part for part in (
+                    "missing " + ", ".join(missing) if missing else "",
+                    "unknown " + ", ".join(unknown) if unknown else "")
+                if part), ", ".join(keys)))
+    return builder(**props)
 
 
 _BUILDERS = {

@@ -65,7 +65,8 @@ from ._torch_errors import (ErrorMode, check_errors, error_mode, error_word,
                             poison_on_error, reset_errors, set_error_mode)
 from ._torch_fp8_grouped_mm import fp8_grouped_mm, quantized_weights
 from ._torch_gemm import grouped_mm, grouped_mm_masked, grouped_mm_wgrad
-from ._torch_launch import _plain_eager, set_debug_sync  # noqa: F401
+from ._torch_arg_checks import set_debug_sync
+from ._torch_launch import _plain_eager  # noqa: F401
 from ._torch_moe import MoEExperts, moe_experts
 from . import _torch_ep as ep
 from ._torch_quantize import quantize

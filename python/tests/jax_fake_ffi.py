@@ -13,6 +13,8 @@ from unittest import mock
 import jax
 import jax.numpy as jnp
 
+from qgemm.jax import _ffi
+
 GEMM_TARGETS = ("qgemm_xla_gemm", "qgemm_xla_gemm_debug")
 
 
@@ -22,6 +24,10 @@ class FakeGemm:
         self.value = value
         self.calls = []          # target names, in trace order
         self._patch = mock.patch.object(jax.ffi, "ffi_call", self._ffi_call)
+        # The stand-in is the CUDA device too: eager calls on CPU arrays
+        # reach it instead of being refused for their platform.
+        self._device = mock.patch.object(_ffi, "require_cuda",
+                                         lambda *_: None)
 
     def _ffi_call(self, target, result_shape_dtypes, **_):
         single = isinstance(result_shape_dtypes, jax.ShapeDtypeStruct)
@@ -44,9 +50,11 @@ class FakeGemm:
     def __enter__(self):
         jax.clear_caches()
         self._patch.start()
+        self._device.start()
         return self
 
     def __exit__(self, *exc):
+        self._device.stop()
         self._patch.stop()
         jax.clear_caches()
         return False

@@ -272,3 +272,65 @@ class TraceFlagsTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class DebugSyncFlagTest(unittest.TestCase):
+    def test_set_debug_sync_takes_booleans(self):
+        for bad in ("yes", "no", None, 2):
+            with self.assertRaisesRegex(qgemm.ArgumentError,
+                                        "set_debug_sync: on must be True or "
+                                        "False"):
+                qj.set_debug_sync(bad)
+        qj.set_debug_sync(False)
+
+
+class CpuBackendTest(unittest.TestCase):
+    """On the CPU backend (ctest runs these with JAX_PLATFORMS=cpu) qgemm's
+    ops say they need a CUDA device: qgemm's DeviceError for an eager call,
+    and the same reason from the host handler when a jitted computation
+    runs -- never XLA's "No FFI handler registered"."""
+
+    def setUp(self):
+        if jax.default_backend() != "cpu":
+            self.skipTest("needs JAX's CPU backend")
+        self.w = jnp.ones((2, 256, 256), BF16)
+
+    def test_eager_call_is_refused(self):
+        with self.assertRaisesRegex(qgemm.DeviceError,
+                                    r"^qgemm\.jax: qgemm_xla_quantize needs "
+                                    r"a CUDA device: .* operands are on "
+                                    r"cpu"):
+            qj.quantize_weights(self.w)
+        with self.assertRaisesRegex(qgemm.DeviceError,
+                                    r"qgemm_xla_swiglu_quantize needs a "
+                                    r"CUDA device"):
+            qj.swiglu_quantize(jnp.ones((64, 512), BF16))
+
+    def test_eager_calls_of_every_op(self):
+        x = jnp.ones((256, 256), BF16)
+        ids = jnp.zeros((256, 1), I32)
+        gs = jnp.asarray([128, 128], I32)
+        for target, call in (
+                ("qgemm_xla_gemm", lambda: qj.gmm(x, self.w, gs)),
+                ("qgemm_xla_quantize", lambda: qj.tgmm(x, x, gs)),
+                ("qgemm_xla_permute",
+                 lambda: qj.permute_quantize(x, ids, num_experts=2)),
+                ("qgemm_xla_unpermute",
+                 lambda: qj.unpermute(x, ids, tokens=256)),
+                ("qgemm_xla_swiglu_quantize",
+                 lambda: qj.swiglu(jnp.ones((64, 512), BF16)))):
+            with self.assertRaisesRegex(qgemm.DeviceError,
+                                        "%s needs a CUDA device" % target):
+                call()
+
+    def test_jitted_call_fails_with_qgemm_reason(self):
+        # Traced, the platform is XLA's to pick: the host handler answers
+        # when the computation runs on the CPU.
+        def step(w):
+            return qj.quantize_weights(w).forward
+        with self.assertRaises(Exception) as cm:
+            jax.block_until_ready(jax.jit(step)(self.w))
+        text = str(cm.exception)
+        self.assertIn("qgemm.jax: qgemm_xla_quantize needs a CUDA device",
+                      text)
+        self.assertNotIn("No FFI handler", text)

@@ -175,5 +175,144 @@ class ClosedKernelTest(unittest.TestCase):
             qgemm.compile(FPROP, runtime=rt)
 
 
+class ClosedCachedPropertiesTest(unittest.TestCase):
+    """Properties read once at compile time (the GEMM contract, the
+    configuration) are refused after close() like every other query."""
+
+    def test_cached_properties_after_close(self):
+        rt = qgemm.Runtime(libcuda="/nonexistent/libcuda.so.1",
+                           disk_cache=False)
+        k = qgemm.compile(FPROP, runtime=rt)
+        self.assertEqual(k.n, 256)
+        self.assertEqual(k.config.block_n, k.config.block_n)
+        k.close()
+        for query in ("n", "k", "a_scale", "b_scale", "config", "grouping",
+                      "group_index", "alignment", "a_dtype", "d_dtype",
+                      "accumulate", "padding_rows", "cache_note"):
+            with self.assertRaisesRegex(qgemm.ArgumentError,
+                                        "kernel py_fprop|kernel qgemm_py_"
+                                        "fprop_[0-9a-f]+ is closed",
+                                        msg=query):
+                getattr(k, query)
+
+    def test_launch_plan_of_a_closed_runtime(self):
+        rt = qgemm.Runtime(libcuda="/nonexistent/libcuda.so.1",
+                           disk_cache=False)
+        k = qgemm.compile(FPROP, runtime=rt)
+        with self.assertRaises(qgemm.DeviceError):  # builds the plan
+            k.launch(host_groups=(128, 256), **fprop_operands())
+        rt.close()
+        with self.assertRaisesRegex(qgemm.ArgumentError,
+                                    "the runtime of kernel qgemm_py_fprop_"
+                                    "[0-9a-f]+ is closed"):
+            k.launch(host_groups=(128, 256), **fprop_operands())
+        with self.assertRaisesRegex(qgemm.ArgumentError,
+                                    "the runtime is closed"):
+            k.load()
+
+
+class ArgumentNamesTest(unittest.TestCase):
+    """Messages from the library name the arguments as Python (and C)
+    callers spell them, not the C++ structs' fields."""
+
+    def test_quantize_sizes_messages(self):
+        q = qgemm.compile({"qgemm": 1, "name": "q", "op": "quantize",
+                           "recipe": "deepseek", "columnwise": {}})
+        for kw, name in ((dict(num_groups=100000), r"num_groups = 100000"),
+                         (dict(num_tensors=2), r"num_tensors = 2"),
+                         (dict(host_group_offsets=[100, 50]),
+                          r"group_offsets\[1\] = 50")):
+            with self.assertRaisesRegex(qgemm.ArgumentError, name) as cm:
+                q.quantize_sizes(128, 256, **kw)
+            for cpp in ("numGroups", "numTensors", "groupOffsets"):
+                self.assertNotIn(cpp, str(cm.exception))
+
+
+class OptionAndPathTest(unittest.TestCase):
+    """Flags are booleans, paths are paths: nothing is read by its truth
+    value or cut at a NUL."""
+
+    def test_flags_are_booleans(self):
+        for name in ("disk_cache", "load_eagerly"):
+            for bad in ("no", "yes", None, 2, 1.0):
+                with self.assertRaisesRegex(
+                        qgemm.ArgumentError,
+                        "%s must be True or False, not %s"
+                        % (name, type(bad).__name__), msg=repr(bad)):
+                    qgemm.Runtime(**{name: bad})
+        qgemm.Runtime(disk_cache=0, load_eagerly=1).close()
+        qgemm.Runtime(disk_cache=False, load_eagerly=True).close()
+
+    def test_debug_sync_is_a_boolean(self):
+        rt = qgemm.Runtime(libcuda="/nonexistent/libcuda.so.1",
+                           disk_cache=False)
+        k = qgemm.compile(FPROP, runtime=rt)
+        ops = fprop_operands()
+        ops["workspace"] = FakeCuda((2,), "<i4")
+        ops["error_flag"] = FakeCuda((1,), "<i4")
+        with self.assertRaisesRegex(qgemm.ArgumentError,
+                                    "debug_sync must be True or False, not "
+                                    "str 'yes'"):
+            k.launch(debug_sync="yes", **ops)
+        q = qgemm.compile({"qgemm": 1, "name": "q", "op": "quantize",
+                           "recipe": "deepseek", "rowwise": {}},
+                          runtime=rt)
+        with self.assertRaisesRegex(qgemm.ArgumentError,
+                                    "debug_sync must be True or False"):
+            q.quantize(FakeCuda((128, 256), "<V2"),
+                       row_data=FakeCuda((128, 256), "|u1"),
+                       row_scales=FakeCuda((128, 2), "<f4"),
+                       debug_sync="no")
+
+    def test_nul_in_a_path(self):
+        with self.assertRaisesRegex(qgemm.ArgumentError,
+                                    r"cache_directory = '/x\\x00/etc' "
+                                    r"contains a NUL byte"):
+            qgemm.Runtime(cache_directory="/x\0/etc")
+        with self.assertRaisesRegex(qgemm.ArgumentError,
+                                    "libcuda = .* contains a NUL byte"):
+            qgemm.Runtime(libcuda=b"libcuda.so\0.1")
+        with self.assertRaisesRegex(qgemm.ArgumentError,
+                                    "spec = .* contains a NUL byte"):
+            qgemm.compile("/tmp/spec\0.json")
+
+    def test_lone_surrogate_in_a_path(self):
+        with self.assertRaisesRegex(qgemm.ArgumentError,
+                                    "cache_directory = .* cannot be encoded "
+                                    "as a file name"):
+            qgemm.Runtime(cache_directory="/tmp/\ud800")
+        with self.assertRaisesRegex(qgemm.ArgumentError,
+                                    "spec = .* cannot be encoded"):
+            qgemm.compile("/tmp/\ud800.json")
+
+    def test_spec_of_no_kind(self):
+        for bad in (None, 42, 1.5, ["x"]):
+            with self.assertRaisesRegex(qgemm.ArgumentError,
+                                        "spec must be a dict, JSON text or "
+                                        "a path, not %s" % type(bad).__name__):
+                qgemm.compile(bad)
+        with self.assertRaisesRegex(qgemm.ArgumentError,
+                                    "the dict is not JSON"):
+            qgemm.compile({"qgemm": 1, "name": object()})
+
+    def test_nul_in_spec_text(self):
+        import json
+        text = json.dumps(FPROP)
+        for spec in (text + "\0garbage", (text + "\0").encode()):
+            with self.assertRaisesRegex(
+                    qgemm.SpecError,
+                    r"^<string>: invalid JSON: a NUL byte at byte %d "
+                    r"\(line 1, column %d\)" % (len(text), len(text) + 1)):
+                qgemm.compile(spec)
+        # The same words as for a file.
+        with tempfile.NamedTemporaryFile("wb", suffix=".json") as f:
+            f.write(text.encode() + b"\0garbage")
+            f.flush()
+            with self.assertRaisesRegex(qgemm.SpecError,
+                                        "invalid JSON: a NUL byte at byte "
+                                        "%d" % len(text)):
+                qgemm.compile(f.name)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -68,7 +68,7 @@ class QuantizeTest(OpLaunchBase):
         self.assertEqual(s["col_scales"], 3 * 512)
         grouped = self.k.quantize_sizes(300, host_group_offsets=[100, 290])
         self.assertEqual(grouped["col_scales"], (1 + 2) * 512)
-        with self.assertRaisesRegex(qgemm.ArgumentError, "groupOffsets"):
+        with self.assertRaisesRegex(qgemm.ArgumentError, "group_offsets"):
             self.k.quantize_sizes(300, host_group_offsets=[200, 100])
 
     def test_valid_launch_reaches_the_driver(self):
@@ -104,7 +104,7 @@ class QuantizeTest(OpLaunchBase):
                                     "host_group_offsets is missing"):
             self.k.quantize(**ops)
         # The runtime's own check of the offsets comes through.
-        with self.assertRaisesRegex(qgemm.ArgumentError, "groupOffsets"):
+        with self.assertRaisesRegex(qgemm.ArgumentError, "group_offsets"):
             self.k.quantize(host_group_offsets=[200, 100], **ops)
         with self.assertRaises(qgemm.DeviceError):
             self.k.quantize(host_group_offsets=[128, 256], **ops)

@@ -147,7 +147,9 @@ class CompileTest(unittest.TestCase):
         self.assertEqual(qgemm.compile(quantize).op, "quantize")
 
     def test_spec_type(self):
-        with self.assertRaises(TypeError):
+        with self.assertRaisesRegex(qgemm.ArgumentError,
+                                    "spec must be a dict, JSON text or a "
+                                    "path, not int"):
             qgemm.compile(42)
 
 
@@ -308,7 +310,7 @@ class LaunchCheckTest(unittest.TestCase):
                            r"grouping.alignment = 128", host_groups=(100, 256))
         self.assertRefused("offsets must be non-decreasing",
                            host_groups=(256, 128))
-        self.assertRefused("hostGroupsCount = 1 but offsets has numGroups = 2",
+        self.assertRefused("host_groups_count = 1 but offsets has num_groups = 2",
                            host_groups=(256,))
 
     def test_alignment_checked_by_runtime(self):

@@ -145,7 +145,7 @@ class SwigluQuantizeTest(SwigluBase):
         self.refused("host_group_offsets is missing",
                      self.k.swiglu_quantize, **ops)
         # The runtime's check of the host copy comes through.
-        self.refused(r"groupOffsets\[1\] = 100", self.k.swiglu_quantize,
+        self.refused(r"group_offsets\[1\] = 100", self.k.swiglu_quantize,
                      host_group_offsets=[200, 100, 256], **ops)
         with self.assertRaises(qgemm.DeviceError):
             self.k.swiglu_quantize(host_group_offsets=[10, 20, 256], **ops)

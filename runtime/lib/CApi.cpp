@@ -21,6 +21,7 @@
 #include <cstring>
 #include <exception>
 #include <string>
+#include <utility>
 #include <vector>
 
 using namespace qgemm;
@@ -57,6 +58,64 @@ const char *qgemm_version_string(void) {
   return v->c_str();
 }
 
+std::string qgemm::capi::cFieldNames(std::string_view message) {
+  // The fields of GemmArgs, QuantizeArgs, PermuteArgs, UnpermuteArgs and
+  // the swiglu args whose C names differ (qgemm.h's *_args structs).
+  static const std::pair<std::string_view, std::string_view> kNames[] = {
+      {"scaleA", "scale_a"},
+      {"scaleB", "scale_b"},
+      {"numGroups", "num_groups"},
+      {"hostGroups", "host_groups"},
+      {"hostGroupsCount", "host_groups_count"},
+      {"errorFlag", "error_flag"},
+      {"groupOffsets", "group_offsets"},
+      {"hostGroupOffsets", "host_group_offsets"},
+      {"numTensors", "num_tensors"},
+      {"inputTable", "input_table"},
+      {"rowData", "row_data"},
+      {"rowScales", "row_scales"},
+      {"colData", "col_data"},
+      {"colScales", "col_scales"},
+      {"xScales", "x_scales"},
+      {"yScales", "y_scales"},
+      {"rowGroup", "row_group"},
+      {"rowMap", "row_map"},
+      {"rowProbs", "row_probs"},
+      {"gradY", "grad_y"},
+      {"gradRowProbs", "grad_row_probs"},
+      {"gradX", "grad_x"},
+      {"gradProbs", "grad_probs"},
+      {"gradOut", "grad_out"},
+      {"gradInput", "grad_input"},
+      {"gradOutput", "grad_output"},
+      {"hostRouting", "host_routing"},
+      {"bf16Output", "bf16_output"},
+  };
+  auto isWordChar = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c >= '0' && c <= '9') || c == '_';
+  };
+  std::string out;
+  out.reserve(message.size() + 16);
+  for (size_t i = 0; i < message.size();) {
+    if (!isWordChar(message[i])) {
+      out += message[i++];
+      continue;
+    }
+    size_t end = i;
+    while (end < message.size() && isWordChar(message[end]))
+      ++end;
+    std::string_view word = message.substr(i, end - i);
+    std::string_view shown = word;
+    for (const auto &[cpp, c] : kNames)
+      if (word == cpp)
+        shown = c;
+    out += shown;
+    i = end;
+  }
+  return out;
+}
+
 //===----------------------------------------------------------------------===//
 // Runtime
 //===----------------------------------------------------------------------===//
@@ -88,10 +147,15 @@ qgemm_status qgemm_runtime_create(const qgemm_runtime_options *options,
   });
 }
 
-void qgemm_runtime_destroy(qgemm_runtime *rt) { delete rt; }
+void qgemm_runtime_destroy(qgemm_runtime *rt) { destroyHandle(rt); }
 
 const char *qgemm_runtime_cache_directory(const qgemm_runtime *rt) {
-  return rt ? rt->rt.cacheDirectory().c_str() : "";
+  Pin<qgemm_runtime> pin(rt);
+  if (!pin) {
+    invalid("qgemm_runtime_cache_directory", pin.why("rt"));
+    return "";
+  }
+  return rt->rt.cacheDirectory().c_str();
 }
 
 //===----------------------------------------------------------------------===//
@@ -132,15 +196,29 @@ qgemm_status qgemm_spec_parse_file(const char *path, qgemm_spec **out) {
   });
 }
 
-void qgemm_spec_destroy(qgemm_spec *spec) { delete spec; }
+void qgemm_spec_destroy(qgemm_spec *spec) { destroyHandle(spec); }
 
 size_t qgemm_spec_count(const qgemm_spec *spec) {
-  return spec ? spec->specs.size() : 0;
+  Pin<qgemm_spec> pin(spec);
+  if (!pin) {
+    invalid("qgemm_spec_count", pin.why("spec"));
+    return 0;
+  }
+  return spec->specs.size();
 }
 
 const char *qgemm_spec_name(const qgemm_spec *spec, size_t index) {
-  if (!spec || index >= spec->specs.size())
+  Pin<qgemm_spec> pin(spec);
+  if (!pin) {
+    invalid("qgemm_spec_name", pin.why("spec"));
     return nullptr;
+  }
+  if (index >= spec->specs.size()) {
+    invalid("qgemm_spec_name",
+            "index " + std::to_string(index) + " is out of range: the spec "
+            "has " + std::to_string(spec->specs.size()) + " kernel(s)");
+    return nullptr;
+  }
   return spec->specs[index].name.c_str();
 }
 
@@ -154,8 +232,11 @@ qgemm_status qgemm_compile(qgemm_runtime *rt, const qgemm_spec *spec,
     if (!out)
       return invalid("qgemm_compile", "out is NULL");
     *out = nullptr;
-    if (!rt || !spec)
-      return invalid("qgemm_compile", rt ? "spec is NULL" : "rt is NULL");
+    Pin<qgemm_runtime> rtPin(rt);
+    Pin<qgemm_spec> specPin(spec);
+    if (!rtPin || !specPin)
+      return invalid("qgemm_compile",
+                     rtPin ? specPin.why("spec") : rtPin.why("rt"));
     if (index >= spec->specs.size())
       return invalid("qgemm_compile",
                      "index " + std::to_string(index) + " is out of range: " +
@@ -183,7 +264,7 @@ qgemm_status qgemm_compile(qgemm_runtime *rt, const qgemm_spec *spec,
   });
 }
 
-void qgemm_kernel_destroy(qgemm_kernel *kernel) { delete kernel; }
+void qgemm_kernel_destroy(qgemm_kernel *kernel) { destroyHandle(kernel); }
 
 const char *qgemm_dtype_name(qgemm_dtype v) {
   switch (v) {
@@ -245,38 +326,44 @@ const char *qgemm_family_name(qgemm_family v) {
 }
 
 const char *qgemm_kernel_name(const qgemm_kernel *k) {
-  return str(k, [](const Kernel &x) -> const std::string & { return x.name(); });
+  return str("qgemm_kernel_name", k, [](const Kernel &x) -> const std::string & { return x.name(); });
 }
 const char *qgemm_kernel_spec_name(const qgemm_kernel *k) {
-  return str(k, [](const Kernel &x) -> const std::string & {
+  return str("qgemm_kernel_spec_name", k, [](const Kernel &x) -> const std::string & {
     return x.spec().name;
   });
 }
 const char *qgemm_kernel_hash(const qgemm_kernel *k) {
-  return str(k, [](const Kernel &x) -> const std::string & {
+  return str("qgemm_kernel_hash", k, [](const Kernel &x) -> const std::string & {
     return x.spec().hash;
   });
 }
 const char *qgemm_kernel_canonical_json(const qgemm_kernel *k) {
-  return str(k, [](const Kernel &x) -> const std::string & {
+  return str("qgemm_kernel_canonical_json", k, [](const Kernel &x) -> const std::string & {
     return x.spec().canonicalJson;
   });
 }
 const char *qgemm_kernel_target(const qgemm_kernel *k) {
-  return str(k, [](const Kernel &x) -> const std::string & {
+  return str("qgemm_kernel_target", k, [](const Kernel &x) -> const std::string & {
     return x.spec().target;
   });
 }
 const char *qgemm_kernel_ptx(const qgemm_kernel *k) {
-  return str(k, [](const Kernel &x) -> const std::string & { return x.ptx(); });
+  return str("qgemm_kernel_ptx", k, [](const Kernel &x) -> const std::string & { return x.ptx(); });
 }
 const char *qgemm_kernel_cache_note(const qgemm_kernel *k) {
-  return k ? k->stats.cacheNote.c_str() : "";
+  Pin<qgemm_kernel> pin(k);
+  if (!pin) {
+    invalid("qgemm_kernel_cache_note", pin.why("k"));
+    return "";
+  }
+  return k->stats.cacheNote.c_str();
 }
 
 qgemm_kernel_source qgemm_kernel_source_of(const qgemm_kernel *k) {
-  if (!k) {
-    invalid("qgemm_kernel_source_of", "k is NULL");
+  Pin<qgemm_kernel> pin(k);
+  if (!pin) {
+    invalid("qgemm_kernel_source_of", pin.why("k"));
     return QGEMM_SOURCE_INVALID;
   }
   switch (k->stats.source) {
@@ -288,9 +375,11 @@ qgemm_kernel_source qgemm_kernel_source_of(const qgemm_kernel *k) {
 }
 
 qgemm_op qgemm_kernel_op(const qgemm_kernel *k) {
-  const Kernel *kk = kernelOf(k);
+  Pin<qgemm_kernel> pin(k);
+  const Kernel *kk = pin ? kernelOf(k) : nullptr;
   if (!kk) {
-    invalid("qgemm_kernel_op", k ? "k holds no kernel" : "k is NULL");
+    invalid("qgemm_kernel_op", pin ? std::string("k holds no kernel")
+                                   : pin.why("k"));
     return QGEMM_OP_INVALID;
   }
   switch (kk->spec().op) {
@@ -307,9 +396,10 @@ qgemm_op qgemm_kernel_op(const qgemm_kernel *k) {
 qgemm_status qgemm_kernel_gemm_info(const qgemm_kernel *k,
                                     qgemm_gemm_info *out) {
   return guarded("qgemm_kernel_gemm_info", [&] {
-    const Kernel *kk = kernelOf(k);
+    Pin<qgemm_kernel> pin(k);
+    const Kernel *kk = pin ? kernelOf(k) : nullptr;
     if (!kk)
-      return invalid("qgemm_kernel_gemm_info", "kernel is NULL");
+      return invalid("qgemm_kernel_gemm_info", pin.why("kernel"));
     if (!sizeOk(out, sizeof(qgemm_gemm_info)))
       return invalid("qgemm_kernel_gemm_info",
                      "out is NULL or out->struct_size is smaller than "
@@ -344,9 +434,10 @@ qgemm_status qgemm_kernel_gemm_info(const qgemm_kernel *k,
 qgemm_status qgemm_kernel_config(const qgemm_kernel *k,
                                  qgemm_config_info *out) {
   return guarded("qgemm_kernel_config", [&] {
-    const Kernel *kk = kernelOf(k);
+    Pin<qgemm_kernel> pin(k);
+    const Kernel *kk = pin ? kernelOf(k) : nullptr;
     if (!kk)
-      return invalid("qgemm_kernel_config", "kernel is NULL");
+      return invalid("qgemm_kernel_config", pin.why("kernel"));
     if (!sizeOk(out, sizeof(qgemm_config_info)))
       return invalid("qgemm_kernel_config",
                      "out is NULL or out->struct_size is smaller than "
@@ -397,9 +488,10 @@ qgemm_status qgemm_kernel_config_field(const qgemm_kernel *k, const char *name,
                                        int64_t *value) {
   return guarded("qgemm_kernel_config_field", [&] {
     const char *fn = "qgemm_kernel_config_field";
-    const Kernel *kk = kernelOf(k);
+    Pin<qgemm_kernel> pin(k);
+    const Kernel *kk = pin ? kernelOf(k) : nullptr;
     if (!kk)
-      return invalid(fn, "kernel is NULL");
+      return invalid(fn, pin.why("kernel"));
     if (!name || !value)
       return invalid(fn, "name and value must not be NULL");
     const ConfigField *f = findConfigField(name);
@@ -421,9 +513,10 @@ qgemm_status qgemm_kernel_launch_geometry(const qgemm_kernel *k, int64_t rows,
                                           qgemm_launch_geometry *out) {
   return guarded("qgemm_kernel_launch_geometry", [&] {
     const char *fn = "qgemm_kernel_launch_geometry";
-    const Kernel *kk = kernelOf(k);
+    Pin<qgemm_kernel> pin(k);
+    const Kernel *kk = pin ? kernelOf(k) : nullptr;
     if (!kk)
-      return invalid(fn, "kernel is NULL");
+      return invalid(fn, pin.why("kernel"));
     if (!sizeOk(out, sizeof(qgemm_launch_geometry)))
       return invalid(fn, "out is NULL or out->struct_size is smaller than "
                          "sizeof(qgemm_launch_geometry) of API 1.0");
@@ -475,9 +568,10 @@ qgemm_status qgemm_kernel_scale_elements(const qgemm_kernel *k, int64_t rows,
                                          int64_t *scale_b_elems) {
   return guarded("qgemm_kernel_scale_elements", [&] {
     const char *fn = "qgemm_kernel_scale_elements";
-    const Kernel *kk = kernelOf(k);
+    Pin<qgemm_kernel> pin(k);
+    const Kernel *kk = pin ? kernelOf(k) : nullptr;
     if (!kk)
-      return invalid(fn, "kernel is NULL");
+      return invalid(fn, pin.why("kernel"));
     if (!scale_a_elems || !scale_b_elems)
       return invalid(fn, "scale_a_elems or scale_b_elems is NULL");
     if (kk->spec().op != OpKind::GroupedGemm)
@@ -530,9 +624,11 @@ qgemm_status qgemm_launch_gemm(qgemm_runtime *rt, const qgemm_kernel *k,
                                const qgemm_gemm_args *args, void *stream) {
   return guarded("qgemm_launch_gemm", [&] {
     const char *fn = "qgemm_launch_gemm";
-    const Kernel *kk = kernelOf(k);
-    if (!rt || !kk)
-      return invalid(fn, rt ? "kernel is NULL" : "rt is NULL");
+    Pin<qgemm_runtime> rtPin(rt);
+    Pin<qgemm_kernel> pin(k);
+    const Kernel *kk = pin ? kernelOf(k) : nullptr;
+    if (!rtPin || !kk)
+      return invalid(fn, rtPin ? pin.why("kernel") : rtPin.why("rt"));
     if (!sizeOk(args, offsetof(qgemm_gemm_args, flags)))
       return invalid(fn, "args is NULL or args->struct_size is smaller than "
                          "sizeof(qgemm_gemm_args) of API 1.0");
@@ -577,9 +673,12 @@ const char *qgemm_group_error_string(int32_t error_word) {
 
 qgemm_status qgemm_kernel_load(qgemm_runtime *rt, const qgemm_kernel *k) {
   return guarded("qgemm_kernel_load", [&] {
-    const Kernel *kk = kernelOf(k);
-    if (!rt || !kk)
-      return invalid("qgemm_kernel_load", rt ? "kernel is NULL" : "rt is NULL");
+    Pin<qgemm_runtime> rtPin(rt);
+    Pin<qgemm_kernel> pin(k);
+    const Kernel *kk = pin ? kernelOf(k) : nullptr;
+    if (!rtPin || !kk)
+      return invalid("qgemm_kernel_load",
+                     rtPin ? pin.why("kernel") : rtPin.why("rt"));
     return fromStatus(rt->rt.load(*kk));
   });
 }

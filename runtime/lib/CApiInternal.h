@@ -14,22 +14,40 @@
 
 #include "qgemm/Runtime.h"
 
+#include <atomic>
 #include <exception>
 #include <string>
+#include <string_view>
 #include <vector>
+
+/// What makes destroying a handle safe against calls in flight on other
+/// threads: every entry point pins the handles it reads for its whole
+/// duration (capi::Pin), destroy marks the handle closed and drops the
+/// owner's pin, and whoever drops the last pin frees it. A call that
+/// starts on a closed handle still pinned by another call is refused as
+/// closed. (A call that starts after the handle was freed is a use after
+/// free, as with any C handle: callers such as the Python package make
+/// sure none does.)
+struct QgemmHandleLife {
+  std::atomic<int64_t> pins{1}; ///< the owner's, plus one per call in flight
+  std::atomic<bool> closed{false};
+};
 
 struct qgemm_runtime {
   explicit qgemm_runtime(qgemm::RuntimeOptions o) : rt(std::move(o)) {}
   qgemm::Runtime rt;
+  mutable QgemmHandleLife life;
 };
 
 struct qgemm_spec {
   std::vector<qgemm::Spec> specs;
+  mutable QgemmHandleLife life;
 };
 
 struct qgemm_kernel {
   qgemm::Kernel kernel;
   qgemm::KernelStats stats;
+  mutable QgemmHandleLife life;
 };
 
 namespace qgemm::capi {
@@ -66,6 +84,12 @@ inline bool isNoDevice(const std::string &m) {
   return m.rfind("CUDA driver ", 0) == 0;
 }
 
+/// `message` with the C++ argument structs' field names (GemmArgs::numGroups,
+/// QuantizeArgs::groupOffsets, ...) replaced by the C structs' (num_groups,
+/// group_offsets), which are also the Python package's keyword names: a
+/// caller of the C API never sees the C++ names. Whole words only.
+std::string cFieldNames(std::string_view message);
+
 /// A runtime or driver Status as a C code.
 inline qgemm_status fromStatus(const Status &st) {
   if (st.ok())
@@ -74,7 +98,7 @@ inline qgemm_status fromStatus(const Status &st) {
     return fail(QGEMM_ERROR_NO_DEVICE, st.message);
   return fail(st.code == Status::UserError ? QGEMM_ERROR_USER
                                            : QGEMM_ERROR_INTERNAL,
-              st.message);
+              cFieldNames(st.message));
 }
 
 inline qgemm_status invalid(const char *fn, const std::string &what) {
@@ -114,10 +138,66 @@ inline const Kernel *kernelOf(const qgemm_kernel *k) {
   return k && k->kernel.valid() ? &k->kernel : nullptr;
 }
 
-inline const char *str(const qgemm_kernel *k,
+/// Holds a handle pinned for the scope of one C API call (QgemmHandleLife):
+/// false for NULL, and for a handle already destroyed, which `why` tells
+/// apart for the message.
+template <typename H> class Pin {
+public:
+  explicit Pin(const H *handle) : h(handle) {
+    if (!h)
+      return;
+    h->life.pins.fetch_add(1, std::memory_order_acq_rel);
+    if (h->life.closed.load(std::memory_order_acquire)) {
+      release();
+      h = nullptr;
+      closed = true;
+    }
+  }
+  ~Pin() {
+    if (h)
+      release();
+  }
+  Pin(const Pin &) = delete;
+  Pin &operator=(const Pin &) = delete;
+  explicit operator bool() const { return h != nullptr; }
+  /// "k is NULL" / "k is closed (...)", for the argument named `name`.
+  std::string why(const char *name) const {
+    return std::string(name) +
+           (closed ? " is closed: it was destroyed while another call was "
+                     "still using it"
+                   : " is NULL");
+  }
+
+private:
+  void release() {
+    if (h->life.pins.fetch_sub(1, std::memory_order_acq_rel) == 1)
+      delete h;
+  }
+  const H *h;
+  bool closed = false;
+};
+
+/// qgemm_*_destroy: marks `h` closed and drops the owner's pin; freed now,
+/// or by the last call in flight when it returns. A second destroy racing
+/// the first does nothing.
+template <typename H> void destroyHandle(H *h) {
+  if (!h || h->life.closed.exchange(true, std::memory_order_acq_rel))
+    return;
+  if (h->life.pins.fetch_sub(1, std::memory_order_acq_rel) == 1)
+    delete h;
+}
+
+/// A string query of a kernel: "" with the last error set for a NULL or
+/// closed kernel (a query that answers "" must say it failed).
+inline const char *str(const char *fn, const qgemm_kernel *k,
                        const std::string &(*get)(const Kernel &)) {
-  const Kernel *kk = kernelOf(k);
-  return kk ? get(*kk).c_str() : "";
+  Pin<qgemm_kernel> pin(k);
+  const Kernel *kk = pin ? kernelOf(k) : nullptr;
+  if (!kk) {
+    invalid(fn, pin ? std::string("k holds no kernel") : pin.why("k"));
+    return "";
+  }
+  return get(*kk).c_str();
 }
 
 inline int32_t cDtype(ElemType t) {

@@ -82,6 +82,9 @@ qgemm_status qgemm_kernel_quantize_info(const qgemm_kernel *k,
                                         qgemm_quantize_info *out) {
   const char *fn = "qgemm_kernel_quantize_info";
   return guarded(fn, [&] {
+    Pin<qgemm_kernel> pin(k);
+    if (!pin)
+      return invalid(fn, pin.why("kernel"));
     qgemm_status st = QGEMM_OK;
     const Kernel *kk =
         kernelFor(fn, k, OpKind::Quantize, QGEMM_OP_QUANTIZE, st);
@@ -117,6 +120,9 @@ qgemm_status qgemm_kernel_quantize_sizes(const qgemm_kernel *k, int64_t rows,
                                          qgemm_quantize_sizes *out) {
   const char *fn = "qgemm_kernel_quantize_sizes";
   return guarded(fn, [&] {
+    Pin<qgemm_kernel> pin(k);
+    if (!pin)
+      return invalid(fn, pin.why("kernel"));
     qgemm_status st = QGEMM_OK;
     const Kernel *kk =
         kernelFor(fn, k, OpKind::Quantize, QGEMM_OP_QUANTIZE, st);
@@ -151,7 +157,8 @@ qgemm_status qgemm_kernel_quantize_sizes(const qgemm_kernel *k, int64_t rows,
       a.workspace = 768;
     }
     if (Status v = validateQuantizeArgs(c, a); !v.ok())
-      return fail(QGEMM_ERROR_USER, std::string(fn) + ": " + v.message);
+      return fail(QGEMM_ERROR_USER,
+                  std::string(fn) + ": " + cFieldNames(v.message));
     QuantizeOutputSizes n;
     if (qgemm_status sz = quantizeOutputSizes(fn, kk->spec().name, c, rows,
                                               cols, num_tensors, num_groups,
@@ -211,6 +218,9 @@ qgemm_status qgemm_kernel_dispatch_info(const qgemm_kernel *k,
                                         qgemm_dispatch_info *out) {
   const char *fn = "qgemm_kernel_dispatch_info";
   return guarded(fn, [&] {
+    Pin<qgemm_kernel> pin(k);
+    if (!pin)
+      return invalid(fn, pin.why("kernel"));
     qgemm_status st = QGEMM_OK;
     const Kernel *kk = kernelForEither(fn, k, OpKind::Permute,
                                        OpKind::Unpermute,
@@ -259,6 +269,9 @@ qgemm_status qgemm_kernel_permute_rows(const qgemm_kernel *k, int64_t tokens,
                                        int64_t experts, int64_t *rows) {
   const char *fn = "qgemm_kernel_permute_rows";
   return guarded(fn, [&] {
+    Pin<qgemm_kernel> pin(k);
+    if (!pin)
+      return invalid(fn, pin.why("kernel"));
     qgemm_status st = QGEMM_OK;
     const Kernel *kk = kernelFor(fn, k, OpKind::Permute, QGEMM_OP_PERMUTE, st);
     if (!kk)

@@ -101,8 +101,12 @@ qgemm_status launchOp(const char *fn, const char *argsType, qgemm_runtime *rt,
                       size_t firstSize = sizeof(CArgs),
                       const char *version = "1.1") {
   return guarded(fn, [&] {
-    if (!rt)
-      return invalid(fn, "rt is NULL");
+    Pin<qgemm_runtime> rtPin(rt);
+    Pin<qgemm_kernel> pin(k);
+    if (!rtPin)
+      return invalid(fn, rtPin.why("rt"));
+    if (!pin)
+      return invalid(fn, pin.why("kernel"));
     qgemm_status st = QGEMM_OK;
     const Kernel *kk = kernelFor(fn, k, op, cop, st);
     if (!kk)

@@ -13,12 +13,21 @@
 #include "qgemm/Plans.h"
 
 #include <memory>
+#include <type_traits>
 
+// A plan pins its runtime for its whole life (the plan resolves and
+// launches through it), and is pinned by every call as the other handles
+// are (CApiInternal.h): destroying either is safe against calls in flight.
+// The runtime's pin is declared first, so it is released after the plan.
 struct qgemm_moe_plan {
+  std::unique_ptr<qgemm::capi::Pin<qgemm_runtime>> runtime;
   std::unique_ptr<qgemm::MoePlan> plan;
+  mutable QgemmHandleLife life;
 };
 struct qgemm_grouped_mm_plan {
+  std::unique_ptr<qgemm::capi::Pin<qgemm_runtime>> runtime;
   std::unique_ptr<qgemm::GroupedMmPlan> plan;
+  mutable QgemmHandleLife life;
 };
 
 using namespace qgemm;
@@ -26,13 +35,15 @@ using namespace qgemm::capi;
 
 namespace {
 
-qgemm_status weightDtype(const char *fn, int32_t v, ElemType &out) {
+/// A desc's dtype field (`name`): bf16 or f32.
+qgemm_status floatDtype(const char *fn, const char *name, int32_t v,
+                        ElemType &out) {
   if (v == QGEMM_DTYPE_BF16)
     out = ElemType::BF16;
   else if (v == QGEMM_DTYPE_F32)
     out = ElemType::F32;
   else
-    return invalid(fn, "weight_dtype = " + std::to_string(v) +
+    return invalid(fn, std::string(name) + " = " + std::to_string(v) +
                            ": expected QGEMM_DTYPE_BF16 or QGEMM_DTYPE_F32");
   return QGEMM_OK;
 }
@@ -64,9 +75,13 @@ qgemm_status qgemm_moe_plan_create(qgemm_runtime *rt,
     d.inter = desc->inter;
     d.topk = desc->topk;
     d.alignment = desc->alignment;
-    if (qgemm_status st = weightDtype(fn, desc->weight_dtype, d.weightDtype))
+    if (qgemm_status st =
+            floatDtype(fn, "weight_dtype", desc->weight_dtype, d.weightDtype))
       return st;
     auto h = std::make_unique<qgemm_moe_plan>();
+    h->runtime = std::make_unique<Pin<qgemm_runtime>>(rt);
+    if (!*h->runtime)
+      return invalid(fn, h->runtime->why("rt"));
     if (Status st = MoePlan::create(rt->rt, d, h->plan); !st.ok())
       return fromStatus(st);
     *out = h.release();
@@ -74,14 +89,15 @@ qgemm_status qgemm_moe_plan_create(qgemm_runtime *rt,
   });
 }
 
-void qgemm_moe_plan_destroy(qgemm_moe_plan *plan) { delete plan; }
+void qgemm_moe_plan_destroy(qgemm_moe_plan *plan) { destroyHandle(plan); }
 
 qgemm_status qgemm_moe_plan_sizes(const qgemm_moe_plan *plan, int64_t tokens,
                                   qgemm_moe_sizes *out) {
   const char *fn = "qgemm_moe_plan_sizes";
   return guarded(fn, [&] {
-    if (!plan || !plan->plan)
-      return invalid(fn, "plan is NULL");
+    Pin<std::remove_pointer_t<decltype(plan)>> pin(plan);
+    if (!pin)
+      return invalid(fn, pin.why("plan"));
     if (!sizeOk(out, sizeof(qgemm_moe_sizes)))
       return invalid(fn, std::string("out ") + tooSmall15("qgemm_moe_sizes"));
     MoeSizes s;
@@ -106,8 +122,9 @@ qgemm_status qgemm_moe_plan_forward(const qgemm_moe_plan *plan,
                                     void *stream) {
   const char *fn = "qgemm_moe_plan_forward";
   return guarded(fn, [&] {
-    if (!plan || !plan->plan)
-      return invalid(fn, "plan is NULL");
+    Pin<std::remove_pointer_t<decltype(plan)>> pin(plan);
+    if (!pin)
+      return invalid(fn, pin.why("plan"));
     if (!sizeOk(a, sizeof(qgemm_moe_forward_args)))
       return invalid(fn, std::string("args ") +
                              tooSmall15("qgemm_moe_forward_args"));
@@ -148,8 +165,9 @@ qgemm_status qgemm_moe_plan_backward(const qgemm_moe_plan *plan,
                                      void *stream) {
   const char *fn = "qgemm_moe_plan_backward";
   return guarded(fn, [&] {
-    if (!plan || !plan->plan)
-      return invalid(fn, "plan is NULL");
+    Pin<std::remove_pointer_t<decltype(plan)>> pin(plan);
+    if (!pin)
+      return invalid(fn, pin.why("plan"));
     if (!sizeOk(a, sizeof(qgemm_moe_backward_args)))
       return invalid(fn, std::string("args ") +
                              tooSmall15("qgemm_moe_backward_args"));
@@ -212,9 +230,16 @@ qgemm_grouped_mm_plan_create(qgemm_runtime *rt,
     d.k = desc->k;
     d.alignment = desc->alignment;
     d.accumulate = desc->accumulate != 0;
-    if (qgemm_status st = weightDtype(fn, desc->weight_dtype, d.weightDtype))
+    if (qgemm_status st =
+            floatDtype(fn, "weight_dtype", desc->weight_dtype, d.weightDtype))
+      return st;
+    if (qgemm_status st =
+            floatDtype(fn, "input_dtype", desc->input_dtype, d.inputDtype))
       return st;
     auto h = std::make_unique<qgemm_grouped_mm_plan>();
+    h->runtime = std::make_unique<Pin<qgemm_runtime>>(rt);
+    if (!*h->runtime)
+      return invalid(fn, h->runtime->why("rt"));
     if (Status st = GroupedMmPlan::create(rt->rt, d, h->plan); !st.ok())
       return fromStatus(st);
     *out = h.release();
@@ -229,8 +254,9 @@ qgemm_status qgemm_grouped_mm_plan_sizes(const qgemm_grouped_mm_plan *plan,
                                          qgemm_grouped_mm_sizes *out) {
   const char *fn = "qgemm_grouped_mm_plan_sizes";
   return guarded(fn, [&] {
-    if (!plan || !plan->plan)
-      return invalid(fn, "plan is NULL");
+    Pin<std::remove_pointer_t<decltype(plan)>> pin(plan);
+    if (!pin)
+      return invalid(fn, pin.why("plan"));
     if (!sizeOk(out, sizeof(qgemm_grouped_mm_sizes)))
       return invalid(fn, std::string("out ") +
                              tooSmall15("qgemm_grouped_mm_sizes"));
@@ -253,8 +279,9 @@ qgemm_grouped_mm_plan_forward(const qgemm_grouped_mm_plan *plan,
                               void *stream) {
   const char *fn = "qgemm_grouped_mm_plan_forward";
   return guarded(fn, [&] {
-    if (!plan || !plan->plan)
-      return invalid(fn, "plan is NULL");
+    Pin<std::remove_pointer_t<decltype(plan)>> pin(plan);
+    if (!pin)
+      return invalid(fn, pin.why("plan"));
     if (!sizeOk(a, sizeof(qgemm_grouped_mm_forward_args)))
       return invalid(fn, std::string("args ") +
                              tooSmall15("qgemm_grouped_mm_forward_args"));
@@ -284,8 +311,9 @@ qgemm_grouped_mm_plan_backward(const qgemm_grouped_mm_plan *plan,
                                void *stream) {
   const char *fn = "qgemm_grouped_mm_plan_backward";
   return guarded(fn, [&] {
-    if (!plan || !plan->plan)
-      return invalid(fn, "plan is NULL");
+    Pin<std::remove_pointer_t<decltype(plan)>> pin(plan);
+    if (!pin)
+      return invalid(fn, pin.why("plan"));
     if (!sizeOk(a, sizeof(qgemm_grouped_mm_backward_args)))
       return invalid(fn, std::string("args ") +
                              tooSmall15("qgemm_grouped_mm_backward_args"));

@@ -25,6 +25,9 @@ qgemm_status qgemm_kernel_swiglu_info(const qgemm_kernel *k,
                                       qgemm_swiglu_info *out) {
   const char *fn = "qgemm_kernel_swiglu_info";
   return guarded(fn, [&] {
+    Pin<qgemm_kernel> pin(k);
+    if (!pin)
+      return invalid(fn, pin.why("kernel"));
     qgemm_status st = QGEMM_OK;
     const Kernel *kk = kernelForEither(
         fn, k, OpKind::SwigluQuantize, OpKind::SwigluBackward,
@@ -71,6 +74,9 @@ qgemm_status qgemm_kernel_swiglu_sizes(const qgemm_kernel *k, int64_t rows,
                                        qgemm_swiglu_sizes *out) {
   const char *fn = "qgemm_kernel_swiglu_sizes";
   return guarded(fn, [&] {
+    Pin<qgemm_kernel> pin(k);
+    if (!pin)
+      return invalid(fn, pin.why("kernel"));
     qgemm_status st = QGEMM_OK;
     const Kernel *kk = kernelFor(fn, k, OpKind::SwigluQuantize,
                                  QGEMM_OP_SWIGLU_QUANTIZE, st);
@@ -105,7 +111,8 @@ qgemm_status qgemm_kernel_swiglu_sizes(const qgemm_kernel *k, int64_t rows,
       a.workspace = 768;
     }
     if (Status v = validateSwigluQuantizeArgs(c, a); !v.ok())
-      return fail(QGEMM_ERROR_USER, std::string(fn) + ": " + v.message);
+      return fail(QGEMM_ERROR_USER,
+                  std::string(fn) + ": " + cFieldNames(v.message));
     QuantizeOutputSizes n;
     if (qgemm_status sz =
             quantizeOutputSizes(fn, kk->spec().name, c.quant, rows,

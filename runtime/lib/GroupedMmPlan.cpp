@@ -88,14 +88,19 @@ Status GroupedMmPlan::create(Runtime &rt, const GroupedMmPlanDesc &d,
                std::to_string(d.n) + ", " + std::to_string(d.k) +
                "): N and K must be positive multiples of 128 (128x128 "
                "scale blocks)");
-  if (d.alignment < 1 || d.alignment > 128 || (d.alignment & (d.alignment - 1)))
+  if (d.alignment < 1 || d.alignment > 4096 ||
+      (d.alignment & (d.alignment - 1)))
     return bad("alignment = " + std::to_string(d.alignment) +
-               ": expected a power of two in 1..128");
+               ": expected a power of two in 1..4096");
   if (d.recipe != "deepseek")
     return bad("recipe \"" + d.recipe + "\": only \"deepseek\"");
   const char *wdt = dtypeName(d.weightDtype);
   if (!*wdt)
     return bad("weight dtype " + std::string(spellingOf(d.weightDtype)) +
+               ": expected bf16 or f32");
+  const char *xdt = dtypeName(d.inputDtype);
+  if (!*xdt)
+    return bad("input dtype " + std::string(spellingOf(d.inputDtype)) +
                ": expected bf16 or f32");
   auto impl = std::make_unique<Impl>();
   impl->rt = &rt;
@@ -108,10 +113,10 @@ Status GroupedMmPlan::create(Runtime &rt, const GroupedMmPlanDesc &d,
     const char *what;
   } items[] = {
       {&impl->weights, weightsSpec(wdt), "weights"},
-      {&impl->quant, quantizeSpec("bf16", true, true), "quantize"},
-      {&impl->gemm, gemmSpec("m_contiguous", N, K, "bf16", A, false),
+      {&impl->quant, quantizeSpec(xdt, true, true), "quantize"},
+      {&impl->gemm, gemmSpec("m_contiguous", N, K, xdt, A, false),
        "forward GEMM"},
-      {&impl->dgrad, gemmSpec("m_contiguous", K, N, "bf16", A, false),
+      {&impl->dgrad, gemmSpec("m_contiguous", K, N, xdt, A, false),
        "data-gradient GEMM"},
       {&impl->wgrad,
        gemmSpec("k_contiguous", N, K, d.accumulate ? "f32" : wdt, A,

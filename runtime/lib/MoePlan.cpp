@@ -121,9 +121,10 @@ Status MoePlan::create(Runtime &rt, const MoePlanDesc &d,
                "blocks)");
   if (d.topk < 1 || d.topk > 64)
     return bad("topk = " + std::to_string(d.topk) + ": expected 1..64");
-  if (d.alignment < 1 || d.alignment > 128 || (d.alignment & (d.alignment - 1)))
+  if (d.alignment < 1 || d.alignment > 4096 ||
+      (d.alignment & (d.alignment - 1)))
     return bad("alignment = " + std::to_string(d.alignment) +
-               ": expected a power of two in 1..128");
+               ": expected a power of two in 1..4096");
   if (d.recipe != "deepseek")
     return bad("recipe \"" + d.recipe +
                "\": only \"deepseek\" (1x128 "

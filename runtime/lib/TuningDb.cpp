@@ -246,6 +246,15 @@ bool parseTuningDb(const std::string &text, const std::string &file,
 
 bool loadTuningDb(const std::string &path, TuningDb &out, std::string &why,
                   bool missingOk) {
+  // Judged by its type first: opening a FIFO would block until a writer
+  // came, and `qgemmc tune --db` renames its result over this path.
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    out = TuningDb();
+    why = path + ": cannot read: not a regular file (a tuning database is "
+                 "a JSON file)";
+    return false;
+  }
   std::ifstream f(path, std::ios::binary);
   if (!f) {
     out = TuningDb();

@@ -12,7 +12,10 @@
 //     the process, naming the mutant);
 //   - the answer is an internal error (exit status 2 of qgemmc);
 //   - the parser accepts it but compiling a kernel fails: validation let
-//     an invalid spec through;
+//     an invalid spec through; or it accepts what must be refused though
+//     it would compile: a raw NUL byte anywhere, a swept path whose parent
+//     the body sets to null (or another non-object), tuning knobs on a
+//     spec of an op other than grouped_gemm;
 //   - the error message is longer than kMaxMessage bytes past the file
 //     name, or does not name the file.
 // With --cli, every Nth mutant also goes through the qgemmc binary itself
@@ -35,6 +38,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <dirent.h>
+#include <nlohmann/json.hpp>
 #include <fstream>
 #include <iostream>
 #include <set>
@@ -48,6 +52,7 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using json = nlohmann::json;
 
 /// Bytes a message may take besides the file name it starts with.
 constexpr size_t kMaxMessage = 2048;
@@ -120,10 +125,43 @@ bool messageOk(const std::string &message, const std::string &file,
   return ok;
 }
 
+/// Why the mutant `text` must be refused whatever compiling its kernels
+/// would say ("" when nothing forbids it): what once slipped through.
+std::string mustBeRefused(const std::string &text,
+                          const std::vector<qgemm::Spec> &specs) {
+  if (text.find('\0') != std::string::npos)
+    return "accepted a spec holding a NUL byte";
+  for (const qgemm::Spec &s : specs)
+    if (s.op != qgemm::OpKind::GroupedGemm && !s.tuning.isAuto)
+      return "accepted tuning knobs on a spec that is not a grouped_gemm";
+  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object() || !doc.contains("sweep") || !doc["sweep"].is_object())
+    return "";
+  for (auto it = doc["sweep"].begin(); it != doc["sweep"].end(); ++it) {
+    const json *node = &doc;
+    std::string path = it.key(), prefix;
+    for (size_t start = 0, dot; (dot = path.find('.', start)) !=
+                                std::string::npos;
+         start = dot + 1) {
+      std::string segment = path.substr(start, dot - start);
+      prefix += (prefix.empty() ? "" : ".") + segment;
+      auto child = node->find(segment);
+      if (child == node->end())
+        break; // absent: the sweep creates it
+      if (!child->is_object())
+        return "accepted a sweep of " + path + " under " + prefix + " = " +
+               child->dump();
+      node = &*child;
+    }
+  }
+  return "";
+}
+
 /// The in-process answer: 0 accepted (and every kernel compiled), 1
 /// refused, 2 internal error or accepted-but-invalid. `why` says what.
-int runInProcess(const std::string &file, std::set<std::string> &compiled,
-                 Counts &c, std::string &why) {
+int runInProcess(const std::string &file, const std::string &text,
+                 std::set<std::string> &compiled, Counts &c,
+                 std::string &why) {
   auto parsed = qgemm::parseSpecFile(file);
   if (!parsed) {
     ++c.rejected;
@@ -136,6 +174,11 @@ int runInProcess(const std::string &file, std::set<std::string> &compiled,
     return ok ? 1 : 3;
   }
   ++c.accepted;
+  if (std::string bad = mustBeRefused(text, parsed.value()); !bad.empty()) {
+    why = bad;
+    ++c.acceptedInvalid;
+    return 2;
+  }
   for (const qgemm::Spec &s : parsed.value()) {
     if (!compiled.insert(s.hash).second)
       continue;
@@ -259,7 +302,7 @@ int main(int argc, char **argv) {
     startedAt = now();
     ++c.mutants;
     std::string why;
-    int rc = runInProcess(file, compiled, c, why);
+    int rc = runInProcess(file, text, compiled, c, why);
     if (rc > 1)
       keep(o, i, text, why);
     if (!o.cli.empty() && o.cliEvery && i % o.cliEvery == 0) {

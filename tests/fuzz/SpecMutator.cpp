@@ -4,7 +4,9 @@
 // reach deep into validation instead of failing at the first brace; the
 // vocabulary below is the spec format's own, so that changes often produce
 // valid-looking but wrong combinations, which is where a validator can be
-// too lenient.
+// too lenient. Three mutations aim at loopholes that compiled fine and so
+// needed their own oracle (SpecFuzz.cpp): NUL bytes, null parents of swept
+// paths, and GEMM tuning knobs on specs of other ops.
 //
 //===----------------------------------------------------------------------===//
 #include "SpecMutator.h"
@@ -62,6 +64,32 @@ const double kNumbers[] = {0,     1,      -1,     2,      3,     7,
                            2147483648.0,  9007199254740992.0, 1.5, 128.5,
                            -0.0,  1e-300, 1e308,  -1e308};
 
+/// Swept paths with values a GEMM spec accepts, for a sweep whose points
+/// are valid but for what the mutation does to the path's parents.
+struct ValidSweep {
+  const char *path;
+  const char *values; ///< a JSON array
+};
+const ValidSweep kValidSweeps[] = {
+    {"tuning.block_n", "[128, 192]"},
+    {"tuning.raster", "[\"m\", \"n\"]"},
+    {"a.dtype", "[\"e4m3\", \"e5m2\"]"},
+    {"b.dtype", "[\"e4m3\", \"e5m2\"]"},
+    {"d.dtype", "[\"bf16\", \"f32\"]"},
+    {"shape.n", "[256, 512]"},
+    {"a.scale.layout", "[\"COMPACT\", \"GEMM_READY\"]"},
+    {"b.scale.layout", "[\"COMPACT\", \"GEMM_READY\"]"},
+    {"grouping.alignment", "[128, 256]"},
+    {"d.padding_rows", "[\"zero\", \"untouched\"]"}};
+
+/// GEMM tuning objects: knobs a grouped GEMM reads and no other op does.
+const char *const kGemmTunings[] = {
+    R"({"family": "tcgen05"})",  R"({"cluster": 2, "multicast": "b"})",
+    R"({"block_n": 128})",       R"({"stages": 4})",
+    R"({"raster": "m"})",        R"({"num_sms": 4})",
+    R"({"family": "simt"})",     R"({"block_m": 128, "block_n": 192})",
+    R"({"cluster": 2, "multicast": "a"})"};
+
 template <typename T, size_t N> const T &pick(const T (&a)[N], Rng &rng) {
   return a[rng() % N];
 }
@@ -110,12 +138,42 @@ void collect(json &doc, std::vector<json *> &out) {
       collect(child, out);
 }
 
+/// A sweep of valid values whose path has a parent the body sets to null
+/// (or another non-object): refused without the sweep, so with it too.
+void nullParentOfSweep(json &doc, Rng &rng) {
+  if (!doc.is_object())
+    return;
+  const ValidSweep &v = pick(kValidSweeps, rng);
+  std::string path = v.path;
+  std::string parent = path.substr(0, path.find('.'));
+  doc["sweep"] = json::object();
+  doc["sweep"][path] = json::parse(v.values);
+  // Mostly null, the case that slipped through; sometimes another type.
+  static const char *const notObjects[] = {"null", "null", "null", "1",
+                                           "\"auto\"", "[]", "false"};
+  doc[parent] = json::parse(pick(notObjects, rng));
+  if (rng() % 4 == 0 && path.find('.') != path.rfind('.')) {
+    // The inner parent instead: a.scale = null under a valid a.
+    std::string inner = path.substr(0, path.rfind('.'));
+    std::string outer = inner.substr(0, inner.find('.'));
+    doc[outer] = json::object();
+    doc[outer][inner.substr(inner.find('.') + 1)] = nullptr;
+  }
+}
+
 void mutateStructure(json &doc, const std::vector<std::string> &seeds,
                      Rng &rng) {
   std::vector<json *> nodes;
   collect(doc, nodes);
   json &node = *nodes[rng() % nodes.size()];
-  switch (rng() % 9) {
+  switch (rng() % 11) {
+  case 9: // GEMM tuning knobs, on a spec of any op
+    if (doc.is_object())
+      doc["tuning"] = json::parse(pick(kGemmTunings, rng));
+    break;
+  case 10:
+    nullParentOfSweep(doc, rng);
+    break;
   case 0:
   case 1: // a value of any type
     node = randomValue(rng);
@@ -178,7 +236,13 @@ void mutateText(std::string &text, Rng &rng) {
     return;
   }
   size_t at = rng() % text.size();
-  switch (rng() % 8) {
+  switch (rng() % 9) {
+  case 8: // a NUL byte: inside the text, or after it with more text
+    if (rng() & 1)
+      text.insert(at, 1, '\0');
+    else
+      text += std::string(1, '\0') + (rng() & 1 ? "garbage" : "}");
+    break;
   case 0: text[at] = char(rng()); break;
   case 1: text.erase(at, 1 + rng() % 16); break;
   case 2: text.insert(at, text.substr(at, 1 + rng() % 32)); break;
@@ -233,5 +297,9 @@ std::string SpecMutator::mutant(uint64_t index) const {
   if (rng() % 4 == 0)
     for (size_t c = 1 + rng() % 2; c > 0; --c)
       mutateText(text, rng);
+  // And some otherwise whole ones end in a NUL and more text, which a
+  // parser that stops at the NUL would accept.
+  else if (rng() % 24 == 0)
+    text += std::string(1, '\0') + "garbage";
   return text;
 }

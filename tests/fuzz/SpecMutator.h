@@ -4,8 +4,9 @@
 // can be made again alone. Mutations are of two kinds: structural ones on
 // the parsed document (values of every JSON type and of the spec's own
 // vocabulary, deleted and unknown keys, sweeps, deep nesting, values taken
-// from another spec) and textual ones on its text (bytes flipped, cut,
-// repeated or inserted; duplicate keys; numbers past a double).
+// from another spec, GEMM tuning knobs on any op, sweeps under a null
+// parent) and textual ones on its text (bytes flipped, cut, repeated or
+// inserted; NUL bytes; duplicate keys; numbers past a double).
 //
 //===----------------------------------------------------------------------===//
 #ifndef QGEMM_TESTS_FUZZ_SPECMUTATOR_H

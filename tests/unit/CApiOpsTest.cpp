@@ -182,10 +182,10 @@ TEST_CASE("C API: quantize info and sizes", "[capi]") {
   const int32_t bad[2] = {200, 100};
   CHECK(qgemm_kernel_quantize_sizes(q.kernel, rows, 0, 1, 2, bad, &sz) ==
         QGEMM_ERROR_USER);
-  CHECK_THAT(lastMessage(), Catch::Contains("groupOffsets[1] = 100"));
+  CHECK_THAT(lastMessage(), Catch::Contains("group_offsets[1] = 100"));
   CHECK(qgemm_kernel_quantize_sizes(q.kernel, rows, 0, 2, 0, nullptr, &sz) ==
         QGEMM_ERROR_USER);
-  CHECK_THAT(lastMessage(), Catch::Contains("numTensors = 2"));
+  CHECK_THAT(lastMessage(), Catch::Contains("num_tensors = 2"));
   CHECK(qgemm_kernel_quantize_sizes(q.kernel, rows, 256, 1, 0, nullptr, &sz) ==
         QGEMM_ERROR_USER);
   CHECK_THAT(lastMessage(), Catch::Contains("512"));
@@ -257,11 +257,11 @@ TEST_CASE("C API 1.2: quantize with device-only token groups", "[capi]") {
   a.num_groups = 3;
   CHECK(qgemm_launch_quantize(q.rt, q.kernel, &a, nullptr) ==
         QGEMM_ERROR_USER);
-  CHECK_THAT(lastMessage(), Catch::Contains("hostGroupOffsets is null"));
+  CHECK_THAT(lastMessage(), Catch::Contains("host_group_offsets is null"));
   a.flags = QGEMM_LAUNCH_DEVICE_GROUPS;
   CHECK(qgemm_launch_quantize(q.rt, q.kernel, &a, nullptr) ==
         QGEMM_ERROR_USER);
-  CHECK_THAT(lastMessage(), Catch::Contains("errorFlag is null"));
+  CHECK_THAT(lastMessage(), Catch::Contains("error_flag is null"));
   a.error_flag = addr(6);
   CHECK(qgemm_launch_quantize(q.rt, q.kernel, &a, nullptr) ==
         QGEMM_ERROR_USER);
@@ -281,7 +281,7 @@ TEST_CASE("C API 1.2: quantize with device-only token groups", "[capi]") {
   a.struct_size = offsetof(qgemm_quantize_args, flags);
   CHECK(qgemm_launch_quantize(q.rt, q.kernel, &a, nullptr) ==
         QGEMM_ERROR_USER);
-  CHECK_THAT(lastMessage(), Catch::Contains("hostGroupOffsets is null"));
+  CHECK_THAT(lastMessage(), Catch::Contains("host_group_offsets is null"));
 
   // Sizes without host offsets: the bound cd(rows, 128) + G column-wise
   // blocks, above the sizes of any offsets.
@@ -442,7 +442,7 @@ TEST_CASE("C API: unpermute forward and backward launches", "[capi]") {
   // Backward reads the gradient fields.
   CHECK(qgemm_launch_unpermute(b.rt, b.kernel, &a, nullptr) ==
         QGEMM_ERROR_USER);
-  CHECK_THAT(lastMessage(), Catch::Contains("gradOut is null"));
+  CHECK_THAT(lastMessage(), Catch::Contains("grad_out is null"));
   a.grad_out = addr(4);
   a.row_group = addr(5);
   a.grad_y = addr(6);

@@ -241,7 +241,7 @@ TEST_CASE("C API: swiglu_quantize sizes are quantize's over y",
   const int32_t bad[2] = {200, 100};
   CHECK(qgemm_kernel_swiglu_sizes(f.kernel, rows, 0, 2, bad, &s) ==
         QGEMM_ERROR_USER);
-  CHECK_THAT(lastMessage(), Catch::Contains("groupOffsets[1] = 100"));
+  CHECK_THAT(lastMessage(), Catch::Contains("group_offsets[1] = 100"));
   CHECK(qgemm_kernel_swiglu_sizes(o.kernel, 130, 200, 2, bad, &os) ==
         QGEMM_ERROR_USER);
   CHECK_THAT(lastMessage(), Catch::Contains("no such output"));
@@ -273,12 +273,12 @@ TEST_CASE("C API: swiglu_quantize launches", "[capi][swiglu]") {
     CHECK(qgemm_launch_swiglu_quantize(f.rt, f.kernel, &a, nullptr) ==
           QGEMM_ERROR_USER);
     CHECK_THAT(lastMessage(),
-               Catch::StartsWith("capi_sq: bf16Output is null"));
+               Catch::StartsWith("capi_sq: bf16_output is null"));
     a = goodForward();
     a.col_scales = 0;
     CHECK(qgemm_launch_swiglu_quantize(f.rt, f.kernel, &a, nullptr) ==
           QGEMM_ERROR_USER);
-    CHECK_THAT(lastMessage(), Catch::Contains("colScales is null"));
+    CHECK_THAT(lastMessage(), Catch::Contains("col_scales is null"));
     a = goodForward();
     a.intermediate = 1024;
     CHECK(qgemm_launch_swiglu_quantize(f.rt, f.kernel, &a, nullptr) ==
@@ -336,7 +336,7 @@ TEST_CASE("C API: swiglu_quantize with host and device-only token groups",
   a.num_groups = 3;
   CHECK(qgemm_launch_swiglu_quantize(f.rt, f.kernel, &a, nullptr) ==
         QGEMM_ERROR_USER);
-  CHECK_THAT(lastMessage(), Catch::Contains("hostGroupOffsets is null"));
+  CHECK_THAT(lastMessage(), Catch::Contains("host_group_offsets is null"));
   int32_t offsets[3] = {10, 20, 290};
   a.host_group_offsets = offsets;
   CHECK(qgemm_launch_swiglu_quantize(f.rt, f.kernel, &a, nullptr) ==
@@ -344,14 +344,14 @@ TEST_CASE("C API: swiglu_quantize with host and device-only token groups",
   offsets[2] = 301; // past rows
   CHECK(qgemm_launch_swiglu_quantize(f.rt, f.kernel, &a, nullptr) ==
         QGEMM_ERROR_USER);
-  CHECK_THAT(lastMessage(), Catch::Contains("groupOffsets[2] = 301"));
+  CHECK_THAT(lastMessage(), Catch::Contains("group_offsets[2] = 301"));
 
   // Device-only: the host copy is not read; the error word and the
   // workspace are required, the workspace in a buffer of its own.
   a.flags = QGEMM_LAUNCH_DEVICE_GROUPS;
   CHECK(qgemm_launch_swiglu_quantize(f.rt, f.kernel, &a, nullptr) ==
         QGEMM_ERROR_USER);
-  CHECK_THAT(lastMessage(), Catch::Contains("errorFlag is null"));
+  CHECK_THAT(lastMessage(), Catch::Contains("error_flag is null"));
   a.error_flag = addr(7);
   CHECK(qgemm_launch_swiglu_quantize(f.rt, f.kernel, &a, nullptr) ==
         QGEMM_ERROR_USER);
@@ -394,7 +394,7 @@ TEST_CASE("C API: swiglu_backward launches", "[capi][swiglu]") {
   a.grad_output = 0;
   CHECK(qgemm_launch_swiglu_backward(b.rt, b.kernel, &a, nullptr) ==
         QGEMM_ERROR_USER);
-  CHECK_THAT(lastMessage(), Catch::StartsWith("capi_sb: gradOutput is null"));
+  CHECK_THAT(lastMessage(), Catch::StartsWith("capi_sb: grad_output is null"));
   a.grad_output = addr(0);
   a.intermediate = 128;
   CHECK(qgemm_launch_swiglu_backward(b.rt, b.kernel, &a, nullptr) ==

@@ -9,6 +9,7 @@
 
 #include "qgemm/qgemm.h"
 
+#include "CApiInternal.h" // capi::Pin, capi::cFieldNames
 #include "qgemm/Kernels/KernelABI.h"
 #include "qgemm/Runtime.h"
 #include "qgemm/TestGen.h"
@@ -20,9 +21,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <optional>
 #include <cstddef>
 #include <string>
 #include <thread>
+#include <vector>
 
 using namespace qgemm;
 using namespace qgemm::testing;
@@ -252,12 +257,183 @@ TEST_CASE("C API: misuse is QGEMM_ERROR_INVALID_ARGUMENT", "[capi]") {
         "qgemm_kernel_source_of: k is NULL");
   CHECK(qgemm_kernel_op(h.kernel) == QGEMM_OP_GROUPED_GEMM);
   CHECK(qgemm_kernel_source_of(h.kernel) != QGEMM_SOURCE_INVALID);
-  // NULL handles everywhere else are harmless.
-  CHECK(std::string(qgemm_kernel_name(nullptr)).empty());
-  CHECK(qgemm_spec_count(nullptr) == 0);
+  // Destroying NULL is harmless.
   qgemm_kernel_destroy(nullptr);
   qgemm_spec_destroy(nullptr);
   qgemm_runtime_destroy(nullptr);
+}
+
+namespace {
+
+/// Make the thread's last error something else, so that a check of
+/// INVALID_ARGUMENT afterwards sees what the next call set.
+void otherLastError() {
+  qgemm_spec *s = nullptr;
+  REQUIRE(qgemm_spec_parse("{", "other.json", &s) == QGEMM_ERROR_SPEC);
+}
+
+} // namespace
+
+TEST_CASE("C API: queries that answer \"\", 0 or NULL for a NULL handle say "
+          "why", "[capi]") {
+  using Query = const char *(*)(const qgemm_kernel *);
+  const std::pair<const char *, Query> strings[] = {
+      {"qgemm_kernel_name", qgemm_kernel_name},
+      {"qgemm_kernel_ptx", qgemm_kernel_ptx},
+      {"qgemm_kernel_hash", qgemm_kernel_hash},
+      {"qgemm_kernel_spec_name", qgemm_kernel_spec_name},
+      {"qgemm_kernel_canonical_json", qgemm_kernel_canonical_json},
+      {"qgemm_kernel_target", qgemm_kernel_target},
+      {"qgemm_kernel_cache_note", qgemm_kernel_cache_note},
+  };
+  for (const auto &[name, query] : strings) {
+    INFO(name);
+    otherLastError();
+    CHECK(std::string(query(nullptr)).empty());
+    CHECK(qgemm_last_error_code() == QGEMM_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(qgemm_last_error_message()) ==
+          std::string(name) + ": k is NULL");
+  }
+  otherLastError();
+  CHECK(std::string(qgemm_runtime_cache_directory(nullptr)).empty());
+  CHECK(qgemm_last_error_code() == QGEMM_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(qgemm_last_error_message()) ==
+        "qgemm_runtime_cache_directory: rt is NULL");
+  otherLastError();
+  CHECK(qgemm_spec_count(nullptr) == 0);
+  CHECK(qgemm_last_error_code() == QGEMM_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(qgemm_last_error_message()) ==
+        "qgemm_spec_count: spec is NULL");
+  otherLastError();
+  CHECK(qgemm_spec_name(nullptr, 0) == nullptr);
+  CHECK(qgemm_last_error_code() == QGEMM_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(qgemm_last_error_message()) ==
+        "qgemm_spec_name: spec is NULL");
+  // An index out of range answers NULL too, and says so.
+  qgemm_spec *spec = nullptr;
+  REQUIRE(qgemm_spec_parse(kFprop, nullptr, &spec) == QGEMM_OK);
+  otherLastError();
+  CHECK(qgemm_spec_name(spec, 3) == nullptr);
+  CHECK(qgemm_last_error_code() == QGEMM_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(qgemm_last_error_message()) ==
+        "qgemm_spec_name: index 3 is out of range: the spec has 1 kernel(s)");
+  qgemm_spec_destroy(spec);
+}
+
+TEST_CASE("C API: launch messages name the C structs' fields", "[capi]") {
+  // The C++ checks name GemmArgs::numGroups; a C caller set num_groups.
+  TempDir dir;
+  Handles h;
+  compileText(h, dir, kFprop);
+  const int32_t offsets[1] = {128};
+  qgemm_gemm_args args = QGEMM_GEMM_ARGS_INIT;
+  args.a = args.b = args.d = 0x7f0000000000;
+  args.scale_a = args.scale_b = args.groups = 0x7f0000100000;
+  args.rows = 256;
+  args.num_groups = 2;
+  args.host_groups = offsets;
+  args.host_groups_count = 1;
+  CHECK(qgemm_launch_gemm(h.rt, h.kernel, &args, nullptr) == QGEMM_ERROR_USER);
+  const std::string m = qgemm_last_error_message();
+  CHECK_THAT(m, Catch::Contains("host_groups_count = 1") &&
+                    Catch::Contains("num_groups = 2"));
+  CHECK_THAT(m, !Catch::Contains("numGroups") &&
+                    !Catch::Contains("hostGroupsCount"));
+  // Whole words only, and nothing else in the message changes.
+  CHECK(capi::cFieldNames("numGroups = 2, myNumGroups, numGroups_x, scaleA.") ==
+        "num_groups = 2, myNumGroups, numGroups_x, scale_a.");
+}
+
+TEST_CASE("C API: destroy is safe against calls in flight", "[capi]") {
+  // A compile in flight on another thread (a cold one: no disk cache, a
+  // fresh runtime) while the runtime is destroyed: the compile finishes
+  // with its kernel, and the runtime is freed when it returns. A call
+  // that starts meanwhile is refused as closed.
+  TempDir dir;
+  qgemm_runtime_options o = noDriver(dir.path);
+  o.disk_cache = 0;
+  qgemm_spec *spec = nullptr;
+  REQUIRE(qgemm_spec_parse(kFprop, "capi.json", &spec) == QGEMM_OK);
+  for (int round = 0; round < 3; ++round) {
+    qgemm_runtime *rt = nullptr;
+    REQUIRE(qgemm_runtime_create(&o, &rt) == QGEMM_OK);
+    std::atomic<int> stage{0};
+    qgemm_status compiled = QGEMM_ERROR_INTERNAL;
+    qgemm_kernel *k = nullptr;
+    std::string name;
+    std::thread worker([&] {
+      stage = 1;
+      compiled = qgemm_compile(rt, spec, 0, &k);
+      if (k)
+        name = qgemm_kernel_name(k);
+      stage = 2;
+    });
+    while (stage.load() == 0)
+      std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    // The test's own pin, as a call in flight holds one, so that it can
+    // look at the handle after the destroy whenever the compile ends.
+    std::optional<capi::Pin<qgemm_runtime>> held;
+    held.emplace(rt);
+    qgemm_runtime_destroy(rt);
+    CHECK(std::string(qgemm_runtime_cache_directory(rt)).empty());
+    CHECK(std::string(qgemm_last_error_message()) ==
+          "qgemm_runtime_cache_directory: rt is closed: it was destroyed "
+          "while another call was still using it");
+    qgemm_kernel *late = nullptr;
+    CHECK(qgemm_compile(rt, spec, 0, &late) == QGEMM_ERROR_INVALID_ARGUMENT);
+    CHECK(late == nullptr);
+    held.reset();
+    worker.join();
+    CHECK(compiled == QGEMM_OK);
+    REQUIRE(k != nullptr);
+    CHECK_THAT(name, Catch::StartsWith("qgemm_capi_mc_"));
+    qgemm_kernel_destroy(k);
+  }
+  qgemm_spec_destroy(spec);
+
+  // Kernels: 8 threads query one kernel while it is destroyed. The test
+  // holds a pin of its own, as a call in flight does, so that every query
+  // starts on a handle still there (one that starts after the free would
+  // be a use after free, as with any C handle): each answers the PTX, or
+  // is refused as closed once the destroy is done. The last pin frees it.
+  Handles h;
+  compileText(h, dir, kFprop);
+  qgemm_kernel *k = h.kernel;
+  h.kernel = nullptr;
+  const std::string ptx = qgemm_kernel_ptx(k);
+  std::optional<capi::Pin<qgemm_kernel>> inFlight;
+  inFlight.emplace(k);
+  std::atomic<int> answered{0}, refused{0}, wrong{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 8; ++t)
+    readers.emplace_back([&] {
+      for (int i = 0; i < 500; ++i) {
+        const char *got = qgemm_kernel_ptx(k);
+        if (got == ptx)
+          ++answered;
+        else if (*got == '\0' &&
+                 std::string(qgemm_last_error_message()).find(
+                     "k is closed") != std::string::npos)
+          ++refused;
+        else
+          ++wrong;
+      }
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  qgemm_kernel_destroy(k);
+  qgemm_kernel_destroy(k); // a second destroy of a closed handle: no-op
+  for (std::thread &r : readers)
+    r.join();
+  CHECK(wrong == 0);
+  CHECK(answered + refused == 8 * 500);
+  CHECK(std::string(qgemm_kernel_name(k)).empty());
+  CHECK(std::string(qgemm_last_error_message()) ==
+        "qgemm_kernel_name: k is closed: it was destroyed while another "
+        "call was still using it");
+  qgemm_gemm_info g = {sizeof(g)};
+  CHECK(qgemm_kernel_gemm_info(k, &g) == QGEMM_ERROR_INVALID_ARGUMENT);
+  inFlight.reset(); // the last pin: frees the kernel
 }
 
 TEST_CASE("C API: launches are checked first, then need a device", "[capi]") {
@@ -420,15 +596,15 @@ TEST_CASE("C API 1.2: device-only group metadata is checked as far as the "
   // No host copy at all: the 1.1 form refuses, the 1.2 form goes on.
   CHECK(qgemm_launch_gemm(h.rt, h.kernel, &args, nullptr) == QGEMM_ERROR_USER);
   CHECK_THAT(qgemm_last_error_message(),
-             Catch::Contains("hostGroupsCount = 0 but offsets has"));
+             Catch::Contains("host_groups_count = 0 but offsets has"));
   args.flags = QGEMM_LAUNCH_DEVICE_GROUPS;
   CHECK(qgemm_launch_gemm(h.rt, h.kernel, &args, nullptr) == QGEMM_ERROR_USER);
   CHECK_THAT(qgemm_last_error_message(),
-             Catch::StartsWith("errorFlag is null: the int32 error word"));
+             Catch::StartsWith("error_flag is null: the int32 error word"));
   args.error_flag = 0x7f0000200002;
   CHECK(qgemm_launch_gemm(h.rt, h.kernel, &args, nullptr) == QGEMM_ERROR_USER);
   CHECK_THAT(qgemm_last_error_message(),
-             Catch::StartsWith("errorFlag = 0x7f0000200002 is not 4-byte "
+             Catch::StartsWith("error_flag = 0x7f0000200002 is not 4-byte "
                                "aligned"));
   args.error_flag = 0x7f0000200000;
   CHECK(qgemm_launch_gemm(h.rt, h.kernel, &args, nullptr) == QGEMM_ERROR_USER);
@@ -456,7 +632,7 @@ TEST_CASE("C API 1.2: device-only group metadata is checked as far as the "
   args.struct_size = offsetof(qgemm_gemm_args, flags);
   CHECK(qgemm_launch_gemm(h.rt, h.kernel, &args, nullptr) == QGEMM_ERROR_USER);
   CHECK_THAT(qgemm_last_error_message(),
-             Catch::Contains("hostGroupsCount = 0 but offsets has"));
+             Catch::Contains("host_groups_count = 0 but offsets has"));
   args.struct_size = offsetof(qgemm_gemm_args, flags) - 1;
   CHECK(qgemm_launch_gemm(h.rt, h.kernel, &args, nullptr) ==
         QGEMM_ERROR_INVALID_ARGUMENT);

@@ -9,6 +9,7 @@
 
 #include "qgemm/Kernels/ConfigRules.h"
 #include "qgemm/Kernels/Heuristics.h"
+#include "qgemm/DisplayPath.h"
 #include "qgemm/Spec.h"
 
 #include "TestSupport.h"
@@ -943,4 +944,90 @@ TEST_CASE("spec files", "[spec]") {
   // The same limit holds for text handed over directly.
   checkError(std::string(kGemmBase) + std::string(1 << 20, ' '), "",
              "at most 1048576 are allowed");
+}
+
+TEST_CASE("a NUL byte is refused wherever it stands", "[spec]") {
+  // nlohmann's lexer takes a NUL for the end of the input: whatever
+  // followed a valid spec was ignored.
+  std::string text = std::string(kQuantBase) + std::string("\0garbage", 8);
+  checkError(text, "",
+             "invalid JSON: a NUL byte at byte " +
+                 std::to_string(std::string(kQuantBase).size()));
+  checkError(std::string(kQuantBase) + std::string(1, '\0'), "",
+             "a NUL byte");
+  std::string inName = kQuantBase;
+  inName.insert(inName.find("\"q\"") + 2, std::string(1, '\0'));
+  checkError(inName, "", "a NUL byte");
+  // Escaped, it is a character like any other (and no valid name).
+  checkError(patched(kQuantBase, R"({"name": "q\u0000x"})"), "name",
+             "is not a valid name");
+}
+
+TEST_CASE("only grouped GEMMs take tuning knobs", "[spec]") {
+  for (const char *tuning :
+       {R"({"family": "tcgen05"})", R"({"cluster": 2, "multicast": "b"})",
+        R"({"block_n": 128})", R"({"num_sms": 4})"})
+    checkError(patched(kQuantBase, std::string(R"({"tuning": )") + tuning + "}"),
+               "tuning",
+               "quantize kernels have no tuning knobs yet; allowed: \"auto\"");
+  // "auto", and objects that pick nothing, are "auto": one identity.
+  const std::string plain = parseOne(kQuantBase).hash;
+  CHECK(parseOne(patched(kQuantBase, R"({"tuning": "auto"})")).hash == plain);
+  CHECK(parseOne(patched(kQuantBase, R"({"tuning": {}})")).hash == plain);
+  CHECK(parseOne(patched(kQuantBase, R"({"tuning": {"family": "auto"}})"))
+            .hash == plain);
+  // A sweep of a tuning key is refused at its sweep entry.
+  checkError(patched(kQuantBase, R"({"sweep": {"tuning.block_n": [128]}})"),
+             R"(tuning)", "quantize kernels have no tuning knobs yet");
+}
+
+TEST_CASE("a null parent of a swept path is refused, as without the sweep",
+          "[spec]") {
+  // Raw documents: a merge patch would delete the null keys.
+  json gemm = json::parse(kGemmBase);
+  struct Row {
+    const char *parent;
+    json sweep;
+    const char *sweptPath;
+  };
+  const Row rows[] = {
+      {"tuning", {{"tuning.block_n", {128, 192}}}, "tuning.block_n"},
+      {"a", {{"a.dtype", {"e4m3", "e5m2"}}}, "a.dtype"},
+      {"shape", {{"shape.n", {256, 512}}}, "shape.n"},
+  };
+  for (const Row &row : rows) {
+    json doc = gemm;
+    doc[row.parent] = nullptr;
+    // Without the sweep the null is refused at its own path...
+    checkError(doc.dump(), row.parent, "got null");
+    doc["sweep"] = row.sweep;
+    // ...and with it, at the sweep entry that would have written into it.
+    checkError(doc.dump(), "sweep[\"" + std::string(row.sweptPath) + "\"]",
+               "cannot set " + std::string(row.sweptPath) + ": " +
+                   row.parent + " is null, not an object");
+  }
+  json doc = gemm;
+  doc["a"] = {{"scale", nullptr}};
+  doc["sweep"] = {{"a.scale.layout", {"COMPACT", "GEMM_READY"}}};
+  checkError(doc.dump(), R"(sweep["a.scale.layout"])",
+             "cannot set a.scale.layout: a.scale is null, not an object");
+  // An absent parent is created, as before.
+  doc.erase("a");
+  auto ok = parseSpecText(doc.dump(), "x.json");
+  REQUIRE(ok.ok());
+  CHECK(ok.value().size() == 2);
+}
+
+TEST_CASE("file names in messages are printable and short", "[spec]") {
+  CHECK(displayPath("specs/x.json") == "specs/x.json");
+  CHECK(displayPath("a\x1b[31mb\n.json") == "a\\x1b[31mb\\x0a.json");
+  CHECK(displayPath("caf\xc3\xa9\x7f") == "caf\xc3\xa9\\x7f");
+  CHECK(displayPath("\xc2\x9b" "1m\xff") == "\\xc2\\x9b1m\\xff");
+  std::string longPath = repeat("d/", 3000);
+  CHECK(displayPath(longPath) == repeat("d/", 128) + "...");
+  CHECK(SpecError{"e\x1b.json", "", "bad"}.str() == "e\\x1b.json: bad");
+  auto r = parseSpecFile(longPath + "x.json");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().file == longPath + "x.json"); // the field keeps it whole
+  CHECK(r.error().str().size() < 400);
 }

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <set>
 #include <string>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace qgemm;
@@ -167,6 +168,15 @@ TEST_CASE("tuning db: bad files are refused with the reason", "[tuning]") {
   // Missing files: an empty database only when asked.
   CHECK(loadTuningDb("/nonexistent/qgemm.json", db, why, true));
   CHECK_FALSE(loadTuningDb("/nonexistent/qgemm.json", db, why, false));
+  // A FIFO (no writer) or a directory is refused at once, not waited on.
+  std::string fifo = "/tmp/qgemm-tuning-fifo-" + std::to_string(::getpid());
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  bool loaded = loadTuningDb(fifo, db, why, true);
+  ::unlink(fifo.c_str());
+  CHECK_FALSE(loaded);
+  CHECK(why.find("not a regular file") != std::string::npos);
+  CHECK_FALSE(loadTuningDb("/tmp", db, why, true));
+  CHECK(why.find("not a regular file") != std::string::npos);
 }
 
 TEST_CASE("tuning candidates of a forward and a weight-gradient spec",

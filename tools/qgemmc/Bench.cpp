@@ -821,14 +821,9 @@ int qgemmc::runBench(const std::vector<std::string> &args) {
     std::cout << doc.dump(1) << "\n";
   if (!a.out.empty()) {
     std::string path = a.out + "/" + today() + "-" + slug(dev.name) + ".json";
-    std::ofstream f(path);
-    f << doc.dump(1) << "\n";
-    f.close();
-    if (!f) {
-      std::cerr << "qgemmc: cannot write " << path << "\n";
+    if (!writeOutputs({{path, doc.dump(1) + "\n"}}))
       return kUserError;
-    }
-    std::cerr << "results: " << path << "\n";
+    std::cerr << "results: " << qgemm::displayPath(path) << "\n";
   }
   if (!a.compare.empty() && printComparison(doc, baseline, a.compare) &&
       worst == kOk)

@@ -3,6 +3,7 @@
 #define QGEMMC_DRIVER_H
 
 #include "qgemm/Compiler.h"
+#include "qgemm/DisplayPath.h"
 #include "qgemm/Spec.h"
 
 #include <set>
@@ -21,11 +22,24 @@ int report(const qgemm::Status &status);
 /// Parse a spec file; on failure print the error and return false.
 bool loadSpecs(const std::string &path, std::vector<qgemm::Spec> &specs);
 
-/// Print "qgemmc: msg" and the usage to stderr; returns kUserError.
+/// Print "qgemmc: msg" and the usage of the command being run (all of
+/// them when there is none) to stderr; returns kUserError.
 int usageError(const std::string &msg);
 
 /// Create `path` and its missing parents; on failure print why.
 bool ensureDirectory(const std::string &path);
+
+/// A file a command writes: its path and its whole text.
+struct OutputText {
+  std::string path;
+  std::string text;
+};
+
+/// Write every output, or none (Output.cpp): each path must be a regular
+/// file or absent (a symbolic link is followed); each text goes to a
+/// temporary file beside its target, renamed over it once all are written.
+/// On failure prints why and leaves every target as it was.
+bool writeOutputs(const std::vector<OutputText> &outputs);
 
 /// Remembers the options that take a value: one given twice is refused,
 /// since the last would silently win (--section, which adds, is not one).

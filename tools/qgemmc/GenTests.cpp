@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <future>
+#include <iostream>
 #include <sstream>
 
 using namespace qgemmc;
@@ -51,6 +52,18 @@ bool checkCase(const qgemm::HostProblem &p, std::string &why) {
     }
   }
   return true;
+}
+
+const char *opName(qgemm::OpKind op) {
+  switch (op) {
+  case qgemm::OpKind::GroupedGemm: return "grouped_gemm";
+  case qgemm::OpKind::Quantize: return "quantize";
+  case qgemm::OpKind::Permute: return "permute";
+  case qgemm::OpKind::Unpermute: return "unpermute";
+  case qgemm::OpKind::SwigluQuantize: return "swiglu_quantize";
+  case qgemm::OpKind::SwigluBackward: return "swiglu_backward";
+  }
+  return "non-GEMM";
 }
 
 } // namespace
@@ -98,11 +111,29 @@ int qgemmc::runGenTests(const std::vector<std::string> &args) {
     opts.hugeRows = hugeRows;
   else if (check)
     opts.hugeRows = 0;
-  int cases = 0, failed = 0;
-  for (const std::string &f : files) {
-    std::vector<qgemm::Spec> specs;
-    if (!loadSpecs(f, specs))
+  std::vector<std::vector<qgemm::Spec>> loaded(files.size());
+  for (size_t i = 0; i < files.size(); ++i)
+    if (!loadSpecs(files[i], loaded[i]))
       return kUserError;
+  // --check asks for a verdict; a spec it has no cases for would pass with
+  // "0 passed, 0 failed", so it is refused before anything runs.
+  if (check) {
+    bool refused = false;
+    for (size_t i = 0; i < files.size(); ++i)
+      for (const qgemm::Spec &s : loaded[i])
+        if (s.op != qgemm::OpKind::GroupedGemm) {
+          std::cerr << "error: " << qgemm::displayPath(files[i]) << ": "
+                    << s.name << ": gen-tests --check runs the CPU reference "
+                    << "of grouped_gemm specs; this is a "
+                    << opName(s.op) << " spec, which has no generated cases to check\n";
+          refused = true;
+        }
+    if (refused)
+      return kUserError;
+  }
+  int cases = 0, failed = 0;
+  for (size_t fi = 0; fi < files.size(); ++fi) {
+    const std::vector<qgemm::Spec> &specs = loaded[fi];
     for (const qgemm::Spec &s : specs) {
       if (s.op != qgemm::OpKind::GroupedGemm) {
         std::printf("%s: only grouped_gemm specs have generated cases yet\n",

@@ -30,6 +30,10 @@ using namespace qgemmc;
 
 namespace {
 
+/// The command being run, whose usage a usage error prints ("" before one
+/// is known: then every command's).
+std::string currentCommand;
+
 /// stdout was closed when qgemmc started (holdClosedStandardStreams).
 bool stdoutWasClosed = false;
 /// errno of the first failed write to stdout, when watchStdout saw it.
@@ -151,23 +155,6 @@ bool isDirectory(const std::string &p) {
   return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/// `opened` (optional) says whether the file was opened, i.e. whether a
-/// failed write may have left part of it behind.
-bool writeFile(const std::string &path, const std::string &text,
-               bool *opened = nullptr) {
-  std::ofstream f(path, std::ios::binary);
-  if (opened)
-    *opened = f.is_open();
-  f << text;
-  f.close();
-  if (!f) {
-    std::cerr << "qgemmc: cannot write " << path << ": " << std::strerror(errno)
-              << "\n";
-    return false;
-  }
-  return true;
-}
-
 int runGroupCheck(const std::vector<std::string> &args) {
   qgemm::Emit emit = qgemm::Emit::PTX;
   std::string target(qgemm::kSupportedTargets[0]);
@@ -249,21 +236,13 @@ int runCompile(const std::vector<std::string> &args) {
     out.pop_back();
   if (many && !ensureDirectory(out))
     return kUserError;
-  std::vector<std::string> written;
-  for (const auto &[name, text] : kernels) {
-    std::string path = many ? out + "/" + name + "." + extensionFor(emit) : out;
-    bool opened = false;
-    if (!writeFile(path, text, &opened)) {
-      // All or nothing, for a failed write (a full disk) too.
-      if (opened)
-        ::unlink(path.c_str());
-      for (const std::string &p : written)
-        ::unlink(p.c_str());
-      return kUserError;
-    }
-    written.push_back(path);
-  }
-  return kOk;
+  std::vector<OutputText> files;
+  for (const auto &[name, text] : kernels)
+    files.push_back(
+        {many ? out + "/" + name + "." + extensionFor(emit) : out, text});
+  // All or nothing, for a failed write (a full disk) too; what stood at a
+  // path before is never removed (Output.cpp).
+  return writeOutputs(files) ? kOk : kUserError;
 }
 
 int runBuild(const std::vector<std::string> &args) {
@@ -301,11 +280,12 @@ int runBuild(const std::vector<std::string> &args) {
       if (st.ok())
         st = qgemm::runPtxas(o.ptx, s.target, r);
       if (!st.ok()) {
-        std::cerr << f << ": " << s.name << ": ";
+        std::cerr << qgemm::displayPath(f) << ": " << s.name << ": ";
         worst = std::max(worst, report(st));
         continue;
       }
-      if (!outDir.empty() && !writeFile(outDir + "/" + o.kernelName + ".ptx", o.ptx))
+      if (!outDir.empty() &&
+          !writeOutputs({{outDir + "/" + o.kernelName + ".ptx", o.ptx}}))
         worst = std::max(worst, int(kUserError));
       ++kernels;
       // ptxas sees static shared memory only; the wgmma family's stage ring
@@ -331,6 +311,8 @@ int dispatch(int argc, char **argv) {
     return usageError("missing command");
   std::string cmd = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
+  if (!usageOf(cmd).empty())
+    currentCommand = cmd;
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     std::cout << fullUsage();
     return kOk;
@@ -383,7 +365,16 @@ void qgemmc::watchStdout() {
 }
 
 int qgemmc::usageError(const std::string &msg) {
-  std::cerr << "qgemmc: " << msg << "\n" << fullUsage();
+  // The words echoed in `msg` are the user's: escaped like file names, so
+  // that an argument cannot drive the terminal.
+  std::cerr << "qgemmc: " << qgemm::displayPath(msg) << "\n";
+  if (currentCommand.empty())
+    std::cerr << fullUsage();
+  else
+    std::cerr << "usage:\n"
+              << usageOf(currentCommand)
+              << "  (qgemmc --help: every command)\n"
+              << kExitCodes;
   return kUserError;
 }
 
@@ -397,8 +388,8 @@ bool qgemmc::ensureDirectory(const std::string &p) {
     return false;
   if (::mkdir(p.c_str(), 0755) == 0 || (errno == EEXIST && isDirectory(p)))
     return true;
-  std::cerr << "qgemmc: cannot create directory " << p << ": "
-            << std::strerror(errno) << "\n";
+  std::cerr << "qgemmc: cannot create directory " << qgemm::displayPath(p)
+            << ": " << std::strerror(errno) << "\n";
   return false;
 }
 

@@ -24,6 +24,7 @@ check_group_sizes() and set_debug_sync(True) name the violation.
 
 Token dispatch: permute_quantize (bf16 tokens to FP8 rows of expert order,
 one kernel) and unpermute (the weighted combine, differentiable)."""
+from .._runtime import _flag
 from . import _calls
 from ._dispatch import Dispatch, permute_quantize, permute_rows, unpermute
 from ._checks import (ErrorMode, check_group_sizes, error_mode,
@@ -48,4 +49,4 @@ def set_debug_sync(on=True):
     CUDA graphs (the debug target does not declare the trait). Functions
     the caller jitted before keep the target they were traced with; gmm's
     own cache keys on the flag."""
-    _calls.debug_sync = bool(on)
+    _calls.debug_sync = _flag(on, "set_debug_sync: on")

@@ -48,6 +48,7 @@ def quantize(x, offsets, kernel_text, *, weights=False):
     empty; `offsets` (int32 (G,), or empty) restart the column-wise blocks
     at each token group."""
     _ffi.register()
+    _ffi.require_cuda("qgemm_xla_quantize", x)
     k, text = kernel_text
     if weights:
         g, rows, cols = x.shape
@@ -83,6 +84,7 @@ def gemm(kernel_text, a, sa, b, sb, offsets, out_shape, out_dtype,
     groups = int(offsets.shape[0])
     debug = debug_sync if debug is None else bool(debug)
     target = "qgemm_xla_gemm_debug" if debug else "qgemm_xla_gemm"
+    _ffi.require_cuda(target, a)
     d, _, error = jax.ffi.ffi_call(
         target,
         (_out(out_shape, out_dtype), _out((groups,), jnp.int32),
@@ -97,6 +99,7 @@ def swiglu_quantize(kernel_text, h, offsets):
     """(y FP8 (rows, I), row scales, y bf16 (rows, I) or empty) of h
     (rows, 2I)."""
     _ffi.register()
+    _ffi.require_cuda("qgemm_xla_swiglu_quantize", h)
     k, text = kernel_text
     rows, two_i = h.shape
     i = two_i // 2
@@ -114,6 +117,7 @@ def swiglu_quantize(kernel_text, h, offsets):
 
 def swiglu_backward(kernel_text, dy, h):
     _ffi.register()
+    _ffi.require_cuda("qgemm_xla_swiglu_backward", dy, h)
     _, text = kernel_text
     return jax.ffi.ffi_call(
         "qgemm_xla_swiglu_backward", _out(h.shape, jnp.bfloat16))(
@@ -125,6 +129,7 @@ def permute(kernel_text, routing, x, probs, num_experts, rows, scale_cols):
     row_group, row_map, row_probs (R,) or empty, error) of the fused
     quantize+permute. Every output is written whole by the kernel."""
     _ffi.register()
+    _ffi.require_cuda("qgemm_xla_permute", x)
     _, text = kernel_text
     t, topk = routing.shape
     k = x.shape[1]
@@ -145,6 +150,7 @@ def unpermute(kernel_text, y, row_map, probs, tokens):
     """out (T, k) bf16: each token's (probs-weighted) sum of its copies'
     rows of y."""
     _ffi.register()
+    _ffi.require_cuda("qgemm_xla_unpermute", y)
     _, text = kernel_text
     probs_in = probs if probs is not None else jnp.zeros((0,), jnp.float32)
     return jax.ffi.ffi_call(
@@ -155,6 +161,7 @@ def unpermute(kernel_text, y, row_map, probs, tokens):
 def unpermute_backward(kernel_text, grad_out, row_map, row_group, probs, y):
     """(grad_y (R, k) bf16, grad_probs f32 (T, topk) or empty)."""
     _ffi.register()
+    _ffi.require_cuda("qgemm_xla_unpermute_backward", grad_out)
     _, text = kernel_text
     has_probs = probs is not None
     empty_f32 = jnp.zeros((0,), jnp.float32)

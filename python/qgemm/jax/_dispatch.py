@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from .._errors import ArgumentError
-from . import _calls, _specs
+from . import _calls, _ffi, _specs
 
 _MAX_TOPK = 16
 _MAX_EXPERTS = 65535
@@ -135,6 +135,7 @@ def permute_quantize(x, expert_ids, probs=None, *, num_experts,
     differentiable: the gradient of the FP8 rows is the bf16 permute's."""
     num_experts, alignment, row_multiple = _check_permute(
         x, expert_ids, probs, num_experts, alignment, row_multiple)
+    _ffi.require_cuda("qgemm_xla_permute", x)  # eager: before the jit
     return _permute_quantize(x, expert_ids, probs, num_experts, alignment,
                              row_multiple)
 
@@ -218,5 +219,6 @@ def unpermute(y, row_map, probs: Optional[jax.Array] = None,
     jax.vjp) on qgemm's backward kernel, which needs row_group (rows
     holding no copy get a zero gradient)."""
     tokens, topk = _check_unpermute(y, row_map, probs, row_group, tokens)
+    _ffi.require_cuda("qgemm_xla_unpermute", y)  # eager: before the jit
     return _unpermute_jit(y, row_map.reshape(tokens, topk), probs,
                           row_group, tokens)

@@ -4,7 +4,10 @@ The library sits next to libqgemm.so (the build's lib/ folder, or the
 unpacked GPU pack) or at $QGEMM_XLA_LIBRARY. Registration happens once, on
 the first op that needs it: the kernel state type first (the handlers'
 instantiate stage creates one per custom call), then every target for the
-CUDA platform, each with its instantiate and execute stages."""
+CUDA platform, each with its instantiate and execute stages, and for the
+CPU a handler that refuses with qgemm's reason (HostHandlers.cpp), so that
+a computation placed on the CPU says qgemm needs a CUDA device rather than
+that no handler is registered."""
 import ctypes
 import os
 import threading
@@ -12,7 +15,7 @@ import threading
 import jax
 
 from .. import _capi
-from .._errors import ArgumentError
+from .._errors import ArgumentError, DeviceError
 
 # The XLA FFI C API's major version the handlers speak; XLA checks the
 # minor version itself (handler metadata) when a target is registered.
@@ -117,4 +120,24 @@ def register():
                     getattr(lib, execute), ctypes.c_void_p).value),
             }
             jax.ffi.register_ffi_target(target, stages, platform="CUDA")
+            host = getattr(lib, "qgemm_xla_host_" + target)
+            jax.ffi.register_ffi_target(
+                target, _capsule(ctypes.cast(host, ctypes.c_void_p).value),
+                platform="cpu")
         _registered = True
+
+
+def require_cuda(target, *arrays):
+    """qgemm's DeviceError for an eager call on arrays that live on the CPU
+    (a machine without a GPU): their custom call could only fail. Traced
+    calls are left to XLA, which places the computation; on the CPU its
+    host handler says the same at run time."""
+    for a in arrays:
+        if isinstance(a, jax.core.Tracer) or not isinstance(a, jax.Array):
+            continue
+        platforms = {d.platform for d in a.devices()}
+        if platforms - {"gpu", "cuda"}:
+            raise DeviceError(
+                "qgemm.jax: %s needs a CUDA device: qgemm's kernels run on "
+                "NVIDIA GPUs, and its operands are on %s"
+                % (target, ", ".join(sorted(platforms))))

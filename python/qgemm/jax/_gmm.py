@@ -20,7 +20,7 @@ import jax.numpy as jnp
 
 from .. import GROUP_ERROR_RANGE
 from .._errors import ArgumentError
-from . import _calls, _checks, _specs, _weights
+from . import _calls, _checks, _ffi, _specs, _weights
 from ._weights import QuantizedWeights
 
 # The weight gradient reads the token-contiguous operands with TMA, whose
@@ -268,6 +268,7 @@ def gmm(lhs, rhs, group_sizes, preferred_element_type=jnp.bfloat16,
                             "supported (qgemm.jax computes every group)")
     _check(lhs, rhs, group_sizes, preferred_element_type, transpose_rhs,
            group_alignment)
+    _ffi.require_cuda("qgemm_xla_gemm", lhs)  # eager: before the jit
     statics = (jnp.dtype(preferred_element_type), bool(transpose_rhs),
                int(group_alignment), _flags())
     if isinstance(rhs, QuantizedWeights):

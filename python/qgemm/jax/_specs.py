@@ -154,6 +154,7 @@ def columnwise_transposed(k):
     t = _transposed.get(k.hash)
     if t is None:
         info = _capi.QuantizeInfo(ctypes.sizeof(_capi.QuantizeInfo))
-        check(lib.qgemm_kernel_quantize_info(k._handle, ctypes.byref(info)))
+        box = k._live()
+        check(lib.qgemm_kernel_quantize_info(box.value, ctypes.byref(info)))
         t = _transposed[k.hash] = bool(info.columnwise_transposed)
     return t

@@ -27,7 +27,7 @@ import functools
 import jax
 
 from .._errors import ArgumentError
-from . import _calls, _specs
+from . import _calls, _ffi, _specs
 
 
 @jax.tree_util.register_pytree_node_class
@@ -136,6 +136,7 @@ def quantize_weights(rhs, *, transpose_rhs=False, differentiable=True):
     only the forward form (half the memory, inference); gmm's gradient then
     raises qgemm.ArgumentError."""
     check_rhs(rhs, transpose_rhs, "quantize_weights")
+    _ffi.require_cuda("qgemm_xla_quantize", rhs)  # eager: before the jit
     f, fs, d, ds = _quantize_jit(jax.lax.stop_gradient(rhs),
                                  bool(transpose_rhs), bool(differentiable))
     return QuantizedWeights(f, fs, d, ds, rhs if differentiable else None,

@@ -198,6 +198,8 @@ struct GroupedMmPlanDesc {
   int64_t alignment = 16;
   std::string recipe = "deepseek";
   ElemType weightDtype = ElemType::BF16;
+  /// x's dtype, bf16 or f32: also y's and the data gradient's.
+  ElemType inputDtype = ElemType::BF16;
   /// The weight gradient is added into an f32 main_grad (D = C + A.B in the
   /// GEMM's epilogue) instead of written in weightDtype.
   bool accumulate = false;

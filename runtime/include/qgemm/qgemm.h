@@ -163,8 +163,14 @@ typedef struct qgemm_runtime_options {
 /* `options` may be NULL (the defaults of QGEMM_RUNTIME_OPTIONS_INIT). */
 QGEMM_C_API qgemm_status qgemm_runtime_create(
     const qgemm_runtime_options *options, qgemm_runtime **out);
+/* Every qgemm_*_destroy is safe against calls still in flight on other
+ * threads with the same handle: the handle is freed when the last of them
+ * returns, and a call that starts meanwhile fails with
+ * QGEMM_ERROR_INVALID_ARGUMENT ("... is closed"). A call that starts after
+ * the handle was freed is a use after free. */
 QGEMM_C_API void qgemm_runtime_destroy(qgemm_runtime *rt);
-/* The disk cache directory in use ("" when none). */
+/* The disk cache directory in use ("" when none; "" with the last error
+ * set for a NULL runtime). */
 QGEMM_C_API const char *qgemm_runtime_cache_directory(const qgemm_runtime *rt);
 
 /*===------------------------------- Specs --------------------------------===*/
@@ -181,10 +187,12 @@ QGEMM_C_API qgemm_status qgemm_spec_parse(const char *json_text,
 QGEMM_C_API qgemm_status qgemm_spec_parse_file(const char *path,
                                                qgemm_spec **out);
 QGEMM_C_API void qgemm_spec_destroy(qgemm_spec *spec);
-/* Number of kernels the document states (1 without a sweep). */
+/* Number of kernels the document states (1 without a sweep); 0 with the
+ * last error set for a NULL spec. */
 QGEMM_C_API size_t qgemm_spec_count(const qgemm_spec *spec);
 /* Name of variant `index` (`name__a.scale.layout=GEMM_READY` in a sweep);
- * NULL when the index is out of range. */
+ * NULL, with the last error set, for a NULL spec or an index out of
+ * range. */
 QGEMM_C_API const char *qgemm_spec_name(const qgemm_spec *spec, size_t index);
 
 /*===------------------------------ Kernels -------------------------------===*/
@@ -263,7 +271,9 @@ QGEMM_C_API const char *qgemm_group_index_name(qgemm_group_index v);
 QGEMM_C_API const char *qgemm_op_name(qgemm_op v);
 QGEMM_C_API const char *qgemm_family_name(qgemm_family v);
 
-/* String queries; "" for a NULL kernel. */
+/* String queries; "" for a NULL kernel, with the thread's last error set to
+ * QGEMM_ERROR_INVALID_ARGUMENT (so that "" is told apart from an empty
+ * answer, e.g. a cache note). */
 QGEMM_C_API const char *qgemm_kernel_name(const qgemm_kernel *k); /* PTX entry */
 QGEMM_C_API const char *qgemm_kernel_spec_name(const qgemm_kernel *k);
 /* Identity: 16 hex digits, FNV-1a 64 of the canonical spec. */
@@ -879,7 +889,8 @@ QGEMM_C_API qgemm_status qgemm_moe_plan_backward(
 
 /* One FP8 grouped GEMM with its gradients (qgemm.torch.fp8_grouped_mm):
  * y (M, N) = x (M, K) @ w[g]^T for each group g of rows, offsets (G) int32
- * cumulative row ends on the device, x bf16 with M a multiple of 16. */
+ * cumulative row ends on the device, x bf16 or f32 with M a multiple of
+ * 16. */
 typedef struct qgemm_grouped_mm_plan qgemm_grouped_mm_plan;
 
 typedef struct qgemm_grouped_mm_plan_desc {
@@ -889,10 +900,12 @@ typedef struct qgemm_grouped_mm_plan_desc {
   int64_t alignment;    /* every group's rows a multiple of it */
   int32_t weight_dtype; /* QGEMM_DTYPE_BF16 or _F32 */
   int32_t accumulate;   /* 1: the backward adds dW into an f32 grad_w */
+  int32_t input_dtype;  /* x's, y's and grad_x's: QGEMM_DTYPE_BF16 or _F32 */
 } qgemm_grouped_mm_plan_desc;
 
 #define QGEMM_GROUPED_MM_PLAN_DESC_INIT \
-  { sizeof(qgemm_grouped_mm_plan_desc), 0, 0, 0, 16, QGEMM_DTYPE_BF16, 0 }
+  { sizeof(qgemm_grouped_mm_plan_desc), 0, 0, 0, 16, QGEMM_DTYPE_BF16, 0, \
+    QGEMM_DTYPE_BF16 }
 
 typedef struct qgemm_grouped_mm_sizes {
   size_t struct_size;
