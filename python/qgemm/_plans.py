@@ -19,11 +19,12 @@ class _Plan:
     _destroy = None
 
     def __init__(self, create, desc, sizes_struct, sizes_fn):
-        # The runtime must outlive the plan: hold it.
+        # The C plan pins its runtime for its life; the Python object is
+        # kept too, so that the package's runtime is not closed under it.
         self.runtime = default_runtime()
+        box = self.runtime._live()  # held for the call
         handle = ctypes.c_void_p()
-        check(create(self.runtime._live(), ctypes.byref(desc),
-                     ctypes.byref(handle)))
+        check(create(box.value, ctypes.byref(desc), ctypes.byref(handle)))
         self.handle = handle.value
         self._sizes_struct, self._sizes_fn = sizes_struct, sizes_fn
         self._sizes = {}

@@ -338,7 +338,7 @@ class MoEExpertsTest(unittest.TestCase):
             (lambda: qt.moe_experts(self.x, ids, probs, layer.w13,
                                     layer.w2[:, :, :256]), "do not fit"),
             (lambda: qt.moe_experts(self.x, ids, probs, layer.w13, layer.w2,
-                                    alignment=24), "alignment 24"),
+                                    alignment=24), "alignment = 24"),
             (lambda: qt.moe_experts(self.x, ids, probs, layer.w13, layer.w2,
                                     recipe="mxfp9"), "recipe = 'mxfp9'"),
         ]
