@@ -10,6 +10,7 @@ from .recipes import Recipe
 from ._torch_errors import raise_pending
 from ._torch_launch import (_fp8_name, _launch_gemm, _plain_eager, _stream)
 from . import _torch_plans as _plans
+from ._torch_plans import _weight_buffers
 from ._torch_specs import (_gemm_spec, _kernel, _round_up)
 
 
@@ -42,16 +43,6 @@ def _check_weights(w, recipe):
     if w.dtype not in (torch.bfloat16, torch.float32):
         raise ArgumentError("fp8_grouped_mm: weights have dtype %s; expected "
                             "bfloat16 or float32" % w.dtype)
-
-
-def _weight_buffers(w):
-    """Empty (wq (G, N, K), ws, wq_t (G, K, N), ws_t) for weights w."""
-    g, n, kdim = w.shape
-    fp8 = torch.float8_e4m3fn
-    return (w.new_empty((g, n, kdim), dtype=fp8),
-            w.new_empty((g, n // 128, kdim // 128), dtype=torch.float32),
-            w.new_empty((g, kdim, n), dtype=fp8),
-            w.new_empty((g, kdim // 128, n // 128), dtype=torch.float32))
 
 
 def _launch_weights(w, recipe, wq, ws, wq_t, ws_t):

@@ -20,6 +20,8 @@ import torch
 
 from . import _capi
 from . import _plans
+from . import _torch_launch as _launch
+from ._torch_dispatch import permute_rows
 from ._torch_errors import _error_word_at, poison, raise_pending
 from ._torch_launch import _stream
 from ._torch_quantize import _scale_elems
@@ -30,16 +32,12 @@ _I32 = torch.int32
 _F32 = torch.float32
 _U8 = torch.uint8
 _WDT = {torch.bfloat16: "bf16", torch.float32: "f32"}
+# The permuted rows' multiple, as the plan's (kMoeRowMultiple in Plans.h).
 ROW_MULTIPLE = 128
 
 
-def _round_up(x, m):
-    return (x + m - 1) // m * m
-
-
 def _debug_flags():
-    from . import _torch_launch
-    return _capi.PLAN_DEBUG_SYNC if _torch_launch._debug_sync else 0
+    return _capi.PLAN_DEBUG_SYNC if _launch._debug_sync else 0
 
 
 # -- the MoE layer ----------------------------------------------------------
@@ -48,21 +46,26 @@ def _moe_plan(experts, hidden, inter, topk, alignment, w_dtype):
                        alignment, _WDT[w_dtype])
 
 
-def _moe_rows(tokens, topk, experts, alignment):
-    """R (symbolic-friendly: the fakes use it under torch.compile)."""
-    return _round_up(tokens * topk + experts * (alignment - 1), ROW_MULTIPLE)
-
-
 def _acol_scales(rows, inter, experts, alignment):
     groups = experts if alignment % 128 != 0 else 0
     return _scale_elems(rows + groups * 128, inter, (128, 1), "GEMM_READY")
+
+
+def _weight_buffers(w):
+    """Empty (wq (G, N, K), ws, wq_t (G, K, N), ws_t) for weights w: the
+    two 128x128 FP8 forms (fp8_grouped_mm's cache holds the same)."""
+    g, n, k = w.shape
+    return (w.new_empty((g, n, k), dtype=_FP8),
+            w.new_empty((g, n // 128, k // 128), dtype=_F32),
+            w.new_empty((g, k, n), dtype=_FP8),
+            w.new_empty((g, k // 128, n // 128), dtype=_F32))
 
 
 def _forward_outputs(x, ids, experts, inter, alignment):
     """(out, offs, row_group, row_map, h, a_col, a_col_scales, o)."""
     tokens, hidden = x.shape
     topk = ids.shape[1]
-    rows = _moe_rows(tokens, topk, experts, alignment)
+    rows = permute_rows(tokens, topk, experts, alignment, ROW_MULTIPLE)
     return (x.new_empty((tokens, hidden)),
             x.new_empty((experts,), dtype=_I32),
             x.new_empty((rows,), dtype=_I32),
@@ -72,15 +75,6 @@ def _forward_outputs(x, ids, experts, inter, alignment):
             x.new_empty((_acol_scales(rows, inter, experts, alignment),),
                         dtype=_F32),
             x.new_empty((rows, hidden)))
-
-
-def _weight_forms(w):
-    """Empty (wq (G, N, K), ws, wq_t (G, K, N), ws_t) for weights w."""
-    g, n, k = w.shape
-    return (w.new_empty((g, n, k), dtype=_FP8),
-            w.new_empty((g, n // 128, k // 128), dtype=_F32),
-            w.new_empty((g, k, n), dtype=_FP8),
-            w.new_empty((g, k // 128, n // 128), dtype=_F32))
 
 
 def _run_forward(x, ids, probs, w13, w2, forms13, forms2, alignment):
@@ -133,7 +127,7 @@ def _moe_forward_impl(x: torch.Tensor, ids: torch.Tensor,
     """The layer's forward with its weights quantized first: (out, offs,
     row_group, row_map, h, a_col, a_col_scales, o, w13q_t, w13s_t, w2q_t,
     w2s_t), the last four the FP8 weights the backward reads."""
-    f13, f2 = _weight_forms(w13), _weight_forms(w2)
+    f13, f2 = _weight_buffers(w13), _weight_buffers(w2)
     outs = _run_forward(x, ids, probs, w13, w2, f13, f2, alignment)
     return outs + (f13[2], f13[3], f2[2], f2[3])
 
@@ -145,7 +139,7 @@ moe_forward = torch.library.custom_op(
 @moe_forward.register_fake
 def _(x, ids, probs, w13, w2, alignment):
     experts, two_i, _ = w13.shape
-    f13, f2 = _weight_forms(w13), _weight_forms(w2)
+    f13, f2 = _weight_buffers(w13), _weight_buffers(w2)
     return _forward_outputs(x, ids, experts, two_i // 2, alignment) + \
         (f13[2], f13[3], f2[2], f2[3])
 
@@ -398,7 +392,7 @@ def _gmm_forward_impl(x: torch.Tensor, offs: torch.Tensor, w: torch.Tensor,
                           torch.Tensor, torch.Tensor]:
     """(y, x_col, x_col_scales, wq_t, ws_t): fp8_grouped_mm's forward with
     w quantized first."""
-    forms = _weight_forms(w)
+    forms = _weight_buffers(w)
     return _run_gmm_forward(x, offs, w, forms, alignment, w.dtype) + \
         (forms[2], forms[3])
 
@@ -409,7 +403,7 @@ gmm_forward = torch.library.custom_op(
 
 @gmm_forward.register_fake
 def _(x, offs, w, alignment):
-    forms = _weight_forms(w)
+    forms = _weight_buffers(w)
     return _gmm_forward_outputs(x, w.shape[1], w.shape[0], alignment) + \
         (forms[2], forms[3])
 

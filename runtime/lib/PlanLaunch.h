@@ -79,6 +79,21 @@ inline Status launchGroupedGemm(Runtime &rt, const Kernel &k, const Operands &o,
   return rt.launch(k, g, stream);
 }
 
+/// A quantize's arguments: `input` (rows, cols), or numTensors of them.
+inline QuantizeArgs quantizeArgs(DevicePtr input, int64_t rows, int64_t cols,
+                                 const QuantOut &out, bool debugSync) {
+  QuantizeArgs q;
+  q.input = input;
+  q.rowData = out.rowData;
+  q.rowScales = out.rowScales;
+  q.colData = out.colData;
+  q.colScales = out.colScales;
+  q.rows = rows;
+  q.cols = cols;
+  q.debugSync = debugSync;
+  return q;
+}
+
 /// A quantize of (rows, cols); with `offsets` non-zero the column-wise
 /// blocks restart at each of `groups` device-side groups.
 inline Status launchQuantizeRows(Runtime &rt, const Kernel &k, DevicePtr in,
@@ -87,14 +102,7 @@ inline Status launchQuantizeRows(Runtime &rt, const Kernel &k, DevicePtr in,
                                  int64_t groups, DevicePtr errorFlag,
                                  DevicePtr ws, Offsets whose, bool debugSync,
                                  void *stream) {
-  QuantizeArgs q;
-  q.input = in;
-  q.rowData = out.rowData;
-  q.rowScales = out.rowScales;
-  q.colData = out.colData;
-  q.colScales = out.colScales;
-  q.rows = rows;
-  q.cols = cols;
+  QuantizeArgs q = quantizeArgs(in, rows, cols, out, debugSync);
   if (offsets) {
     q.groupOffsets = offsets;
     q.numGroups = groups;
@@ -103,7 +111,6 @@ inline Status launchQuantizeRows(Runtime &rt, const Kernel &k, DevicePtr in,
     q.errorFlag = errorFlag;
     q.workspace = ws;
   }
-  q.debugSync = debugSync;
   return rt.launch(k, q, stream);
 }
 
@@ -111,16 +118,8 @@ inline Status launchQuantizeRows(Runtime &rt, const Kernel &k, DevicePtr in,
 inline Status launchWeights(Runtime &rt, const Kernel &k, DevicePtr w,
                             int64_t groups, int64_t rows, int64_t cols,
                             const QuantOut &out, bool debugSync, void *stream) {
-  QuantizeArgs q;
-  q.input = w;
-  q.rowData = out.rowData;
-  q.rowScales = out.rowScales;
-  q.colData = out.colData;
-  q.colScales = out.colScales;
-  q.rows = rows;
-  q.cols = cols;
+  QuantizeArgs q = quantizeArgs(w, rows, cols, out, debugSync);
   q.numTensors = groups;
-  q.debugSync = debugSync;
   return rt.launch(k, q, stream);
 }
 

@@ -12,14 +12,8 @@ std::string num(int64_t v) { return std::to_string(v); }
 } // namespace
 
 const char *dtypeName(ElemType t) {
-  switch (t) {
-  case ElemType::BF16:
-    return "bf16";
-  case ElemType::F32:
-    return "f32";
-  default:
-    return "";
-  }
+  // spellingOf gives views of string literals: NUL-terminated.
+  return t == ElemType::BF16 || t == ElemType::F32 ? spellingOf(t).data() : "";
 }
 
 std::string gemmSpec(const char *grouping, int64_t n, int64_t k,
