@@ -59,8 +59,8 @@ const char *qgemm_version_string(void) {
 }
 
 std::string qgemm::capi::cFieldNames(std::string_view message) {
-  // The fields of GemmArgs, QuantizeArgs, PermuteArgs, UnpermuteArgs and
-  // the swiglu args whose C names differ (qgemm.h's *_args structs).
+  // The fields of GemmArgs and of the ops' args (Ops.def) whose C names
+  // differ (qgemm.h's *_args structs).
   static const std::pair<std::string_view, std::string_view> kNames[] = {
       {"scaleA", "scale_a"},
       {"scaleB", "scale_b"},
@@ -68,28 +68,10 @@ std::string qgemm::capi::cFieldNames(std::string_view message) {
       {"hostGroups", "host_groups"},
       {"hostGroupsCount", "host_groups_count"},
       {"errorFlag", "error_flag"},
-      {"groupOffsets", "group_offsets"},
-      {"hostGroupOffsets", "host_group_offsets"},
-      {"numTensors", "num_tensors"},
-      {"inputTable", "input_table"},
-      {"rowData", "row_data"},
-      {"rowScales", "row_scales"},
-      {"colData", "col_data"},
-      {"colScales", "col_scales"},
-      {"xScales", "x_scales"},
-      {"yScales", "y_scales"},
-      {"rowGroup", "row_group"},
-      {"rowMap", "row_map"},
-      {"rowProbs", "row_probs"},
-      {"gradY", "grad_y"},
-      {"gradRowProbs", "grad_row_probs"},
-      {"gradX", "grad_x"},
-      {"gradProbs", "grad_probs"},
-      {"gradOut", "grad_out"},
-      {"gradInput", "grad_input"},
-      {"gradOutput", "grad_output"},
-      {"hostRouting", "host_routing"},
-      {"bf16Output", "bf16_output"},
+#define QGEMM_FIELD(C_NAME, CPP_NAME) {#CPP_NAME, #C_NAME},
+#define QGEMM_DEVICE_GROUPS
+#define QGEMM_OP(NAME, KIND, C_OP, ARGS, FIRST_SIZE, VERSION, FIELDS) FIELDS
+#include "Ops.def"
   };
   auto isWordChar = [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
@@ -308,11 +290,12 @@ const char *qgemm_group_index_name(qgemm_group_index v) {
 const char *qgemm_op_name(qgemm_op v) {
   switch (v) {
   case QGEMM_OP_GROUPED_GEMM: return "grouped_gemm";
-  case QGEMM_OP_QUANTIZE: return "quantize";
-  case QGEMM_OP_PERMUTE: return "permute";
-  case QGEMM_OP_UNPERMUTE: return "unpermute";
-  case QGEMM_OP_SWIGLU_QUANTIZE: return "swiglu_quantize";
-  case QGEMM_OP_SWIGLU_BACKWARD: return "swiglu_backward";
+#define QGEMM_FIELD(C_NAME, CPP_NAME)
+#define QGEMM_DEVICE_GROUPS
+#define QGEMM_OP(NAME, KIND, C_OP, ARGS, FIRST_SIZE, VERSION, FIELDS)          \
+  case C_OP:                                                                   \
+    return #NAME;
+#include "Ops.def"
   }
   return "<invalid>";
 }
@@ -384,11 +367,12 @@ qgemm_op qgemm_kernel_op(const qgemm_kernel *k) {
   }
   switch (kk->spec().op) {
   case OpKind::GroupedGemm: return QGEMM_OP_GROUPED_GEMM;
-  case OpKind::Quantize: return QGEMM_OP_QUANTIZE;
-  case OpKind::Permute: return QGEMM_OP_PERMUTE;
-  case OpKind::Unpermute: return QGEMM_OP_UNPERMUTE;
-  case OpKind::SwigluQuantize: return QGEMM_OP_SWIGLU_QUANTIZE;
-  case OpKind::SwigluBackward: return QGEMM_OP_SWIGLU_BACKWARD;
+#define QGEMM_FIELD(C_NAME, CPP_NAME)
+#define QGEMM_DEVICE_GROUPS
+#define QGEMM_OP(NAME, KIND, C_OP, ARGS, FIRST_SIZE, VERSION, FIELDS)          \
+  case OpKind::KIND:                                                           \
+    return C_OP;
+#include "Ops.def"
   }
   return QGEMM_OP_GROUPED_GEMM;
 }

@@ -1,10 +1,11 @@
 //===- CApiOpsSupport.h - What the C API's op launches share ----*- C++ -*-===//
 //
-// The helpers of the launches other than grouped_gemm, shared by
-// CApiOps.cpp (quantize, permute, unpermute) and CApiSwiglu.cpp (the swiglu
-// ops, 1.3): the op check naming both ops, versioned out-structs, the guard
-// every launch runs in, and the quantizer's output sizes (the swiglu
-// forward is the quantize kernel over y, so its sizes are quantize's).
+// The helpers of the ops other than grouped_gemm, shared by CApiLaunch.cpp
+// (their launches, from Ops.def), CApiOps.cpp (the quantize, permute and
+// unpermute queries) and CApiSwiglu.cpp (the swiglu queries, 1.3): the op
+// check naming both ops, versioned out-structs, the guard every query runs
+// in, and the quantizer's output sizes (the swiglu forward is the quantize
+// kernel over y, so its sizes are quantize's).
 // Private to runtime/lib.
 //
 //===----------------------------------------------------------------------===//
@@ -91,29 +92,52 @@ inline const char *tooSmall(const char *type, const char *version = "1.1") {
   return m.c_str();
 }
 
-/// The checks every op launch makes before its own (runtime, kernel of the
-/// right op, an argument struct of at least its first version's size), then
-/// `launch(kernel)` inside the same error guard.
-template <typename CArgs, typename Launch>
-qgemm_status launchOp(const char *fn, const char *argsType, qgemm_runtime *rt,
-                      const qgemm_kernel *k, OpKind op, qgemm_op cop,
-                      const CArgs *args, Launch launch,
-                      size_t firstSize = sizeof(CArgs),
-                      const char *version = "1.1") {
+/// Which kernels an entry point takes: one op (its messages then point to
+/// the launch the kernel's op has), or either of two (an info query shared
+/// by an op's forward and backward, or its two directions; `want` names
+/// both).
+struct OpCheck {
+  OpKind op1, op2;
+  qgemm_op cop;
+  const char *want;
+  /// The kernel of `k` when it is accepted; else nullptr with the status of
+  /// the refusal by `fn` in `st`.
+  const Kernel *operator()(const char *fn, const qgemm_kernel *k,
+                           qgemm_status &st) const {
+    return want ? kernelForEither(fn, k, op1, op2, want, st)
+                : kernelFor(fn, k, op1, cop, st);
+  }
+};
+inline OpCheck onlyOp(OpKind op, qgemm_op cop) {
+  return {op, op, cop, nullptr};
+}
+inline OpCheck eitherOp(OpKind op1, OpKind op2, const char *want) {
+  return {op1, op2, QGEMM_OP_INVALID, want};
+}
+
+/// An op kernel's query into the caller's versioned `out`: the kernel
+/// pinned and accepted by `check`, `out` at least its first version's size
+/// (`firstSize`, of API `version`), then `body(kernel, o)` fills a zeroed
+/// Out, copied as far as the caller's struct reaches. All inside the guard.
+template <typename Out, typename Body>
+qgemm_status kernelQuery(const char *fn, const qgemm_kernel *k, OpCheck check,
+                         Out *out, const char *outType, const char *version,
+                         Body body, size_t firstSize = sizeof(Out)) {
   return guarded(fn, [&] {
-    Pin<qgemm_runtime> rtPin(rt);
     Pin<qgemm_kernel> pin(k);
-    if (!rtPin)
-      return invalid(fn, rtPin.why("rt"));
     if (!pin)
       return invalid(fn, pin.why("kernel"));
     qgemm_status st = QGEMM_OK;
-    const Kernel *kk = kernelFor(fn, k, op, cop, st);
+    const Kernel *kk = check(fn, k, st);
     if (!kk)
       return st;
-    if (!sizeOk(args, firstSize))
-      return invalid(fn, std::string("args ") + tooSmall(argsType, version));
-    return launch(*kk);
+    if (!sizeOk(out, firstSize))
+      return invalid(fn, std::string("out ") + tooSmall(outType, version));
+    auto o = zeroed<Out>();
+    if (qgemm_status bad = body(*kk, o); bad != QGEMM_OK)
+      return bad;
+    fillOut(out, o);
+    return QGEMM_OK;
   });
 }
 
@@ -148,6 +172,40 @@ qgemm_status quantizeOutputSizes(const char *fn, const std::string &what,
                                  int64_t numGroups,
                                  const int32_t *hostOffsets,
                                  QuantizeOutputSizes &out);
+
+/// The quantizer's outputs in a C sizes struct (quantize's or the swiglu
+/// forward's: both name them row_data .. col_scales).
+template <typename CSizes>
+void setQuantizeSizes(CSizes &s, const QuantizeOutputSizes &n) {
+  s.row_data = n.rowData;
+  s.row_scales = n.rowScales;
+  s.col_data = n.colData;
+  s.col_scales = n.colScales;
+}
+
+/// A size query checks the launch it sizes with that launch's own checks:
+/// `a` (QuantizeArgs or SwigluQuantizeArgs) gets stand-in pointers for
+/// everything quantizer `c` writes, and with groups but no host offsets
+/// the device-groups form (API 1.2), whose column-wise scales need the
+/// bound cd(rows, b) + G.
+template <typename Args>
+void quantizeStandIns(Args &a, const QuantizeContract &c, int64_t numGroups,
+                      const int32_t *hostOffsets) {
+  a.numGroups = numGroups;
+  a.hostGroupOffsets = hostOffsets;
+  a.input = 256;
+  if (c.rowwise)
+    a.rowData = a.rowScales = 256;
+  if (c.columnwise)
+    a.colData = a.colScales = 256;
+  if (numGroups > 0)
+    a.groupOffsets = 256;
+  if (numGroups > 0 && !hostOffsets) {
+    a.deviceGroups = true;
+    a.errorFlag = 512;
+    a.workspace = 768;
+  }
+}
 
 } // namespace qgemm::capi
 

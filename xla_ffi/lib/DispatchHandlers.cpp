@@ -11,6 +11,7 @@
 // unpermute: forward, out (T, k) = each token's (weighted) sum of its
 // copies' rows of y; backward, grad_y (R, k) and grad_probs (T, topk).
 //
+// Each target is the generic op handler (OpHandler.h) over its OpCall.
 // A bad routing (an id outside [-1, G), an expert twice for a token) is
 // reported on the device in the error word and the outputs form a valid
 // empty dispatch; nothing waits for the host, so all three targets are
@@ -19,7 +20,7 @@
 // are passed as 0.
 //
 //===----------------------------------------------------------------------===//
-#include "FfiCommon.h"
+#include "OpHandler.h"
 
 using namespace qgemm_ffi;
 
@@ -64,135 +65,58 @@ unpermuteBackwardInstantiate(std::string_view spec) {
 // empty), probs f32 (T, topk) or empty. Results: y (R, k), y_scales (or
 // empty), offsets int32 (G,), counts int32 (G,), row_group int32 (R,),
 // row_map int32 (T, topk), row_probs f32 (R,) or empty, error int32 (1,).
-ffi::Error permuteExecute(void *stream, KernelState *state,
-                          ffi::AnyBuffer routing, ffi::AnyBuffer x,
-                          ffi::AnyBuffer x_scales, ffi::AnyBuffer probs,
-                          ffi::Result<ffi::AnyBuffer> y,
-                          ffi::Result<ffi::AnyBuffer> y_scales,
-                          ffi::Result<ffi::AnyBuffer> offsets,
-                          ffi::Result<ffi::AnyBuffer> counts,
-                          ffi::Result<ffi::AnyBuffer> row_group,
-                          ffi::Result<ffi::AnyBuffer> row_map,
-                          ffi::Result<ffi::AnyBuffer> row_probs,
-                          ffi::Result<ffi::AnyBuffer> error,
-                          std::string_view /*spec*/) {
-  qgemm_permute_args args = QGEMM_PERMUTE_ARGS_INIT;
-  args.routing = address(routing);
-  args.probs = address(probs);
-  args.x = address(x);
-  args.x_scales = address(x_scales);
-  args.y = address(*y);
-  args.y_scales = address(*y_scales);
-  args.offsets = address(*offsets);
-  args.counts = address(*counts);
-  args.row_group = address(*row_group);
-  args.row_map = address(*row_map);
-  args.row_probs = address(*row_probs);
-  args.error = address(*error);
-  args.tokens = dim(routing, 0);
-  args.experts = static_cast<int64_t>(offsets->element_count());
-  args.rows = dim(*y, 0);
-  return launch(qgemm_launch_permute,
-                "qgemm_launch_permute", *state, args, stream);
-}
+using P = qgemm_permute_args;
+const OpCall<P> kPermute = {
+    "qgemm_launch_permute",
+    qgemm_launch_permute,
+    QGEMM_PERMUTE_ARGS_INIT,
+    4,
+    8,
+    {&P::routing, &P::x, &P::x_scales, &P::probs},
+    {&P::y, &P::y_scales, &P::offsets, &P::counts, &P::row_group, &P::row_map,
+     &P::row_probs, &P::error},
+    [](P &a, const BufferViews &in, const BufferViews &out) {
+      a.tokens = in[0].dim(0);
+      a.experts = out[2].count();
+      a.rows = out[0].dim(0);
+    }};
 
 // Operands: y (R, k) bf16, row_map int32 (T, topk), probs f32 (T, topk) or
 // empty. Result: out (T, k) bf16.
-ffi::Error unpermuteExecute(void *stream, KernelState *state, ffi::AnyBuffer y,
-                            ffi::AnyBuffer row_map, ffi::AnyBuffer probs,
-                            ffi::Result<ffi::AnyBuffer> out,
-                            std::string_view /*spec*/) {
-  qgemm_unpermute_args args = QGEMM_UNPERMUTE_ARGS_INIT;
-  args.y = address(y);
-  args.row_map = address(row_map);
-  args.probs = address(probs);
-  args.out = address(*out);
-  args.tokens = dim(*out, 0);
-  args.rows = dim(y, 0);
-  return launch(qgemm_launch_unpermute,
-                "qgemm_launch_unpermute", *state, args, stream);
-}
+using U = qgemm_unpermute_args;
+const OpCall<U> kUnpermute = {
+    "qgemm_launch_unpermute",
+    qgemm_launch_unpermute,
+    QGEMM_UNPERMUTE_ARGS_INIT,
+    3,
+    1,
+    {&U::y, &U::row_map, &U::probs},
+    {&U::out},
+    [](U &a, const BufferViews &in, const BufferViews &out) {
+      a.tokens = out[0].dim(0);
+      a.rows = in[0].dim(0);
+    }};
 
 // Operands: grad_out (T, k) bf16, row_map int32 (T, topk), row_group int32
 // (R,), probs f32 (T, topk) or empty, y (R, k) bf16 or empty (both with
 // the spec's probs). Results: grad_y (R, k) bf16 (rows holding no copy
 // zeroed), grad_probs f32 (T, topk) or empty.
-ffi::Error unpermuteBackwardExecute(void *stream, KernelState *state,
-                                    ffi::AnyBuffer grad_out,
-                                    ffi::AnyBuffer row_map,
-                                    ffi::AnyBuffer row_group,
-                                    ffi::AnyBuffer probs, ffi::AnyBuffer y,
-                                    ffi::Result<ffi::AnyBuffer> grad_y,
-                                    ffi::Result<ffi::AnyBuffer> grad_probs,
-                                    std::string_view /*spec*/) {
-  qgemm_unpermute_args args = QGEMM_UNPERMUTE_ARGS_INIT;
-  args.grad_out = address(grad_out);
-  args.row_map = address(row_map);
-  args.row_group = address(row_group);
-  args.probs = address(probs);
-  args.y = address(y);
-  args.grad_y = address(*grad_y);
-  args.grad_probs = address(*grad_probs);
-  args.tokens = dim(grad_out, 0);
-  args.rows = dim(*grad_y, 0);
-  return launch(qgemm_launch_unpermute,
-                "qgemm_launch_unpermute", *state, args, stream);
-}
+const OpCall<U> kUnpermuteBackward = {
+    "qgemm_launch_unpermute",
+    qgemm_launch_unpermute,
+    QGEMM_UNPERMUTE_ARGS_INIT,
+    5,
+    2,
+    {&U::grad_out, &U::row_map, &U::row_group, &U::probs, &U::y},
+    {&U::grad_y, &U::grad_probs},
+    [](U &a, const BufferViews &in, const BufferViews &out) {
+      a.tokens = in[0].dim(0);
+      a.rows = out[0].dim(0);
+    }};
 
 } // namespace
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(
-    qgemm_xla_permute_instantiate, permuteInstantiate,
-    ffi::Ffi::BindInstantiate().Attr<std::string_view>("spec"));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(
-    qgemm_xla_permute, permuteExecute,
-    ffi::Ffi::Bind()
-        .Ctx<ffi::PlatformStream<void *>>()
-        .Ctx<ffi::State<KernelState>>()
-        .Arg<ffi::AnyBuffer>()
-        .Arg<ffi::AnyBuffer>()
-        .Arg<ffi::AnyBuffer>()
-        .Arg<ffi::AnyBuffer>()
-        .Ret<ffi::AnyBuffer>()
-        .Ret<ffi::AnyBuffer>()
-        .Ret<ffi::AnyBuffer>()
-        .Ret<ffi::AnyBuffer>()
-        .Ret<ffi::AnyBuffer>()
-        .Ret<ffi::AnyBuffer>()
-        .Ret<ffi::AnyBuffer>()
-        .Ret<ffi::AnyBuffer>()
-        .Attr<std::string_view>("spec"),
-    {ffi::Traits::kCmdBufferCompatible});
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(
-    qgemm_xla_unpermute_instantiate, unpermuteInstantiate,
-    ffi::Ffi::BindInstantiate().Attr<std::string_view>("spec"));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(
-    qgemm_xla_unpermute, unpermuteExecute,
-    ffi::Ffi::Bind()
-        .Ctx<ffi::PlatformStream<void *>>()
-        .Ctx<ffi::State<KernelState>>()
-        .Arg<ffi::AnyBuffer>()
-        .Arg<ffi::AnyBuffer>()
-        .Arg<ffi::AnyBuffer>()
-        .Ret<ffi::AnyBuffer>()
-        .Attr<std::string_view>("spec"),
-    {ffi::Traits::kCmdBufferCompatible});
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(
-    qgemm_xla_unpermute_backward_instantiate, unpermuteBackwardInstantiate,
-    ffi::Ffi::BindInstantiate().Attr<std::string_view>("spec"));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(
-    qgemm_xla_unpermute_backward, unpermuteBackwardExecute,
-    ffi::Ffi::Bind()
-        .Ctx<ffi::PlatformStream<void *>>()
-        .Ctx<ffi::State<KernelState>>()
-        .Arg<ffi::AnyBuffer>()
-        .Arg<ffi::AnyBuffer>()
-        .Arg<ffi::AnyBuffer>()
-        .Arg<ffi::AnyBuffer>()
-        .Arg<ffi::AnyBuffer>()
-        .Ret<ffi::AnyBuffer>()
-        .Ret<ffi::AnyBuffer>()
-        .Attr<std::string_view>("spec"),
-    {ffi::Traits::kCmdBufferCompatible});
+QGEMM_XLA_OP_HANDLERS(permute, permuteInstantiate, P, kPermute);
+QGEMM_XLA_OP_HANDLERS(unpermute, unpermuteInstantiate, U, kUnpermute);
+QGEMM_XLA_OP_HANDLERS(unpermute_backward, unpermuteBackwardInstantiate, U,
+                      kUnpermuteBackward);
