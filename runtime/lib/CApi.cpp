@@ -377,75 +377,76 @@ qgemm_op qgemm_kernel_op(const qgemm_kernel *k) {
   return QGEMM_OP_GROUPED_GEMM;
 }
 
-qgemm_status qgemm_kernel_gemm_info(const qgemm_kernel *k,
-                                    qgemm_gemm_info *out) {
-  return guarded("qgemm_kernel_gemm_info", [&] {
+namespace {
+/// A kernel's query into the caller's versioned `out` (a struct of API
+/// 1.0): the kernel pinned, `out` large enough, with `gemmOnly` a
+/// grouped_gemm kernel; then `body(kernel, o)` fills a zeroed Out, copied
+/// as far as the caller's struct reaches (older callers).
+template <typename Out, typename Body>
+qgemm_status kernelInfo(const char *fn, const qgemm_kernel *k, Out *out,
+                        const char *outType, bool gemmOnly, Body body) {
+  return guarded(fn, [&] {
     Pin<qgemm_kernel> pin(k);
     const Kernel *kk = pin ? kernelOf(k) : nullptr;
     if (!kk)
-      return invalid("qgemm_kernel_gemm_info", pin.why("kernel"));
-    if (!sizeOk(out, sizeof(qgemm_gemm_info)))
-      return invalid("qgemm_kernel_gemm_info",
-                     "out is NULL or out->struct_size is smaller than "
-                     "sizeof(qgemm_gemm_info) of API 1.0");
-    if (kk->spec().op != OpKind::GroupedGemm)
-      return fail(QGEMM_ERROR_USER, "qgemm_kernel_gemm_info: " +
-                                        kk->spec().name +
+      return invalid(fn, pin.why("kernel"));
+    if (!sizeOk(out, sizeof(Out)))
+      return invalid(fn, std::string("out is NULL or out->struct_size is "
+                                     "smaller than sizeof(") +
+                             outType + ") of API 1.0");
+    if (gemmOnly && kk->spec().op != OpKind::GroupedGemm)
+      return fail(QGEMM_ERROR_USER, std::string(fn) + ": " + kk->spec().name +
                                         " is not a grouped_gemm kernel");
-    const GemmContract &c = kk->spec().gemm;
-    qgemm_gemm_info i;
-    std::memset(&i, 0, sizeof(i));
-    i.struct_size = sizeof(i);
-    i.grouping = cGrouping(c.grouping.kind);
-    i.group_index = cGroupIndex(c.grouping.index);
-    i.alignment = c.grouping.alignment;
-    i.n = c.n;
-    i.k = c.k;
-    i.a_dtype = cDtype(c.a.dtype);
-    i.b_dtype = cDtype(c.b.dtype);
-    i.d_dtype = cDtype(c.d);
-    i.accumulate = c.accumulate ? 1 : 0;
-    i.a_scale = cScale(c.a.scale);
-    i.b_scale = cScale(c.b.scale);
-    i.padding_rows_zero = c.paddingRows == PaddingRows::Zero ? 1 : 0;
-    // Fill only what the caller's struct has room for (older callers).
-    std::memcpy(out, &i, std::min(out->struct_size, sizeof(i)));
-    out->struct_size = std::min(out->struct_size, sizeof(i));
+    auto o = zeroed<Out>();
+    if (qgemm_status st = body(*kk, o))
+      return st;
+    fillOut(out, o);
     return QGEMM_OK;
   });
+}
+} // namespace
+
+qgemm_status qgemm_kernel_gemm_info(const qgemm_kernel *k,
+                                    qgemm_gemm_info *out) {
+  return kernelInfo("qgemm_kernel_gemm_info", k, out, "qgemm_gemm_info", true,
+                    [](const Kernel &kk, qgemm_gemm_info &i) {
+                      const GemmContract &c = kk.spec().gemm;
+                      i.grouping = cGrouping(c.grouping.kind);
+                      i.group_index = cGroupIndex(c.grouping.index);
+                      i.alignment = c.grouping.alignment;
+                      i.n = c.n;
+                      i.k = c.k;
+                      i.a_dtype = cDtype(c.a.dtype);
+                      i.b_dtype = cDtype(c.b.dtype);
+                      i.d_dtype = cDtype(c.d);
+                      i.accumulate = c.accumulate ? 1 : 0;
+                      i.a_scale = cScale(c.a.scale);
+                      i.b_scale = cScale(c.b.scale);
+                      i.padding_rows_zero =
+                          c.paddingRows == PaddingRows::Zero ? 1 : 0;
+                      return QGEMM_OK;
+                    });
 }
 
 qgemm_status qgemm_kernel_config(const qgemm_kernel *k,
                                  qgemm_config_info *out) {
-  return guarded("qgemm_kernel_config", [&] {
-    Pin<qgemm_kernel> pin(k);
-    const Kernel *kk = pin ? kernelOf(k) : nullptr;
-    if (!kk)
-      return invalid("qgemm_kernel_config", pin.why("kernel"));
-    if (!sizeOk(out, sizeof(qgemm_config_info)))
-      return invalid("qgemm_kernel_config",
-                     "out is NULL or out->struct_size is smaller than "
-                     "sizeof(qgemm_config_info) of API 1.0");
-    const KernelConfig &cfg = kk->config();
-    qgemm_config_info i;
-    std::memset(&i, 0, sizeof(i));
-    i.struct_size = sizeof(i);
-    i.family = int32_t(cfg.family);
-    i.block_m = cfg.blockM;
-    i.block_n = cfg.blockN;
-    i.block_k = cfg.blockK;
-    i.stages = cfg.stages;
-    i.threads = cfg.threads;
-    i.cluster = cfg.cluster;
-    i.n_fastest = cfg.nFastest ? 1 : 0;
-    i.raster_band = cfg.rasterBand;
-    i.scale_block_k = cfg.scaleBlockK;
-    i.num_sms = cfg.numSms;
-    i.shared_bytes = cfg.sharedBytes;
-    std::memcpy(out, &i, std::min(out->struct_size, sizeof(i)));
-    out->struct_size = std::min(out->struct_size, sizeof(i));
-    return QGEMM_OK;
-  });
+  return kernelInfo("qgemm_kernel_config", k, out, "qgemm_config_info", false,
+                    [](const Kernel &kk, qgemm_config_info &i) {
+                      const KernelConfig &cfg = kk.config();
+                      i.family = int32_t(cfg.family);
+                      i.block_m = cfg.blockM;
+                      i.block_n = cfg.blockN;
+                      i.block_k = cfg.blockK;
+                      i.stages = cfg.stages;
+                      i.threads = cfg.threads;
+                      i.cluster = cfg.cluster;
+                      i.n_fastest = cfg.nFastest ? 1 : 0;
+                      i.raster_band = cfg.rasterBand;
+                      i.scale_block_k = cfg.scaleBlockK;
+                      i.num_sms = cfg.numSms;
+                      i.shared_bytes = cfg.sharedBytes;
+                      return QGEMM_OK;
+                    });
 }
 
 // The configuration field by field: the table of KernelConfigFields.def,
@@ -495,54 +496,39 @@ qgemm_status qgemm_kernel_launch_geometry(const qgemm_kernel *k, int64_t rows,
                                           int64_t num_groups,
                                           int64_t resident_ctas,
                                           qgemm_launch_geometry *out) {
-  return guarded("qgemm_kernel_launch_geometry", [&] {
-    const char *fn = "qgemm_kernel_launch_geometry";
-    Pin<qgemm_kernel> pin(k);
-    const Kernel *kk = pin ? kernelOf(k) : nullptr;
-    if (!kk)
-      return invalid(fn, pin.why("kernel"));
-    if (!sizeOk(out, sizeof(qgemm_launch_geometry)))
-      return invalid(fn, "out is NULL or out->struct_size is smaller than "
-                         "sizeof(qgemm_launch_geometry) of API 1.0");
-    if (kk->spec().op != OpKind::GroupedGemm)
-      return fail(QGEMM_ERROR_USER, std::string(fn) + ": " + kk->spec().name +
-                                        " is not a grouped_gemm kernel");
-    if (rows < 0 || rows > kMaxDim)
-      return fail(QGEMM_ERROR_USER, std::string(fn) + ": rows = " +
-                                        std::to_string(rows) +
-                                        " is out of range: expected 0.." +
-                                        std::to_string(kMaxDim));
-    if (num_groups < 1 || num_groups > kMaxGroups)
-      return fail(QGEMM_ERROR_USER,
-                  std::string(fn) + ": num_groups = " +
-                      std::to_string(num_groups) +
-                      " is out of range: expected 1.." +
-                      std::to_string(kMaxGroups));
-    const KernelConfig &cfg = kk->config();
-    const GemmContract &c = kk->spec().gemm;
-    qgemm_launch_geometry g;
-    std::memset(&g, 0, sizeof(g));
-    g.struct_size = sizeof(g);
-    const GemmFamily &family = gemmFamily(cfg.family);
-    if (family.persistent() && resident_ctas < 1)
-      return fail(QGEMM_ERROR_USER,
-                  std::string(fn) + ": resident_ctas = " +
-                      std::to_string(resident_ctas) +
-                      " must be >= 1 (the device's SM count) for the "
-                      "persistent " +
-                      std::string(family.name()) + " kernel");
-    const LaunchShape shape =
-        family.launchShape(c, cfg, rows, num_groups, resident_ctas);
-    for (int i = 0; i < 3; ++i) {
-      g.grid[i] = shape.grid[i];
-      g.block[i] = shape.block[i];
-    }
-    g.cluster = shape.cluster;
-    g.shared_bytes = shape.sharedBytes;
-    std::memcpy(out, &g, std::min(out->struct_size, sizeof(g)));
-    out->struct_size = std::min(out->struct_size, sizeof(g));
-    return QGEMM_OK;
-  });
+  const char *fn = "qgemm_kernel_launch_geometry";
+  return kernelInfo(
+      fn, k, out, "qgemm_launch_geometry", true,
+      [&](const Kernel &kk, qgemm_launch_geometry &g) {
+        if (rows < 0 || rows > kMaxDim)
+          return fail(QGEMM_ERROR_USER, std::string(fn) +
+                                            ": rows = " + std::to_string(rows) +
+                                            " is out of range: expected 0.." +
+                                            std::to_string(kMaxDim));
+        if (num_groups < 1 || num_groups > kMaxGroups)
+          return fail(QGEMM_ERROR_USER, std::string(fn) + ": num_groups = " +
+                                            std::to_string(num_groups) +
+                                            " is out of range: expected 1.." +
+                                            std::to_string(kMaxGroups));
+        const KernelConfig &cfg = kk.config();
+        const GemmFamily &family = gemmFamily(cfg.family);
+        if (family.persistent() && resident_ctas < 1)
+          return fail(QGEMM_ERROR_USER,
+                      std::string(fn) +
+                          ": resident_ctas = " + std::to_string(resident_ctas) +
+                          " must be >= 1 (the device's SM count) for the "
+                          "persistent " +
+                          std::string(family.name()) + " kernel");
+        const LaunchShape shape = family.launchShape(kk.spec().gemm, cfg, rows,
+                                                     num_groups, resident_ctas);
+        for (int i = 0; i < 3; ++i) {
+          g.grid[i] = shape.grid[i];
+          g.block[i] = shape.block[i];
+        }
+        g.cluster = shape.cluster;
+        g.shared_bytes = shape.sharedBytes;
+        return QGEMM_OK;
+      });
 }
 
 qgemm_status qgemm_kernel_scale_elements(const qgemm_kernel *k, int64_t rows,
@@ -636,12 +622,9 @@ qgemm_status qgemm_launch_gemm(qgemm_runtime *rt, const qgemm_kernel *k,
     // 1.2 fields, read only when the caller's struct has them.
     if (args->struct_size >= offsetof(qgemm_gemm_args, workspace) +
                                  sizeof(args->workspace)) {
-      const uint32_t known = QGEMM_LAUNCH_DEVICE_GROUPS | QGEMM_LAUNCH_DEBUG_SYNC;
-      if (args->flags & ~known)
-        return invalid(fn, "args->flags = " + std::to_string(args->flags) +
-                               " has bits no QGEMM_LAUNCH_* flag names");
-      a.deviceGroups = (args->flags & QGEMM_LAUNCH_DEVICE_GROUPS) != 0;
-      a.debugSync = (args->flags & QGEMM_LAUNCH_DEBUG_SYNC) != 0;
+      if (qgemm_status st =
+              launchFlags(fn, args->flags, a.deviceGroups, a.debugSync))
+        return st;
       a.errorFlag = args->error_flag;
       a.workspace = args->workspace;
     }

@@ -14,7 +14,9 @@
 
 #include "qgemm/Runtime.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <exception>
 #include <string>
 #include <string_view>
@@ -123,6 +125,35 @@ template <typename F> inline qgemm_status guarded(const char *fn, F &&body) {
 template <typename T>
 inline bool sizeOk(const T *p, size_t firstVersionSize) {
   return p && p->struct_size >= firstVersionSize;
+}
+
+/// Copy `full` into the caller's struct, no further than its struct_size
+/// (an older caller's smaller struct), and say how much was written.
+template <typename T> void fillOut(T *out, T full) {
+  full.struct_size = sizeof(T);
+  size_t n = std::min(out->struct_size, sizeof(T));
+  std::memcpy(out, &full, n);
+  out->struct_size = n;
+}
+
+template <typename T> T zeroed() {
+  T v;
+  std::memset(&v, 0, sizeof(v));
+  return v;
+}
+
+/// The QGEMM_LAUNCH_* bits of a launch's args->flags (1.2) as the C++ args'
+/// booleans; bits no flag names are misuse (a newer caller's flag this
+/// library would silently ignore).
+inline qgemm_status launchFlags(const char *fn, uint32_t flags,
+                                bool &deviceGroups, bool &debugSync) {
+  const uint32_t known = QGEMM_LAUNCH_DEVICE_GROUPS | QGEMM_LAUNCH_DEBUG_SYNC;
+  if (flags & ~known)
+    return invalid(fn, "args->flags = " + std::to_string(flags) +
+                           " has bits no QGEMM_LAUNCH_* flag names");
+  deviceGroups = (flags & QGEMM_LAUNCH_DEVICE_GROUPS) != 0;
+  debugSync = (flags & QGEMM_LAUNCH_DEBUG_SYNC) != 0;
+  return QGEMM_OK;
 }
 
 inline qgemm_status fromSpecError(const SpecError &e) {

@@ -84,17 +84,7 @@ qgemm_status qgemm_kernel_quantize_info(const qgemm_kernel *k,
                      [&](const Kernel &kk, qgemm_quantize_info &i) {
                        const QuantizeContract &c = kk.spec().quantize;
                        i.input_dtype = cDtype(c.input);
-                       i.output_dtype = cDtype(c.output);
-                       i.has_rowwise = c.rowwise ? 1 : 0;
-                       i.has_columnwise = c.columnwise ? 1 : 0;
-                       if (c.rowwise)
-                         i.rowwise = cScale(*c.rowwise);
-                       if (c.columnwise) {
-                         i.columnwise = cScale(*c.columnwise);
-                         // (cols, rows) exactly where the kernel writes it so.
-                         i.columnwise_transposed =
-                             columnwiseStoredTransposed(*c.columnwise) ? 1 : 0;
-                       }
+                       setQuantizeInfo(i, c);
                        i.multi_tensor = c.multiTensor ? 1 : 0;
                        i.k = c.k;
                        return QGEMM_OK;
@@ -113,22 +103,13 @@ qgemm_status qgemm_kernel_quantize_sizes(const qgemm_kernel *k, int64_t rows,
       [&](const Kernel &kk, qgemm_quantize_sizes &s) {
         const QuantizeContract &c = kk.spec().quantize;
         QuantizeArgs a;
-        if (cols == 0)
-          cols = c.k;
         a.rows = rows;
-        a.cols = cols;
+        a.cols = cols ? cols : c.k; // no cols: the spec's k
         a.numTensors = num_tensors;
-        quantizeStandIns(a, c, num_groups, host_offsets);
-        if (Status v = validateQuantizeArgs(c, a); !v.ok())
-          return fail(QGEMM_ERROR_USER,
-                      std::string(fn) + ": " + cFieldNames(v.message));
-        QuantizeOutputSizes n;
-        if (qgemm_status sz =
-                quantizeOutputSizes(fn, kk.spec().name, c, rows, cols,
-                                    num_tensors, num_groups, host_offsets, n))
-          return sz;
-        setQuantizeSizes(s, n);
-        return QGEMM_OK;
+        return sizeQuantizerLaunch(
+            fn, kk, c, a,
+            [&](const QuantizeArgs &x) { return validateQuantizeArgs(c, x); },
+            a.cols, num_tensors, num_groups, host_offsets, s);
       });
 }
 

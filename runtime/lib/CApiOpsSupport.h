@@ -13,6 +13,7 @@
 #define QGEMM_RUNTIME_CAPIOPSSUPPORT_H
 
 #include "CApiInternal.h"
+#include "qgemm/Kernels/QuantizeABI.h"
 
 #include <algorithm>
 #include <cstring>
@@ -64,21 +65,6 @@ inline const Kernel *kernelForEither(const char *fn, const qgemm_kernel *k,
     return nullptr;
   }
   return kk;
-}
-
-/// Copy `full` into the caller's struct, no further than its struct_size
-/// (an older caller's smaller struct), and say how much was written.
-template <typename T> void fillOut(T *out, T full) {
-  full.struct_size = sizeof(T);
-  size_t n = std::min(out->struct_size, sizeof(T));
-  std::memcpy(out, &full, n);
-  out->struct_size = n;
-}
-
-template <typename T> T zeroed() {
-  T v;
-  std::memset(&v, 0, sizeof(v));
-  return v;
 }
 
 inline int64_t ceilDiv(int64_t x, int64_t b) { return (x + b - 1) / b; }
@@ -141,20 +127,6 @@ qgemm_status kernelQuery(const char *fn, const qgemm_kernel *k, OpCheck check,
   });
 }
 
-/// The QGEMM_LAUNCH_* bits of an op's args->flags (1.2) as the C++ args'
-/// booleans; bits no flag names are misuse (a newer caller's flag this
-/// library would silently ignore).
-inline qgemm_status launchFlags(const char *fn, uint32_t flags,
-                                bool &deviceGroups, bool &debugSync) {
-  const uint32_t known = QGEMM_LAUNCH_DEVICE_GROUPS | QGEMM_LAUNCH_DEBUG_SYNC;
-  if (flags & ~known)
-    return invalid(fn, "args->flags = " + std::to_string(flags) +
-                           " has bits no QGEMM_LAUNCH_* flag names");
-  deviceGroups = (flags & QGEMM_LAUNCH_DEVICE_GROUPS) != 0;
-  debugSync = (flags & QGEMM_LAUNCH_DEBUG_SYNC) != 0;
-  return QGEMM_OK;
-}
-
 /// Elements of each output of quantizer `c` (padding included).
 struct QuantizeOutputSizes {
   int64_t rowData = 0, rowScales = 0, colData = 0, colScales = 0;
@@ -172,6 +144,22 @@ qgemm_status quantizeOutputSizes(const char *fn, const std::string &what,
                                  int64_t numGroups,
                                  const int32_t *hostOffsets,
                                  QuantizeOutputSizes &out);
+
+/// Quantizer `c`'s outputs in a C info struct (quantize's or the swiglu
+/// forward's: both describe them with the same fields).
+template <typename CInfo>
+void setQuantizeInfo(CInfo &i, const QuantizeContract &c) {
+  i.output_dtype = cDtype(c.output);
+  i.has_rowwise = c.rowwise ? 1 : 0;
+  i.has_columnwise = c.columnwise ? 1 : 0;
+  if (c.rowwise)
+    i.rowwise = cScale(*c.rowwise);
+  if (c.columnwise) {
+    i.columnwise = cScale(*c.columnwise);
+    // (cols, rows) exactly where the kernel writes it so.
+    i.columnwise_transposed = columnwiseStoredTransposed(*c.columnwise) ? 1 : 0;
+  }
+}
 
 /// The quantizer's outputs in a C sizes struct (quantize's or the swiglu
 /// forward's: both name them row_data .. col_scales).
@@ -205,6 +193,29 @@ void quantizeStandIns(Args &a, const QuantizeContract &c, int64_t numGroups,
     a.errorFlag = 512;
     a.workspace = 768;
   }
+}
+
+/// A size query's answer for the launch `a` of a kernel whose quantizer is
+/// `c` (`a` holds its rows; `cols` wide, `numTensors` of them): `a` checked
+/// by the launch's own `validate` with stand-ins for every output, then
+/// the outputs' sizes into `s`.
+template <typename Args, typename Validate, typename CSizes>
+qgemm_status sizeQuantizerLaunch(const char *fn, const Kernel &kk,
+                                 const QuantizeContract &c, Args &a,
+                                 Validate validate, int64_t cols,
+                                 int64_t numTensors, int64_t numGroups,
+                                 const int32_t *hostOffsets, CSizes &s) {
+  quantizeStandIns(a, c, numGroups, hostOffsets);
+  if (Status v = validate(a); !v.ok())
+    return fail(QGEMM_ERROR_USER,
+                std::string(fn) + ": " + cFieldNames(v.message));
+  QuantizeOutputSizes n;
+  if (qgemm_status sz =
+          quantizeOutputSizes(fn, kk.spec().name, c, a.rows, cols, numTensors,
+                              numGroups, hostOffsets, n))
+    return sz;
+  setQuantizeSizes(s, n);
+  return QGEMM_OK;
 }
 
 } // namespace qgemm::capi

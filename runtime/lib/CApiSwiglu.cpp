@@ -39,19 +39,7 @@ qgemm_status qgemm_kernel_swiglu_info(const qgemm_kernel *k,
                          i.output_dtype = QGEMM_DTYPE_BF16;
                          return QGEMM_OK;
                        }
-                       const QuantizeContract &q = c.quant;
-                       i.output_dtype = cDtype(q.output);
-                       i.has_rowwise = q.rowwise ? 1 : 0;
-                       i.has_columnwise = q.columnwise ? 1 : 0;
-                       if (q.rowwise)
-                         i.rowwise = cScale(*q.rowwise);
-                       if (q.columnwise) {
-                         i.columnwise = cScale(*q.columnwise);
-                         // As qgemm_kernel_quantize_info: (I, rows) where the
-                         // kernel writes it so.
-                         i.columnwise_transposed =
-                             columnwiseStoredTransposed(*q.columnwise) ? 1 : 0;
-                       }
+                       setQuantizeInfo(i, c.quant);
                        i.bf16_output = c.bf16Output ? 1 : 0;
                        return QGEMM_OK;
                      });
@@ -69,23 +57,16 @@ qgemm_status qgemm_kernel_swiglu_sizes(const qgemm_kernel *k, int64_t rows,
       [&](const Kernel &kk, qgemm_swiglu_sizes &s) {
         const SwigluContract &c = kk.spec().swiglu;
         SwigluQuantizeArgs a;
-        if (intermediate == 0)
-          intermediate = c.i;
         a.rows = rows;
-        a.intermediate = intermediate;
-        quantizeStandIns(a, c.quant, num_groups, host_offsets);
+        a.intermediate = intermediate ? intermediate : c.i; // none: shape.i
         if (c.bf16Output)
           a.bf16Output = 256;
-        if (Status v = validateSwigluQuantizeArgs(c, a); !v.ok())
-          return fail(QGEMM_ERROR_USER,
-                      std::string(fn) + ": " + cFieldNames(v.message));
-        QuantizeOutputSizes n;
-        if (qgemm_status sz = quantizeOutputSizes(fn, kk.spec().name, c.quant,
-                                                  rows, intermediate, 1,
-                                                  num_groups, host_offsets, n))
-          return sz;
-        setQuantizeSizes(s, n);
-        s.bf16_output = c.bf16Output ? rows * intermediate : 0;
-        return QGEMM_OK;
+        s.bf16_output = c.bf16Output ? rows * a.intermediate : 0;
+        return sizeQuantizerLaunch(
+            fn, kk, c.quant, a,
+            [&](const SwigluQuantizeArgs &x) {
+              return validateSwigluQuantizeArgs(c, x);
+            },
+            a.intermediate, 1, num_groups, host_offsets, s);
       });
 }

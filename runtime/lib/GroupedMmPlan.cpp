@@ -159,16 +159,11 @@ Status GroupedMmPlan::forward(const GroupedMmForwardArgs &a,
     return st;
   const Impl &p = *impl;
   const GmmLayouts &L = p.layoutFor(a.rows);
-  for (auto [name, ptr] : {std::pair<const char *, DevicePtr>{"x", a.x},
-                           {"offsets", a.offsets},
-                           {"wq", a.wq},
-                           {"ws", a.ws},
-                           {"y", a.y},
-                           {"x_col", a.xCol},
-                           {"x_col_scales", a.xColScales},
-                           {"error_flag", a.errorFlag}})
-    if (Status st = requirePointer(kPlan, fn, name, ptr); !st.ok())
-      return st;
+  if (Status st = requirePointers(kPlan, fn, a,
+                                  {"x", "offsets", "wq", "ws", "y", "x_col",
+                                   "x_col_scales", "error_flag"});
+      !st.ok())
+    return st;
   if (a.w && (!a.wqT || !a.wsT))
     return planError(kPlan, fn,
                      "w is given (quantize it), but wq_t or "
@@ -210,18 +205,12 @@ Status GroupedMmPlan::backward(const GroupedMmBackwardArgs &a,
     return st;
   const Impl &p = *impl;
   const GmmLayouts &L = p.layoutFor(a.rows);
-  for (auto [name, ptr] :
-       {std::pair<const char *, DevicePtr>{"grad_y", a.gradY},
-        {"offsets", a.offsets},
-        {"x_col", a.xCol},
-        {"x_col_scales", a.xColScales},
-        {"wq_t", a.wqT},
-        {"ws_t", a.wsT},
-        {"grad_x", a.gradX},
-        {"grad_w", a.gradW},
-        {"error_flag", a.errorFlag}})
-    if (Status st = requirePointer(kPlan, fn, name, ptr); !st.ok())
-      return st;
+  if (Status st =
+          requirePointers(kPlan, fn, a,
+                          {"grad_y", "offsets", "x_col", "x_col_scales", "wq_t",
+                           "ws_t", "grad_x", "grad_w", "error_flag"});
+      !st.ok())
+    return st;
   if (Status st = checkWorkspace(kPlan, fn, a.workspace, a.workspaceBytes,
                                  L.sizes.backwardWorkspace);
       !st.ok())

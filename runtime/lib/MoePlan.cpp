@@ -254,25 +254,13 @@ Status MoePlan::forward(const MoeForwardArgs &a, void *stream) const {
   const Impl &p = *impl;
   const Layouts &L = p.layoutFor(a.tokens);
   const MoeSizes &s = L.sizes;
-  for (auto [name, ptr] : {std::pair<const char *, DevicePtr>{"x", a.x},
-                           {"expert_ids", a.expertIds},
-                           {"probs", a.probs},
-                           {"w13q", a.w13q},
-                           {"w13s", a.w13s},
-                           {"w2q", a.w2q},
-                           {"w2s", a.w2s},
-                           {"out", a.out},
-                           {"offsets", a.offsets},
-                           {"row_group", a.rowGroup},
-                           {"row_map", a.rowMap},
-                           {"h", a.h},
-                           {"a_col", a.aCol},
-                           {"a_col_scales", a.aColScales},
-                           {"o", a.o},
-                           {"routing_error", a.routingError},
-                           {"error_flag", a.errorFlag}})
-    if (Status st = requirePointer(kPlan, fn, name, ptr); !st.ok())
-      return st;
+  if (Status st = requirePointers(kPlan, fn, a,
+                                  {"x", "expert_ids", "probs", "w13q", "w13s",
+                                   "w2q", "w2s", "out", "offsets", "row_group",
+                                   "row_map", "h", "a_col", "a_col_scales", "o",
+                                   "routing_error", "error_flag"});
+      !st.ok())
+    return st;
   if (Status st = checkWorkspace(kPlan, fn, a.workspace, a.workspaceBytes,
                                  s.forwardWorkspace);
       !st.ok())
@@ -379,47 +367,24 @@ Status MoePlan::backward(const MoeBackwardArgs &a, void *stream) const {
   const MoeSizes &s = L.sizes;
   const bool unpermute = a.parts & kMoeUnpermute, down = a.parts & kMoeDown,
              upData = a.parts & kMoeUpData, upWeight = a.parts & kMoeUpWeight;
-  using Need = std::pair<const char *, DevicePtr>;
-  std::vector<Need> needs;
-  if (unpermute)
-    needs.insert(needs.end(), {{"grad_out", a.gradOut},
-                               {"row_map", a.rowMap},
-                               {"row_group", a.rowGroup},
-                               {"probs", a.probs},
-                               {"o", a.o},
-                               {"grad_rows", a.gradRows},
-                               {"grad_probs", a.gradProbs}});
-  if (down)
-    needs.insert(needs.end(), {{"grad_rows", a.gradRows},
-                               {"h", a.h},
-                               {"a_col", a.aCol},
-                               {"a_col_scales", a.aColScales},
-                               {"w2q_t", a.w2qT},
-                               {"w2s_t", a.w2sT},
-                               {"grad_w2", a.gradW2},
-                               {"dh_rows", a.dhRows},
-                               {"dh_row_scales", a.dhRowScales},
-                               {"dh_cols", a.dhCols},
-                               {"dh_col_scales", a.dhColScales}});
-  if (upData)
-    needs.insert(needs.end(), {{"dh_rows", a.dhRows},
-                               {"dh_row_scales", a.dhRowScales},
-                               {"w13q_t", a.w13qT},
-                               {"w13s_t", a.w13sT},
-                               {"row_map", a.rowMap},
-                               {"grad_x", a.gradX}});
-  if (upWeight)
-    needs.insert(needs.end(), {{"dh_cols", a.dhCols},
-                               {"dh_col_scales", a.dhColScales},
-                               {"x", a.x},
-                               {"expert_ids", a.expertIds},
-                               {"grad_w13", a.gradW13}});
-  if (down || upData || upWeight)
-    needs.insert(needs.end(),
-                 {{"offsets", a.offsets}, {"error_flag", a.errorFlag}});
-  for (const Need &n : needs)
-    if (Status st = requirePointer(kPlan, fn, n.first, n.second); !st.ok())
-      return st;
+  // Each part's pointers, in the order of the parts; the last row is what
+  // every part after the unpermute reads.
+  static const std::pair<unsigned, std::vector<const char *>> kNeeds[] = {
+      {kMoeUnpermute,
+       {"grad_out", "row_map", "row_group", "probs", "o", "grad_rows",
+        "grad_probs"}},
+      {kMoeDown,
+       {"grad_rows", "h", "a_col", "a_col_scales", "w2q_t", "w2s_t", "grad_w2",
+        "dh_rows", "dh_row_scales", "dh_cols", "dh_col_scales"}},
+      {kMoeUpData,
+       {"dh_rows", "dh_row_scales", "w13q_t", "w13s_t", "row_map", "grad_x"}},
+      {kMoeUpWeight,
+       {"dh_cols", "dh_col_scales", "x", "expert_ids", "grad_w13"}},
+      {kMoeDown | kMoeUpData | kMoeUpWeight, {"offsets", "error_flag"}}};
+  for (const auto &[bits, names] : kNeeds)
+    if (a.parts & bits)
+      if (Status st = requirePointers(kPlan, fn, a, names); !st.ok())
+        return st;
   if (down || upData || upWeight)
     if (Status st = checkWorkspace(kPlan, fn, a.workspace, a.workspaceBytes,
                                    s.backwardWorkspace);

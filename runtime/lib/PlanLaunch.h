@@ -12,7 +12,9 @@
 
 #include "qgemm/Plans.h"
 
+#include <initializer_list>
 #include <string>
+#include <string_view>
 
 namespace qgemm::plan {
 
@@ -26,6 +28,45 @@ inline Status requirePointer(const char *plan, const char *fn, const char *name,
   if (p)
     return {};
   return planError(plan, fn, std::string(name) + " is null");
+}
+
+inline const DevicePtr *pointerField(const DevicePtr &f) { return &f; }
+inline const DevicePtr *pointerField(const int64_t &) { return nullptr; }
+
+/// The pointer field of a plan's run args whose qgemm.h name (the one the
+/// messages use) is `name`, from PlanArgs.def; nullptr for none.
+#define QGEMM_FIELD(C_NAME, CPP_NAME)                                          \
+  if (name == #C_NAME)                                                         \
+    return pointerField(a.CPP_NAME);
+#define QGEMM_MOE_PARTS
+#define QGEMM_PLAN_ARGS(NAME, ARGS, FIELDS)                                    \
+  inline const DevicePtr *pointerNamed(const ARGS &a, std::string_view name) { \
+    FIELDS                                                                     \
+    return nullptr;                                                            \
+  }
+#include "PlanArgs.def"
+
+/// Each pointer of `a` named in `names` (qgemm.h's names) non-null,
+/// checked in order.
+template <typename Args, typename Names>
+Status requirePointers(const char *plan, const char *fn, const Args &a,
+                       const Names &names) {
+  for (const char *name : names) {
+    const DevicePtr *p = pointerNamed(a, name);
+    if (!p)
+      return Status::internal(std::string(plan) + ": " + fn + ": " + name +
+                              " names no pointer of the run's args");
+    if (Status st = requirePointer(plan, fn, name, *p); !st.ok())
+      return st;
+  }
+  return {};
+}
+
+template <typename Args>
+Status requirePointers(const char *plan, const char *fn, const Args &a,
+                       std::initializer_list<const char *> names) {
+  return requirePointers<Args, std::initializer_list<const char *>>(plan, fn, a,
+                                                                    names);
 }
 
 inline Status checkWorkspace(const char *plan, const char *fn, DevicePtr ws,
