@@ -129,27 +129,38 @@ def _permute_run(x: torch.Tensor, routing: torch.Tensor,
                             has_probs, _permuted_scale_shape(
                                 scale_block, out_scale_layout, x.shape[1]),
                             row_multiple)
-    y, ys, offsets, counts, row_group, row_map, row_probs, error = outs
+    scales = dict(x_scales=x_scales, y_scales=outs[1]) if scale_block else {}
+    return _launch_permute(k, x, routing, probs, outs, scales)
+
+
+def _launch_permute(k, x, routing, probs, outs, scales):
+    """Permute kernel k from x into `outs` (the eight outputs of
+    _permute_outputs or _permute_quantize_outputs), with the scale tensors
+    `scales` its spec reads or writes ({} for a bf16 permute)."""
+    y, _, offsets, counts, row_group, row_map, row_probs, error = outs
     tensors = dict(routing=routing, x=x, y=y, offsets=offsets, counts=counts,
-                   row_group=row_group, row_map=row_map, error=error)
-    if has_probs:
+                   row_group=row_group, row_map=row_map, error=error,
+                   **scales)
+    if probs is not None:
         tensors.update(probs=probs, row_probs=row_probs)
-    if scale_block:
-        tensors.update(x_scales=x_scales, y_scales=ys)
     raise_pending(x.device)
     k.permute(stream=_stream(x.device), **tensors)
     return outs
 
 
-@functools.wraps(_permute_run)
-def _permute_impl(*args, **kwargs):
-    outs = _permute_run(*args, **kwargs)
-    record_routing_error(outs[0].device, outs[7])
-    return outs
+def _recording_routing_error(run):
+    """The custom op's body of a permute run: `run`, then its routing error
+    word (outs[7]) recorded for the device's next check."""
+    @functools.wraps(run)
+    def impl(*args, **kwargs):
+        outs = run(*args, **kwargs)
+        record_routing_error(outs[0].device, outs[7])
+        return outs
+    return impl
 
 
 permute = torch.library.custom_op(
-    "qgemm::permute", mutates_args=())(_permute_impl)
+    "qgemm::permute", mutates_args=())(_recording_routing_error(_permute_run))
 
 
 @permute.register_fake
@@ -231,26 +242,12 @@ def _permute_quantize_run(x: torch.Tensor, routing: torch.Tensor,
     outs = _permute_quantize_outputs(x, routing, num_experts, alignment,
                                      has_probs, recipe, scale_layout,
                                      row_multiple)
-    y, ys, offsets, counts, row_group, row_map, row_probs, error = outs
-    tensors = dict(routing=routing, x=x, y=y, y_scales=ys, offsets=offsets,
-                   counts=counts, row_group=row_group, row_map=row_map,
-                   error=error)
-    if has_probs:
-        tensors.update(probs=probs, row_probs=row_probs)
-    raise_pending(x.device)
-    k.permute(stream=_stream(x.device), **tensors)
-    return outs
-
-
-@functools.wraps(_permute_quantize_run)
-def _permute_quantize_impl(*args, **kwargs):
-    outs = _permute_quantize_run(*args, **kwargs)
-    record_routing_error(outs[0].device, outs[7])
-    return outs
+    return _launch_permute(k, x, routing, probs, outs, dict(y_scales=outs[1]))
 
 
 permute_quantize = torch.library.custom_op(
-    "qgemm::permute_quantize", mutates_args=())(_permute_quantize_impl)
+    "qgemm::permute_quantize", mutates_args=())(
+        _recording_routing_error(_permute_quantize_run))
 
 
 @permute_quantize.register_fake

@@ -14,6 +14,16 @@ from ._torch_specs import (_gemm_spec, _kernel)
 # take them positionally (torch.ops.qgemm.grouped_mm(mat_a, mat_b, offs,
 # scale_a, scale_b, ...)) and the Python functions give torch._grouped_mm's
 # keyword form.
+def _run(name, check, impl, *args):
+    """torch.ops.qgemm.<name>(*args) after `check`: the op's body `impl`
+    directly when the five tensors (args[:5]) are plain eager ones, which
+    skips the dispatcher, else through the registered op."""
+    check(*args)
+    if _plain_eager(*args[:5]):
+        return impl(*args)
+    return getattr(torch.ops.qgemm, name)(*args)
+
+
 def grouped_mm(mat_a, mat_b, *, offs, scale_a, scale_b,
                out_dtype=torch.bfloat16, alignment=16, recipe="deepseek",
                scale_a_layout="COMPACT", scale_b_layout="COMPACT"):
@@ -21,12 +31,9 @@ def grouped_mm(mat_a, mat_b, *, offs, scale_a, scale_b,
     scaled, f32 accumulation); rows past offs[-1] are zero. Every group's
     size must be a multiple of `alignment` (checked on the device).
     torch.ops.qgemm.grouped_mm with keywords."""
-    args = (mat_a, mat_b, offs, scale_a, scale_b, out_dtype, alignment,
-            recipe, scale_a_layout, scale_b_layout)
-    check_grouped_mm(*args)
-    if _plain_eager(mat_a, mat_b, offs, scale_a, scale_b):
-        return _grouped_mm_impl(*args)
-    return torch.ops.qgemm.grouped_mm(*args)
+    return _run("grouped_mm", check_grouped_mm, _grouped_mm_impl,
+                mat_a, mat_b, offs, scale_a, scale_b, out_dtype, alignment,
+                recipe, scale_a_layout, scale_b_layout)
 
 
 def _grouped_mm_impl(mat_a: torch.Tensor, mat_b: torch.Tensor,
@@ -71,12 +78,9 @@ def grouped_mm_masked(mat_a, mat_b, *, masked_m, scale_a, scale_b,
                       out_dtype=torch.bfloat16, recipe="deepseek",
                       scale_a_layout="COMPACT", scale_b_layout="COMPACT"):
     """torch.ops.qgemm.grouped_mm_masked with keywords."""
-    args = (mat_a, mat_b, masked_m, scale_a, scale_b, out_dtype, recipe,
-            scale_a_layout, scale_b_layout)
-    check_grouped_mm_masked(*args)
-    if _plain_eager(mat_a, mat_b, masked_m, scale_a, scale_b):
-        return _grouped_mm_masked_impl(*args)
-    return torch.ops.qgemm.grouped_mm_masked(*args)
+    return _run("grouped_mm_masked", check_grouped_mm_masked,
+                _grouped_mm_masked_impl, mat_a, mat_b, masked_m, scale_a,
+                scale_b, out_dtype, recipe, scale_a_layout, scale_b_layout)
 
 
 def _grouped_mm_masked_impl(mat_a: torch.Tensor, mat_b: torch.Tensor,
@@ -119,12 +123,9 @@ def grouped_mm_wgrad(mat_a, mat_b, *, offs, scale_a, scale_b,
                      recipe="deepseek", scale_a_layout="COMPACT",
                      scale_b_layout="COMPACT"):
     """torch.ops.qgemm.grouped_mm_wgrad with keywords."""
-    args = (mat_a, mat_b, offs, scale_a, scale_b, out_dtype, alignment,
-            recipe, scale_a_layout, scale_b_layout)
-    check_grouped_mm_wgrad(*args)
-    if _plain_eager(mat_a, mat_b, offs, scale_a, scale_b):
-        return _grouped_mm_wgrad_impl(*args)
-    return torch.ops.qgemm.grouped_mm_wgrad(*args)
+    return _run("grouped_mm_wgrad", check_grouped_mm_wgrad,
+                _grouped_mm_wgrad_impl, mat_a, mat_b, offs, scale_a, scale_b,
+                out_dtype, alignment, recipe, scale_a_layout, scale_b_layout)
 
 
 def _grouped_mm_wgrad_impl(mat_a: torch.Tensor, mat_b: torch.Tensor,

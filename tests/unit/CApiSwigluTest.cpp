@@ -12,7 +12,7 @@
 
 #include "qgemm/qgemm.h"
 
-#include "TestSupport.h"
+#include "CApiTestSupport.h"
 
 #include <catch2/catch.hpp>
 
@@ -49,33 +49,6 @@ const char *const kBackward = R"({"qgemm": 1, "name": "capi_sb",
 const char *const kQuantize = R"({"qgemm": 1, "name": "capi_q",
   "op": "quantize", "input": "bf16", "output": "e4m3", "recipe": "deepseek",
   "rowwise": {"block": [1, 128], "layout": "COMPACT"}, "shape": {"k": 512}})";
-
-/// A runtime without a driver and the kernel of one spec text.
-struct Compiled {
-  qgemm_runtime *rt = nullptr;
-  qgemm_spec *spec = nullptr;
-  qgemm_kernel *kernel = nullptr;
-  Compiled(const TempDir &dir, const char *text) {
-    qgemm_runtime_options o = QGEMM_RUNTIME_OPTIONS_INIT;
-    o.cache_directory = dir.path.c_str();
-    o.libcuda = kNoDriver;
-    REQUIRE(qgemm_runtime_create(&o, &rt) == QGEMM_OK);
-    REQUIRE(qgemm_spec_parse(text, "swiglu.json", &spec) == QGEMM_OK);
-    qgemm_status st = qgemm_compile(rt, spec, 0, &kernel);
-    INFO(qgemm_last_error_message());
-    REQUIRE(st == QGEMM_OK);
-  }
-  ~Compiled() {
-    qgemm_kernel_destroy(kernel);
-    qgemm_spec_destroy(spec);
-    qgemm_runtime_destroy(rt);
-  }
-};
-
-std::string lastMessage() { return qgemm_last_error_message(); }
-
-/// Aligned, distinct made-up device addresses.
-uint64_t addr(int i) { return 0x7f0000000000ull + uint64_t(i) * 0x100000; }
 
 /// A forward launch of kForward that passes every check.
 qgemm_swiglu_quantize_args goodForward() {
