@@ -18,12 +18,11 @@
 // turns its rows into a table or a JSON report.
 //
 //===----------------------------------------------------------------------===//
+#include "DataPathBench.h"
 #include "Driver.h"
 
 #include "qgemm/BaselineCompare.h"
 #include "qgemm/Bench.h"
-#include "qgemm/DispatchBench.h"
-#include "qgemm/QuantizeBench.h"
 #include "qgemm/Kernels/ConfigRules.h"
 #include "qgemm/Runtime.h"
 
@@ -359,43 +358,28 @@ int suiteJob(const BenchArgs &a, const qgemm::SuiteEntry &e,
   return kOk;
 }
 
-/// The data-path sections `qgemmc bench --suite` runs besides the GEMMs
-/// (DispatchBench.h).
-bool isDispatchSection(const std::string &s) {
-  return s == "permute" || s == "unpermute";
-}
-/// The quantizer sections, measured the same way (QuantizeBench.h).
-bool isQuantizeSection(const std::string &s) {
-  return s == "quantize" || s == "swiglu_quantize";
-}
-
 /// Suite mode: every selected row, in each selected layout; the selected
-/// permute / unpermute rows go to `dispatch`, the quantize /
-/// swiglu_quantize rows to `quantize`.
+/// rows of the data-path sections (DataPathBench.h) go to `dataPath`.
 int suiteJobs(const BenchArgs &a, std::vector<Job> &jobs,
-              std::vector<qgemm::DispatchSuiteRow> &dispatch,
-              std::vector<qgemm::QuantizeSuiteRow> &quantize) {
+              std::vector<DataPathJob> &dataPath) {
   qgemm::Suite suite;
   if (qgemm::Status st = qgemm::parseSuiteFile(a.suite, suite); !st.ok())
     return report(st);
-  std::vector<qgemm::DispatchSuiteRow> dispatchRows;
-  if (qgemm::Status st = qgemm::parseDispatchSuiteFile(a.suite, dispatchRows);
-      !st.ok())
-    return report(st);
-  std::vector<qgemm::QuantizeSuiteRow> quantizeRows;
-  if (qgemm::Status st = qgemm::parseQuantizeSuiteFile(a.suite, quantizeRows);
-      !st.ok())
-    return report(st);
+  const std::vector<std::string> dataSections = dataPathSections();
+  auto isDataPath = [&](const std::string &s) {
+    return std::find(dataSections.begin(), dataSections.end(), s) !=
+           dataSections.end();
+  };
   const std::vector<std::string> &sections = qgemm::suiteGemmSections();
   for (const std::string &asked : a.sections)
-    if (!isDispatchSection(asked) && !isQuantizeSection(asked) &&
+    if (!isDataPath(asked) &&
         std::find(sections.begin(), sections.end(), asked) == sections.end()) {
       std::string known;
       for (const std::string &s : sections)
         known += (known.empty() ? "" : ", ") + s;
-      return usageError("--section: \"" + asked + "\" is not one of " +
-                        known +
-                        ", permute, unpermute, quantize, swiglu_quantize");
+      for (const std::string &s : dataSections)
+        known += ", " + s;
+      return usageError("--section: \"" + asked + "\" is not one of " + known);
     }
   auto selected = [&](const std::string &section) {
     return a.sections.empty() ||
@@ -403,16 +387,18 @@ int suiteJobs(const BenchArgs &a, std::vector<Job> &jobs,
                a.sections.end();
   };
   for (const std::string &s : suite.skippedSections)
-    if (!isDispatchSection(s) && !isQuantizeSection(s))
+    if (!isDataPath(s))
       std::cerr << "note: " << a.suite << ": section \"" << s
                 << "\" is not a GEMM; skipped\n";
-  for (const qgemm::DispatchSuiteRow &r : dispatchRows)
-    if (selected(r.section) &&
-        r.label.find(a.filter) != std::string::npos)
-      dispatch.push_back(r);
-  for (const qgemm::QuantizeSuiteRow &r : quantizeRows)
-    if (selected(r.section) && r.label.find(a.filter) != std::string::npos)
-      quantize.push_back(r);
+  if (qgemm::Status st = dataPathJobs(
+          a.suite,
+          [&](const std::string &section, const std::string &label) {
+            return selected(section) &&
+                   label.find(a.filter) != std::string::npos;
+          },
+          dataPath);
+      !st.ok())
+    return report(st);
   std::vector<qgemm::ScaleLayout> layouts;
   if (a.layout != "GEMM_READY")
     layouts.push_back(qgemm::ScaleLayout::Compact);
@@ -427,7 +413,7 @@ int suiteJobs(const BenchArgs &a, std::vector<Job> &jobs,
       return rc;
     jobs.push_back(std::move(j));
   }
-  if (jobs.empty() && dispatch.empty() && quantize.empty())
+  if (jobs.empty() && dataPath.empty())
     return usageError("no suite row matches --section/--filter");
   return kOk;
 }
@@ -640,10 +626,9 @@ int qgemmc::runBench(const std::vector<std::string> &args) {
     if (std::string err = loadBaseline(a.compare, baseline); !err.empty())
       return usageError(err);
   std::vector<Job> jobs;
-  std::vector<qgemm::DispatchSuiteRow> dispatch;
-  std::vector<qgemm::QuantizeSuiteRow> quantize;
+  std::vector<DataPathJob> dataPathJobs;
   if (int rc = a.suite.empty() ? specJobs(a, jobs)
-                               : suiteJobs(a, jobs, dispatch, quantize);
+                               : suiteJobs(a, jobs, dataPathJobs);
       rc)
     return rc;
   if (!a.out.empty() && !ensureDirectory(a.out))
@@ -698,101 +683,14 @@ int qgemmc::runBench(const std::vector<std::string> &args) {
 
   // The data-path rows: each kernel beside a device copy of its bytes.
   json dataPath = json::array();
-  for (const qgemm::DispatchSuiteRow &r : dispatch) {
+  for (const DataPathJob &job : dataPathJobs) {
     ++current;
-    currentName = r.label;
-    qgemm::DispatchBenchRow m =
-        qgemm::measureDispatchRow(rt, r, opts.timing, opts.flushBytes);
-    json row = {{"suite", r.section},
-                {"label", r.label},
-                {"bytes", m.bytes},
-                {"qgemm_gbps", std::isnan(m.qgemmGbps) ? json(nullptr)
-                                                       : json(m.qgemmGbps)},
-                {"copy_gbps", std::isnan(m.copyGbps) ? json(nullptr)
-                                                     : json(m.copyGbps)},
-                {"kernel", m.kernelName},
-                {"qgemm_ms", m.qgemm.measured() ? json(m.qgemm.medianMs)
-                                                : json(nullptr)},
-                {"copy_ms", m.copy.measured() ? json(m.copy.medianMs)
-                                              : json(nullptr)}};
-    if (m.unfused.measured()) {
-      // The fused quantize+permute beside quantize then permute.
-      row["unfused_ms"] = m.unfused.medianMs;
-      row["unfused_kernels"] = m.unfusedKernels;
-      if (m.qgemm.measured())
-        row["speedup_vs_unfused"] = m.unfused.medianMs / m.qgemm.medianMs;
-    }
-    if (!m.status.ok())
-      row["error"] = m.status.message;
-    dataPath.push_back(row);
-    if (!a.json) {
-      if (m.status.ok()) {
-        std::printf("%-10s %-48s %12.0f B  qgemm %8.1f GB/s  copy %8.1f GB/s  "
-                    "(%.0f%%)\n",
-                    r.section.c_str(), r.label.c_str(), m.bytes, m.qgemmGbps,
-                    m.copyGbps, 100.0 * m.qgemmGbps / m.copyGbps);
-        if (m.unfused.measured())
-          std::printf("%-10s %-48s fused %.3f ms, quantize then permute "
-                      "%.3f ms (%.2fx)\n",
-                      "", "", m.qgemm.medianMs, m.unfused.medianMs,
-                      m.unfused.medianMs / m.qgemm.medianMs);
-      } else {
-        std::printf("%-10s %-48s not measured: %s\n", r.section.c_str(),
-                    r.label.c_str(), m.status.message.c_str());
-      }
-      std::fflush(stdout);
-    }
-    // A row qgemm has no kernel for (none since the fused quantize+permute)
-    // is reported, not an error of the run.
-    if (!m.status.ok() && !m.unsupported)
-      worst = std::max(worst, int(kInternalError));
-  }
-
-  // The quantizer rows, the same way; the multi-tensor row also as one
-  // launch per tensor.
-  for (const qgemm::QuantizeSuiteRow &r : quantize) {
-    ++current;
-    currentName = r.label;
-    qgemm::QuantizeBenchRow m =
-        qgemm::measureQuantizeRow(rt, r, opts.timing, opts.flushBytes);
-    auto num = [](double v) { return std::isnan(v) ? json(nullptr) : json(v); };
-    json row = {{"suite", r.section},
-                {"label", r.label},
-                {"bytes", m.bytes},
-                {"qgemm_gbps", num(m.qgemmGbps)},
-                {"copy_gbps", num(m.copyGbps)},
-                {"kernel", m.kernelName},
-                {"qgemm_ms", m.qgemm.measured() ? json(m.qgemm.medianMs)
-                                                : json(nullptr)},
-                {"copy_ms", m.copy.measured() ? json(m.copy.medianMs)
-                                              : json(nullptr)}};
-    if (r.tensors > 0) {
-      row["single_launches_ms"] = m.singleLaunches.measured()
-                                      ? json(m.singleLaunches.medianMs)
-                                      : json(nullptr);
-      row["single_launches"] = r.tensors;
-    }
-    if (!m.status.ok())
-      row["error"] = m.status.message;
-    dataPath.push_back(row);
-    if (!a.json) {
-      if (m.status.ok()) {
-        std::printf("%-10s %-48s %12.0f B  qgemm %8.1f GB/s  copy %8.1f GB/s  "
-                    "(%.0f%%)",
-                    r.section.c_str(), r.label.c_str(), m.bytes, m.qgemmGbps,
-                    m.copyGbps, 100.0 * m.qgemmGbps / m.copyGbps);
-        if (r.tensors > 0)
-          std::printf("  %lld single launches %.3f ms (multi-tensor %.2fx)",
-                      (long long)r.tensors, m.singleLaunches.medianMs,
-                      m.singleLaunches.medianMs / m.qgemm.medianMs);
-        std::printf("\n");
-      } else {
-        std::printf("%-10s %-48s not measured: %s\n", r.section.c_str(),
-                    r.label.c_str(), m.status.message.c_str());
-      }
-      std::fflush(stdout);
-    }
-    if (!m.status.ok())
+    currentName = job.label;
+    DataPathResult r = job.measure(rt, opts.timing, opts.flushBytes);
+    dataPath.push_back(dataPathJson(job, r));
+    if (!a.json)
+      printDataPath(job, r);
+    if (!r.status.ok() && r.failsRun)
       worst = std::max(worst, int(kInternalError));
   }
 
