@@ -12,10 +12,7 @@
 #include "qgemm/qgemm.h"
 
 #include "CApiOpsSupport.h"
-#include "qgemm/DispatchArgs.h"
-#include "qgemm/QuantizeArgs.h"
-#include "qgemm/Runtime.h"
-#include "qgemm/SwigluArgs.h"
+#include "qgemm/Runtime.h" // every op's C++ args, with its launch
 
 #include <cstddef>
 #include <string>
