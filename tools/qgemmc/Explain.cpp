@@ -129,14 +129,15 @@ int qgemmc::runExplain(const std::string &path) {
     return kUserError;
   // "tuning": "auto" reads the tuning databases of this machine's GPU (or
   // QGEMM_TUNING_GPU's), as the runtime does (TuningDb.h).
-  std::string gpu;
+  qgemm::TuningDevice gpu;
   {
     qgemm::RuntimeOptions ro;
     ro.diskCache = false;
     qgemm::Runtime rt(ro);
     qgemm::DeviceInfo info;
     if (rt.queryDevice(0, info).ok())
-      gpu = info.name;
+      gpu = {info.name, qgemm::archName(info.computeMajor, info.computeMinor),
+             info.smCount};
   }
   const qgemm::TuningContext ctx =
       qgemm::tuningContextFromEnv(gpu, qgemm::versionString());
