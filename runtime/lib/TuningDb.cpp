@@ -725,10 +725,10 @@ AutoTuning resolveAutoTuning(const Spec &spec, const TuningContext &ctx) {
           r.notes.push_back("ignored " + why);
           continue;
         }
+        ++read;
         if (!db.device.known() || db.device.arch != ctx.arch ||
             db.device.sms != ctx.sms || db.device.name == ctx.gpu)
           continue;
-        ++read;
         const std::string via = " (of " + db.device.name + ": same " +
                                 db.device.describe() + " as " + ctx.gpu + ")";
         if (useDatabase(spec, contract, ctx, path, db, db.device.name, via, r))
