@@ -24,7 +24,7 @@ check_group_sizes() and set_debug_sync(True) name the violation.
 
 Token dispatch: permute_quantize (bf16 tokens to FP8 rows of expert order,
 one kernel) and unpermute (the weighted combine, differentiable)."""
-from .._runtime import _flag
+from ..core import flag as _flag
 from . import _calls
 from ._dispatch import Dispatch, permute_quantize, permute_rows, unpermute
 from ._checks import (ErrorMode, check_group_sizes, error_mode,
