@@ -635,7 +635,7 @@ def main(argv=None):
         "triton": module_version("triton"),
         "python": platform.python_version(),
         "qgemm": qgemm.library_version,
-        "qgemm_library": qgemm._capi.library_path(),
+        "qgemm_library": qgemm.core.capi.library_path(),
         "qgemm_cache_dir": os.environ.get("QGEMM_CACHE_DIR"),
         "git_commit": git_commit(),
         "date": now.isoformat(timespec="seconds"),

@@ -28,7 +28,7 @@ one kernel) and unpermute (the weighted combine, differentiable).
 The whole expert layer: moe_experts(x, expert_ids, probs, w13, w2), the
 routed experts of an MoE layer (permute, gate/up GEMM, SwiGLU, down GEMM,
 weighted combine) in FP8 with its backward, as qgemm.torch.moe_experts."""
-from .._runtime import _flag
+from ..core import flag as _flag
 from . import _calls
 from ._dispatch import Dispatch, permute_quantize, permute_rows, unpermute
 from ._checks import (ErrorMode, check_group_sizes, error_mode,

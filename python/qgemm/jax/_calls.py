@@ -22,7 +22,7 @@ debug_sync = False   # set_debug_sync(): launches that check and raise
 
 
 def in_name(x, what):
-    from .._errors import ArgumentError
+    from ..core import ArgumentError
     name = _IN_NAMES.get(jnp.dtype(x.dtype))
     if name is None:
         raise ArgumentError("%s has dtype %s; expected bfloat16 or float32"

@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._errors import ArgumentError
+from ..core import ArgumentError
 from . import _calls, _checks, _ffi, _specs, _weights
 
 # Permuted rows are a multiple of 128, as the torch layer's: the weight

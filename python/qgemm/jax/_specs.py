@@ -11,11 +11,9 @@ import ctypes
 import json
 import threading
 
-from .. import _capi
-from .._capi import lib
-from .._errors import ArgumentError
-from .._kernel import compile as _compile
-from .._runtime import check
+from ..core import capi as _capi
+from ..core import ArgumentError, check, lib
+from ..core import compile as _compile
 
 _lock = threading.Lock()
 _kernels = {}   # key tuple -> (qgemm.Kernel, spec text)

@@ -333,13 +333,14 @@ _SIGNATURES = {
 
 
 def library_path():
-    """Where libqgemm.so is loaded from: $QGEMM_LIBRARY, else the copy
-    inside this package (pip install puts it there)."""
+    """Where libqgemm.so is loaded from: $QGEMM_LIBRARY, else the copy at
+    the top of the qgemm package, beside this subpackage (pip install puts
+    it there)."""
     env = os.environ.get("QGEMM_LIBRARY")
     if env:
         return env
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                        "libqgemm.so")
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return os.path.join(package, "libqgemm.so")
 
 
 def load():

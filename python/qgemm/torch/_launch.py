@@ -4,20 +4,22 @@ import os
 
 import torch
 
-from ._errors import ArgumentError
-from ._torch_errors import (_error_word_at, _index, raise_pending)
-from ._torch_specs import (_FP8, _OUT)
+from ..core import ArgumentError
+from ..core import flag as _flag
+from ._errors import (_error_word_at, _index, raise_pending)
+from ._specs import (_FP8, _OUT)
 
 
-# -- the error word (_torch_errors.py) and debug sync -----------------------
+# -- the error word (_errors.py) and debug sync -----------------------
 _debug_sync = os.environ.get("QGEMM_DEBUG_SYNC", "0") not in ("", "0")
 
 
 def set_debug_sync(on=True):
     """Debug mode: every device-groups launch synchronizes and raises at
-    once (as QGEMM_DEBUG_SYNC=1 does)."""
+    once (as QGEMM_DEBUG_SYNC=1 does). `on` is True or False: a truthy
+    string such as "no" is refused, not read as True."""
     global _debug_sync
-    _debug_sync = bool(on)
+    _debug_sync = _flag(on, "set_debug_sync: on")
 
 
 # torch's current stream of a device as a raw CUstream: the C helper

@@ -3,7 +3,7 @@ prepared once in C++ and run by one foreign call.
 
 Framework-free: device pointers and ints in, status out. qgemm.torch's
 layer and fp8_grouped_mm allocate their tensors and workspace with torch
-and pass their addresses (_torch_plans.py); the sizes come from here.
+and pass their addresses (qgemm/torch/_plans.py); the sizes come from here.
 """
 import ctypes
 import threading

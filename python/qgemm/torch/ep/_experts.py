@@ -4,14 +4,14 @@ at the expert rank, the received rows into local expert order, the FP8
 experts of the single-GPU layer on them, and their backward."""
 import torch
 
-from ._torch_dispatch import (_permute_quantize_run, _permute_run,
-                              _unpermute_impl)
-from ._torch_errors import record_routing_error
-from ._torch_gemm import _grouped_mm_impl
-from ._torch_moe import (ROW_MULTIPLE, _backward_down_impl,
-                         _backward_up_data_impl, _rows_wgrad,
-                         _swiglu_down)
-from ._torch_rows import dequantize_rows
+from .._dispatch import (_permute_quantize_run, _permute_run,
+                         _unpermute_impl)
+from .._errors import record_routing_error
+from .._gemm import _grouped_mm_impl
+from .._moe import (ROW_MULTIPLE, _backward_down_impl,
+                    _backward_up_data_impl, _rows_wgrad,
+                    _swiglu_down)
+from .._rows import dequantize_rows
 
 _BF16 = torch.bfloat16
 

@@ -11,7 +11,7 @@ tensors (torch is then in sys.modules).
 """
 import sys
 
-from ._errors import ArgumentError
+from ._errors import ArgumentError, not_on_cuda
 
 # torch dtype attribute names -> qgemm names; dtypes a torch build lacks
 # (float8_e8m0fnu before 2.7) are skipped.
@@ -59,8 +59,7 @@ def torch_reader(dtypes, current_stream, order):
 
     def read(t, name, stream, writable):
         if not t.is_cuda:
-            from ._tensors import not_cuda_message
-            raise ArgumentError(not_cuda_message(name, str(t.device.type)))
+            raise not_on_cuda(name, str(t.device.type))
         dtype = dtype_of(t.dtype)
         if dtype is None:
             raise ArgumentError("%s has dtype %s, which qgemm does not read"

@@ -5,15 +5,13 @@ from typing import Optional
 
 import torch
 
-from . import _capi
-from . import _torch_launch as _launch
-from ._capi import lib
-from ._errors import ArgumentError
-from ._runtime import check
-from ._torch_arg_checks import check_quantize
-from ._torch_errors import error_word
-from ._torch_launch import _stream
-from ._torch_specs import (_QUANT_OUT, _SCALE_DTYPE, _ceil, _kernel, _round_up)
+from ..core import capi as _capi
+from . import _launch
+from ..core import ArgumentError, check, lib
+from ._arg_checks import check_quantize
+from ._errors import error_word
+from ._launch import _stream
+from ._specs import (_QUANT_OUT, _SCALE_DTYPE, _ceil, _kernel, _round_up)
 
 
 # -- quantize ---------------------------------------------------------------

@@ -3,11 +3,11 @@
 
 import torch
 
-from ._torch_arg_checks import (check_grouped_mm, check_grouped_mm_masked,
-                                check_grouped_mm_wgrad)
-from ._torch_launch import (_fp8_name, _launch_gemm, _out_name, _plain_eager,
-                            _weights)
-from ._torch_specs import (_gemm_spec, _kernel)
+from ._arg_checks import (check_grouped_mm, check_grouped_mm_masked,
+                          check_grouped_mm_wgrad)
+from ._launch import (_fp8_name, _launch_gemm, _out_name, _plain_eager,
+                      _weights)
+from ._specs import (_gemm_spec, _kernel)
 
 
 # torch.library.custom_op takes no keyword-only tensors: the registered ops

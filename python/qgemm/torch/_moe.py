@@ -48,21 +48,21 @@ import math
 
 import torch
 
-from ._errors import ArgumentError
-from ._torch_arg_checks import check_moe_experts as _check_init
-from ._torch_layer_args import check_layer_args as _check
-from ._torch_errors import poison, raise_pending
-from .recipes import Recipe
-from ._torch_dispatch import (_permute_backward_impl, _permute_quantize_run,
-                              _permute_run, _unpermute_impl, permute_rows)
-from ._torch_fp8_grouped_mm import quantized_weights
-from ._torch_gemm import _grouped_mm_impl, _grouped_mm_wgrad_impl
-from ._torch_launch import _plain_eager
-from . import _torch_plans as _plans
-from ._torch_quantize import _quantize_fake, _quantize_impl
-from ._torch_swiglu import (_swiglu_backward_impl, _swiglu_col_transposed,
-                            _swiglu_kernel, _swiglu_outputs,
-                            _swiglu_quantize_impl)
+from ..core import ArgumentError
+from ._arg_checks import check_moe_experts as _check_init
+from ._layer_args import check_layer_args as _check
+from ._errors import poison, raise_pending
+from ..recipes import Recipe
+from ._dispatch import (_permute_backward_impl, _permute_quantize_run,
+                        _permute_run, _unpermute_impl, permute_rows)
+from ._fp8_grouped_mm import quantized_weights
+from ._gemm import _grouped_mm_impl, _grouped_mm_wgrad_impl
+from ._launch import _plain_eager
+from . import _plans
+from ._quantize import _quantize_fake, _quantize_impl
+from ._swiglu import (_swiglu_backward_impl, _swiglu_col_transposed,
+                      _swiglu_kernel, _swiglu_outputs,
+                      _swiglu_quantize_impl)
 
 # Permuted rows are a multiple of 128: the weight gradient's token count
 # must be a multiple of 16 and its TMA rows start on 128-byte lines then
@@ -89,7 +89,7 @@ def _swiglu_down(h, offs, w2q, w2s, alignment, recipe):
 # The layer as compositions of the single ops' implementations: one op
 # forward and four backward. qgemm.torch.ep builds its expert computation
 # from these pieces, and they are the reference the C++ plan that
-# moe_experts runs (_torch_plans.py) is tested against, kernel for kernel.
+# moe_experts runs (_plans.py) is tested against, kernel for kernel.
 def _forward_impl(x: torch.Tensor, ids: torch.Tensor, probs: torch.Tensor,
                   w13q: torch.Tensor, w13s: torch.Tensor, w2q: torch.Tensor,
                   w2s: torch.Tensor, alignment: int, recipe: str) -> tuple[
@@ -254,7 +254,7 @@ def _(dhcol, dhcols, x, ids, offs, alignment, recipe, w13_dtype):
 
 
 class _MoEExpertsFn(torch.autograd.Function):
-    """The layer on the C++ plan (_torch_plans.py): one op forward and four
+    """The layer on the C++ plan (_plans.py): one op forward and four
     backward (the lifetimes the backward's memory needs), each a single
     call into qgemm."""
 

@@ -15,7 +15,7 @@ counts them on the device.
   NCCL      all_to_all        FP8 rows and scales, equal splits
   expert    local ids         expert e on the kept slots of (source, e), -1
                               on the empty ones; then the exact mode's
-                              local experts (_torch_ep_experts)
+                              local experts (_experts)
   NCCL      all_to_all        outputs back, equal splits
   source    unpermute         straight from the capacity layout: each
                               copy's row_map points at its slot, -1 if
@@ -30,11 +30,11 @@ import functools
 
 import torch
 
-from ._torch_ep_autograd import backward, save_forward
-from ._torch_ep_exchange import _all_to_all
-from ._torch_ep_experts import combine, local_forward, source_rows
-from ._torch_errors import _error_word_at, deferred_raise, poison
-from ._torch_fp8_grouped_mm import quantized_weights
+from ._autograd import backward, save_forward
+from ._exchange import _all_to_all
+from ._experts import combine, local_forward, source_rows
+from .._errors import _error_word_at, deferred_raise, poison
+from .._fp8_grouped_mm import quantized_weights
 
 
 def kept_counts(counts, capacity):

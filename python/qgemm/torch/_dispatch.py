@@ -6,14 +6,14 @@ from typing import Optional
 
 import torch
 
-from ._errors import ArgumentError
-from ._torch_arg_checks import (check_permute, check_permute_backward,
-                                check_permute_quantize, check_unpermute,
-                                check_unpermute_backward)
-from ._torch_errors import (raise_pending, record_routing_error)
-from ._torch_launch import _stream
-from ._torch_quantize import (_block, _scale_shape)
-from ._torch_specs import (_SCALE_DTYPE, _kernel, _round_up)
+from ..core import ArgumentError
+from ._arg_checks import (check_permute, check_permute_backward,
+                          check_permute_quantize, check_unpermute,
+                          check_unpermute_backward)
+from ._errors import (raise_pending, record_routing_error)
+from ._launch import _stream
+from ._quantize import (_block, _scale_shape)
+from ._specs import (_SCALE_DTYPE, _kernel, _round_up)
 
 
 # -- permute / unpermute ----------------------------------------------------

@@ -35,22 +35,22 @@ E experts. One step, on every rank:
 The forward synchronizes with the host once, for the split sizes of its
 all-to-alls (the backward reuses them), unless a `capacity` is given:
 then every split is fixed before the step and nothing is read back
-(_torch_ep_capacity.py). Gradients travel in bf16: w2's
+(_capacity.py). Gradients travel in bf16: w2's
 weight gradient needs dy quantized along tokens, which FP8 rows quantized
 along H cannot give without a second rounding.
 """
 import torch
 import torch.distributed as dist
 
-from ._errors import ArgumentError
-from ._torch_ep_capacity import EPCapacityFn
-from ._torch_ep_exact import _EPExpertsFn
-from ._torch_ep_exchange import (Exchange, _group_size, all_to_all_bytes,
-                                 exchange_counts, local_experts,
-                                 received_expert_ids)
-from ._torch_ep_experts import permute_local
-from ._torch_layer_args import check_layer_args
-from .recipes import Recipe
+from ...core import ArgumentError
+from ._capacity import EPCapacityFn
+from ._exact import _EPExpertsFn
+from ._exchange import (Exchange, _group_size, all_to_all_bytes,
+                        exchange_counts, local_experts,
+                        received_expert_ids)
+from ._experts import permute_local
+from .._layer_args import check_layer_args
+from ...recipes import Recipe
 
 
 def permute_received(rows, scales, exchange, *, alignment=16):

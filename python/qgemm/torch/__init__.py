@@ -50,30 +50,28 @@ Scales are 1-D tensors of the element count the C API's size queries give
 (the layout is the spec's, LAYOUTS.md), except COMPACT scales, which have
 their natural 2-D (block rows, block cols) shape.
 
-Where each job lives: _torch_specs (spec builders, the kernel cache),
-_torch_launch (stream, debug sync, the eager fast path, the GEMM launch),
-_torch_errors (the device error word, ErrorMode, the NaN poison),
-_torch_gemm, _torch_quantize, _torch_swiglu, _torch_dispatch (the ops and
-their autograd), _torch_fp8_grouped_mm (fp8_grouped_mm and the FP8 weight
-cache), _torch_moe (the expert layer) and _torch_ep (the layer split over
+Where each job lives, in this package: _specs (spec builders, the kernel
+cache), _launch (stream, debug sync, the eager fast path, the GEMM launch),
+_errors (the device error word, ErrorMode, the NaN poison), _gemm,
+_quantize, _swiglu, _dispatch (the ops and their autograd),
+_fp8_grouped_mm (fp8_grouped_mm and the FP8 weight cache), _moe (the
+expert layer), _plans (both on the C++ plans) and ep (the layer split over
 the ranks of a torch.distributed group, qgemm.torch.ep). This module is
-their public face.
+their public face; the runtime they launch through is qgemm.core.
 """
-from ._torch_dispatch import (permute, permute_backward, permute_quantize,
-                              permute_rows, unpermute, unpermute_backward)
-from ._torch_errors import (ErrorMode, check_errors, error_mode, error_word,
-                            poison_on_error, reset_errors, set_error_mode)
-from ._torch_fp8_grouped_mm import fp8_grouped_mm, quantized_weights
-from ._torch_gemm import grouped_mm, grouped_mm_masked, grouped_mm_wgrad
-from ._torch_arg_checks import set_debug_sync
-from ._torch_launch import _plain_eager  # noqa: F401
-from ._torch_moe import MoEExperts, moe_experts
-from . import _torch_ep as ep
-from ._torch_quantize import quantize
-from ._torch_specs import RECIPES, kernels, spec_for
-from ._torch_swiglu import _swiglu_bwd, swiglu_backward  # noqa: F401
-from ._torch_swiglu import swiglu_quantize
-from .recipes import Recipe
+from ._dispatch import (permute, permute_backward, permute_quantize,
+                        permute_rows, unpermute, unpermute_backward)
+from ._errors import (ErrorMode, check_errors, error_mode, error_word,
+                      poison_on_error, reset_errors, set_error_mode)
+from ._fp8_grouped_mm import fp8_grouped_mm, quantized_weights
+from ._gemm import grouped_mm, grouped_mm_masked, grouped_mm_wgrad
+from ._launch import set_debug_sync
+from ._moe import MoEExperts, moe_experts
+from . import ep
+from ._quantize import quantize
+from ._specs import RECIPES, kernels, spec_for
+from ._swiglu import swiglu_backward, swiglu_quantize
+from ..recipes import Recipe
 
 __all__ = ["grouped_mm", "grouped_mm_masked", "grouped_mm_wgrad",
            "quantize", "swiglu_quantize", "swiglu_backward", "permute",

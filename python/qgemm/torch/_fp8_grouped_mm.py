@@ -3,15 +3,15 @@ the FP8 weight cache it and the MoE layer read (quantized_weights)."""
 
 import torch
 
-from . import _torch_arg_checks as _arg_checks
-from . import _torch_launch as _launch
-from ._errors import ArgumentError
-from .recipes import Recipe
-from ._torch_errors import raise_pending
-from ._torch_launch import (_fp8_name, _launch_gemm, _plain_eager, _stream)
-from . import _torch_plans as _plans
-from ._torch_plans import _weight_buffers
-from ._torch_specs import (_gemm_spec, _kernel, _round_up)
+from . import _arg_checks
+from . import _launch
+from ..core import ArgumentError
+from ..recipes import Recipe
+from ._errors import raise_pending
+from ._launch import (_fp8_name, _launch_gemm, _plain_eager, _stream)
+from . import _plans
+from ._plans import _weight_buffers
+from ._specs import (_gemm_spec, _kernel, _round_up)
 
 
 # -- fp8_grouped_mm: an FP8 drop-in for torch._grouped_mm -------------------
@@ -183,7 +183,7 @@ def _pad_rows(t, pad):
 
 
 class _Fp8GroupedMm(torch.autograd.Function):
-    """On the C++ plan (_torch_plans.py): the forward (weights, x's two FP8
+    """On the C++ plan (_plans.py): the forward (weights, x's two FP8
     forms, the GEMM) and the backward (dy's two forms, the data and weight
     gradients) are one op and one call each."""
 
@@ -270,7 +270,7 @@ def fp8_grouped_mm(x, w, offs, *, alignment=16, recipe="deepseek",
 
 
 def _check_args(w):
-    """What the plan needs beyond the op's host checks (_torch_arg_checks):
+    """What the plan needs beyond the op's host checks (_arg_checks):
     weights it can quantize in place."""
     _check_weights(w, "deepseek")
     if not w.is_contiguous():

@@ -18,13 +18,13 @@ micro-batches per optimizer step.
 """
 import torch
 
-from . import _capi
-from . import _plans
-from . import _torch_launch as _launch
-from ._torch_dispatch import permute_rows
-from ._torch_errors import _error_word_at, poison, raise_pending
-from ._torch_launch import _stream
-from ._torch_quantize import _scale_elems
+from ..core import capi as _capi
+from ..core import plans as _plans
+from . import _launch
+from ._dispatch import permute_rows
+from ._errors import _error_word_at, poison, raise_pending
+from ._launch import _stream
+from ._quantize import _scale_elems
 
 _BF16 = torch.bfloat16
 _FP8 = torch.float8_e4m3fn

@@ -29,9 +29,8 @@ import os
 
 import torch
 
-from . import error_string
-from ._errors import ArgumentError
-from ._torch_arg_checks import cuda_device
+from ..core import ArgumentError, error_string
+from ._arg_checks import cuda_device
 
 
 class ErrorMode(enum.Enum):
@@ -195,10 +194,10 @@ _fill = []
 
 
 def _triton_fill():
-    """_torch_poison.fill_nan_if_set, or None without Triton."""
+    """_poison.fill_nan_if_set, or None without Triton."""
     if not _fill:
         try:
-            from ._torch_poison import fill_nan_if_set
+            from ._poison import fill_nan_if_set
         except ImportError:
             fill_nan_if_set = None
         _fill.append(fill_nan_if_set)

@@ -37,6 +37,16 @@ class InternalError(Error, RuntimeError):
     code = "QGEMM_ERROR_INTERNAL"
 
 
+def not_on_cuda(name, where):
+    """The ArgumentError of a tensor argument on `where` (a device's name)
+    rather than in CUDA device memory; the DLPack and the torch readers
+    both raise it."""
+    return ArgumentError(
+        "%s is on %s, not on a CUDA device: qgemm launches read and "
+        "write device memory (move it with .cuda() / .to('cuda'))"
+        % (name, where))
+
+
 _BY_CODE = {1: ArgumentError, 2: InternalError, 3: SpecError,
             4: ArgumentError, 5: DeviceError, 6: UnsupportedError}
 

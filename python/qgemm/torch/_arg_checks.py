@@ -13,10 +13,9 @@ plain ints are not compared here (the ops' fake implementations
 torch._check them), so a check never adds a guard."""
 import torch
 
-from ._errors import ArgumentError, DeviceError
-from ._runtime import _flag
-from ._torch_specs import RECIPES
-from .recipes import Recipe
+from ..core import ArgumentError, DeviceError
+from ._specs import RECIPES
+from ..recipes import Recipe
 
 # The C API's bounds (GemmArgs.h kMaxGroups, DispatchContract.h kMaxTopk,
 # Contract.h kMaxAlignment and kMaxDim).
@@ -355,15 +354,6 @@ def check_unpermute_backward(grad_out, row_map, row_group, probs, y, topk):
         c.same(t.shape[0], rg.shape[0], "y has %s rows and row_group %s "
                "entries" % (t.shape[0], rg.shape[0]))
     c.devices()
-
-
-# -- debug sync ----------------------------------------------------------------
-def set_debug_sync(on=True):
-    """Debug mode: every device-groups launch synchronizes and raises at
-    once (as QGEMM_DEBUG_SYNC=1 does). `on` is True or False: a truthy
-    string such as "no" is refused, not read as True."""
-    from . import _torch_launch
-    _torch_launch.set_debug_sync(_flag(on, "set_debug_sync: on"))
 
 
 # -- the error word's device --------------------------------------------------

@@ -5,8 +5,8 @@ import threading
 
 import torch
 
-from ._errors import ArgumentError
-from ._kernel import compile as _compile
+from ..core import ArgumentError
+from ..core import compile as _compile
 
 
 # Scale recipes of the GEMM operands by name: (A's block, A's scale dtype,

@@ -16,7 +16,7 @@ import struct
 import sys
 from collections import namedtuple
 
-from ._errors import ArgumentError
+from ._errors import ArgumentError, not_on_cuda
 
 # DLPack (dlpack.h): device types and type codes.
 DL_CPU, DL_CUDA, DL_CUDA_HOST, DL_CUDA_MANAGED = 1, 2, 3, 13
@@ -74,14 +74,8 @@ def _device_name(t):
     return _DEVICE_NAMES.get(t, "device type %d" % t)
 
 
-def not_cuda_message(name, where):
-    return ("%s is on %s, not on a CUDA device: qgemm launches read and "
-            "write device memory (move it with .cuda() / .to('cuda'))"
-            % (name, where))
-
-
 def _not_cuda(name, device_type):
-    return ArgumentError(not_cuda_message(name, _device_name(device_type)))
+    return not_on_cuda(name, _device_name(device_type))
 
 
 def _from_dltensor(name, addr):

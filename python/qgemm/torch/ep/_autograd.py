@@ -1,15 +1,15 @@
 """What both dispatch modes of qgemm.torch.ep save in the forward, and
 their one backward: the combine's gradient at the source, the bf16
 gradients to the expert ranks, the experts' backward there
-(_torch_ep_experts.local_backward), dx back while w13's weight gradient
+(_experts.local_backward), dx back while w13's weight gradient
 runs, and each token's copies summed. The modes differ only in their
 split sizes and in the layout of the source's rows (saved here)."""
 import torch
 
-from ._torch_dispatch import _permute_backward_impl, _unpermute_backward_impl
-from ._torch_ep_exchange import _all_to_all
-from ._torch_ep_experts import local_backward
-from ._torch_errors import poison
+from .._dispatch import _permute_backward_impl, _unpermute_backward_impl
+from ._exchange import _all_to_all
+from ._experts import local_backward
+from .._errors import poison
 
 
 def save_forward(ctx, tensors, saved, send, recv, group, alignment, recipe,

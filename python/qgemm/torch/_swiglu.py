@@ -3,13 +3,13 @@ from typing import Optional
 
 import torch
 
-from . import _torch_launch as _launch
-from ._errors import ArgumentError
-from ._torch_errors import error_word
-from ._torch_launch import _stream
-from ._torch_quantize import (_QUANT_SCALE_DTYPE, _block, _quantize_outputs,
-                              _transposed)
-from ._torch_specs import _kernel
+from . import _launch
+from ..core import ArgumentError
+from ._errors import error_word
+from ._launch import _stream
+from ._quantize import (_QUANT_SCALE_DTYPE, _block, _quantize_outputs,
+                        _transposed)
+from ._specs import _kernel
 
 
 # -- swiglu_quantize / swiglu_backward --------------------------------------

@@ -1,14 +1,14 @@
 """qgemm.torch.ep's exact dispatch: every routed copy travels; the split
-sizes are read on the host once per forward (qgemm/_torch_ep.py has the
-data path)."""
+sizes are read on the host once per forward (the package's __init__.py has
+the data path)."""
 import torch
 
-from ._torch_ep_autograd import backward, save_forward
-from ._torch_ep_exchange import (_all_to_all, raise_if_any_rank,
-                                 exchange_counts, received_expert_ids)
-from ._torch_ep_experts import combine, local_forward, source_rows
-from ._torch_errors import _error_word_at, deferred_raise, poison
-from ._torch_fp8_grouped_mm import quantized_weights
+from ._autograd import backward, save_forward
+from ._exchange import (_all_to_all, raise_if_any_rank,
+                        exchange_counts, received_expert_ids)
+from ._experts import combine, local_forward, source_rows
+from .._errors import _error_word_at, deferred_raise, poison
+from .._fp8_grouped_mm import quantized_weights
 
 _BF16 = torch.bfloat16
 

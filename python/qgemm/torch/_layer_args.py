@@ -4,8 +4,8 @@ before anything is launched. The expert ids' values are checked on the
 device (the permute's routing check)."""
 import torch
 
-from ._errors import ArgumentError
-from ._torch_arg_checks import fp8_alignment
+from ..core import ArgumentError
+from ._arg_checks import fp8_alignment
 
 
 def check_layer_args(x, expert_ids, probs, w13, w2, alignment,

@@ -7,9 +7,8 @@ from typing import List
 import torch
 import torch.distributed as dist
 
-from . import error_string
-from ._errors import ArgumentError
-from ._torch_errors import ErrorMode, error_mode
+from ...core import ArgumentError, error_string
+from .._errors import ErrorMode, error_mode
 
 _SCALE_BLOCK = 128
 
