@@ -1,6 +1,8 @@
 """qgemm.jax.gmm against jax.lax.ragged_dot (bf16), forward + backward.
 
-    python3 bench/jax_gmm.py --out results.json [--iters 20]
+    python3 bench/jax_gmm.py [--out FILE|DIR/] [--iters 20]
+
+Writes bench/results/<device>-jax.json by default (bench/results_file.py).
 
 Same process, same random data and group sizes for both. Each row times a
 jitted step (y, then dx and dw through jax.vjp) and the forward alone:
@@ -25,6 +27,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import qgemm.jax as qj
+
+from results_file import results_path
 
 ROWS = [  # label, experts, tokens, N, K
     ("dsv3_up_8e_32k", 8, 32768, 4096, 7168),
@@ -76,7 +80,8 @@ def host_us(fn, args, calls=200):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", help="JSON file, or a directory ending in / "
+                   "(default bench/results/<device>-jax.json)")
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--repeats", type=int, default=5)
     a = p.parse_args()
@@ -131,8 +136,11 @@ def main():
               "device": dev.device_kind, "jax": jax.__version__,
               "iters": a.iters, "repeats": a.repeats, "rows": rows,
               "host_overhead": host}
-    with open(a.out, "w") as f:
+    out = results_path("jax", dev.device_kind, a.out)
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out, "w") as f:
         json.dump(result, f, indent=1)
+    print("wrote %s" % out)
 
 
 if __name__ == "__main__":
