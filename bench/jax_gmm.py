@@ -1,6 +1,8 @@
 """qgemm.jax.gmm against the fastest bf16 grouped matmuls a JAX user has.
 
-    python3 bench/jax_gmm.py --out results.json [--iters 20] [--only dsv3]
+    python3 bench/jax_gmm.py [--out FILE|DIR/] [--iters 20] [--only dsv3]
+
+Writes bench/results/<device>-jax.json by default (bench/results_file.py).
 
 Anchors, same process, same random data, equal groups (G groups of M/G
 rows, so the batched einsum applies):
@@ -32,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import qgemm.jax as qj
+from results_file import results_path
 
 ROWS = [  # label, experts, rows, N, K
     ("dsv3 up E8 M32k", 8, 32768, 4096, 7168),
@@ -139,7 +142,8 @@ def run_row(row, iters, repeats, seed):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", help="JSON file, or a directory ending in / "
+                   "(default: bench/results/<device>-jax.json)")
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--only", nargs="*", help="rows whose label holds one")
@@ -155,7 +159,8 @@ def main():
               "device": jax.devices()[0].device_kind,
               "jax": jax.__version__, "iters": a.iters,
               "repeats": a.repeats, "rows": results}
-    with open(a.out, "w") as f:
+    out = results_path("jax", jax.devices()[0].device_kind, a.out)
+    with open(out, "w") as f:
         json.dump(result, f, indent=1)
     print("%-22s %9s %9s %9s %9s %9s" % ("row", "qgemm", "einsum", "x",
                                         "fwd", "mosaic x"))

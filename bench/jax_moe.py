@@ -1,6 +1,9 @@
 """qgemm.jax.moe_experts against the same expert layer written in bf16 JAX.
 
-    python3 bench/jax_moe.py --out results.json [--only dsv3] [--iters 10]
+    python3 bench/jax_moe.py [--out FILE|DIR/] [--only dsv3] [--iters 10]
+
+Writes bench/results/<device>-jax-moe.json by default
+(bench/results_file.py).
 
 The bf16 layer is what a JAX user writes without qgemm: the routed copies
 sorted by expert (argsort), gathered into (E, C, H), the experts as two
@@ -28,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import qgemm.jax as qj
+from results_file import results_path
 
 # label, hidden, moe intermediate, experts, routed rows, top-k (as
 # bench/moe_layer.py's rows)
@@ -131,7 +135,8 @@ def run_row(row, iters, repeats, seed):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", help="JSON file, or a directory ending in / "
+                   "(default: bench/results/<device>-jax-moe.json)")
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--only", nargs="*", help="rows whose label holds one")
@@ -142,7 +147,8 @@ def main():
         r = run_row(row, a.iters, a.repeats, i)
         print(json.dumps(r), flush=True)
         results.append(r)
-    with open(a.out, "w") as f:
+    out = results_path("jax-moe", jax.devices()[0].device_kind, a.out)
+    with open(out, "w") as f:
         json.dump({"date": datetime.date.today().isoformat(),
                    "device": jax.devices()[0].device_kind,
                    "jax": jax.__version__, "iters": a.iters,

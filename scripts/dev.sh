@@ -150,7 +150,7 @@ pack() {
   cp -r "$ROOT/examples/jax" "$stage/qgemm/examples/jax"
   cp "$ROOT/bench/moe_layer.py" "$ROOT/bench/train_op.py" "$ROOT/bench/host_overhead.py" \
     "$ROOT/bench/train_op_profile.py" "$ROOT/bench/jax_gmm.py" "$ROOT/bench/jax_moe.py" \
-    "$ROOT/bench/expert_parallel.py" "$stage/qgemm/bench/"
+    "$ROOT/bench/expert_parallel.py" "$ROOT/bench/results_file.py" "$stage/qgemm/bench/"
   git -C "$ROOT" describe --always --dirty --abbrev=40 >"$stage/qgemm/COMMIT" 2>/dev/null || true
   cp "$ROOT/bench/moe_suite.json" "$stage/qgemm/"
   tar -C "$stage" -cJf "$dir/qgemm-gpu.tar.xz" qgemm
@@ -287,8 +287,8 @@ SANITIZE_FILTERS=(
   "t_cluster_masked__d.padding_rows=untouched__tuning.block_n=144"
   "t_mxfp8__a.dtype=e4m3__a.scale.layout=GEMM_READY__b.scale.layout=COMPACT"
   "t_dense__a.dtype=e5m2__b.dtype=e4m3__d.dtype=bf16"
-  # Variants first run on the GPU 2026-11-23 (issue 10): alignment 1 and 16
-  # groups, MXFP8 with accumulation / odd n / restarted token blocks.
+  # Alignment 1 and 16 groups, MXFP8 with accumulation / odd n / restarted
+  # token blocks.
   "t_mcontig_offsets__a.scale.layout=GEMM_READY__b.scale.layout=COMPACT__d.dtype=bf16__grouping.alignment=1"
   "t_mxfp8_align__a.scale.layout=COMPACT__d.dtype=bf16__d.padding_rows=zero__grouping.alignment=16"
   "t_fwd_acc_mcontig__d.padding_rows=untouched__grouping.alignment=16__grouping.index=row_group__shape.n=321"
