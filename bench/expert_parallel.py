@@ -5,7 +5,7 @@ exchange, on N GPUs of one host.
 
     QGEMM_LIBRARY=.../libqgemm.so PYTHONPATH=python NCCL_NVLS_ENABLE=0 \\
         torchrun --nproc-per-node 4 bench/expert_parallel.py [--quick] \\
-        [--out bench/results/<date>-<device>-expert-parallel.json]
+        [--out FILE|DIR/]
 
 Both paths, on every rank:
 * qgemm: ep.moe_experts -- fused quantize+permute to FP8 rows with 1x128
@@ -54,6 +54,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "examples", "python"))
 
 import moe_layer as ex  # noqa: E402  (the bf16 experts)
 from qgemm.torch import ep  # noqa: E402
+from results_file import results_path  # noqa: E402  (bench/)
 
 HIDDEN, INTER, TOPK = 7168, 2048, 8
 ROWS = [(e, t) for e in (8, 32) for t in (4096, 16384)]
@@ -232,7 +233,9 @@ def main(argv=None):
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--eager", action="store_true",
                    help="bf16 experts without torch.compile")
-    p.add_argument("--out", default="")
+    p.add_argument("--out", help="JSON file, or a directory ending in / "
+                   "(default bench/results/<device>-expert-parallel.json, "
+                   "-expert-parallel-capacity.json with --capacity-factor)")
     p.add_argument("--capacity-factor", type=float, default=0.0,
                    help="also time the fixed-capacity dispatch with this "
                         "many times the mean copies per expert and rank")
@@ -254,8 +257,11 @@ def main(argv=None):
             rows.append(row)
             if rank == 0:
                 print(json.dumps(row), flush=True)
-        if rank == 0 and opt.out:
+        if rank == 0:
             name = torch.cuda.get_device_name(dev)
+            bench = "expert-parallel" + (
+                "-capacity" if opt.capacity_factor else "")
+            out = results_path(bench, name, opt.out)
             doc = {"date": datetime.date.today().isoformat(),
                    "device": name, "gpus": dist.get_world_size(),
                    "torch": torch.__version__,
@@ -264,8 +270,11 @@ def main(argv=None):
                                      not getattr(f, "failed", None)
                                      for f in bf16_fns],
                    "steps": opt.steps, "warmup": opt.warmup, "rows": rows}
-            with open(opt.out, "w") as f:
+            os.makedirs(os.path.dirname(os.path.abspath(out)),
+                        exist_ok=True)
+            with open(out, "w") as f:
                 json.dump(doc, f, indent=1)
+            print("wrote %s" % out, flush=True)
     finally:
         dist.destroy_process_group()
 

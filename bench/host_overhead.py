@@ -12,15 +12,15 @@ device: the figure is the host's enqueue cost alone. Inputs require grad,
 as in training (autograd records the call). Median over --calls calls,
 after warm-up calls that compile and fill the caches.
 
-Output: a table and a JSON file (default bench/results/<date>-<device>-
-host-overhead.json): one row per path with host_us and the ratio to
+Output: a table and a JSON file (default bench/results/<device>-
+host-overhead.json, bench/results_file.py): one row per path with host_us
+and the ratio to
 torch._grouped_mm's.
 """
 import argparse
 import datetime
 import json
 import os
-import re
 import statistics
 import sys
 import time
@@ -29,6 +29,8 @@ import torch
 
 import qgemm
 import qgemm.torch as qt
+
+from results_file import results_path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HOST_QUEUE_MS = 300.0
@@ -63,7 +65,8 @@ def host_us(fn, calls, per_ms):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--calls", type=int, default=50)
-    ap.add_argument("--out")
+    ap.add_argument("--out", help="JSON file, or a directory ending in / "
+                    "(default bench/results/<device>-host-overhead.json)")
     opt = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("bench/host_overhead.py needs a CUDA GPU", file=sys.stderr)
@@ -97,10 +100,7 @@ def main(argv=None):
         print("%-32s %9.1f %6.2fx" % (r["path"], r["host_us"], r["ratio"]))
     device = torch.cuda.get_device_name()
     now = datetime.datetime.now(datetime.timezone.utc)
-    out = opt.out or os.path.join(
-        HERE, "results", "%s-%s-host-overhead.json" % (
-            now.strftime("%Y-%m-%d"),
-            re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")))
+    out = results_path("host-overhead", device, opt.out)
     meta = {"bench": "host_overhead", "device": device,
             "torch": torch.__version__, "qgemm": qgemm.library_version,
             "date": now.isoformat(timespec="seconds"),

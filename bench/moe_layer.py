@@ -66,8 +66,8 @@ FLOPs per step, counted on the routed rows only (not the alignment
 padding): 18 * Tr * H * I (gate/up 2*Tr*2I*H + down 2*Tr*H*I, times 3 for
 the forward, data and weight gradients), Tr = tokens * top-k.
 
-Output: a table and a JSON file (default
-bench/results/<date>-<device>-moe-layer.json): a metadata header and one
+Output: a table and a JSON file (default bench/results/<device>-moe-layer.json,
+bench/results_file.py; --out FILE or DIR/): a metadata header and one
 row per shape and mode: {label, mode, experts, routed_rows, qgemm_ms,
 bf16_ms, compose_ms, qgemm_peak_mib, bf16_peak_mib, compose_peak_mib,
 out_rel_err, speedup, ...}; out_rel_err is qgemm's output against the
@@ -78,7 +78,6 @@ import datetime
 import importlib.util
 import json
 import os
-import re
 import statistics
 import sys
 import time
@@ -87,6 +86,8 @@ import torch
 
 import qgemm
 import qgemm.torch as qt
+
+from results_file import results_path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLE = os.path.join(HERE, "..", "examples", "python", "moe_layer.py")
@@ -412,10 +413,6 @@ def profile_row(row, opt):
     return tables
 
 
-def device_slug(name):
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(
         description="MoE expert layer fwd+bwd: qgemm FP8 vs torch bf16")
@@ -440,8 +437,8 @@ def main(argv=None):
                     help="instead of timing: torch.profiler's kernel table "
                          "of each path for the selected rows")
     ap.add_argument("--profile-rows", type=int, default=25)
-    ap.add_argument("--out", help="JSON file (default bench/results/"
-                    "<date>-<device>-moe-layer.json)")
+    ap.add_argument("--out", help="JSON file, or a directory ending in / "
+                    "(default bench/results/<device>-moe-layer.json)")
     opt = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("bench/moe_layer.py needs a CUDA GPU", file=sys.stderr)
@@ -463,11 +460,7 @@ def main(argv=None):
         rows = [r for r in ROWS + QUICK if any(s in r[0] for s in opt.only)]
     device = torch.cuda.get_device_name()
     now = datetime.datetime.now(datetime.timezone.utc)
-    out_path = opt.out or os.path.join(
-        HERE, "results", "%s-%s-moe-layer.json"
-        % (now.strftime("%Y-%m-%d"), device_slug(device)))
-    if os.path.isdir(out_path):
-        out_path = os.path.join(out_path, "moe-layer.json")
+    out_path = results_path("moe-layer", device, opt.out)
     qt.error_word()
     if opt.profile:
         for row in rows:

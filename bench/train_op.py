@@ -67,8 +67,8 @@ about 0.5% of float64 here, against the FP8 paths' ~3.5%. One untimed
 step of each path per shape, its first call on these weights (so qgemm
 quantizes them); the same numbers are reported on both modes' rows.
 
-Output: a table and a JSON file (default bench/results/<date>-<device>-
-train-op.json; --out DIR/ writes that name into DIR) with a metadata header
+Output: a table and a JSON file (default bench/results/<device>-train-op.json,
+bench/results_file.py; --out DIR/ writes that name into DIR) with a metadata header
 and one row per (shape, mode): {label, mode, experts, rows, n, k, qgemm_ms,
 bf16_ms, torchao_rowwise_ms, qgemm_peak_mib, bf16_peak_mib, qgemm_rel_err,
 speedup_vs_bf16 (bf16_ms / qgemm_ms), speedup_vs_torchao_rowwise, ...};
@@ -82,7 +82,6 @@ import math
 import os
 import platform
 import random
-import re
 import statistics
 import subprocess
 import sys
@@ -99,6 +98,8 @@ except ImportError:
     sys.path.insert(0, os.path.normpath(os.path.join(HERE, "..", "python")))
     import qgemm
 import qgemm.torch as qt
+
+from results_file import results_path  # noqa: E402  (bench/)
 
 # label, experts, routed rows, n, k
 SHAPES = [
@@ -463,10 +464,6 @@ def print_errors(rows):
                   % (r["label"], key, e["y"], e["dx"], e["dw"]), flush=True)
 
 
-def device_slug(name):
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-
-
 def driver_version():
     try:
         out = subprocess.run(
@@ -555,7 +552,7 @@ def main(argv=None):
     ap.add_argument("--modes", default=",".join(MODES),
                     help="comma-separated, of %s" % ", ".join(MODES))
     ap.add_argument("--out", help="JSON file, or a directory ending in / "
-                    "(default bench/results/<date>-<device>-train-op.json)")
+                    "(default bench/results/<device>-train-op.json)")
     opt = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("bench/train_op.py needs a CUDA GPU", file=sys.stderr)
@@ -590,14 +587,7 @@ def main(argv=None):
         shapes = [s for s in SHAPES if any(f in s[0] for f in opt.shapes)]
     device = torch.cuda.get_device_name()
     now = datetime.datetime.now(datetime.timezone.utc)
-    default_name = "%s-%s-train-op.json" % (now.strftime("%Y-%m-%d"),
-                                            device_slug(device))
-    if not opt.out:
-        out_path = os.path.join(HERE, "results", default_name)
-    elif opt.out.endswith(os.sep) or os.path.isdir(opt.out):
-        out_path = os.path.join(opt.out, default_name)
-    else:
-        out_path = opt.out
+    out_path = results_path("train-op", device, opt.out)
 
     qt.error_word()
     print("device %s, torch %s, torchao %s, qgemm %s; paths %s; %d steps "
@@ -635,7 +625,7 @@ def main(argv=None):
         "triton": module_version("triton"),
         "python": platform.python_version(),
         "qgemm": qgemm.library_version,
-        "qgemm_library": qgemm._capi.library_path(),
+        "qgemm_library": qgemm.core.capi.library_path(),
         "qgemm_cache_dir": os.environ.get("QGEMM_CACHE_DIR"),
         "git_commit": git_commit(),
         "date": now.isoformat(timespec="seconds"),

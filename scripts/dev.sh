@@ -21,7 +21,9 @@
 #                             tests and launch-overhead benchmark (torch)
 #   scripts/dev.sh gpu-jax [bench/jax_gmm.py options]
 #                             on the GPU machine: qgemm.jax GPU tests, then
-#                             bench/jax_gmm.py (qgemm vs ragged_dot bf16)
+#                             bench/jax_gmm.py (gmm vs the batched einsum,
+#                             Mosaic GPU and ragged_dot) and bench/jax_moe.py
+#                             (moe_experts vs the bf16 JAX layer)
 #   scripts/dev.sh gpu-jax-tests [PATTERN]
 #                             on the GPU machine: the qgemm.jax GPU tests only
 #                             (default 'test_jax_*.py'), no benchmark
@@ -147,8 +149,8 @@ pack() {
   cp -r "$ROOT/examples/python" "$stage/qgemm/examples/python"
   cp -r "$ROOT/examples/jax" "$stage/qgemm/examples/jax"
   cp "$ROOT/bench/moe_layer.py" "$ROOT/bench/train_op.py" "$ROOT/bench/host_overhead.py" \
-    "$ROOT/bench/train_op_profile.py" "$ROOT/bench/jax_gmm.py" \
-    "$ROOT/bench/expert_parallel.py" "$stage/qgemm/bench/"
+    "$ROOT/bench/train_op_profile.py" "$ROOT/bench/jax_gmm.py" "$ROOT/bench/jax_moe.py" \
+    "$ROOT/bench/expert_parallel.py" "$ROOT/bench/results_file.py" "$stage/qgemm/bench/"
   git -C "$ROOT" describe --always --dirty --abbrev=40 >"$stage/qgemm/COMMIT" 2>/dev/null || true
   cp "$ROOT/bench/moe_suite.json" "$stage/qgemm/"
   tar -C "$stage" -cJf "$dir/qgemm-gpu.tar.xz" qgemm
@@ -213,6 +215,7 @@ gpu_jax() {
    { with_timeout python3 -m unittest discover -v -s python/tests/gpu \
        -p 'test_jax_*.py' 2>&1 | tee "$out/jax-tests.txt"; rc=${PIPESTATUS[0]}; } &&
    with_timeout python3 bench/jax_gmm.py --out "$out/jax-gmm.json" "$@" &&
+   with_timeout python3 bench/jax_moe.py --out "$out/jax-moe.json" &&
    exit $rc)
 }
 
@@ -284,8 +287,8 @@ SANITIZE_FILTERS=(
   "t_cluster_masked__d.padding_rows=untouched__tuning.block_n=144"
   "t_mxfp8__a.dtype=e4m3__a.scale.layout=GEMM_READY__b.scale.layout=COMPACT"
   "t_dense__a.dtype=e5m2__b.dtype=e4m3__d.dtype=bf16"
-  # Variants first run on the GPU 2026-11-23 (issue 10): alignment 1 and 16
-  # groups, MXFP8 with accumulation / odd n / restarted token blocks.
+  # Alignment 1 and 16 groups, MXFP8 with accumulation / odd n / restarted
+  # token blocks.
   "t_mcontig_offsets__a.scale.layout=GEMM_READY__b.scale.layout=COMPACT__d.dtype=bf16__grouping.alignment=1"
   "t_mxfp8_align__a.scale.layout=COMPACT__d.dtype=bf16__d.padding_rows=zero__grouping.alignment=16"
   "t_fwd_acc_mcontig__d.padding_rows=untouched__grouping.alignment=16__grouping.index=row_group__shape.n=321"

@@ -15,6 +15,10 @@
 #
 #   scripts/ptx-digests.sh [QGEMMC] > digests.txt
 #   diff before.txt after.txt
+#
+# tests/results/ptx-digests.txt is the list of the kernels the GPU results
+# in tests/results/gpu.md were verified on; a change that moves a line of
+# it needs those GPU suites run again before the list is replaced.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 QGEMMC="${1:-$ROOT/build/bin/qgemmc}"

@@ -35,11 +35,18 @@ def _library():
 
 
 def _files():
-    """(path in the wheel, path on disk) of everything the wheel holds."""
+    """(path in the wheel, path on disk) of everything the wheel holds: the
+    package's modules with its subpackages (qgemm.core, qgemm.torch,
+    qgemm.torch.ep, qgemm.jax), libqgemm.so at its top."""
     pkg = os.path.join(HERE, NAME)
-    for name in sorted(os.listdir(pkg)):
-        if name.endswith(".py"):
-            yield NAME + "/" + name, os.path.join(pkg, name)
+    for root, dirs, names in os.walk(pkg):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        rel = os.path.relpath(root, pkg)
+        prefix = NAME + "/" + ("" if rel == "." else
+                               rel.replace(os.sep, "/") + "/")
+        for name in sorted(names):
+            if name.endswith(".py"):
+                yield prefix + name, os.path.join(root, name)
     yield NAME + "/libqgemm.so", _library()
     # The shipped tuning databases, found next to libqgemm.so (TUNING.md).
     tuning = os.path.join(HERE, "..", "tuning")

@@ -37,7 +37,7 @@ import time
 import torch
 
 import qgemm
-from qgemm import _capi
+from qgemm.core import capi as _capi
 
 SPEC = {
     "qgemm": 1, "name": "launch_overhead", "op": "grouped_gemm",
@@ -142,7 +142,7 @@ def main():
     # six tensor reads, the stream handle, the launch-stream ordering, and
     # the whole launch with device-side group metadata (the torch ops'
     # form: no host offsets, an error word and a workspace instead).
-    from qgemm import _gemm_launch as gl
+    from qgemm.core import _gemm_launch as gl
     reader = gl._READERS.get(type(a)) or gl._reader_of(a)
     tensors6 = (a, sa, b, sb, d, offs)
 

@@ -31,7 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 
 import qgemm  # noqa: E402
-from qgemm import _capi  # noqa: E402
+from qgemm.core import capi as _capi  # noqa: E402
 from fake_tensors import (FakeCuda, FakeDLPack, FakeTorch,  # noqa: E402
                           register_fake_torch)
 
@@ -102,7 +102,7 @@ def measure(calls=2000, repeats=7, kinds=("torch", "cai", "dlpack")):
             raw_args.host_groups = host.buffer_info()[0]
             fn, rh, kh = _capi.lib.qgemm_launch_gemm, rt._handle, k._handle
             ref = ctypes.byref(raw_args)
-            check = qgemm._runtime.check
+            check = qgemm.core.check
 
             def raw():
                 # The same status handling as Kernel.launch, so that only

@@ -9,7 +9,7 @@ them.
 """
 from dataclasses import dataclass
 
-from ._errors import ArgumentError
+from .core import ArgumentError
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ FakeTorch: the torch.Tensor accessors qgemm's torch reader uses, read
 """
 import ctypes
 
-from qgemm import _tensors
-from qgemm._torch_tensors import torch_reader
+from qgemm.core import _tensors
+from qgemm.core._torch_tensors import torch_reader
 
 
 class FakeCuda:

@@ -19,6 +19,11 @@ import qgemm
 pkg = os.path.dirname(qgemm.__file__)
 assert pkg.startswith(os.path.realpath(os.getcwd())) or "venv" in pkg, pkg
 assert os.path.isfile(os.path.join(pkg, "libqgemm.so")), os.listdir(pkg)
+# The subpackages travel too (torch and jax are not in this venv, so their
+# files are looked for rather than imported).
+import qgemm.core
+for sub in ("core", "torch", "torch/ep", "jax"):
+    assert os.path.isfile(os.path.join(pkg, sub, "__init__.py")), sub
 k = qgemm.compile(os.path.join(sys.argv[1], "specs", "dsv3_wgrad.json"))
 print("installed", qgemm.__version__, "from", pkg)
 print(k.name, k.grouping, k.n, k.k, k.config.family, len(k.ptx), "bytes of PTX")

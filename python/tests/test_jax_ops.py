@@ -14,6 +14,7 @@ from jax_testing import BF16, F32, I32, jax, jnp, s
 
 import qgemm
 import qgemm.jax as qj
+from public_surface import check_module
 
 
 
@@ -21,6 +22,11 @@ def grads(lhs, rhs, gs, **kw):
     return jax.eval_shape(lambda a, b, g: jax.grad(
         lambda a, b: qj.gmm(a, b, g, **kw).astype(F32).sum(),
         argnums=(0, 1))(a, b), lhs, rhs, gs)
+
+
+class SurfaceTest(unittest.TestCase):
+    def test_qgemm_jax_exports_the_promised_names(self):
+        check_module(self, "qgemm.jax")
 
 
 class LibraryTest(unittest.TestCase):
@@ -267,7 +273,7 @@ class ErrorTest(unittest.TestCase):
 
     def test_unpermute_errors(self):
         y, m = s((640, 256)), s((100, 4), I32)
-        p, g = s((100, 4), F32), s((640,), I32)
+        p = s((100, 4), F32)
         up = qj.unpermute
         self.bad(up, s((640, 256), F32), m, tokens=100,
                  match="y has dtype float32")

@@ -12,7 +12,7 @@ import sys
 import unittest
 
 import qgemm
-from qgemm import _capi, _gemm_launch
+from qgemm.core import _capi, _gemm_launch
 from fake_tensors import FakeCuda, FakeTorch, register_fake_torch
 from test_qgemm import FPROP
 

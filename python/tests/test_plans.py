@@ -1,11 +1,11 @@
-"""The C API's plans from Python without a GPU (qgemm._plans): plans are
+"""The C API's plans from Python without a GPU (qgemm.core._plans): plans are
 created through the package's runtime, their sizes follow the layer's
 arithmetic, and a bad description is qgemm.ArgumentError naming the
 field."""
 import unittest
 
 import qgemm
-from qgemm import _plans
+from qgemm.core import _plans
 
 
 def round_up(x, m):

@@ -184,7 +184,7 @@ class AbiTest(unittest.TestCase):
                "GroupedMmBackwardArgs": "qgemm_grouped_mm_backward_args"}
 
     def test_struct_layouts(self):
-        from qgemm import _capi
+        from qgemm.core import _capi
         lines, expected = [], []
         for py, c in self.STRUCTS.items():
             cls = getattr(_capi, py)

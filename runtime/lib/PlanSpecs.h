@@ -2,7 +2,7 @@
 //
 // Each function returns the JSON text of one kernel's spec, field for field
 // the spec qgemm.torch's single op builds for the same step (python/qgemm/
-// _torch_specs.py, _torch_quantize.py, _torch_swiglu.py, _torch_dispatch.py):
+// torch/: _specs.py, _quantize.py, _swiglu.py, _dispatch.py):
 // the same spec gives the same PTX, so a plan and the single ops launch the
 // same kernels and give bit-identical results. Private to runtime/lib.
 //

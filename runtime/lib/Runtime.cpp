@@ -150,15 +150,26 @@ std::shared_ptr<const AutoTuning> Runtime::Impl::autoTuning(const Spec &spec) {
     return slot;
   if (!tuningGpuKnown && options.consultTuningDb) {
     tuningGpuKnown = true;
-    // The device's name; none without a driver or a device (compile-only
-    // use), and then no database is consulted unless QGEMM_TUNING_GPU names
-    // the GPU.
+    // The device's name, architecture and SM count; none without a driver
+    // or a device (compile-only use), and then no database is consulted
+    // unless QGEMM_TUNING_GPU names the GPU.
     const CudaDriver *d = nullptr;
     CUdevice dev = 0;
     char name[256] = {0};
+    int major = 0, minor = 0, sms = 0;
     if (openDriver(d).ok() && d->deviceGet(&dev, options.device) == 0 &&
-        d->deviceGetName(name, sizeof(name) - 1, dev) == 0)
-      tuningGpu = name;
+        d->deviceGetName(name, sizeof(name) - 1, dev) == 0) {
+      tuningGpu.name = name;
+      if (d->deviceGetAttribute(
+              &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) == 0 &&
+          d->deviceGetAttribute(
+              &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) == 0 &&
+          d->deviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                                dev) == 0) {
+        tuningGpu.arch = archName(major, minor);
+        tuningGpu.sms = sms;
+      }
+    }
   }
   TuningContext ctx = tuningContextFromEnv(tuningGpu, versionString());
   if (!options.consultTuningDb) {

@@ -77,7 +77,7 @@ struct Runtime::Impl {
   /// "tuning": "auto" resolved once per spec identity (Runtime.cpp).
   std::mutex tuningMutex;
   bool tuningGpuKnown = false;
-  std::string tuningGpu;
+  TuningDevice tuningGpu;
   std::unordered_map<std::string, std::shared_ptr<const AutoTuning>> tuned;
   std::shared_ptr<const AutoTuning> autoTuning(const Spec &spec);
 

@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <fstream>
 #include <map>
@@ -89,6 +90,15 @@ std::string gpuFileStem(const std::string &gpu) {
              ? c
              : '_';
   return s.empty() ? "unknown" : s;
+}
+
+std::string TuningDevice::describe() const {
+  return (arch.empty() ? std::string("unknown architecture") : arch) + ", " +
+         (sms > 0 ? std::to_string(sms) : std::string("unknown")) + " SMs";
+}
+
+std::string archName(int computeMajor, int computeMinor) {
+  return "sm_" + std::to_string(computeMajor) + std::to_string(computeMinor);
 }
 
 std::string TuningEntry::key() const {
@@ -213,6 +223,28 @@ TuningEntry readEntry(const json &j, const std::string &where) {
   return e;
 }
 
+/// The optional "device" object; throws std::runtime_error naming the field.
+TuningDevice readDevice(const json &d) {
+  if (!d.is_object())
+    throw std::runtime_error("device: expected an object");
+  TuningDevice dev;
+  auto it = d.find("name");
+  if (it == d.end() || !it->is_string() || it->get<std::string>().empty())
+    throw std::runtime_error("device.name: expected a non-empty string");
+  dev.name = it->get<std::string>();
+  it = d.find("arch");
+  if (it == d.end() || !it->is_string() ||
+      it->get<std::string>().rfind("sm_", 0) != 0)
+    throw std::runtime_error("device.arch: expected a string \"sm_XX\"");
+  dev.arch = it->get<std::string>();
+  it = d.find("sms");
+  if (it == d.end() || !it->is_number_integer() || it->get<int64_t>() <= 0 ||
+      it->get<int64_t>() > 100000)
+    throw std::runtime_error("device.sms: expected a positive integer");
+  dev.sms = int(it->get<int64_t>());
+  return dev;
+}
+
 } // namespace
 
 bool parseTuningDb(const std::string &text, const std::string &file,
@@ -230,6 +262,8 @@ bool parseTuningDb(const std::string &text, const std::string &file,
       throw std::runtime_error("qgemm_tuning_db: format version " +
                                v->dump() + " is not supported; supported: " +
                                std::to_string(kTuningDbVersion));
+    if (auto d = doc.find("device"); d != doc.end())
+      out.device = readDevice(*d);
     auto entries = doc.find("entries");
     if (entries == doc.end() || !entries->is_array())
       throw std::runtime_error("\"entries\": expected an array");
@@ -285,10 +319,16 @@ std::string tuningDbText(const TuningDb &db) {
   for (const TuningEntry *e : sorted)
     entries.push_back(entryJson(*e));
   json doc = {{"qgemm_tuning_db", kTuningDbVersion}, {"entries", entries}};
+  if (db.device.known())
+    doc["device"] = {{"name", db.device.name},
+                     {"arch", db.device.arch},
+                     {"sms", db.device.sms}};
   return doc.dump(1) + "\n";
 }
 
 int mergeTuningDb(TuningDb &into, const TuningDb &from) {
+  if (!into.device.known())
+    into.device = from.device;
   int replaced = 0;
   for (const TuningEntry &e : from.entries) {
     auto same = [&](const TuningEntry &x) { return x.key() == e.key(); };
@@ -434,12 +474,21 @@ std::string ownDirectory() {
 
 } // namespace
 
-TuningContext tuningContextFromEnv(const std::string &gpu,
+TuningContext tuningContextFromEnv(const TuningDevice &device,
                                    const std::string &version) {
   TuningContext ctx;
-  ctx.gpu = gpu;
+  ctx.gpu = device.name;
+  ctx.arch = device.arch;
+  ctx.sms = device.sms;
   if (const char *g = env("QGEMM_TUNING_GPU"))
     ctx.gpu = g;
+  if (const char *a = env("QGEMM_TUNING_ARCH"))
+    ctx.arch = a;
+  if (const char *n = env("QGEMM_TUNING_SMS")) {
+    char *end = nullptr;
+    const long v = std::strtol(n, &end, 10);
+    ctx.sms = (end && *end == 0 && v > 0 && v < 100000) ? int(v) : 0;
+  }
   ctx.version = version;
   if (const char *t = env("QGEMM_TUNING"); t && std::string(t) == "heuristic") {
     ctx.heuristicOnly = true;
@@ -447,31 +496,30 @@ TuningContext tuningContextFromEnv(const std::string &gpu,
   }
   if (const char *db = env("QGEMM_TUNING_DB"))
     ctx.databases.push_back(db);
+  if (const char *dir = env("QGEMM_TUNING_DIR")) {
+    ctx.directories.push_back(dir);
+  } else {
+#ifdef QGEMM_TUNING_SOURCE_DIR
+    ctx.directories.push_back(QGEMM_TUNING_SOURCE_DIR);
+#endif
+    const std::string own = ownDirectory();
+    if (!own.empty()) {
+      ctx.directories.push_back(own + "/tuning");
+      ctx.directories.push_back(own + "/../share/qgemm/tuning");
+      // scripts/dev.sh's GPU pack (qgemm/lib, qgemm/tuning), and a build
+      // tree at the root of a checkout (build/lib): the checkout's tuning/.
+      ctx.directories.push_back(own + "/../tuning");
+      ctx.directories.push_back(own + "/../../tuning");
+    }
+  }
   if (ctx.gpu.empty())
     return ctx;
-  const std::string file = "/" + gpuFileStem(ctx.gpu) + ".json";
-  if (const char *dir = env("QGEMM_TUNING_DIR")) {
-    ctx.databases.push_back(dir + file);
-    return ctx;
-  }
-#ifdef QGEMM_TUNING_SOURCE_DIR
-  ctx.databases.push_back(QGEMM_TUNING_SOURCE_DIR + file);
-#endif
-  const std::string own = ownDirectory();
-  if (!own.empty()) {
-    ctx.databases.push_back(own + "/tuning" + file);
-    ctx.databases.push_back(own + "/../share/qgemm/tuning" + file);
-    // scripts/dev.sh's GPU pack (qgemm/lib, qgemm/tuning), and a build
-    // tree at the root of a checkout (build/lib): the checkout's tuning/.
-    ctx.databases.push_back(own + "/../tuning" + file);
-    ctx.databases.push_back(own + "/../../tuning" + file);
-  }
+  for (const std::string &dir : ctx.directories)
+    ctx.databases.push_back(dir + "/" + gpuFileStem(ctx.gpu) + ".json");
   return ctx;
 }
 
 namespace {
-
-std::string shortVersion(const std::string &v) { return v; }
 
 /// The chosen tuning among `entries` (all of one contract, GPU, version).
 const TuningMeasurement *chooseAcross(const std::vector<const TuningEntry *> &es,
@@ -532,6 +580,92 @@ const TuningMeasurement *chooseAcross(const std::vector<const TuningEntry *> &es
   return &largest->candidates[size_t(largest->winner)];
 }
 
+
+/// The names of the *.json files in `dir`, sorted; none if it cannot be read.
+std::vector<std::string> jsonFilesIn(const std::string &dir) {
+  std::vector<std::string> out;
+  DIR *d = ::opendir(dir.c_str());
+  if (!d)
+    return out;
+  while (const dirent *e = ::readdir(d)) {
+    const std::string n = e->d_name;
+    if (n.size() > 5 && n.compare(n.size() - 5, 5, ".json") == 0 &&
+        fileExists(dir + "/" + n))
+      out.push_back(n);
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// Resolves `r` from `db`'s entries of `contract` measured on `gpu` at
+/// ctx.version, and returns true; false (with notes) when it has none.
+/// `via` follows the path in the detail when the database is another GPU's.
+bool useDatabase(const Spec &spec, const std::string &contract,
+                 const TuningContext &ctx, const std::string &path,
+                 const TuningDb &db, const std::string &gpu,
+                 const std::string &via, AutoTuning &r) {
+  std::vector<const TuningEntry *> usable;
+  int otherGpu = 0, otherVersion = 0;
+  std::string otherGpuName, otherVersionName;
+  for (const TuningEntry &e : db.entries) {
+    if (e.contract != contract)
+      continue;
+    if (e.gpu != gpu) {
+      ++otherGpu;
+      otherGpuName = e.gpu;
+    } else if (e.version != ctx.version) {
+      ++otherVersion;
+      otherVersionName = e.version;
+    } else {
+      usable.push_back(&e);
+    }
+  }
+  if (otherGpu && via.empty())
+    r.notes.push_back(path + ": skipped " + std::to_string(otherGpu) +
+                      " entr" + (otherGpu == 1 ? "y" : "ies") +
+                      " of this contract for another GPU (" + otherGpuName +
+                      "; this one is " + gpu + ")");
+  if (otherVersion)
+    r.notes.push_back(path + ": skipped " + std::to_string(otherVersion) +
+                      " entr" + (otherVersion == 1 ? "y" : "ies") +
+                      " of this contract recorded by another qgemm (" +
+                      otherVersionName + "; this is " + ctx.version +
+                      "): re-run qgemmc tune");
+  if (usable.empty())
+    return false;
+  std::string how;
+  const TuningMeasurement *m = chooseAcross(usable, how);
+  if (!m) {
+    r.notes.push_back(path + ": the entries of this contract have no "
+                             "measured candidate");
+    return false;
+  }
+  std::string buckets;
+  for (const TuningEntry *e : usable)
+    buckets += (buckets.empty() ? "" : ", ") + e->bucket.key();
+  const std::string where = "database " + path + via + ", contract " +
+                            contract + " on " + gpu + ", bucket(s) " +
+                            buckets + ": " + how + ", tuning " + m->tuning;
+  if (m->tuning == "\"auto\"") {
+    r.source = AutoTuning::Database;
+    r.spec = spec;
+    r.detail = where + " (the heuristic's configuration)";
+    return true;
+  }
+  Spec tuned;
+  std::string why;
+  if (!withTuning(spec, m->tuning, tuned, why)) {
+    r.notes.push_back(path + ": tuning " + m->tuning +
+                      " is refused by this contract: " + why);
+    return false;
+  }
+  r.source = AutoTuning::Database;
+  r.spec = std::move(tuned);
+  r.detail = where;
+  return true;
+}
+
 } // namespace
 
 AutoTuning resolveAutoTuning(const Spec &spec, const TuningContext &ctx) {
@@ -560,87 +694,63 @@ AutoTuning resolveAutoTuning(const Spec &spec, const TuningContext &ctx) {
     return r;
   }
   const std::string contract = contractHash(spec);
-  std::vector<std::string> looked;
+  int read = 0;
+  // This GPU's own databases, by its name.
   for (const std::string &path : ctx.databases) {
     if (!fileExists(path))
       continue;
-    looked.push_back(path);
+    ++read;
     TuningDb db;
     std::string why;
     if (!loadTuningDb(path, db, why)) {
       r.notes.push_back("ignored " + why);
       continue;
     }
-    std::vector<const TuningEntry *> usable;
-    int otherGpu = 0, otherVersion = 0;
-    std::string otherGpuName, otherVersionName;
-    for (const TuningEntry &e : db.entries) {
-      if (e.contract != contract)
-        continue;
-      if (e.gpu != ctx.gpu) {
-        ++otherGpu;
-        otherGpuName = e.gpu;
-      } else if (e.version != ctx.version) {
-        ++otherVersion;
-        otherVersionName = e.version;
-      } else {
-        usable.push_back(&e);
-      }
-    }
-    if (otherGpu)
-      r.notes.push_back(path + ": skipped " + std::to_string(otherGpu) +
-                        " entr" + (otherGpu == 1 ? "y" : "ies") +
-                        " of this contract for another GPU (" + otherGpuName +
-                        "; this one is " + ctx.gpu + ")");
-    if (otherVersion)
-      r.notes.push_back(
-          path + ": skipped " + std::to_string(otherVersion) + " entr" +
-          (otherVersion == 1 ? "y" : "ies") +
-          " of this contract recorded by another qgemm (" +
-          shortVersion(otherVersionName) + "; this is " + ctx.version +
-          "): re-run qgemmc tune");
-    if (usable.empty())
-      continue;
-    std::string how;
-    const TuningMeasurement *m = chooseAcross(usable, how);
-    if (!m) {
-      r.notes.push_back(path + ": the entries of this contract have no "
-                               "measured candidate");
-      continue;
-    }
-    std::string buckets;
-    for (const TuningEntry *e : usable)
-      buckets += (buckets.empty() ? "" : ", ") + e->bucket.key();
-    const std::string where = "database " + path + ", contract " + contract +
-                              " on " + ctx.gpu + ", bucket(s) " + buckets +
-                              ": " + how + ", tuning " + m->tuning;
-    if (m->tuning == "\"auto\"") {
-      r.source = AutoTuning::Database;
-      r.detail = where + " (the heuristic's configuration)";
+    if (useDatabase(spec, contract, ctx, path, db, ctx.gpu, "", r))
       return r;
-    }
-    Spec tuned;
-    if (!withTuning(spec, m->tuning, tuned, why)) {
-      r.notes.push_back(path + ": tuning " + m->tuning +
-                        " is refused by this contract: " + why);
-      continue;
-    }
-    r.source = AutoTuning::Database;
-    r.spec = std::move(tuned);
-    r.detail = where;
-    return r;
+  }
+  // Another GPU's, of the same architecture and SM count.
+  const bool fallback = !ctx.arch.empty() && ctx.sms > 0;
+  if (fallback) {
+    const std::string own = gpuFileStem(ctx.gpu) + ".json";
+    std::set<std::string> seen;
+    for (const std::string &dir : ctx.directories)
+      for (const std::string &name : jsonFilesIn(dir)) {
+        if (name == own || !seen.insert(name).second)
+          continue;
+        const std::string path = dir + "/" + name;
+        TuningDb db;
+        std::string why;
+        if (!loadTuningDb(path, db, why)) {
+          r.notes.push_back("ignored " + why);
+          continue;
+        }
+        ++read;
+        if (!db.device.known() || db.device.arch != ctx.arch ||
+            db.device.sms != ctx.sms || db.device.name == ctx.gpu)
+          continue;
+        const std::string via = " (of " + db.device.name + ": same " +
+                                db.device.describe() + " as " + ctx.gpu + ")";
+        if (useDatabase(spec, contract, ctx, path, db, db.device.name, via, r))
+          return r;
+      }
   }
   std::string paths;
   for (const std::string &p : ctx.databases)
     paths += (paths.empty() ? "" : ", ") + p;
-  r.detail = "heuristic (no database entry for contract " + contract + " on " +
-             ctx.gpu + "; " +
-             (looked.empty() ? "no database file found" + std::string(
-                                   paths.empty() ? "" : " (looked for " +
-                                                            paths + ")")
-                             : "read " + std::to_string(looked.size()) +
-                                   " database file(s)") +
-             ")";
+  TuningDevice self{ctx.gpu, ctx.arch, ctx.sms};
+  r.detail =
+      "heuristic (no database entry for contract " + contract + " on " +
+      ctx.gpu + " or another GPU with " +
+      (fallback ? "its " + self.describe()
+                : std::string("its architecture and SM count (unknown here)")) +
+      "; " +
+      (read == 0 ? "no database file found" +
+                       std::string(paths.empty()
+                                       ? ""
+                                       : " (looked for " + paths + ")")
+                 : "read " + std::to_string(read) + " database file(s)") +
+      ")";
   return r;
 }
 

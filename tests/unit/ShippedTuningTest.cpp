@@ -38,6 +38,10 @@ TEST_CASE("shipped tuning databases hold entries of this build", "[tuning]") {
                     "re-measure (qgemmc tune), or re-stamp them if every GEMM "
                     "kernel's PTX is byte-identical");
     CHECK(current > 0);
+    // Its device lets GPUs of the same architecture and SM count read it.
+    INFO("\"device\" (name, arch, sms) is missing: other GPUs of its "
+         "architecture cannot fall back to it");
+    CHECK(db.contains("device"));
   }
   CHECK(files > 0);
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <vector>
 
 using namespace qgemm;
 
@@ -313,14 +314,14 @@ TEST_CASE("QGEMM_TUNING=heuristic ignores the databases", "[tuning]") {
   TempDb file(db);
   ::setenv("QGEMM_TUNING_DB", file.path.c_str(), 1);
   ::setenv("QGEMM_TUNING_DIR", file.dir.c_str(), 1);
-  TuningContext ctx = tuningContextFromEnv(kGpu, kVersion);
+  TuningContext ctx = tuningContextFromEnv(TuningDevice{kGpu}, kVersion);
   REQUIRE(ctx.databases.size() == 2);
   CHECK(ctx.databases[0] == file.path);
   CHECK(ctx.databases[1] == file.dir + "/NVIDIA_H100_80GB_HBM3.json");
   CHECK(resolveAutoTuning(up, ctx).source == AutoTuning::Database);
 
   ::setenv("QGEMM_TUNING", "heuristic", 1);
-  ctx = tuningContextFromEnv(kGpu, kVersion);
+  ctx = tuningContextFromEnv(TuningDevice{kGpu}, kVersion);
   AutoTuning r = resolveAutoTuning(up, ctx);
   CHECK(r.source == AutoTuning::Heuristic);
   CHECK(r.detail.find("QGEMM_TUNING=heuristic") != std::string::npos);
@@ -328,10 +329,158 @@ TEST_CASE("QGEMM_TUNING=heuristic ignores the databases", "[tuning]") {
 
   // QGEMM_TUNING_GPU names the GPU when there is no device.
   ::setenv("QGEMM_TUNING_GPU", kGpu, 1);
-  ctx = tuningContextFromEnv("", kVersion);
+  ctx = tuningContextFromEnv(TuningDevice{}, kVersion);
   CHECK(ctx.gpu == kGpu);
   CHECK(resolveAutoTuning(up, ctx).source == AutoTuning::Database);
   ::unsetenv("QGEMM_TUNING_GPU");
   ::unsetenv("QGEMM_TUNING_DB");
+  ::unsetenv("QGEMM_TUNING_DIR");
+}
+
+namespace {
+
+/// Databases under their own file names in a fresh temporary directory.
+struct TempDir {
+  std::string dir;
+  std::vector<std::string> files;
+  TempDir() {
+    char tmpl[] = "/tmp/qgemm-tuning-dir-XXXXXX";
+    dir = ::mkdtemp(tmpl);
+  }
+  void save(const std::string &name, const TuningDb &db) {
+    std::string why;
+    REQUIRE(saveTuningDb(dir + "/" + name, db, why));
+    files.push_back(dir + "/" + name);
+  }
+  ~TempDir() {
+    for (const std::string &f : files)
+      ::unlink(f.c_str());
+    ::rmdir(dir.c_str());
+  }
+};
+
+TuningDb measuredOn(const TuningDevice &dev, const Spec &s,
+                    const std::string &winner) {
+  TuningDb db;
+  db.device = dev;
+  db.entries.push_back(entryFor(s, shapeBucket(8, 8 * 4096, 4096, 7168),
+                                dev.name, kVersion,
+                                {meas("\"auto\"", 1.0), meas(winner, 0.9)}));
+  return db;
+}
+
+} // namespace
+
+TEST_CASE("tuning db: the device round-trips and a bad one is refused",
+          "[tuning]") {
+  Spec up = parseOne(kUp);
+  TuningDb db = measuredOn({"NVIDIA H200", "sm_90", 132}, up, kBn160m);
+  TuningDb back;
+  std::string why;
+  REQUIRE(parseTuningDb(tuningDbText(db), "x.json", back, why));
+  CHECK(back.device.name == "NVIDIA H200");
+  CHECK(back.device.arch == "sm_90");
+  CHECK(back.device.sms == 132);
+  CHECK(back.device.describe() == "sm_90, 132 SMs");
+  CHECK(archName(9, 0) == "sm_90");
+
+  // Without a device: still a valid database, of no known architecture.
+  db.device = TuningDevice();
+  REQUIRE(parseTuningDb(tuningDbText(db), "x.json", back, why));
+  CHECK_FALSE(back.device.known());
+
+  const char *bad[][2] = {
+      {R"({"qgemm_tuning_db": 1, "device": {"name": "G", "arch": "sm_90",
+          "sms": 0}, "entries": []})",
+       "device.sms"},
+      {R"({"qgemm_tuning_db": 1, "device": {"name": "G", "arch": "90",
+          "sms": 132}, "entries": []})",
+       "device.arch"},
+      {R"({"qgemm_tuning_db": 1, "device": {"arch": "sm_90", "sms": 132},
+          "entries": []})",
+       "device.name"},
+      {R"({"qgemm_tuning_db": 1, "device": [], "entries": []})", "device"},
+  };
+  for (auto &b : bad) {
+    CHECK_FALSE(parseTuningDb(b[0], "bad.json", back, why));
+    CHECK(why.find("bad.json") != std::string::npos);
+    CHECK(why.find(b[1]) != std::string::npos);
+  }
+}
+
+TEST_CASE("a GPU without a database of its own reads one of the same "
+          "architecture and SM count",
+          "[tuning]") {
+  Spec up = parseOne(kUp);
+  TempDir dir;
+  dir.save("NVIDIA_H200.json",
+           measuredOn({"NVIDIA H200", "sm_90", 132}, up, kBn160m));
+  dir.save("NVIDIA_H100_PCIe.json",
+           measuredOn({"NVIDIA H100 PCIe", "sm_90", 114}, up, kBn128n));
+  // A database without "device": never read for another GPU.
+  TuningDb legacy = measuredOn({"NVIDIA H20", "sm_90", 78}, up, kBn160m);
+  legacy.device = TuningDevice();
+  dir.save("NVIDIA_H20.json", legacy);
+  ::setenv("QGEMM_TUNING_DIR", dir.dir.c_str(), 1);
+
+  const std::string h800 = "NVIDIA H800 80GB HBM3";
+  TuningContext ctx =
+      tuningContextFromEnv(TuningDevice{h800, "sm_90", 132}, kVersion);
+  AutoTuning r = resolveAutoTuning(up, ctx);
+  CHECK(r.source == AutoTuning::Database);
+  CHECK(r.spec.tuning.blockN == 160);
+  CHECK(r.detail.find("(of NVIDIA H200: same sm_90, 132 SMs as " + h800 +
+                      ")") != std::string::npos);
+
+  // 114 SMs: the H100 PCIe's database.
+  ctx = tuningContextFromEnv(TuningDevice{h800, "sm_90", 114}, kVersion);
+  r = resolveAutoTuning(up, ctx);
+  CHECK(r.source == AutoTuning::Database);
+  CHECK(r.spec.tuning.blockN == 128);
+  CHECK(r.detail.find("(of NVIDIA H100 PCIe: same sm_90, 114 SMs") !=
+        std::string::npos);
+
+  // 78 SMs: only the database without a device has them; another
+  // architecture with 132 SMs: none. Both fall back to the heuristic and
+  // say what they looked for.
+  for (TuningDevice dev : {TuningDevice{h800, "sm_90", 78},
+                           TuningDevice{h800, "sm_100", 132}}) {
+    r = resolveAutoTuning(up, tuningContextFromEnv(dev, kVersion));
+    CHECK(r.source == AutoTuning::Heuristic);
+    CHECK(r.detail.find("another GPU with its " + dev.describe()) !=
+          std::string::npos);
+  }
+
+  // Unknown architecture (no device): no fallback, and the detail says so.
+  r = resolveAutoTuning(up, tuningContextFromEnv(TuningDevice{h800}, kVersion));
+  CHECK(r.source == AutoTuning::Heuristic);
+  CHECK(r.detail.find("(unknown here)") != std::string::npos);
+
+  // ... unless the environment names them.
+  ::setenv("QGEMM_TUNING_ARCH", "sm_90", 1);
+  ::setenv("QGEMM_TUNING_SMS", "132", 1);
+  r = resolveAutoTuning(up, tuningContextFromEnv(TuningDevice{h800}, kVersion));
+  CHECK(r.source == AutoTuning::Database);
+  CHECK(r.spec.tuning.blockN == 160);
+  ::unsetenv("QGEMM_TUNING_ARCH");
+  ::unsetenv("QGEMM_TUNING_SMS");
+
+  // Its own database comes first; a contract it lacks still falls back.
+  Spec wgrad = parseOne(kWgrad);
+  dir.save("NVIDIA_H800_80GB_HBM3.json",
+           measuredOn({h800, "sm_90", 132}, up, kBn128n));
+  TuningDb h200 = measuredOn({"NVIDIA H200", "sm_90", 132}, up, kBn160m);
+  h200.entries.push_back(
+      entryFor(wgrad, shapeBucket(8, 8 * 4096, 4096, 7168), "NVIDIA H200",
+               kVersion, {meas("\"auto\"", 1.0), meas(kBn160m, 0.9)}));
+  dir.save("NVIDIA_H200.json", h200);
+  ctx = tuningContextFromEnv(TuningDevice{h800, "sm_90", 132}, kVersion);
+  r = resolveAutoTuning(up, ctx);
+  CHECK(r.source == AutoTuning::Database);
+  CHECK(r.spec.tuning.blockN == 128);
+  CHECK(r.detail.find("(of ") == std::string::npos);
+  r = resolveAutoTuning(wgrad, ctx);
+  CHECK(r.source == AutoTuning::Database);
+  CHECK(r.detail.find("(of NVIDIA H200: ") != std::string::npos);
   ::unsetenv("QGEMM_TUNING_DIR");
 }

@@ -123,20 +123,30 @@ std::string configOf(const qgemm::Spec &s, const qgemm::CompileOutput &o,
 
 } // namespace
 
+/// What MXFP8 costs on Hopper, said wherever an MXFP8 GEMM is explained:
+/// wgmma has no block-scaled form, so every 32 K the accumulators are
+/// promoted in registers (the measured bound is in docs/PERF_NOTES.md).
+static const char *kMxfp8OnHopper =
+    "MXFP8 on sm_90a is a correct path at about 0.5x the speed of a bf16 "
+    "GEMM (a promotion every 32 K bounds wgmma); for MXFP8 speed use "
+    "Blackwell (sm_100a, block-scaled tcgen05.mma), or 1x128 / 128x128 FP8 "
+    "blocks on Hopper";
+
 int qgemmc::runExplain(const std::string &path) {
   std::vector<qgemm::Spec> specs;
   if (!loadSpecs(path, specs))
     return kUserError;
   // "tuning": "auto" reads the tuning databases of this machine's GPU (or
   // QGEMM_TUNING_GPU's), as the runtime does (TuningDb.h).
-  std::string gpu;
+  qgemm::TuningDevice gpu;
   {
     qgemm::RuntimeOptions ro;
     ro.diskCache = false;
     qgemm::Runtime rt(ro);
     qgemm::DeviceInfo info;
     if (rt.queryDevice(0, info).ok())
-      gpu = info.name;
+      gpu = {info.name, qgemm::archName(info.computeMajor, info.computeMinor),
+             info.smCount};
   }
   const qgemm::TuningContext ctx =
       qgemm::tuningContextFromEnv(gpu, qgemm::versionString());
@@ -157,6 +167,8 @@ int qgemmc::runExplain(const std::string &path) {
       std::cout << "tuning:    " << at.detail << "\n";
       for (const std::string &n : at.notes)
         std::cout << "note:      " << n << "\n";
+      if (s.target == "sm_90a" && qgemm::isMxBlock(s.gemm.a.scale))
+        std::cout << "note:      " << kMxfp8OnHopper << "\n";
     }
     std::cout << "canonical: "
               << nlohmann::json::parse(s.canonicalJson).dump(2) << "\n";

@@ -466,6 +466,18 @@ int qgemmc::runTune(const std::vector<std::string> &args) {
     std::cerr << "error: " << why << "\n";
     return kUserError;
   }
+  // A database describes one GPU: the fallback of GPUs without their own
+  // (same architecture and SM count) reads its "device".
+  const qgemm::TuningDevice here{
+      dev.name, qgemm::archName(dev.computeMajor, dev.computeMinor),
+      dev.smCount};
+  if (db.device.known() && db.device.name != here.name) {
+    std::cerr << "error: " << dbPath << " was measured on "
+              << db.device.name << "; this GPU is " << here.name
+              << ": give a fresh --db\n";
+    return kUserError;
+  }
+  db.device = here;
   const std::string version = qgemm::versionString();
 
   Bar bar;

@@ -1,6 +1,8 @@
 """A tuning database with made-up times for the first job of a
 `qgemmc tune --dry-run` listing (argv[1]): its heuristic at 1 ms, its second
-candidate at 0.5 ms, recorded on GPU argv[2] by this qgemmc (or argv[3])."""
+candidate at 0.5 ms, recorded on GPU argv[2] by this qgemmc (or argv[3]);
+with a "device" block when $DEVICE is "ARCH,SMS" (e.g. sm_90,132)."""
+import os
 import json
 import re
 import subprocess
@@ -21,4 +23,8 @@ entry = {
         {"tuning": json.loads(c.group(1)), "config": c.group(2), "ms": ms,
          "tflops": 1.0 / ms} for c, ms in zip(cands, [1.0, 0.5])],
 }
-print(json.dumps({"qgemm_tuning_db": 1, "entries": [entry]}, indent=1))
+db = {"qgemm_tuning_db": 1, "entries": [entry]}
+if os.environ.get("DEVICE"):
+    arch, sms = os.environ["DEVICE"].split(",")
+    db["device"] = {"name": sys.argv[2], "arch": arch, "sms": int(sms)}
+print(json.dumps(db, indent=1))

@@ -23,18 +23,24 @@ Bad group sizes (checked on the device) make the outputs NaN
 check_group_sizes() and set_debug_sync(True) name the violation.
 
 Token dispatch: permute_quantize (bf16 tokens to FP8 rows of expert order,
-one kernel) and unpermute (the weighted combine, differentiable)."""
-from .._runtime import _flag
+one kernel) and unpermute (the weighted combine, differentiable).
+
+The whole expert layer: moe_experts(x, expert_ids, probs, w13, w2), the
+routed experts of an MoE layer (permute, gate/up GEMM, SwiGLU, down GEMM,
+weighted combine) in FP8 with its backward, as qgemm.torch.moe_experts."""
+from ..core import flag as _flag
 from . import _calls
 from ._dispatch import Dispatch, permute_quantize, permute_rows, unpermute
 from ._checks import (ErrorMode, check_group_sizes, error_mode,
                       poison_on_error, set_error_mode)
 from ._ffi import ffi_api_version, library_path, register
 from ._gmm import gmm, gmm_quantized, tgmm
+from ._moe import check_routing, moe_experts
 from ._swiglu import swiglu, swiglu_quantize
 from ._weights import QuantizedWeights, quantize_weights
 
-__all__ = ["gmm", "tgmm", "gmm_quantized", "quantize_weights",
+__all__ = ["gmm", "tgmm", "gmm_quantized", "moe_experts", "check_routing",
+           "quantize_weights",
            "QuantizedWeights", "swiglu", "swiglu_quantize",
            "permute_quantize", "unpermute", "permute_rows", "Dispatch",
            "ErrorMode", "set_error_mode", "error_mode", "check_group_sizes",

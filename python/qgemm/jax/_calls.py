@@ -22,7 +22,7 @@ debug_sync = False   # set_debug_sync(): launches that check and raise
 
 
 def in_name(x, what):
-    from .._errors import ArgumentError
+    from ..core import ArgumentError
     name = _IN_NAMES.get(jnp.dtype(x.dtype))
     if name is None:
         raise ArgumentError("%s has dtype %s; expected bfloat16 or float32"
@@ -115,6 +115,28 @@ def swiglu_quantize(kernel_text, h, offsets):
     return outs[0], outs[1], outs[4]
 
 
+def swiglu_quantize_colwise(kernel_text, h, offsets):
+    """(row data e4m3 (rows, I), row scales, column-wise data e4m3 (I, rows)
+    or (rows, I), column-wise scales) of h (rows, 2I); `offsets` (or
+    empty) restart the column-wise blocks at each group."""
+    _ffi.register()
+    _ffi.require_cuda("qgemm_xla_swiglu_quantize", h)
+    k, text = kernel_text
+    rows, two_i = h.shape
+    i = two_i // 2
+    groups = int(offsets.shape[0])
+    n = k.swiglu_sizes(rows, i, num_groups=groups)
+    t = k.swiglu_info().columnwise_transposed
+    outs = jax.ffi.ffi_call(
+        "qgemm_xla_swiglu_quantize",
+        (_out((rows, i), FP8), _out((n["row_scales"],), jnp.float32),
+         _out((i, rows) if t else (rows, i), FP8),
+         _out((n["col_scales"],), jnp.float32), _out((0,), jnp.bfloat16),
+         _out((groups,), jnp.int32), _out((1,), jnp.int32)),
+        input_output_aliases={2: 6})(h, offsets, _error_word(), spec=text)
+    return outs[:4]
+
+
 def swiglu_backward(kernel_text, dy, h):
     _ffi.register()
     _ffi.require_cuda("qgemm_xla_swiglu_backward", dy, h)
@@ -144,6 +166,26 @@ def permute(kernel_text, routing, x, probs, num_experts, rows, scale_cols):
          _out((rows,) if has_probs else (0,), jnp.float32),
          _out((1,), jnp.int32)))(
              routing, x, jnp.zeros((0,), jnp.float32), probs_in, spec=text)
+
+
+def permute_bf16(kernel_text, routing, x, num_experts, rows):
+    """y bf16 (R, k): x's rows in expert order (the other outputs of the
+    permute are dropped; the fused permute of the same routing made
+    them)."""
+    _ffi.register()
+    _ffi.require_cuda("qgemm_xla_permute", x)
+    _, text = kernel_text
+    t, topk = routing.shape
+    g = int(num_experts)
+    outs = jax.ffi.ffi_call(
+        "qgemm_xla_permute",
+        (_out((rows, x.shape[1]), jnp.bfloat16), _out((0,), jnp.float32),
+         _out((g,), jnp.int32), _out((g,), jnp.int32),
+         _out((rows,), jnp.int32), _out((t, topk), jnp.int32),
+         _out((0,), jnp.float32), _out((1,), jnp.int32)))(
+             routing, x, jnp.zeros((0,), jnp.float32),
+             jnp.zeros((0,), jnp.float32), spec=text)
+    return outs[0]
 
 
 def unpermute(kernel_text, y, row_map, probs, tokens):

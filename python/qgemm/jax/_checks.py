@@ -28,9 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import GROUP_ERROR_ALIGNMENT, GROUP_ERROR_ORDER, GROUP_ERROR_RANGE
-from .. import group_error_string
-from .._errors import ArgumentError
+from ..core import (GROUP_ERROR_ALIGNMENT, GROUP_ERROR_ORDER,
+                    GROUP_ERROR_RANGE, ArgumentError, group_error_string)
 
 
 class ErrorMode(enum.Enum):

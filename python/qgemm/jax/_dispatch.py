@@ -10,7 +10,7 @@ from typing import NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from .._errors import ArgumentError
+from ..core import ArgumentError
 from . import _calls, _ffi, _specs
 
 _MAX_TOPK = 16

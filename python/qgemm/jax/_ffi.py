@@ -14,8 +14,8 @@ import threading
 
 import jax
 
-from .. import _capi
-from .._errors import ArgumentError, DeviceError
+from ..core import capi as _capi
+from ..core import ArgumentError, DeviceError
 
 # The XLA FFI C API's major version the handlers speak; XLA checks the
 # minor version itself (handler metadata) when a target is registered.
@@ -74,7 +74,7 @@ def library():
                 "qgemm.jax: %s not found; build the qgemm_xla target "
                 "(it needs jaxlib's FFI headers: QGEMM_XLA_FFI_INCLUDE or "
                 "QGEMM_JAX_PYTHON) or set QGEMM_XLA_LIBRARY" % path)
-        # libqgemm.so is already loaded by qgemm._capi; the FFI library's
+        # libqgemm.so is already loaded by qgemm.core; the FFI library's
         # dependency on it resolves to that copy (same soname).
         lib = ctypes.CDLL(path)
         lib.qgemm_xla_ffi_api_version.restype = ctypes.c_int

@@ -18,8 +18,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .. import GROUP_ERROR_RANGE
-from .._errors import ArgumentError
+from ..core import GROUP_ERROR_RANGE, ArgumentError
 from . import _calls, _checks, _ffi, _specs, _weights
 from ._weights import QuantizedWeights
 

@@ -11,11 +11,9 @@ import ctypes
 import json
 import threading
 
-from .. import _capi
-from .._capi import lib
-from .._errors import ArgumentError
-from .._kernel import compile as _compile
-from .._runtime import check
+from ..core import capi as _capi
+from ..core import ArgumentError, check, lib
+from ..core import compile as _compile
 
 _lock = threading.Lock()
 _kernels = {}   # key tuple -> (qgemm.Kernel, spec text)
@@ -113,6 +111,20 @@ def swiglu(halves, bf16_output):
     return kernel(("sw", halves, bf16_output), build)
 
 
+def swiglu_colwise():
+    """SwiGLU of the stacked gate/up projection quantized both ways: 1x128
+    row-wise COMPACT (the down GEMM's A) and 128x1 column-wise GEMM_READY
+    (the down weight gradient's token-contiguous operand), as
+    qgemm.torch.moe_experts' spec."""
+    def build():
+        return {"qgemm": 1, "name": "jax_swiglu_deepseek_colwise",
+                "op": "swiglu_quantize", "halves": "stacked",
+                "output": "e4m3", "recipe": "deepseek", "bf16_output": False,
+                "rowwise": {"block": [1, 128], "layout": "COMPACT"},
+                "columnwise": {"block": [128, 1], "layout": "GEMM_READY"}}
+    return kernel(("swc",), build)
+
+
 def swiglu_backward(halves):
     def build():
         return {"qgemm": 1, "name": "jax_swiglu_backward",
@@ -134,6 +146,16 @@ def permute_quantize(in_name, k, topk, alignment, probs):
                 "shape": {"k": k, "topk": topk}, "alignment": alignment,
                 "probs": bool(probs)}
     return kernel(("pq", in_name, k, topk, alignment, bool(probs)), build)
+
+
+def permute_bf16(k, topk, alignment):
+    """The bf16 permute: tokens moved to the rows of expert order as they
+    are (the layer's backward re-permutes x for w13's weight gradient)."""
+    def build():
+        return {"qgemm": 1, "name": "jax_permute_bf16", "op": "permute",
+                "tokens": {"dtype": "bf16"}, "shape": {"k": k, "topk": topk},
+                "alignment": alignment, "probs": False}
+    return kernel(("pb", k, topk, alignment), build)
 
 
 def unpermute(k, topk, probs, backward):

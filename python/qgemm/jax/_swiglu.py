@@ -9,7 +9,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from .._errors import ArgumentError
+from ..core import ArgumentError
 from . import _calls, _checks, _specs
 
 _HALVES = ("stacked", "interleaved")

@@ -26,7 +26,7 @@ import functools
 
 import jax
 
-from .._errors import ArgumentError
+from ..core import ArgumentError
 from . import _calls, _ffi, _specs
 
 

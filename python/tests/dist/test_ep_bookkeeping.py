@@ -14,8 +14,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from qgemm import ROUTING_ERROR_RANGE, ArgumentError
-from qgemm import _torch_ep_capacity as cap
-from qgemm._torch_ep_exchange import raise_if_any_rank
+from qgemm.torch.ep import _capacity as cap
+from qgemm.torch.ep._exchange import raise_if_any_rank
 from qgemm.torch import ep, ErrorMode, set_error_mode
 
 HIDDEN = 4
@@ -91,7 +91,7 @@ def dispatch(rank, world, experts, case, result):
 
 
 def dispatch_capacity(rank, world, experts, capacity, result):
-    """The fixed-capacity layout (qgemm/_torch_ep_capacity.py) through a
+    """The fixed-capacity layout (qgemm/torch/ep/_capacity.py) through a
     gloo all_to_all with equal splits: what each local expert receives."""
     tokens, topk = 37 + 5 * rank, 3
     ids = routing(rank, tokens, experts, topk)

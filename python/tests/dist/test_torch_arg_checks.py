@@ -244,15 +244,15 @@ class ErrorWordArgsTest(ArgCheckCase):
 
 class DebugSyncTest(ArgCheckCase):
     def test_set_debug_sync_takes_booleans(self):
-        from qgemm import _torch_launch
+        from qgemm.torch import _launch
         for bad in ("yes", "no", None, 2):
             self.refused(r"^set_debug_sync: on must be True or False",
                          qt.set_debug_sync, bad)
-        self.assertFalse(_torch_launch._debug_sync)
+        self.assertFalse(_launch._debug_sync)
         qt.set_debug_sync(True)
-        self.assertTrue(_torch_launch._debug_sync)
+        self.assertTrue(_launch._debug_sync)
         qt.set_debug_sync(False)
-        self.assertFalse(_torch_launch._debug_sync)
+        self.assertFalse(_launch._debug_sync)
 
 
 class SpecForTest(ArgCheckCase):

@@ -32,6 +32,7 @@ except ImportError:
 HAVE_GPU = torch is not None and torch.cuda.is_available()
 if HAVE_GPU:
     import qgemm.torch as qt
+    from qgemm.torch._launch import _plain_eager
 
 N, K = 256, 512
 
@@ -120,7 +121,7 @@ class GroupedMmTest(unittest.TestCase):
         sizes = [48, 0, 80]
         offs = torch.tensor(sizes).cumsum(0).to(torch.int32).cuda()
         a, sa, w, sb = cuda(*mc_operands(160, len(sizes)), fp8=(0, 2))
-        self.assertTrue(qt._plain_eager(a, w, offs, sa, sb))
+        self.assertTrue(_plain_eager(a, w, offs, sa, sb))
         fast = qt.grouped_mm(a, w.transpose(-2, -1), offs=offs, scale_a=sa,
                              scale_b=sb)
         op = torch.ops.qgemm.grouped_mm(a, w.transpose(-2, -1), offs, sa, sb)
@@ -133,7 +134,7 @@ class GroupedMmTest(unittest.TestCase):
                 seen.append(str(func))
                 return func(*args, **(kwargs or {}))
         with Record():
-            self.assertFalse(qt._plain_eager(a, w, offs, sa, sb))
+            self.assertFalse(_plain_eager(a, w, offs, sa, sb))
             qt.grouped_mm(a, w.transpose(-2, -1), offs=offs, scale_a=sa,
                           scale_b=sb)
         self.assertTrue(any("qgemm.grouped_mm" in f for f in seen), seen)

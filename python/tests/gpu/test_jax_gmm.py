@@ -23,7 +23,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import qgemm
 import qgemm.jax as qj
 
 BUDGET = 0.05

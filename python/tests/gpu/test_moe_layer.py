@@ -197,8 +197,8 @@ class MoeLayerTest(unittest.TestCase):
         qt.check_errors()
 
     def run_single_ops(self):
-        from qgemm import _torch_moe as m
-        from qgemm._torch_dispatch import _unpermute_backward_impl
+        from qgemm.torch import _moe as m
+        from qgemm.torch._dispatch import _unpermute_backward_impl
         w1, w2 = self.layer.w1.detach(), self.layer.w2.detach()
         x = self.x
         ids, probs = self.ex.route(x, self.layer.router, TOPK)

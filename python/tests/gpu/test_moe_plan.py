@@ -5,7 +5,7 @@ fp8_grouped_mm (qgemm.h "Plans"). Run on the GPU machine:
 
 What is checked, on random data:
 * the layer's plan gives the bits of the single ops it replaces (the
-  _torch_moe compositions qgemm.torch.ep still uses): output, dx, dprobs,
+  qgemm.torch._moe compositions qgemm.torch.ep still uses): output, dx, dprobs,
   dw13 and dw2, at alignment 16 (column-wise blocks restart at each
   expert) and 128, bf16 and f32 weights;
 * cache_fp8_weights=True gives the bits of the default;
@@ -72,8 +72,8 @@ class MoEPlanTest(unittest.TestCase):
 
     def reference(self, x, ids, probs, w13, w2, dout, alignment):
         """The single ops' compositions (qgemm.torch.ep's pieces)."""
-        from qgemm import _torch_moe as m
-        from qgemm._torch_dispatch import _unpermute_backward_impl
+        from qgemm.torch import _moe as m
+        from qgemm.torch._dispatch import _unpermute_backward_impl
         w13q, w13s, w13q_t, w13s_t = torch.ops.qgemm.quantize_weights(w13)
         w2q, w2s, w2q_t, w2s_t = torch.ops.qgemm.quantize_weights(w2)
         out, offs, row_group, row_map, h, acol, acols, o = m._forward_impl(
@@ -158,7 +158,7 @@ class MoEPlanTest(unittest.TestCase):
 
     def test_small_workspace_is_refused(self):
         import qgemm
-        from qgemm import _capi, _plans
+        from qgemm.core import _capi, _plans
         p = _plans.plan(_plans.MoePlan, E, H, I, TOPK, 16, "bf16")
         s = p.sizes(T)
         ws = torch.empty(s.forward_workspace - 256, dtype=torch.uint8,

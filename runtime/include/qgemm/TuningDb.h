@@ -3,7 +3,8 @@
 // `qgemmc tune` measures candidate tunings of a grouped GEMM on a GPU and
 // records them in a tuning database, a JSON file:
 //
-//   {"qgemm_tuning_db": 1, "entries": [{contract, bucket, gpu, qgemm,
+//   {"qgemm_tuning_db": 1, "device": {name, arch, sms},
+//    "entries": [{contract, bucket, gpu, qgemm,
 //     candidates: [{tuning, config, ms, tflops} | {tuning, error}],
 //     winner: {tuning, config, ms, tflops}}, ...]}
 //
@@ -14,7 +15,9 @@
 //
 // A spec with "tuning": "auto" (or no tuning) consults the databases in
 // order ($QGEMM_TUNING_DB, then the shipped tuning/<gpu>.json), then falls
-// back to the heuristic. Entries of another GPU or another qgemm version are
+// back to a database of another GPU of the same architecture and SM count
+// (an H800 or a GH200 reads an H100's or an H200's: the same kernels fit
+// the same SMs), then to the heuristic. Entries of another qgemm version are
 // never used; they are reported in AutoTuning::notes.
 //
 // Plain C++ (no MLIR, no CUDA): the runtime calls resolveAutoTuning with
@@ -89,7 +92,25 @@ struct TuningEntry {
   QGEMM_API void pickWinner();
 };
 
+/// The GPU a database was measured on, and the GPU a lookup is for. A GPU
+/// without a database of its own reads one whose device has the same `arch`
+/// and `sms`.
+struct TuningDevice {
+  std::string name; ///< As the driver names it: "NVIDIA H200".
+  std::string arch; ///< "sm_90"; empty: unknown.
+  int sms = 0;      ///< Streaming multiprocessors; 0: unknown.
+  bool known() const { return !arch.empty() && sms > 0; }
+  /// "sm_90, 132 SMs".
+  QGEMM_API std::string describe() const;
+};
+
+/// "sm_<major><minor>" for a compute capability.
+QGEMM_API std::string archName(int computeMajor, int computeMinor);
+
 struct TuningDb {
+  /// Optional in the file ("device"); written by qgemmc tune. A database
+  /// without it is only read by the GPU its file is named after.
+  TuningDevice device;
   std::vector<TuningEntry> entries;
 };
 
@@ -149,22 +170,31 @@ QGEMM_API bool withTuning(const Spec &spec, const std::string &tuningJson,
 
 struct TuningContext {
   std::string gpu;     ///< Empty: unknown, the databases are not consulted.
+  /// The GPU's architecture and SM count: the key of the fallback to
+  /// another GPU's database. Unknown: no fallback.
+  std::string arch;
+  int sms = 0;
   std::string version; ///< versionString()
   bool heuristicOnly = false; ///< QGEMM_TUNING=heuristic
   std::string heuristicWhy;   ///< How heuristicOnly was set, for the note.
   /// Database files in order of preference (missing ones are skipped).
   std::vector<std::string> databases;
+  /// Directories whose databases of other GPUs are read, in this order and
+  /// by file name, when none of `databases` has the contract.
+  std::vector<std::string> directories;
 };
 
-/// The context from the environment: QGEMM_TUNING (heuristic|auto),
-/// QGEMM_TUNING_GPU (overrides `gpu`), QGEMM_TUNING_DB (a file, first),
+/// The context from the environment for `device` (the name may be empty:
+/// no device): QGEMM_TUNING (heuristic|auto), QGEMM_TUNING_GPU,
+/// QGEMM_TUNING_ARCH and QGEMM_TUNING_SMS (override the device's name,
+/// architecture and SM count), QGEMM_TUNING_DB (a file, first),
 /// then <dir>/<gpuFileStem>.json for the shipped directory: $QGEMM_TUNING_DIR
 /// if set, else the source tree's tuning/ (compiled in), <dir of
 /// libqgemm.so>/tuning (the Python package),
 /// <dir of libqgemm.so>/../share/qgemm/tuning (an installed tree), and
 /// <dir>/../tuning, <dir>/../../tuning (scripts/dev.sh's GPU pack, a build
-/// tree inside the checkout).
-QGEMM_API TuningContext tuningContextFromEnv(const std::string &gpu,
+/// tree inside the checkout). Those directories are also `directories`.
+QGEMM_API TuningContext tuningContextFromEnv(const TuningDevice &device,
                                              const std::string &version);
 
 /// Where a spec's configuration comes from.
@@ -177,7 +207,9 @@ struct AutoTuning {
 };
 
 /// For a grouped GEMM with "auto" tuning: the databases' configuration for
-/// its contract on ctx.gpu at ctx.version, else the heuristic's. When
+/// its contract on ctx.gpu at ctx.version, else the first database in
+/// ctx.directories measured on another GPU with ctx's arch and SM count that
+/// has the contract at ctx.version, else the heuristic's. When
 /// several buckets of the contract are recorded, the candidate with the
 /// lowest mean log slowdown (time / the bucket's best) over the buckets in
 /// which every one of them was measured wins (docs/TUNING.md). Other specs

@@ -1,0 +1,117 @@
+"""The C API's plans (qgemm.h "Plans"): a training op's forward or backward
+prepared once in C++ and run by one foreign call.
+
+Framework-free: device pointers and ints in, status out. qgemm.torch's
+layer and fp8_grouped_mm allocate their tensors and workspace with torch
+and pass their addresses (qgemm/torch/_plans.py); the sizes come from here.
+"""
+import ctypes
+import threading
+
+from . import _capi
+from ._capi import lib
+from ._runtime import check, default_runtime
+
+_WEIGHT_DTYPES = {"bf16": 2, "f32": 3}  # QGEMM_DTYPE_BF16 / _F32
+
+
+class _Plan:
+    _destroy = None
+
+    def __init__(self, create, desc, sizes_struct, sizes_fn):
+        # The C plan pins its runtime for its life; the Python object is
+        # kept too, so that the package's runtime is not closed under it.
+        self.runtime = default_runtime()
+        box = self.runtime._live()  # held for the call
+        handle = ctypes.c_void_p()
+        check(create(box.value, ctypes.byref(desc), ctypes.byref(handle)))
+        self.handle = handle.value
+        self._sizes_struct, self._sizes_fn = sizes_struct, sizes_fn
+        self._sizes = {}
+
+    def sizes(self, count):
+        """The plan's qgemm_*_sizes for `count` tokens or rows (cached)."""
+        s = self._sizes.get(count)
+        if s is None:
+            s = self._sizes_struct(ctypes.sizeof(self._sizes_struct))
+            check(self._sizes_fn(self.handle, count, ctypes.byref(s)))
+            self._sizes[count] = s
+        return s
+
+    def __del__(self):
+        handle, self.handle = getattr(self, "handle", None), None
+        if handle and self._destroy is not None and lib is not None:
+            self._destroy(handle)
+
+
+class MoePlan(_Plan):
+    """qgemm_moe_plan of (E, H, I, topk, alignment, weight dtype)."""
+
+    _destroy = staticmethod(lib.qgemm_moe_plan_destroy)
+
+    def __init__(self, experts, hidden, inter, topk, alignment,
+                 weight_dtype="bf16"):
+        desc = _capi.MoePlanDesc(ctypes.sizeof(_capi.MoePlanDesc), experts,
+                                 hidden, inter, topk, alignment,
+                                 _WEIGHT_DTYPES[weight_dtype])
+        super().__init__(lib.qgemm_moe_plan_create, desc, _capi.MoeSizes,
+                         lib.qgemm_moe_plan_sizes)
+        self._fwd = lib.qgemm_moe_plan_forward
+        self._bwd = lib.qgemm_moe_plan_backward
+
+    def forward(self, args, stream):
+        check(self._fwd(self.handle, ctypes.addressof(args), stream))
+
+    def backward(self, args, stream):
+        check(self._bwd(self.handle, ctypes.addressof(args), stream))
+
+
+class GroupedMmPlan(_Plan):
+    """qgemm_grouped_mm_plan of (G, N, K, alignment, weight dtype,
+    accumulate)."""
+
+    _destroy = staticmethod(lib.qgemm_grouped_mm_plan_destroy)
+
+    def __init__(self, groups, n, k, alignment, weight_dtype="bf16",
+                 accumulate=False, input_dtype="bf16"):
+        desc = _capi.GroupedMmPlanDesc(
+            ctypes.sizeof(_capi.GroupedMmPlanDesc), groups, n, k, alignment,
+            _WEIGHT_DTYPES[weight_dtype], int(bool(accumulate)),
+            _WEIGHT_DTYPES[input_dtype])
+        super().__init__(lib.qgemm_grouped_mm_plan_create, desc,
+                         _capi.GroupedMmSizes,
+                         lib.qgemm_grouped_mm_plan_sizes)
+        self._fwd = lib.qgemm_grouped_mm_plan_forward
+        self._bwd = lib.qgemm_grouped_mm_plan_backward
+
+    def forward(self, args, stream):
+        check(self._fwd(self.handle, ctypes.addressof(args), stream))
+
+    def backward(self, args, stream):
+        check(self._bwd(self.handle, ctypes.addressof(args), stream))
+
+
+_lock = threading.Lock()
+_plans = {}
+
+
+def plan(cls, *key):
+    """The plan of `cls` for `key` (its constructor's arguments), created
+    once per process: its kernels are resolved then, never per call."""
+    p = _plans.get((cls, key))
+    if p is None:
+        with _lock:
+            p = _plans.get((cls, key))
+            if p is None:
+                p = _plans[(cls, key)] = cls(*key)
+    return p
+
+
+def args(struct, pointers, count_name, count, workspace_bytes, flags=0):
+    """A plan's args struct: `pointers` maps field names to device
+    addresses (absent ones stay 0)."""
+    a = struct(ctypes.sizeof(struct), **pointers)
+    a.workspace_bytes = workspace_bytes
+    setattr(a, count_name, count)
+    a.flags = flags
+    return a

@@ -1,0 +1,298 @@
+"""moe_experts: the routed experts of an MoE layer in FP8, for JAX.
+
+    out = qgemm.jax.moe_experts(x, expert_ids, probs, w13, w2)
+
+The layer qgemm.torch.moe_experts computes, on the same kernels, as one
+jax.custom_vjp (jit, grad, shard_map):
+
+  forward   permute_quantize  bf16 tokens -> e4m3 rows in expert order (1x128)
+            gemm              h = y @ w13^T                    (R, 2I) bf16
+            swiglu_quantize   a = silu(gate) * up -> e4m3 row-wise (the down
+                              GEMM) and column-wise (w2's weight gradient)
+            gemm              o = a @ w2^T                     (R, H) bf16
+            unpermute         out[t] = sum_j probs[t, j] o[row of (t, j)]
+  backward  unpermute_backward  do (R, H), dprobs (T, topk)
+            quantize          do row- and column-wise
+            gemm / wgrad      da = do @ w2, dw2 = do^T a
+            swiglu_backward   dh from da and h
+            quantize          dh row- and column-wise
+            gemm              dy = dh @ w13
+            permute (bf16)    x again, quantized column-wise: w13's operand
+            wgrad             dw13 = dh^T y
+            unpermute         dx[t] = the sum of its copies' rows of dy
+
+Saved for the backward: x (not its T*topk permuted copies), h, the
+column-wise FP8 a, o, the routing's index arrays and both weights'
+transposed FP8 forms. The weights are quantized in every forward (both
+forms of a weight in one launch); nothing FP8 outlives the step.
+
+Bad routing (an expert id outside [-1, E), or one expert twice for a
+token) is found on the device: the dispatch runs empty and the output and
+every gradient are NaN (ErrorMode.POISON; zeros in SILENT mode).
+check_routing() names the violation; expert ids given as a numpy array are
+checked on the host first and raise qgemm.ArgumentError."""
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..core import ArgumentError
+from . import _calls, _checks, _ffi, _specs, _weights
+
+# Permuted rows are a multiple of 128, as the torch layer's: the weight
+# gradient's token count must be a multiple of 16, and its TMA rows start
+# on 128-byte lines.
+ROW_MULTIPLE = 128
+_ALIGNMENTS = (16, 32) + tuple(128 << i for i in range(6))  # .. 4096
+_BF16 = jnp.bfloat16
+_WEIGHT_DTYPES = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float32))
+
+
+class _Layer(NamedTuple):
+    """What a trace bakes in (static arguments)."""
+    tokens: int
+    topk: int
+    experts: int
+    hidden: int
+    inter: int
+    alignment: int
+    rows: int
+    poison: bool
+
+
+def _fail(text):
+    raise ArgumentError("moe_experts: " + text)
+
+
+def _shape(a):
+    return tuple(int(d) for d in getattr(a, "shape", ()))
+
+
+def _check(x, expert_ids, probs, w13, w2, alignment):
+    """Raise ArgumentError for a bad argument; returns the _Layer sizes."""
+    if len(_shape(x)) != 2 or jnp.dtype(x.dtype) != jnp.dtype(_BF16):
+        _fail("x has dtype %s and shape %s; expected bfloat16 (tokens, "
+              "hidden)" % (getattr(x, "dtype", None), _shape(x)))
+    tokens, hidden = _shape(x)
+    if tokens == 0:
+        _fail("x has no tokens (T = 0)")
+    if len(_shape(w13)) != 3 or len(_shape(w2)) != 3:
+        _fail("w13 has shape %s and w2 %s; expected (E, 2I, H) and (E, H, I)"
+              % (_shape(w13), _shape(w2)))
+    experts, two_i, h13 = _shape(w13)
+    inter = two_i // 2
+    if h13 != hidden or two_i % 2 or \
+            _shape(w2) != (experts, hidden, inter):
+        _fail("w13 %s and w2 %s do not fit x's hidden size %d: expected w13 "
+              "(E, 2I, %d) and w2 (E, %d, I)" % (_shape(w13), _shape(w2),
+                                                hidden, hidden, hidden))
+    if hidden % 128 or inter % 128:
+        _fail("hidden %d and intermediate %d must be multiples of 128 (the "
+              "recipe's 128x128 weight blocks)" % (hidden, inter))
+    for name, w in (("w13", w13), ("w2", w2)):
+        if jnp.dtype(w.dtype) not in _WEIGHT_DTYPES:
+            _fail("%s has dtype %s; expected bfloat16 or float32"
+                  % (name, w.dtype))
+    if jnp.dtype(w13.dtype) != jnp.dtype(w2.dtype):
+        _fail("w13 has dtype %s and w2 %s; expected one dtype for both"
+              % (w13.dtype, w2.dtype))
+    if len(_shape(expert_ids)) != 2 or _shape(expert_ids)[0] != tokens or \
+            jnp.dtype(expert_ids.dtype) != jnp.dtype(jnp.int32):
+        _fail("expert_ids has dtype %s and shape %s; expected int32 (%d, "
+              "topk), -1 for a dropped slot"
+              % (getattr(expert_ids, "dtype", None), _shape(expert_ids),
+                 tokens))
+    topk = _shape(expert_ids)[1]
+    if not 1 <= topk <= 16:
+        _fail("expert_ids has topk %d; the dispatch takes 1..16" % topk)
+    if _shape(probs) != (tokens, topk) or jnp.dtype(probs.dtype) not in \
+            (jnp.dtype(jnp.float32), jnp.dtype(_BF16)):
+        _fail("probs has dtype %s and shape %s; expected float32 or bfloat16 "
+              "(%d, %d), expert_ids' shape"
+              % (getattr(probs, "dtype", None), _shape(probs), tokens, topk))
+    if alignment not in _ALIGNMENTS:
+        _fail("alignment = %r: the weight gradient's 128-token scale blocks "
+              "need whole blocks per expert (128, 256, ..., 4096) or blocks "
+              "that restart at each expert (16 or 32)" % (alignment,))
+    if isinstance(expert_ids, np.ndarray):
+        problem = _routing_problem(expert_ids, experts)
+        if problem:
+            _fail(problem)
+    # The library's bound for any routing, rounded up to ROW_MULTIPLE: the
+    # fused and the bf16 permute share it (same k, topk and alignment).
+    pq = _specs.permute_quantize("bf16", hidden, topk, int(alignment), False)
+    rows = pq[0].permute_rows(tokens, experts)
+    rows = -(-rows // ROW_MULTIPLE) * ROW_MULTIPLE
+    return _Layer(tokens, topk, experts, hidden, inter, int(alignment), rows,
+                  _checks.poisoning())
+
+
+def _routing_problem(ids, experts):
+    """The first broken routing rule of host expert ids, or None."""
+    ids = np.asarray(ids)
+    bad = (ids < -1) | (ids >= experts)
+    if bad.any():
+        t, j = (int(v) for v in np.argwhere(bad)[0])
+        return ("expert_ids[%d, %d] = %d is outside [-1, %d) (E = %d "
+                "experts)" % (t, j, int(ids[t, j]), experts, experts))
+    for t, row in enumerate(ids):
+        kept = row[row >= 0]
+        if len(np.unique(kept)) != len(kept):
+            return ("token %d is routed to expert %d twice (expert_ids[%d] "
+                    "= %s)" % (t, int(kept[np.argmax(
+                        [np.sum(kept == e) for e in kept])]), t,
+                        row.tolist()))
+    return None
+
+
+def check_routing(expert_ids, num_experts):
+    """Raise qgemm.ArgumentError naming the first broken routing rule of
+    expert_ids (T, topk): an id outside [-1, num_experts), or an expert
+    twice for one token. Reads the ids back to the host: call it outside
+    jax.jit, when moe_experts' output came back NaN."""
+    problem = _routing_problem(np.asarray(expert_ids), int(num_experts))
+    if problem:
+        raise ArgumentError("moe_experts: " + problem)
+
+
+# -- the layer's kernels --------------------------------------------------
+def _gemm(a, sa, b, sb, offsets, n, k, rows, alignment):
+    kern = _specs.gemm("m_contiguous", n, k, "bf16", alignment)
+    return _calls.gemm(kern, a, sa, b, sb, offsets, (rows, n), _BF16)
+
+
+def _wgrad(a, sa, b, sb, offsets, n, k, experts, out, alignment):
+    """(G, n, k) = a^T b over each expert's tokens (both column-wise), in
+    the weights' dtype `out`."""
+    name = "bf16" if jnp.dtype(out) == jnp.dtype(_BF16) else "f32"
+    kern = _specs.gemm("k_contiguous", n, k, name, alignment)
+    return _calls.gemm(kern, a, sa, b, sb, offsets, (experts, n, k), out)
+
+
+def _groups(offsets, alignment):
+    """The offsets the column-wise blocks restart at (alignments below 128),
+    else none."""
+    return offsets if alignment % 128 else _calls.no_groups()
+
+
+def _quantize_both(v, offsets, alignment):
+    kern = _specs.quantize_act("bf16", True, True)
+    return _calls.quantize(v, _groups(offsets, alignment), kern)
+
+
+def _forward(x, ids, probs, w13, w2, layer):
+    L = layer
+    # Both forms of each weight in one launch: the backward's data
+    # gradients read the transposed ones.
+    (w13f, w13fs), (w13d, w13ds) = _weights.forms(w13, True)
+    (w2f, w2fs), (w2d, w2ds) = _weights.forms(w2, True)
+    pq = _specs.permute_quantize("bf16", L.hidden, L.topk, L.alignment,
+                                 False)
+    yq, ys, offsets, _, row_group, row_map, _, routing_error = \
+        _calls.permute(pq, ids, x, None, L.experts, L.rows,
+                       L.hidden // 128)
+    h, e1 = _gemm(yq, ys, w13f, w13fs, offsets, 2 * L.inter, L.hidden,
+                  L.rows, L.alignment)
+    sk = _specs.swiglu_colwise()
+    aq, a_s, acol, acols = _calls.swiglu_quantize_colwise(
+        sk, h, _groups(offsets, L.alignment))
+    o, e2 = _gemm(aq, a_s, w2f, w2fs, offsets, L.hidden, L.inter, L.rows,
+                  L.alignment)
+    uk = _specs.unpermute(L.hidden, L.topk, True, False)
+    out = _calls.unpermute(uk, o, row_map, probs, L.tokens)
+    error = routing_error | e1 | e2
+    res = (x, ids, probs, offsets, row_group, row_map, h, acol, acols, o,
+           w13d, w13ds, w2d, w2ds, error)
+    return out, res
+
+
+def _poison(v, error, layer):
+    return _checks.poison_on_error(v, error) if layer.poison else v
+
+
+def _backward(layer, w_dtype, res, dout):
+    L = layer
+    (x, ids, probs, offsets, row_group, row_map, h, acol, acols, o, w13d,
+     w13ds, w2d, w2ds, error) = res
+    uk = _specs.unpermute(L.hidden, L.topk, True, True)
+    do, dprobs = _calls.unpermute_backward(uk, dout.astype(_BF16), row_map,
+                                           row_group, probs, o)
+    doq, dos, docol, docols = _quantize_both(do, offsets, L.alignment)
+    # w2 (E, H, I): da = do @ w2 (R, I) from the transposed form (E, I, H);
+    # dw2 (E, H, I) = do^T a.
+    da, e1 = _gemm(doq, dos, w2d, w2ds, offsets, L.inter, L.hidden, L.rows,
+                   L.alignment)
+    dw2, e2 = _wgrad(docol, docols, acol, acols, offsets, L.hidden, L.inter,
+                     L.experts, w_dtype, L.alignment)
+    dh = _calls.swiglu_backward(_specs.swiglu_backward("stacked"), da, h)
+    dhq, dhs, dhcol, dhcols = _quantize_both(dh, offsets, L.alignment)
+    # w13 (E, 2I, H): dy = dh @ w13 (R, H) from the form (E, H, 2I);
+    # dw13 (E, 2I, H) = dh^T y, y the permuted x again (bf16), column-wise.
+    dy, e3 = _gemm(dhq, dhs, w13d, w13ds, offsets, L.hidden, 2 * L.inter,
+                   L.rows, L.alignment)
+    pk = _specs.permute_bf16(L.hidden, L.topk, L.alignment)
+    y = _calls.permute_bf16(pk, ids, x, L.experts, L.rows)
+    _, _, ycol, ycols = _calls.quantize(
+        y, _groups(offsets, L.alignment),
+        _specs.quantize_act("bf16", False, True))
+    dw13, e4 = _wgrad(dhcol, dhcols, ycol, ycols, offsets, 2 * L.inter,
+                      L.hidden, L.experts, w_dtype, L.alignment)
+    # Each token's copies summed (no weights): the permute's backward.
+    ck = _specs.unpermute(L.hidden, L.topk, False, False)
+    dx = _calls.unpermute(ck, dy, row_map, None, L.tokens)
+    error = error | e1 | e2 | e3 | e4
+    return (_poison(dx, error, L), _poison(dprobs, error, L),
+            _poison(dw13, error, L), _poison(dw2, error, L))
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(5,))
+def _layer(x, ids, probs, w13, w2, layer):
+    out, res = _forward(x, ids, probs, w13, w2, layer)
+    return _poison(out, res[-1], layer)
+
+
+def _layer_fwd(x, ids, probs, w13, w2, layer):
+    out, res = _forward(x, ids, probs, w13, w2, layer)
+    # The weights' dtype rides along as a zero-size array (residuals must
+    # be JAX types).
+    return _poison(out, res[-1], layer), (res, jnp.zeros((0,), w13.dtype))
+
+
+def _layer_bwd(layer, saved, dout):
+    res, w_tag = saved
+    dx, dprobs, dw13, dw2 = _backward(layer, w_tag.dtype, res, dout)
+    # expert_ids is integer: no cotangent.
+    return dx, None, dprobs, dw13, dw2
+
+
+_layer.defvjp(_layer_fwd, _layer_bwd)
+
+
+@functools.partial(jax.jit, static_argnums=(5,))
+def _layer_jit(x, ids, probs, w13, w2, layer):
+    return _layer(x, ids, probs.astype(jnp.float32), w13, w2, layer)
+
+
+def moe_experts(x, expert_ids, probs, w13, w2, *, alignment=16):
+    """The routed experts of an MoE layer in FP8 (DeepSeek recipe: 1x128
+    activation blocks, 128x128 weight blocks, f32 accumulation).
+
+    x (T, H) bf16 tokens; expert_ids (T, topk) int32 (-1: the slot is
+    dropped) and probs (T, topk) f32/bf16, as a router emits them; w13
+    (E, 2I, H) the merged gate (rows [0, I)) and up (rows [I, 2I))
+    projections and w2 (E, H, I) the down projection, bf16 or f32 (one
+    dtype). Returns (T, H) bf16: sum over j of probs[t, j] *
+    expert_{ids[t, j]}(x[t]), expert(v) = w2 (silu(w13_gate v) * (w13_up
+    v)). Differentiable in x, probs, w13 and w2 (jax.grad, jax.vjp; the
+    gradients come in the arguments' dtypes), under jax.jit and shard_map.
+    `alignment`: each expert's rows are padded to a multiple of it (16
+    keeps the padding small; 128 .. 4096 give whole scale blocks).
+
+    A bad routing makes the output and the gradients NaN (see
+    check_routing); ids given as a numpy array are checked on the host and
+    raise qgemm.ArgumentError."""
+    layer = _check(x, expert_ids, probs, w13, w2, alignment)
+    _ffi.require_cuda("qgemm_xla_permute", x)  # eager: before the jit
+    return _layer_jit(x, jnp.asarray(expert_ids), probs, w13, w2, layer)

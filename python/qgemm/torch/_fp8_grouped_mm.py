@@ -1,0 +1,278 @@
+"""fp8_grouped_mm, the FP8 drop-in for torch._grouped_mm with autograd, and
+the FP8 weight cache it and the MoE layer read (quantized_weights)."""
+
+import torch
+
+from . import _arg_checks
+from . import _launch
+from ..core import ArgumentError
+from ..recipes import Recipe
+from ._errors import raise_pending
+from ._launch import (_fp8_name, _launch_gemm, _plain_eager, _stream)
+from . import _plans
+from ._plans import _weight_buffers
+from ._specs import (_gemm_spec, _kernel, _round_up)
+
+
+# -- fp8_grouped_mm: an FP8 drop-in for torch._grouped_mm -------------------
+def _weights_spec(in_name, recipe):
+    # One launch for every expert (multi_tensor): row-wise [128,128] gives
+    # (G, N, K) and its scales (G, N/128, K/128); column-wise [128,128] is
+    # the quantization of each transposed (K, N) matrix, stored (G, K, N)
+    # with scales (G, K/128, N/128): both forms the GEMMs read, written once.
+    return {"qgemm": 1, "name": "torch_quantize_weights_%s" % recipe,
+            "op": "quantize", "input": in_name, "output": "e4m3",
+            "recipe": recipe, "multi_tensor": True,
+            "rowwise": {"block": [128, 128], "layout": "COMPACT"},
+            "columnwise": {"block": [128, 128], "layout": "COMPACT"}}
+
+
+def _check_weights(w, recipe):
+    if recipe != "deepseek":
+        raise ArgumentError("fp8_grouped_mm: recipe %r; only \"deepseek\" "
+                            "(1x128 activations, 128x128 weights) so far"
+                            % recipe)
+    if w.dim() != 3:
+        raise ArgumentError("fp8_grouped_mm: weights have shape %s; expected "
+                            "(G, N, K)" % (tuple(w.shape),))
+    g, n, kdim = w.shape
+    if n % 128 or kdim % 128:
+        raise ArgumentError("fp8_grouped_mm: weights (G, N, K) = %s need N "
+                            "and K multiples of 128 (128x128 scale blocks)"
+                            % (tuple(w.shape),))
+    if w.dtype not in (torch.bfloat16, torch.float32):
+        raise ArgumentError("fp8_grouped_mm: weights have dtype %s; expected "
+                            "bfloat16 or float32" % w.dtype)
+
+
+def _launch_weights(w, recipe, wq, ws, wq_t, ws_t):
+    in_name = "bf16" if w.dtype == torch.bfloat16 else "f32"
+    k = _kernel(("qw", in_name, recipe),
+                lambda: _weights_spec(in_name, recipe))
+    k.quantize(w.detach(), stream=_stream(w.device),
+               debug_sync=_launch._debug_sync,
+               row_data=wq, row_scales=ws, col_data=wq_t, col_scales=ws_t)
+
+
+@torch.library.custom_op("qgemm::quantize_weights", mutates_args=())
+def _quantize_weights(w: torch.Tensor, recipe: str = "deepseek") -> tuple[
+        torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(wq (G, N, K), ws, wq_t (G, K, N), ws_t) of weights w (G, N, K), fresh
+    tensors: one launch for every expert."""
+    _check_weights(w, recipe)
+    out = _weight_buffers(w)
+    _launch_weights(w, recipe, *out)
+    return out
+
+
+@_quantize_weights.register_fake
+def _(w, recipe="deepseek"):
+    return _weight_buffers(w)
+
+
+@torch.library.custom_op("qgemm::refresh_weights",
+                         mutates_args=("wq", "ws", "wq_t", "ws_t", "stamp"))
+def _refresh_weights(w: torch.Tensor, wq: torch.Tensor, ws: torch.Tensor,
+                     wq_t: torch.Tensor, ws_t: torch.Tensor,
+                     stamp: torch.Tensor, recipe: str = "deepseek") -> None:
+    """Quantize w into the cached buffers unless they already hold this
+    version of it. `stamp` is a host int64 (1,) tensor holding the
+    w._version last quantized (-1: none). The version counter is shared by
+    w, its views and its detached aliases, so the test sees optimizer steps
+    under torch.compile as in eager. While a CUDA graph is captured the
+    launch is always recorded: a replay must quantize whatever the weights
+    hold then."""
+    version = w._version
+    capturing = torch.cuda.is_current_stream_capturing()
+    if not capturing and int(stamp[0]) == version:
+        return
+    _launch_weights(w, recipe, wq, ws, wq_t, ws_t)
+    stamp[0] = -1 if capturing else version
+
+
+@_refresh_weights.register_fake
+def _(w, wq, ws, wq_t, ws_t, stamp, recipe="deepseek"):
+    return None
+
+
+class _WeightCache:
+    """The FP8 forms of one weight tensor (TransformerEngine's FP8 weight
+    workspace), kept on the tensor as `_qgemm_fp8`: quantized once per
+    weight version, that is once per optimizer step, however many
+    micro-batches read them. A plain object with tensor attributes, so
+    torch.compile traces the lookup and keeps the buffers as graph inputs
+    (the refresh writes them in place, no copy)."""
+
+    def __init__(self, w, recipe):
+        self.recipe = recipe
+        self.shape = tuple(w.shape)
+        self.wq, self.ws, self.wq_t, self.ws_t = _weight_buffers(w)
+        self.stamp = torch.full((1,), -1, dtype=torch.int64)
+
+
+def quantized_weights(w, recipe="deepseek"):
+    """(wq (G, N, K), ws, wq_t (G, K, N), ws_t) of weights w (G, N, K), bf16
+    or f32: 128x128 blocks, so N and K must be multiples of 128. The row-wise
+    form feeds the forward, the transposed form (its scales are the
+    transposed grid: 128x128 blocks are symmetric) the data gradient. Both
+    live in a cache on w and are requantized, in one launch for all experts,
+    only when w._version has changed (an optimizer step, or any in-place
+    write), eagerly and under torch.compile alike. The cache holds one FP8
+    copy of each form: together the size of the bf16 weights."""
+    _check_weights(w, recipe)
+    cache = getattr(w, "_qgemm_fp8", None)
+    if cache is None or cache.recipe != recipe or \
+            cache.shape != tuple(w.shape):
+        cache = _WeightCache(w, recipe)
+        w._qgemm_fp8 = cache
+    torch.ops.qgemm.refresh_weights(w, cache.wq, cache.ws, cache.wq_t,
+                                    cache.ws_t, cache.stamp, recipe)
+    return cache.wq, cache.ws, cache.wq_t, cache.ws_t
+
+
+@torch.library.custom_op("qgemm::grouped_mm_wgrad_accumulate",
+                         mutates_args=("main_grad",))
+def _grouped_mm_wgrad_accumulate(mat_a: torch.Tensor, mat_b: torch.Tensor,
+                                 offs: torch.Tensor, scale_a: torch.Tensor,
+                                 scale_b: torch.Tensor,
+                                 main_grad: torch.Tensor, alignment: int = 128,
+                                 recipe: str = "deepseek",
+                                 scale_a_layout: str = "COMPACT",
+                                 scale_b_layout: str = "COMPACT") -> None:
+    """main_grad (G, N, K) f32 += the weight gradient (grouped_mm_wgrad's
+    operands), in the GEMM's epilogue: Megatron's gradient-accumulation
+    fusion, with no bf16 dW written and nothing cast."""
+    n, t = mat_a.shape
+    kdim = mat_b.shape[0]
+    g = offs.shape[0]
+    if main_grad.dtype != torch.float32 or \
+            tuple(main_grad.shape) != (g, n, kdim) or \
+            not main_grad.is_contiguous():
+        raise ArgumentError("main_grad: %s %s; expected a contiguous float32 "
+                            "tensor of shape %s" % (main_grad.dtype,
+                                                    tuple(main_grad.shape),
+                                                    (g, n, kdim)))
+    key = ("kca", n, kdim, mat_a.dtype, mat_b.dtype, recipe, alignment,
+           scale_a_layout, scale_b_layout)
+    k = _kernel(key, lambda: _gemm_spec(
+        "k_contiguous", n, kdim, _fp8_name(mat_a, "mat_a"),
+        _fp8_name(mat_b, "mat_b"), "f32", recipe, alignment,
+        scale_a_layout, scale_b_layout, accumulate=True))
+    # D = C + A.B in place: each element is read, then written, by the
+    # same thread.
+    _launch_gemm(k, mat_a, scale_a, mat_b, scale_b, main_grad, offs,
+                 c=main_grad)
+
+
+@_grouped_mm_wgrad_accumulate.register_fake
+def _(mat_a, mat_b, offs, scale_a, scale_b, main_grad, alignment=128,
+      recipe="deepseek", scale_a_layout="COMPACT", scale_b_layout="COMPACT"):
+    return None
+
+
+# The weight gradient reads the column-wise (K, M) operands with TMA, whose
+# row stride (M bytes) must be a multiple of 16: other M are padded with
+# zero rows past offs[-1] (a copy; permute(row_multiple=16 or 128) gives
+# rows that need none).
+_WGRAD_ROWS = 16
+
+
+def _pad_rows(t, pad):
+    t = t.contiguous()
+    return torch.nn.functional.pad(t, (0, 0, 0, pad)) if pad else t
+
+
+class _Fp8GroupedMm(torch.autograd.Function):
+    """On the C++ plan (_plans.py): the forward (weights, x's two FP8
+    forms, the GEMM) and the backward (dy's two forms, the data and weight
+    gradients) are one op and one call each."""
+
+    @staticmethod
+    def forward(ctx, x, w, offs, alignment, recipe, main_grad,
+                cache_fp8_weights):
+        rows = x.shape[0]
+        pad = _round_up(rows, _WGRAD_ROWS) - rows
+        xp = _pad_rows(x, pad)
+        eager = _plain_eager(xp, w, offs)
+        if cache_fp8_weights:
+            wq, ws, wq_t, ws_t = quantized_weights(w, recipe)
+            fwd = _plans._gmm_forward_cached_impl if eager else \
+                _plans.gmm_forward_cached
+            y, xcol, xcols = fwd(xp, offs, wq, ws, alignment)
+        else:
+            fwd = _plans._gmm_forward_impl if eager else _plans.gmm_forward
+            y, xcol, xcols, wq_t, ws_t = fwd(xp, offs, w.detach(), alignment)
+        ctx.save_for_backward(xcol, xcols, wq_t, ws_t, offs, main_grad)
+        ctx.alignment = alignment
+        ctx.w_dtype = w.dtype
+        ctx.rows, ctx.pad = rows, pad
+        ctx.accumulate = main_grad is not None
+        return y[:rows] if pad else y
+
+    @staticmethod
+    def backward(ctx, dy):
+        xcol, xcols, wq_t, ws_t, offs, main_grad = ctx.saved_tensors
+        raise_pending(dy.device)
+        dy = _pad_rows(dy, ctx.pad)
+        eager = _plain_eager(dy, *ctx.saved_tensors[:5])
+        if ctx.accumulate:
+            bwd = _plans._gmm_backward_accumulate_impl if eager else \
+                _plans.gmm_backward_accumulate
+            dx = bwd(dy, offs, xcol, xcols, wq_t, ws_t, main_grad,
+                     ctx.alignment)
+            dw = None
+        else:
+            bwd = _plans._gmm_backward_impl if eager else _plans.gmm_backward
+            dx, dw = bwd(dy, offs, xcol, xcols, wq_t, ws_t, ctx.alignment,
+                         ctx.w_dtype)
+        if ctx.pad:
+            dx = dx[:ctx.rows]
+        return dx, dw, None, None, None, None, None
+
+
+def fp8_grouped_mm(x, w, offs, *, alignment=16, recipe="deepseek",
+                   accumulate_into_main_grad=False, cache_fp8_weights=False):
+    """FP8 stand-in for torch._grouped_mm(x, w.transpose(-2, -1), offs=offs)
+    with autograd: x (M, K) bf16 activations sorted by group, w (G, N, K)
+    bf16 weights, offs int32 (G,) cumulative group ends on the device, each
+    group a multiple of `alignment` tokens (checked on the device: with
+    bad offs the output is NaN and later calls raise, ErrorMode.RAISE).
+    `recipe`: a qgemm.recipes.Recipe (or its name). Forward,
+    data gradient and weight gradient run on qgemm's FP8 kernels (DeepSeek
+    recipe: 1x128 activation blocks, 128x128 weight blocks, f32
+    accumulation), and every tensor they create is written by a qgemm
+    kernel in its final layout. The forward quantizes w into FP8 copies
+    that the backward frees (nothing FP8 outlives the step);
+    cache_fp8_weights=True caches them on w instead and requantizes only
+    when w changes (quantized_weights), for micro-batches between optimizer
+    steps. Each direction is one call into qgemm's C++ plan. Returns (M, N)
+    in x's dtype; rows
+    past offs[-1] are zero. Any M works; an M that is not a multiple of 16
+    costs a padded copy of x and of dy (the weight gradient's token count
+    must be a multiple of 16).
+
+    accumulate_into_main_grad: add the weight gradient into w.main_grad
+    (an f32 (G, N, K) tensor the caller owns, as Megatron's
+    gradient-accumulation fusion does) inside the GEMM, and leave w.grad
+    untouched (None)."""
+    _arg_checks.check_fp8_grouped_mm(x, w, offs, alignment, recipe)
+    recipe = Recipe.of(recipe).name
+    main_grad = None
+    if accumulate_into_main_grad:
+        main_grad = getattr(w, "main_grad", None)
+        if main_grad is None:
+            raise ArgumentError("fp8_grouped_mm(accumulate_into_main_grad="
+                                "True): w has no main_grad attribute; "
+                                "assign an f32 tensor of w's shape first")
+    _check_args(w)
+    return _Fp8GroupedMm.apply(x, w, offs, alignment, recipe, main_grad,
+                               bool(cache_fp8_weights))
+
+
+def _check_args(w):
+    """What the plan needs beyond the op's host checks (_arg_checks):
+    weights it can quantize in place."""
+    _check_weights(w, "deepseek")
+    if not w.is_contiguous():
+        raise ArgumentError("fp8_grouped_mm: w is not contiguous (strides "
+                            "%s)" % (tuple(w.stride()),))

@@ -1,0 +1,185 @@
+"""The quantize op and the output allocation and scale-size arithmetic
+the other quantizing ops share."""
+import ctypes
+from typing import Optional
+
+import torch
+
+from ..core import capi as _capi
+from . import _launch
+from ..core import ArgumentError, check, lib
+from ._arg_checks import check_quantize
+from ._errors import error_word
+from ._launch import _stream
+from ._specs import (_QUANT_OUT, _SCALE_DTYPE, _ceil, _kernel, _round_up)
+
+
+# -- quantize ---------------------------------------------------------------
+def _scale_elems(rows, cols, block, layout):
+    """Elements of one scale allocation of a (rows, cols) operand
+    (LAYOUTS.md "Scale layouts"; GemmArgs.cpp scaleAlloc). Plain integer
+    arithmetic, so it also works on torch.compile's symbolic sizes."""
+    br, bc = block
+    gr, gc = _ceil(rows, br), _ceil(cols, bc)
+    ready = layout == "GEMM_READY"
+    if (br, bc) == (1, 128):
+        return gc * _round_up(rows, 4) if ready else rows * gc
+    if (br, bc) == (128, 128):
+        return gr * _round_up(gc, 4) if ready else gr * gc
+    if (br, bc) == (128, 1):
+        return gr * _round_up(cols, 4) if ready else gr * cols
+    if (br, bc) == (1, 32):
+        return _round_up(rows, 128) * _round_up(gc, 4) if ready \
+            else rows * gc
+    if (br, bc) == (32, 1):
+        return _round_up(cols, 128) * _round_up(gr, 4) if ready \
+            else gr * cols
+    raise ArgumentError("no scale layout for block %s" % (list(block),))
+
+
+def _scale_shape(rows, cols, block, layout):
+    if layout == "COMPACT":
+        return (_ceil(rows, block[0]), _ceil(cols, block[1]))
+    return (_scale_elems(rows, cols, block, layout),)
+
+
+def _quantize_spec(input_dtype, out, recipe, row_block, row_layout,
+                   col_block, col_layout, scale_dtype):
+    spec = {"qgemm": 1, "name": "torch_quantize_%s" % recipe,
+            "op": "quantize", "input": input_dtype, "output": out,
+            "recipe": recipe}
+    if row_block:
+        spec["rowwise"] = {"block": list(row_block), "layout": row_layout}
+    if col_block:
+        spec["columnwise"] = {"block": list(col_block), "layout": col_layout}
+    return spec
+
+
+def _block(text, name):
+    """"1x128" -> (1, 128); "" -> () (the output is not produced)."""
+    if not text:
+        return ()
+    try:
+        r, c = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise ArgumentError("%s = %r: expected \"<rows>x<cols>\" such as "
+                            "\"1x128\", or \"\" for none" % (name, text))
+    return (r, c)
+
+
+def _quantize_outputs(x, out, row_block, row_layout, col_block, col_layout,
+                      scale_dtype, transposed, num_groups=0, shape=None):
+    """The four outputs of quantizing x, or a (rows, cols) input of `shape`
+    (swiglu_quantize's y) allocated like x."""
+    rows, cols = x.shape if shape is None else shape
+    fp8 = _QUANT_OUT[out]
+    sdt = _SCALE_DTYPE[scale_dtype]
+    empty = x.new_empty((0,), dtype=fp8)
+    empty_s = x.new_empty((0,), dtype=sdt)
+    rd = x.new_empty((rows, cols), dtype=fp8) if row_block else empty
+    rs = x.new_empty(_scale_shape(rows, cols, row_block, row_layout),
+                     dtype=sdt) if row_block else empty_s
+    if col_block:
+        cd = x.new_empty((cols, rows) if transposed else (rows, cols),
+                         dtype=fp8)
+        # Token groups restart the column-wise blocks at each group: the
+        # bound cd(rows, b) + G blocks (the offsets are only on the device).
+        cs = x.new_empty((_scale_elems(rows + num_groups * col_block[0],
+                                       cols, col_block, col_layout),),
+                         dtype=sdt)
+    else:
+        cd, cs = empty, empty_s
+    return rd, rs, cd, cs
+
+
+_QUANT_SCALE_DTYPE = {"deepseek": "f32", "mx_rceil": "ue8m0",
+                      "mx_floor": "ue8m0"}
+
+
+def _quantize_impl(x: torch.Tensor, offs: Optional[torch.Tensor] = None, *,
+                   recipe: str = "deepseek",
+                   row_block: str = "1x128", row_layout: str = "COMPACT",
+                   col_block: str = "", col_layout: str = "GEMM_READY",
+                   out: str = "e4m3") -> tuple[torch.Tensor, torch.Tensor,
+                                               torch.Tensor, torch.Tensor]:
+    """(row_data, row_scales, col_data, col_scales) of x (rows, K), bf16 or
+    f32. Blocks are "<rows>x<cols>" ("1x128", "128x128", "1x32", ...); an
+    output whose block is "" (`col_block`'s default) is returned as an
+    empty tensor. Column-wise data is (K, rows) when the
+    kernel stores it transposed (qgemm.Kernel.quantize_info). `offs`
+    (int32 (G,) cumulative token ends, on the device) restarts the
+    column-wise blocks at each group, as the weight-gradient GEMM with an
+    alignment below the scale block reads them; checked on the device,
+    reported through error_word()."""
+    check_quantize(x, offs, recipe, row_block, row_layout, col_block,
+                   col_layout, out)
+    row_block = _block(row_block, "row_block")
+    col_block = _block(col_block, "col_block")
+    in_name = {torch.bfloat16: "bf16", torch.float32: "f32"}.get(x.dtype)
+    if in_name is None:
+        raise ArgumentError("x has dtype %s; quantize reads bfloat16 or "
+                            "float32" % x.dtype)
+    scale_dtype = _QUANT_SCALE_DTYPE.get(recipe, "f32")
+    key = ("q", in_name, out, recipe, row_block, row_layout, col_block,
+           col_layout)
+    k = _kernel(key, lambda: _quantize_spec(
+        in_name, out, recipe, row_block, row_layout, col_block, col_layout,
+        scale_dtype))
+    transposed = bool(col_block) and _col_transposed(k)
+    groups = 0 if offs is None else offs.shape[0]
+    rd, rs, cd, cs = _quantize_outputs(x, out, row_block, row_layout,
+                                       col_block, col_layout, scale_dtype,
+                                       transposed, groups)
+    if x.shape[0] > 0:
+        outs = {}
+        if row_block:
+            outs.update(row_data=rd, row_scales=rs)
+        if col_block:
+            outs.update(col_data=cd, col_scales=cs)
+        if groups:
+            outs.update(group_offsets=offs, error_flag=error_word(x.device),
+                        workspace=torch.empty_like(offs))
+        k.quantize(x, stream=_stream(x.device), debug_sync=_launch._debug_sync,
+                   **outs)
+    return rd, rs, cd, cs
+
+
+quantize = torch.library.custom_op(
+    "qgemm::quantize", mutates_args=())(_quantize_impl)
+
+
+_transposed = {}
+
+
+def _col_transposed(k):
+    t = _transposed.get(k.hash)
+    if t is None:
+        info = _capi.QuantizeInfo(ctypes.sizeof(_capi.QuantizeInfo))
+        box = k._live()
+        check(lib.qgemm_kernel_quantize_info(box.value, ctypes.byref(info)))
+        t = _transposed[k.hash] = bool(info.columnwise_transposed)
+    return t
+
+
+@quantize.register_fake
+def _quantize_fake(x, offs=None, *, recipe="deepseek", row_block="1x128",
+                   row_layout="COMPACT", col_block="", col_layout="GEMM_READY",
+                   out="e4m3"):
+    check_quantize(x, offs, recipe, row_block, row_layout, col_block,
+                   col_layout, out)
+    row_block = _block(row_block, "row_block")
+    col_block = _block(col_block, "col_block")
+    scale_dtype = _QUANT_SCALE_DTYPE.get(recipe, "f32")
+    # Whether the column-wise data is stored transposed is the kernel's
+    # property; compiling needs no GPU, so the fake asks the kernel too.
+    transposed = False
+    if col_block:
+        in_name = {torch.bfloat16: "bf16", torch.float32: "f32"}[x.dtype]
+        key = ("q", in_name, out, recipe, row_block, row_layout, col_block,
+               col_layout)
+        transposed = _col_transposed(_kernel(key, lambda: _quantize_spec(
+            in_name, out, recipe, row_block, row_layout, col_block,
+            col_layout, scale_dtype)))
+    return _quantize_outputs(x, out, row_block, row_layout, col_block,
+                             col_layout, scale_dtype, transposed,
+                             0 if offs is None else offs.shape[0])
