@@ -133,6 +133,16 @@ llvm.func @loose(%smem: !llvm.ptr<3>, %s: i32) {
 
 // -----
 
+// Tile ops address the kernel's shared memory.
+llvm.func @global(%p: !llvm.ptr<1>, %s: i32) {
+  %t = qgemm.make_tile () : !qgemm.tile<>
+  // expected-error @+1 {{operand #0 must be LLVM pointer to shared memory (address space 3)}}
+  qgemm.wait_stage %p, %s, %s tile %t : !llvm.ptr<1>, !qgemm.tile<>
+  llvm.return
+}
+
+// -----
+
 // A tile-level body is built with a resolved configuration.
 // expected-error @+1 {{body: a tile-level body needs the resolved configuration it was built with (config)}}
 qgemm.grouped_matmul @k n = 256, k = 256,

@@ -13,6 +13,11 @@
 include "qgemm/Dialect/QGemmTileType.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
+// A wgmma accumulator fragment: the LLVM struct of its f32 registers.
+def QGemm_Fragment : Type<
+    CPred<"::llvm::isa<::mlir::LLVM::LLVMStructType>($_self)">,
+    "LLVM struct of a wgmma fragment's registers">;
+
 //===----------------------------------------------------------------------===//
 // Tile level: wgmma and promotion.
 //===----------------------------------------------------------------------===//
@@ -24,9 +29,9 @@ def QGemm_MmaBlockOp : QGemm_Op<"mma_block"> {
     tile's width, as one wgmma group into a fresh f32 fragment, and the
     wait for it. The consumer's 64 rows of A start at its own offset.
   }];
-  let arguments = (ins AnyType:$smem, I32:$stage, I32:$consumer,
+  let arguments = (ins QGemm_SharedMemory:$smem, I32:$stage, I32:$consumer,
                        I64Attr:$first, I64Attr:$count, QGemm_TileType:$tile);
-  let results = (outs AnyType:$fragment);
+  let results = (outs QGemm_Fragment:$fragment);
   let assemblyFormat = [{
     $smem `,` $stage `,` $consumer `tile` $tile attr-dict `:` type($smem)
     `,` qualified(type($tile)) `->` type($fragment)
@@ -41,7 +46,7 @@ def QGemm_PromoteOp : QGemm_Op<"promote", [AttrSizedOperandSegments]> {
     (the tile's boundary field); the weight gradient multiplies in its
     column's B scale from the stage.
   }];
-  let arguments = (ins AnyType:$smem, AnyType:$fragment, I32:$stage,
+  let arguments = (ins QGemm_SharedMemory:$smem, QGemm_Fragment:$fragment, I32:$stage,
                        I32:$lane, Variadic<F32>:$scales, Variadic<F32>:$acc,
                        QGemm_TileType:$tile);
   let results = (outs Variadic<F32>:$result);
@@ -63,7 +68,7 @@ def QGemm_MmaTileOp : QGemm_Op<"mma_tile"> {
     qgemm.release_stage, qgemm.promote; docs/ARCHITECTURE.md, "Stages",
     says why this one stays whole.) Results: blockN / 2 f32 a thread.
   }];
-  let arguments = (ins AnyType:$smem, I32:$it, I32:$consumer,
+  let arguments = (ins QGemm_SharedMemory:$smem, I32:$it, I32:$consumer,
                        I32:$tid_in_warpgroup, I32:$row_in_tile, I32:$lane,
                        QGemm_TileType:$tile);
   let results = (outs Variadic<F32>:$acc);
@@ -97,8 +102,8 @@ def QGemm_WgmmaWaitOp : QGemm_Op<"wgmma_wait"> {
     `fragment` as of the wait: no read of it can move above the wait (the
     NVVM wait op has no operands and orders memory only).
   }];
-  let arguments = (ins AnyType:$fragment, I64Attr:$pending);
-  let results = (outs AnyType:$result);
+  let arguments = (ins QGemm_Fragment:$fragment, I64Attr:$pending);
+  let results = (outs QGemm_Fragment:$result);
   let assemblyFormat = "$fragment attr-dict `:` type($fragment) `->` type($result)";
 }
 

@@ -48,7 +48,7 @@ def QGemm_MakeTileOp : QGemm_Op<"make_tile",
     make_tile ops of the values it computed.
   }];
   let arguments = (ins Optional<QGemm_TileType>:$base,
-                       Variadic<AnyType>:$values);
+                       Variadic<AnySignlessInteger>:$values);
   let results = (outs QGemm_TileType:$tile);
   let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;
@@ -67,7 +67,7 @@ def QGemm_TileFieldOp : QGemm_Op<"tile_field",
     the result has the field's type and prints under the field's name.
   }];
   let arguments = (ins QGemm_TileType:$tile, StrAttr:$field);
-  let results = (outs AnyType:$value);
+  let results = (outs AnySignlessInteger:$value);
   let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;
 }
@@ -82,7 +82,7 @@ def QGemm_InitBarriersOp : QGemm_Op<"init_barriers"> {
     Thread `tid` 0 of the CTA initializes every stage's barriers, then the
     CTA synchronizes.
   }];
-  let arguments = (ins AnyType:$smem, I32:$tid, QGemm_TileType:$tile);
+  let arguments = (ins QGemm_SharedMemory:$smem, I32:$tid, QGemm_TileType:$tile);
   let assemblyFormat = [{
     $smem `,` $tid `tile` $tile attr-dict `:` type($smem) `,`
     qualified(type($tile))
@@ -91,7 +91,7 @@ def QGemm_InitBarriersOp : QGemm_Op<"init_barriers"> {
 
 def QGemm_FillGroupTableOp : QGemm_Op<"fill_group_table"> {
   let summary = "write the row_group kernels' table of group end rows";
-  let arguments = (ins AnyType:$smem, I32:$tid, QGemm_TileType:$tile);
+  let arguments = (ins QGemm_SharedMemory:$smem, I32:$tid, QGemm_TileType:$tile);
   let assemblyFormat = [{
     $smem `,` $tid `tile` $tile attr-dict `:` type($smem) `,`
     qualified(type($tile))
@@ -106,7 +106,7 @@ def QGemm_CountTilesOp : QGemm_Op<"count_tiles",
     nUnits, mBlocks, mUnits and, when the walk skips blocks without rows,
     validBlocks.
   }];
-  let arguments = (ins AnyType:$smem, QGemm_TileType:$tile);
+  let arguments = (ins QGemm_SharedMemory:$smem, QGemm_TileType:$tile);
   let results = (outs QGemm_TileType:$cta);
   let assemblyFormat = [{
     $smem `tile` $tile attr-dict `:` type($smem) `,` qualified(type($tile))
@@ -123,7 +123,7 @@ def QGemm_NextTileOp : QGemm_Op<"next_tile",
     m- and n-block, its group, valid rows, padding flags, K block count
     and, per grouping, its first row, group end and token range.
   }];
-  let arguments = (ins AnyType:$smem, I32:$index, QGemm_TileType:$tile);
+  let arguments = (ins QGemm_SharedMemory:$smem, I32:$index, QGemm_TileType:$tile);
   let results = (outs QGemm_TileType:$next);
   let assemblyFormat = [{
     $smem `,` $index `tile` $tile attr-dict `:` type($smem) `,`
@@ -139,7 +139,7 @@ def QGemm_TokenScaleBlocksOp : QGemm_Op<"token_scale_blocks"> {
     start(group), or Tb for group = the group count (LAYOUTS.md,
     "Grouping").
   }];
-  let arguments = (ins AnyType:$smem, I32:$group, QGemm_TileType:$tile);
+  let arguments = (ins QGemm_SharedMemory:$smem, I32:$group, QGemm_TileType:$tile);
   let results = (outs I32:$blocks);
   let assemblyFormat = [{
     $smem `,` $group `tile` $tile attr-dict `:` type($smem) `,`
@@ -160,7 +160,7 @@ def QGemm_AcquireStageOp : QGemm_Op<"acquire_stage"> {
     fresh barrier counts as having completed the phase before phase 0, so
     the first pass over the ring does not wait).
   }];
-  let arguments = (ins AnyType:$smem, I32:$stage, I32:$phase,
+  let arguments = (ins QGemm_SharedMemory:$smem, I32:$stage, I32:$phase,
                        QGemm_TileType:$tile);
   let assemblyFormat = [{
     $smem `,` $stage `,` $phase `tile` $tile attr-dict `:` type($smem) `,`
@@ -176,7 +176,7 @@ def QGemm_LoadStageOp : QGemm_Op<"load_stage"> {
     copies of their scales for K block `k_block`, completing on the stage's
     full barrier.
   }];
-  let arguments = (ins AnyType:$smem, I32:$stage, I32:$k_block, I32:$k0,
+  let arguments = (ins QGemm_SharedMemory:$smem, I32:$stage, I32:$k_block, I32:$k0,
                        I32:$m0, I32:$n0, I32:$tid, QGemm_TileType:$tile);
   let assemblyFormat = [{
     $smem `,` $stage `,` $k_block `,` $k0 `,` $m0 `,` $n0 `,` $tid
@@ -195,7 +195,7 @@ def QGemm_LoadTileOp : QGemm_Op<"load_tile"> {
     loop out at tile level: qgemm.acquire_stage, qgemm.load_stage;
     docs/ARCHITECTURE.md, "Stages", says why this one stays whole.)
   }];
-  let arguments = (ins AnyType:$smem, I32:$it, I32:$tid,
+  let arguments = (ins QGemm_SharedMemory:$smem, I32:$it, I32:$tid,
                        QGemm_TileType:$tile);
   let assemblyFormat = [{
     $smem `,` $it `,` $tid `tile` $tile attr-dict `:` type($smem) `,`
@@ -209,7 +209,7 @@ def QGemm_WaitStageOp : QGemm_Op<"wait_stage"> {
     Blocks until the phase `phase` (0 or 1) of the stage's full barrier
     completed: the stage holds the K block's tiles and scales.
   }];
-  let arguments = (ins AnyType:$smem, I32:$stage, I32:$phase,
+  let arguments = (ins QGemm_SharedMemory:$smem, I32:$stage, I32:$phase,
                        QGemm_TileType:$tile);
   let assemblyFormat = [{
     $smem `,` $stage `,` $phase `tile` $tile attr-dict `:` type($smem) `,`
@@ -225,7 +225,7 @@ def QGemm_BlockScalesOp : QGemm_Op<"block_scales"> {
     row1_hi). Weight gradient: the A scales alone (B's are per column, read
     by qgemm.promote).
   }];
-  let arguments = (ins AnyType:$smem, I32:$stage, I32:$row_in_tile,
+  let arguments = (ins QGemm_SharedMemory:$smem, I32:$stage, I32:$row_in_tile,
                        QGemm_TileType:$tile);
   let results = (outs F32:$scale_row0, F32:$scale_row1, F32:$scale_row0_hi,
                       F32:$scale_row1_hi);
@@ -243,7 +243,7 @@ def QGemm_ZeroTokenTailOp : QGemm_Op<"zero_token_tail"> {
     nothing. Both consumer warpgroups zero them in A and B, then meet at a
     named barrier. Reads the tile's tailTokens.
   }];
-  let arguments = (ins AnyType:$smem, I32:$stage, I32:$consumer,
+  let arguments = (ins QGemm_SharedMemory:$smem, I32:$stage, I32:$consumer,
                        I32:$tid_in_warpgroup, QGemm_TileType:$tile);
   let assemblyFormat = [{
     $smem `,` $stage `,` $consumer `,` $tid_in_warpgroup `tile` $tile
@@ -258,7 +258,7 @@ def QGemm_ReleaseStageOp : QGemm_Op<"release_stage"> {
     warpgroup also arrives on every peer's barrier (their producers
     multicast into this CTA's stage), which takes the tile's rank.
   }];
-  let arguments = (ins AnyType:$smem, I32:$stage, I32:$tid_in_warpgroup,
+  let arguments = (ins QGemm_SharedMemory:$smem, I32:$stage, I32:$tid_in_warpgroup,
                        QGemm_TileType:$tile);
   let assemblyFormat = [{
     $smem `,` $stage `,` $tid_in_warpgroup `tile` $tile attr-dict `:`
@@ -272,7 +272,7 @@ def QGemm_StoreTileOp : QGemm_Op<"store_tile"> {
     Rows masked per grouping; bf16 D staged through shared memory (out by
     16-byte chunks or TMA), f32 D from registers.
   }];
-  let arguments = (ins AnyType:$smem, Variadic<F32>:$acc, I32:$lane,
+  let arguments = (ins QGemm_SharedMemory:$smem, Variadic<F32>:$acc, I32:$lane,
                        I32:$row0, I32:$row1, QGemm_TileType:$tile);
   let assemblyFormat = [{
     $smem `,` $lane `,` $row0 `,` $row1 `acc` `(` $acc `)` `tile` $tile

@@ -34,4 +34,12 @@ def QGemm_TileType : TypeDef<QGemm_Dialect, "Tile"> {
   }];
 }
 
+// The kernel's dynamic shared memory, which every tile op addresses by
+// offsets (WgmmaLayout): an LLVM pointer in address space 3.
+def QGemm_SharedMemory : Type<
+    And<[CPred<"::llvm::isa<::mlir::LLVM::LLVMPointerType>($_self)">,
+         CPred<"::llvm::cast<::mlir::LLVM::LLVMPointerType>($_self)"
+               ".getAddressSpace() == 3">]>,
+    "LLVM pointer to shared memory (address space 3)">;
+
 #endif // QGEMM_TILE_TYPE_TD
