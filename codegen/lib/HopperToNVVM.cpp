@@ -1,7 +1,7 @@
 //===- HopperToNVVM.cpp - The Hopper-stage ops to NVVM / LLVM -------------===//
 //
 // The ops HopperIR builds where the NVVM dialect has none
-// (QGemmTileOps.td), each replaced in place by its code: part of
+// (QGemmHopperOps.td), each replaced in place by its code: part of
 // qgemm-lower-to-nvvm.
 //
 //===----------------------------------------------------------------------===//

@@ -4,39 +4,49 @@
 
 // The forward, groups of whole tiles: the declaration gains a body whose
 // block arguments are the kernel's parameters (KernelABI.h), and the
-// persistent walk of each warpgroup role over SSA tile values.
+// persistent walk of each warpgroup role over typed tile values: the
+// entry's tile (rank, rows), the CTA's (count_tiles adds the walk's
+// extents) and each tile's (next_tile adds its coordinates).
+// CHECK: ![[ENTRY:tile[0-9]*]] = !qgemm.tile<rank: i32, rows: i32>
+// CHECK: ![[CTA:tile[0-9]*]] = !qgemm.tile<rank: i32, rows: i32, numTiles: i32, nBlocks: i32, nUnits: i32, mBlocks: i32, mUnits: i32>
+// CHECK: ![[TILE:tile[0-9]*]] = !qgemm.tile<rank: i32, rows: i32, numTiles: i32, nBlocks: i32, nUnits: i32, mBlocks: i32, mUnits: i32, mBlock: i32, nBlock: i32, group: i32, validRows: i32, blockIsPadding: i1, pairIsPadding: i1, kBlockCount: i32>
+// CHECK: ![[WIDE:tile[0-9]*]] = !qgemm.tile<{{.*}}, kBlockCount: i32, boundary: i32>
 // CHECK-LABEL: qgemm.grouped_matmul @up
 // CHECK-SAME: body {
 // CHECK-NEXT: ^bb0(%[[MAPA:.*]]: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %[[ROWS:.*]]: i32, %{{.*}}: i32, %{{.*}}: !llvm.ptr):
 // CHECK: %[[SMEM:.*]] = llvm.mlir.addressof @qgemm_dynamic_smem
 // CHECK: %[[TID:.*]] = nvvm.read.ptx.sreg.tid.x
-// CHECK: qgemm.init_barriers %[[SMEM]], %[[TID]] tile (rank = %[[RANK:.*]] : i32, rows = %[[ROWS]] : i32)
-// CHECK: %numTiles, %nBlocks, %nUnits, %mBlocks, %mUnits = qgemm.count_tiles %[[SMEM]] tile (rank = %[[RANK]] : i32, rows = %[[ROWS]] : i32) : !llvm.ptr<3> -> (numTiles : i32, nBlocks : i32, nUnits : i32, mBlocks : i32, mUnits : i32)
+// CHECK: %[[ENTRYV:.*]] = qgemm.make_tile (rank = %{{.*}}, rows = %[[ROWS]]) : ![[ENTRY]]
+// CHECK: qgemm.init_barriers %[[SMEM]], %[[TID]] tile %[[ENTRYV]] : !llvm.ptr<3>, ![[ENTRY]]
+// CHECK: %cta = qgemm.count_tiles %[[SMEM]] tile %[[ENTRYV]] : !llvm.ptr<3>, ![[ENTRY]] -> ![[CTA]]
+// CHECK: %numTiles = qgemm.tile_field %cta[numTiles] : ![[CTA]]
 // The producer: per tile that is not padding, per K block, acquire the
 // stage and load it.
 // CHECK: nvvm.setmaxregister {{ *}}decrease 40
-// CHECK: scf.for %[[TILE:.*]] = %{{.*}} to %numTiles step %{{.*}} iter_args(%[[IT:.*]] = %{{.*}})
-// CHECK: %mBlock, %nBlock, %group, %validRows, %blockIsPadding, %pairIsPadding, %kBlockCount = qgemm.next_tile %[[SMEM]], %[[TILE]] tile (rank = {{.*}}, rows = {{.*}}, numTiles = %numTiles : i32, nBlocks = %nBlocks : i32, nUnits = %nUnits : i32, mBlocks = %mBlocks : i32, mUnits = %mUnits : i32)
-// CHECK-SAME: -> (mBlock : i32, nBlock : i32, group : i32, validRows : i32, blockIsPadding : i1, pairIsPadding : i1, kBlockCount : i32)
+// CHECK: scf.for %[[T:.*]] = %{{.*}} to %numTiles step %{{.*}} iter_args(%[[IT:.*]] = %{{.*}})
+// CHECK: %tile = qgemm.next_tile %[[SMEM]], %[[T]] tile %cta : !llvm.ptr<3>, ![[CTA]] -> ![[TILE]]
+// CHECK: %kBlockCount = qgemm.tile_field %tile[kBlockCount] : ![[TILE]]
 // CHECK: scf.if
 // CHECK: scf.for %[[KB:.*]] = %{{.*}} to %kBlockCount
-// CHECK: qgemm.acquire_stage %[[SMEM]], %[[S:.*]], %{{.*}} tile ()
-// CHECK: qgemm.load_stage %[[SMEM]], %[[S]], %[[KB]], {{.*}} tile (mBlock = %mBlock : i32, nBlock = %nBlock : i32,
+// CHECK: qgemm.acquire_stage %[[SMEM]], %[[S:.*]], %{{.*}} tile %tile : !llvm.ptr<3>, ![[TILE]]
+// CHECK: qgemm.load_stage %[[SMEM]], %[[S]], %[[KB]], {{.*}} tile %tile : !llvm.ptr<3>, ![[TILE]]
 // CHECK: arith.select %pairIsPadding, %[[IT]]
-// The consumers: per K block, wait for the stage, read its scales, the
-// block's MMAs, release (the forward's scales are in registers), promote;
-// then the stores of the tile.
+// The consumers: the tile straddles a 128-column scale block, so it
+// gains its boundary; per K block, wait for the stage, read its scales,
+// the block's MMAs, release (the forward's scales are in registers),
+// promote; then the stores of the tile.
 // CHECK: nvvm.setmaxregister {{ *}}increase 232
-// CHECK: qgemm.next_tile
+// CHECK: %tile = qgemm.next_tile
+// CHECK: %[[WIDEV:.*]] = qgemm.make_tile %tile (boundary = %{{.*}}) : ![[WIDE]]
 // CHECK: %[[ACC:.*]]:96 = scf.if
 // CHECK: scf.for %{{.*}} = %{{.*}} to %kBlockCount {{.*}} -> (f32, f32,
-// CHECK: qgemm.wait_stage %[[SMEM]], %[[CS:.*]], %{{.*}} tile ()
-// CHECK: %scale_row0, %scale_row1, %scale_row0_hi, %scale_row1_hi = qgemm.block_scales %[[SMEM]], %[[CS]], %{{.*}} tile ()
-// CHECK: %[[FRAG:.*]] = qgemm.mma_block %[[SMEM]], %[[CS]], %{{.*}} tile () {count = 4 : i64, first = 0 : i64} : !llvm.ptr<3> -> !llvm.struct<(f32,
-// CHECK-NEXT: qgemm.release_stage %[[SMEM]], %[[CS]], %{{.*}} tile (rank = {{.*}})
+// CHECK: qgemm.wait_stage %[[SMEM]], %[[CS:.*]], %{{.*}} tile %[[WIDEV]]
+// CHECK: %scale_row0, %scale_row1, %scale_row0_hi, %scale_row1_hi = qgemm.block_scales %[[SMEM]], %[[CS]], %{{.*}} tile %[[WIDEV]]
+// CHECK: %[[FRAG:.*]] = qgemm.mma_block %[[SMEM]], %[[CS]], %{{.*}} tile %[[WIDEV]] {count = 4 : i64, first = 0 : i64} : !llvm.ptr<3>, ![[WIDE]] -> !llvm.struct<(f32,
+// CHECK-NEXT: qgemm.release_stage %[[SMEM]], %[[CS]], %{{.*}} tile %[[WIDEV]]
 // CHECK-NEXT: qgemm.promote %[[SMEM]], %[[FRAG]], %[[CS]], %{{.*}} scales(%scale_row0, %scale_row1, %scale_row0_hi, %scale_row1_hi) acc(
-// CHECK-SAME: tile (boundary = {{.*}} : i32)
-// CHECK: qgemm.store_tile %[[SMEM]], {{.*}} acc(%[[ACC]]#0, {{.*}} tile (mBlock = %mBlock
+// CHECK-SAME: tile %[[WIDEV]] : !llvm.ptr<3>, ![[WIDE]],
+// CHECK: qgemm.store_tile %[[SMEM]], {{.*}} acc(%[[ACC]]#0, {{.*}} tile %[[WIDEV]]
 // CHECK-NOT: qgemm.mma_tile
 qgemm.grouped_matmul @up n = 4096, k = 7168,
     a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
@@ -47,11 +57,13 @@ qgemm.grouped_matmul @up n = 4096, k = 7168,
 // -----
 
 // row_group indexing: the CTA fills its group table first; tiles start at
-// their group's first row.
+// their group's first row, a field of the tile.
+// CHECK: = !qgemm.tile<rank: i32, rows: i32, numTiles: i32, nBlocks: i32, nUnits: i32, mBlocks: i32, mUnits: i32, mBlock: i32, nBlock: i32, group: i32, validRows: i32, blockIsPadding: i1, pairIsPadding: i1, row0: i32, rowEnd: i32, kBlockCount: i32>
 // CHECK-LABEL: qgemm.grouped_matmul @rowgroup
 // CHECK: qgemm.fill_group_table
 // CHECK: qgemm.init_barriers
-// CHECK: %mBlock, %nBlock, %group, %validRows, %blockIsPadding, %pairIsPadding, %row0, %rowEnd, %kBlockCount = qgemm.next_tile
+// CHECK: %row0 = qgemm.tile_field %tile[row0]
+// CHECK: qgemm.load_stage %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %row0,
 qgemm.grouped_matmul @rowgroup n = 4096, k = 7168,
     a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
     b = #qgemm.operand<e4m3, #qgemm.scale<[128, 128], f32, COMPACT>>,
@@ -61,9 +73,9 @@ qgemm.grouped_matmul @rowgroup n = 4096, k = 7168,
 // -----
 
 // m_masked walking only the blocks with rows, two CTAs sharing B.
+// CHECK: = !qgemm.tile<rank: i32, rows: i32, numTiles: i32, nBlocks: i32, nUnits: i32, mBlocks: i32, mUnits: i32, validBlocks: i32>
+// CHECK: = !qgemm.tile<{{.*}}, validBlocks: i32, mBlock: i32, nBlock: i32, group: i32, validRows: i32, blockIsPadding: i1, pairIsPadding: i1, sharesB: i1, kBlockCount: i32>
 // CHECK-LABEL: qgemm.grouped_matmul @masked_pair
-// CHECK: -> (numTiles : i32, nBlocks : i32, nUnits : i32, mBlocks : i32, mUnits : i32, validBlocks : i32)
-// CHECK: -> (mBlock : i32, nBlock : i32, group : i32, validRows : i32, blockIsPadding : i1, pairIsPadding : i1, sharesB : i1, kBlockCount : i32)
 // A padding block computed beside its peer stores zeros.
 // CHECK: qgemm.promote
 // CHECK: scf.if %blockIsPadding
@@ -78,19 +90,25 @@ qgemm.grouped_matmul @masked_pair n = 7168, k = 2048,
 // The weight gradient, groups of 16 tokens with COMPACT scales on both
 // operands: the producer stages the scales from registers (one tile op),
 // the token scale blocks restart per group (start(g) per tile, Tb per
-// CTA), the consumers zero the tokens past a partial last K block, and
-// release the stage only after promoting (B's scales are read from it).
+// CTA: the producer's tiles carry both), the consumers zero the tokens
+// past a partial last K block, and release the stage only after promoting
+// (B's scales are read from it).
+// CHECK: ![[PCTA:tile[0-9]*]] = !qgemm.tile<{{.*}}, mUnits: i32, tokenScaleBlocks: i32>
+// CHECK: = !qgemm.tile<{{.*}}, tokenScaleBlocks: i32, {{.*}}, kBlockCount: i32, tokenStart: i32, tailTokens: i32>
 // CHECK-LABEL: qgemm.grouped_matmul @wgrad16
 // CHECK: nvvm.setmaxregister {{ *}}decrease 40
-// CHECK-NEXT: %[[TB:.*]] = qgemm.token_scale_blocks
-// CHECK: -> (mBlock : i32, nBlock : i32, group : i32, validRows : i32, blockIsPadding : i1, pairIsPadding : i1, sharesB : i1, kBlockCount : i32, tokenStart : i32, tailTokens : i32)
-// CHECK: %[[START:.*]] = qgemm.token_scale_blocks %{{.*}}, %group
-// CHECK-NEXT: qgemm.load_tile {{.*}} tokenScaleStart = %[[START]] : i32, {{.*}}tokenScaleBlocks = %[[TB]] : i32
+// CHECK-NEXT: %[[TB:.*]] = qgemm.token_scale_blocks %{{.*}}, %{{.*}} tile %cta
+// CHECK-NEXT: %[[PCTAV:.*]] = qgemm.make_tile %cta (tokenScaleBlocks = %[[TB]]) : ![[PCTA]]
+// CHECK: %tile = qgemm.next_tile %{{.*}}, %{{.*}} tile %[[PCTAV]]
+// CHECK: %[[START:.*]] = qgemm.token_scale_blocks %{{.*}}, %group tile %tile
+// CHECK-NEXT: %[[LOADED:.*]] = qgemm.make_tile %tile (tokenScaleStart = %[[START]])
+// CHECK-NEXT: qgemm.load_tile %{{.*}}, %{{.*}}, %{{.*}} tile %[[LOADED]]
 // CHECK-NOT: qgemm.load_stage
 // CHECK: nvvm.setmaxregister {{ *}}increase 232
+// CHECK: %tailTokens = qgemm.tile_field %tile[tailTokens]
 // CHECK: qgemm.block_scales
 // CHECK: scf.if
-// CHECK-NEXT: qgemm.zero_token_tail {{.*}} tile (tailTokens = %tailTokens : i32)
+// CHECK-NEXT: qgemm.zero_token_tail {{.*}} tile %{{.*}} :
 // CHECK: qgemm.mma_block
 // CHECK-NEXT: qgemm.promote
 // CHECK-NEXT: qgemm.release_stage

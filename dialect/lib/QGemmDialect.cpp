@@ -20,16 +20,36 @@ using namespace mlir::qgemm;
 #define GET_ATTRDEF_CLASSES
 #include "qgemm/Dialect/QGemmAttrs.cpp.inc"
 
-#include "qgemm/Dialect/TileSyntax.h"
+#define GET_TYPEDEF_CLASSES
+#include "qgemm/Dialect/QGemmTypes.cpp.inc"
 
 #define GET_OP_CLASSES
 #include "qgemm/Dialect/QGemmOps.cpp.inc"
+
+namespace {
+/// Tile types print once, at the top of the module, as `!tile`, `!tile1`,
+/// ...: a tile op's type then reads `!tile3` instead of its fields.
+struct QGemmOpAsmInterface : OpAsmDialectInterface {
+  using OpAsmDialectInterface::OpAsmDialectInterface;
+  AliasResult getAlias(Type type, raw_ostream &os) const override {
+    if (!isa<TileType>(type))
+      return AliasResult::NoAlias;
+    os << "tile";
+    return AliasResult::OverridableAlias;
+  }
+};
+} // namespace
 
 void QGemmDialect::initialize() {
   addAttributes<
 #define GET_ATTRDEF_LIST
 #include "qgemm/Dialect/QGemmAttrs.cpp.inc"
       >();
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "qgemm/Dialect/QGemmTypes.cpp.inc"
+      >();
+  addInterfaces<QGemmOpAsmInterface>();
   addOperations<
 #define GET_OP_LIST
 #include "qgemm/Dialect/QGemmOps.cpp.inc"

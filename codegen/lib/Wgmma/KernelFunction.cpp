@@ -2,8 +2,8 @@
 //
 // qgemm-lower-tiles-to-hopper for one declaration: every tile op of its
 // body replaced by its code (SchedulePatterns.cpp, MainloopPatterns.cpp,
-// RolePatterns.cpp), then
-// the body moved into the `llvm.func` kernel with the kernel's attributes.
+// RolePatterns.cpp), the tile values dropped (TileValues.cpp), then the
+// body moved into the `llvm.func` kernel with the kernel's attributes.
 //
 //===----------------------------------------------------------------------===//
 #include "TileOpKernel.h"
@@ -27,6 +27,7 @@ LogicalResult mlir::qgemm::lowerWgmmaTiles(GroupedMatmulOp op) {
   populateMainloopPatterns(patterns);
   populateRolePatterns(patterns);
   walkAndApplyPatterns(op, std::move(patterns));
+  dropTileValues(op);
   // A tile op left in place did not lower; its pattern said why. Inside the
   // body every qgemm op is a tile op but the Hopper stage's own.
   Dialect *qgemm = op->getDialect();

@@ -18,6 +18,8 @@ struct WaitStageLowering : OpRewritePattern<WaitStageOp> {
   LogicalResult matchAndRewrite(WaitStageOp op,
                                 PatternRewriter &rewriter) const override {
     TileOpKernel at(op, rewriter);
+    if (failed(at.tileStatus()))
+      return failure();
     WgmmaKernel &k = at.kernel();
     k.hw.mbarrierWait(k.fullBar(op.getStage()), op.getPhase());
     rewriter.eraseOp(op);
@@ -30,6 +32,8 @@ struct BlockScalesLowering : OpRewritePattern<BlockScalesOp> {
   LogicalResult matchAndRewrite(BlockScalesOp op,
                                 PatternRewriter &rewriter) const override {
     TileOpKernel at(op, rewriter);
+    if (failed(at.tileStatus()))
+      return failure();
     Mainloop::BlockScales sc =
         Mainloop(at.kernel()).readScales(op.getStage(), op.getRowInTile());
     rewriter.replaceOp(op, ValueRange{sc.row0, sc.row1, sc.row0Hi, sc.row1Hi});
@@ -42,6 +46,8 @@ struct ZeroTokenTailLowering : OpRewritePattern<ZeroTokenTailOp> {
   LogicalResult matchAndRewrite(ZeroTokenTailOp op,
                                 PatternRewriter &rewriter) const override {
     TileOpKernel at(op, rewriter);
+    if (failed(at.tileStatus()))
+      return failure();
     if (!at.kernel().tile.tailTokens)
       return op->emitOpError("tile: needs the group's tailTokens");
     Mainloop(at.kernel())
@@ -57,6 +63,8 @@ struct MmaBlockLowering : OpRewritePattern<MmaBlockOp> {
   LogicalResult matchAndRewrite(MmaBlockOp op,
                                 PatternRewriter &rewriter) const override {
     TileOpKernel at(op, rewriter);
+    if (failed(at.tileStatus()))
+      return failure();
     WgmmaKernel &k = at.kernel();
     if (op.getFragment().getType() != k.hw.accumulatorT(k.cfg.blockN))
       return op->emitOpError("fragment: the tile's accumulator struct, ")
@@ -74,6 +82,8 @@ struct ReleaseStageLowering : OpRewritePattern<ReleaseStageOp> {
   LogicalResult matchAndRewrite(ReleaseStageOp op,
                                 PatternRewriter &rewriter) const override {
     TileOpKernel at(op, rewriter);
+    if (failed(at.tileStatus()))
+      return failure();
     WgmmaKernel &k = at.kernel();
     if (k.cfg.cluster > 1 && !k.tile.rank)
       return op->emitOpError("tile: a cluster's release needs the CTA's rank");
@@ -88,6 +98,8 @@ struct PromoteLowering : OpRewritePattern<PromoteOp> {
   LogicalResult matchAndRewrite(PromoteOp op,
                                 PatternRewriter &rewriter) const override {
     TileOpKernel at(op, rewriter);
+    if (failed(at.tileStatus()))
+      return failure();
     WgmmaKernel &k = at.kernel();
     if (op.getScales().size() != 4 ||
         int64_t(op.getAcc().size()) != k.cfg.blockN / 2)

@@ -18,6 +18,8 @@ struct AcquireStageLowering : OpRewritePattern<AcquireStageOp> {
   LogicalResult matchAndRewrite(AcquireStageOp op,
                                 PatternRewriter &rewriter) const override {
     TileOpKernel at(op, rewriter);
+    if (failed(at.tileStatus()))
+      return failure();
     WgmmaKernel &k = at.kernel();
     Value parity = arith::XOrIOp::create(k.b, op.getPhase(), k.ir.i32(1));
     k.hw.mbarrierWait(k.emptyBar(op.getStage()), parity);
@@ -31,6 +33,8 @@ struct LoadStageLowering : OpRewritePattern<LoadStageOp> {
   LogicalResult matchAndRewrite(LoadStageOp op,
                                 PatternRewriter &rewriter) const override {
     TileOpKernel at(op, rewriter);
+    if (failed(at.tileStatus()))
+      return failure();
     if (at.kernel().registerScales())
       return op->emitOpError("this kernel stages its scales from registers "
                              "(qgemm.load_tile)");
@@ -47,6 +51,8 @@ struct LoadTileLowering : OpRewritePattern<LoadTileOp> {
   LogicalResult matchAndRewrite(LoadTileOp op,
                                 PatternRewriter &rewriter) const override {
     TileOpKernel at(op, rewriter);
+    if (failed(at.tileStatus()))
+      return failure();
     if (!at.kernel().registerScales())
       return op->emitOpError("this kernel loads a stage at a time "
                              "(qgemm.acquire_stage, qgemm.load_stage)");
@@ -61,6 +67,8 @@ struct MmaTileLowering : OpRewritePattern<MmaTileOp> {
   LogicalResult matchAndRewrite(MmaTileOp op,
                                 PatternRewriter &rewriter) const override {
     TileOpKernel at(op, rewriter);
+    if (failed(at.tileStatus()))
+      return failure();
     WgmmaKernel &k = at.kernel();
     if (!k.mx())
       return op->emitOpError("is MXFP8's mainloop; this kernel's scales are "
@@ -80,6 +88,8 @@ struct StoreTileLowering : OpRewritePattern<StoreTileOp> {
   LogicalResult matchAndRewrite(StoreTileOp op,
                                 PatternRewriter &rewriter) const override {
     TileOpKernel at(op, rewriter);
+    if (failed(at.tileStatus()))
+      return failure();
     WgmmaKernel &k = at.kernel();
     if (failed(at.checkAccumulators(op, op.getAcc().size())))
       return failure();

@@ -19,6 +19,8 @@ struct InitBarriersLowering : OpRewritePattern<InitBarriersOp> {
   LogicalResult matchAndRewrite(InitBarriersOp op,
                                 PatternRewriter &rewriter) const override {
     TileOpKernel at(op, rewriter);
+    if (failed(at.tileStatus()))
+      return failure();
     WgmmaKernel &k = at.kernel();
     KernelIR &ir = k.ir;
     auto ifInit = scf::IfOp::create(k.b, k.eq(op.getTid(), 0), false);
@@ -48,6 +50,8 @@ struct FillGroupTableLowering : OpRewritePattern<FillGroupTableOp> {
   LogicalResult matchAndRewrite(FillGroupTableOp op,
                                 PatternRewriter &rewriter) const override {
     TileOpKernel at(op, rewriter);
+    if (failed(at.tileStatus()))
+      return failure();
     TileScheduler(at.kernel()).fillGroupTable(op.getTid());
     rewriter.eraseOp(op);
     return success();
@@ -59,9 +63,11 @@ struct CountTilesLowering : OpRewritePattern<CountTilesOp> {
   LogicalResult matchAndRewrite(CountTilesOp op,
                                 PatternRewriter &rewriter) const override {
     TileOpKernel at(op, rewriter);
+    if (failed(at.tileStatus()))
+      return failure();
     WgmmaKernel &k = at.kernel();
     TileScheduler(k).countTiles();
-    return at.replaceByFields(op, op.getResultFields(), rewriter);
+    return at.replaceByTile(op, op.getCta().getType(), op.getTile(), rewriter);
   }
 };
 
@@ -70,17 +76,21 @@ struct NextTileLowering : OpRewritePattern<NextTileOp> {
   LogicalResult matchAndRewrite(NextTileOp op,
                                 PatternRewriter &rewriter) const override {
     TileOpKernel at(op, rewriter);
+    if (failed(at.tileStatus()))
+      return failure();
     WgmmaKernel &k = at.kernel();
     TileScheduler(k).computeTile(op.getIndex());
-    // A field the scheduler computes but the op does not carry would be
-    // lost to the roles: the op must name exactly the computed ones.
-    SmallVector<StringRef> computed = k.tile.tileFieldsSet();
-    if (computed.size() != op.getResultFields().size())
+    // A field the scheduler computes but the result does not carry would
+    // be lost to the roles: the result must add exactly the computed ones.
+    TileType in = op.getTile().getType(), out = op.getNext().getType();
+    int64_t computed = llvm::count_if(
+        k.tile.tileFieldsSet(), [&](StringRef f) { return !in.hasField(f); });
+    int64_t added = int64_t(out.getFields().size() - in.getFields().size());
+    if (computed != added)
       return op->emitOpError()
-             << "result_fields: the scheduler computes " << computed.size()
-             << " per-tile fields for this kernel, the op names "
-             << op.getResultFields().size();
-    return at.replaceByFields(op, op.getResultFields(), rewriter);
+             << "result: the scheduler computes " << computed
+             << " per-tile fields for this kernel, the result adds " << added;
+    return at.replaceByTile(op, out, op.getTile(), rewriter);
   }
 };
 
@@ -89,6 +99,8 @@ struct TokenScaleBlocksLowering : OpRewritePattern<TokenScaleBlocksOp> {
   LogicalResult matchAndRewrite(TokenScaleBlocksOp op,
                                 PatternRewriter &rewriter) const override {
     TileOpKernel at(op, rewriter);
+    if (failed(at.tileStatus()))
+      return failure();
     rewriter.replaceOp(
         op, TileScheduler(at.kernel()).tokenScaleBlocksBefore(op.getGroup()));
     return success();

@@ -3,18 +3,21 @@
 // One persistent CTA per SM computes 128 x blockN tiles of D with three
 // warpgroups:
 //  - warpgroup 0, the producer (40 registers), fills the stage ring
-//    (qgemm.load_tile, Producer.cpp);
+//    (qgemm.acquire_stage and qgemm.load_stage per K block, or
+//    qgemm.load_tile; Producer.cpp);
 //  - warpgroups 1 and 2, the consumers (232 registers), own 64 rows each:
-//    wgmma per K block with promotion (qgemm.mma_tile, Mainloop.cpp), then
-//    the stores of D (qgemm.store_tile, Epilogue.cpp).
+//    wgmma per K block with promotion (qgemm.mma_block and qgemm.promote,
+//    or MXFP8's qgemm.mma_tile; Mainloop.cpp), then the stores of D
+//    (qgemm.store_tile, Epilogue.cpp).
 // Both walk the same tiles in the same order (qgemm.next_tile,
 // TileScheduler.cpp), so a stage's position in the ring follows from the
 // count of K blocks consumed. Shared memory is placed by WgmmaLayout
 // (qgemm/Kernels/WgmmaLayout.h).
 //
 // This file builds that structure as the declaration's tile-level body
-// (qgemm-lower-to-tiles); TilePatterns.cpp lowers each tile op to its
-// Hopper code (qgemm-lower-tiles-to-hopper).
+// (qgemm-lower-to-tiles); SchedulePatterns.cpp, MainloopPatterns.cpp and
+// RolePatterns.cpp lower each tile op to its Hopper code
+// (qgemm-lower-tiles-to-hopper).
 //
 //===----------------------------------------------------------------------===//
 #include "WgmmaKernel.h"
@@ -28,12 +31,8 @@ using namespace mlir::qgemm::wgmma;
 namespace mlir::qgemm::wgmma {
 namespace {
 
-/// The element type of a tile field: flags are i1, the rest i32.
-Type fieldType(KernelIR &ir, StringRef name) {
-  if (name == "blockIsPadding" || name == "pairIsPadding" || name == "sharesB")
-    return ir.builder().getI1Type();
-  return ir.i32T();
-}
+/// A field of a tile and its value.
+using FieldValue = std::pair<StringRef, Value>;
 
 class TileBody {
 public:
@@ -41,68 +40,56 @@ public:
   void build();
 
 private:
-  /// Every set field of k.tile, as a tile op's `tile` operands and names.
-  struct Operands {
-    SmallVector<Value> values;
-    ArrayAttr names;
-  };
-  Operands tileOperands();
-  /// The fields among `names` that are set, as a tile op's operands (the
-  /// ops of the K loop carry only what their lowering reads).
-  Operands pick(ArrayRef<StringRef> names);
-  ArrayAttr namesAttr(ArrayRef<StringRef> names);
-  /// Sets the fields `names` names to `values` (a count or next op's).
-  void setFields(ArrayAttr names, ValueRange values);
-  /// The persistent loop: work units blockIdx.x, + gridDim.x, ... (per
-  /// cluster: cluster index, + clusters); `body(it)` emits one tile given
-  /// the running count of K blocks the CTA has consumed (it picks the
-  /// stage and barrier phase, continuing across tiles so the producer can
-  /// run ahead into the next tile) and returns the count after the tile.
-  void tileLoop(llvm::function_ref<Value(Value)> body);
-  Value producerTile(Value it);
-  void loads(Value it);
-  Value consumerTile(Value it, Value consumerIdx);
+  /// `base` (none: an empty tile) with the fields `fields` added: a
+  /// qgemm.make_tile.
+  Value extend(Value base, ArrayRef<FieldValue> fields);
+  /// Points k.tile at the fields of `tile`, each read by a qgemm.tile_field
+  /// here (build() drops the reads nothing uses).
+  void read(Value tile);
+  /// The persistent loop over the CTA tile `cta`: work units blockIdx.x,
+  /// + gridDim.x, ... (per cluster: cluster index, + clusters);
+  /// `body(it, tile)` emits one tile given the running count of K blocks
+  /// the CTA has consumed (it picks the stage and barrier phase,
+  /// continuing across tiles so the producer can run ahead into the next
+  /// tile) and returns the count after the tile.
+  void tileLoop(Value cta, llvm::function_ref<Value(Value, Value)> body);
+  Value producerTile(Value it, Value tile);
+  void loads(Value it, Value tile);
+  Value consumerTile(Value it, Value consumerIdx, Value tile);
   SmallVector<Value> mainloop(Value it, Value consumerIdx, Value tidInWg,
-                              Value rowInTile, Value lane);
+                              Value rowInTile, Value lane, Value tile);
 
   WgmmaKernel &k;
   TileScheduler sched;
   Value tid;
+  SmallVector<TileFieldOp> reads;
 };
 
-TileBody::Operands TileBody::tileOperands() {
-  SmallVector<Attribute> names;
-  Operands ops;
-  k.tile.pack(k.b.getContext(), ops.values, names);
-  ops.names = k.b.getArrayAttr(names);
-  return ops;
+Value TileBody::extend(Value base, ArrayRef<FieldValue> fields) {
+  SmallVector<StringRef> names;
+  for (const FieldValue &f : fields)
+    names.push_back(f.first);
+  TileType type = base ? cast<TileType>(base.getType()).with(names)
+                       : TileType::ofFields(k.b.getContext(), names);
+  // The values in the type's field order.
+  SmallVector<Value> values;
+  for (const TileField &f : type.getFields())
+    for (const FieldValue &given : fields)
+      if (given.first == f.name.getValue())
+        values.push_back(given.second);
+  return MakeTileOp::create(k.b, type, base, values);
 }
 
-TileBody::Operands TileBody::pick(ArrayRef<StringRef> names) {
-  SmallVector<Attribute> attrs;
-  Operands ops;
-  for (StringRef name : names)
-    if (Value v = *k.tile.field(name)) {
-      ops.values.push_back(v);
-      attrs.push_back(k.b.getStringAttr(name));
-    }
-  ops.names = k.b.getArrayAttr(attrs);
-  return ops;
+void TileBody::read(Value tile) {
+  for (const TileField &f : cast<TileType>(tile.getType()).getFields()) {
+    auto r = TileFieldOp::create(k.b, f.type, tile, f.name);
+    reads.push_back(r);
+    *k.tile.field(f.name.getValue()) = r;
+  }
 }
 
-ArrayAttr TileBody::namesAttr(ArrayRef<StringRef> names) {
-  SmallVector<Attribute> attrs;
-  for (StringRef n : names)
-    attrs.push_back(k.b.getStringAttr(n));
-  return k.b.getArrayAttr(attrs);
-}
-
-void TileBody::setFields(ArrayAttr names, ValueRange values) {
-  for (auto [name, value] : llvm::zip_equal(names, values))
-    *k.tile.field(cast<StringAttr>(name).getValue()) = value;
-}
-
-void TileBody::tileLoop(llvm::function_ref<Value(Value)> body) {
+void TileBody::tileLoop(Value cta,
+                        llvm::function_ref<Value(Value, Value)> body) {
   KernelIR &ir = k.ir;
   Value first = k.hw.blockIdX();
   Value step = k.hw.gridDimX();
@@ -116,19 +103,15 @@ void TileBody::tileLoop(llvm::function_ref<Value(Value)> body) {
   k.b.setInsertionPointToStart(loop.getBody());
   // The tile's values live in the loop body only.
   TileValues outer = k.tile;
-  ArrayAttr fields = namesAttr(sched.tileFields());
-  SmallVector<Type> types;
-  for (Attribute name : fields)
-    types.push_back(fieldType(ir, cast<StringAttr>(name).getValue()));
-  Operands in = tileOperands();
-  auto next = NextTileOp::create(k.b, types, k.smem, loop.getInductionVar(),
-                                 in.values, in.names, fields);
-  setFields(fields, next.getValues());
-  scf::YieldOp::create(k.b, body(loop.getRegionIterArgs()[0]));
+  TileType type = cast<TileType>(cta.getType()).with(sched.tileFields());
+  Value tile =
+      NextTileOp::create(k.b, type, k.smem, loop.getInductionVar(), cta);
+  read(tile);
+  scf::YieldOp::create(k.b, body(loop.getRegionIterArgs()[0], tile));
   k.tile = outer;
 }
 
-Value TileBody::producerTile(Value it) {
+Value TileBody::producerTile(Value it, Value tile) {
   auto ifWork = scf::IfOp::create(
       k.b, arith::XOrIOp::create(k.b, k.tile.pairIsPadding, k.trueV()), false);
   {
@@ -137,25 +120,20 @@ Value TileBody::producerTile(Value it) {
     // start(g): a pass over the offsets before the group, per tile (G is at
     // most a few hundred; the producer runs ahead of the consumers).
     if (k.restartsTokens()) {
-      Operands in = tileOperands();
-      k.tile.tokenScaleStart =
-          TokenScaleBlocksOp::create(k.b, k.ir.i32T(), k.smem, k.tile.group, in.values,
-                                     in.names)
-              .getBlocks();
+      Value start = TokenScaleBlocksOp::create(k.b, k.ir.i32T(), k.smem,
+                                               k.tile.group, tile);
+      tile = extend(tile, {{"tokenScaleStart", start}});
     }
-    if (k.registerScales()) {
-      Operands in = tileOperands();
-      LoadTileOp::create(k.b, k.smem, it, tid, in.values, in.names);
-    } else {
-      loads(it);
-    }
-    k.tile.tokenScaleStart = Value();
+    if (k.registerScales())
+      LoadTileOp::create(k.b, k.smem, it, tid, tile);
+    else
+      loads(it, tile);
   }
   return sched.advance(it);
 }
 
 /// The tile's K blocks, a stage each: acquire it, then load it.
-void TileBody::loads(Value it) {
+void TileBody::loads(Value it, Value tile) {
   KernelIR &ir = k.ir;
   ImplicitLocOpBuilder &b = k.b;
   auto loop = scf::ForOp::create(b, ir.i32(0), k.tile.kBlockCount, ir.i32(1));
@@ -165,21 +143,19 @@ void TileBody::loads(Value it) {
   Value iter = ir.add(it, kb);
   Value s = k.stageOf(iter);
   Value phase = k.phaseOf(iter);
-  Operands none = pick({});
-  AcquireStageOp::create(b, k.smem, s, phase, none.values, none.names);
+  AcquireStageOp::create(b, k.smem, s, phase, tile);
   // k0: the block's first contraction index (a token for k_contiguous).
   Value k0 = ir.mul(kb, ir.i32(k.cfg.blockK));
   if (k.wgrad())
     k0 = ir.add(k.tile.tokenStart, k0);
   Value m0 = k.tileRow0();
   Value n0 = ir.mul(k.tile.nBlock, ir.i32(k.cfg.blockN));
-  Operands in = tileOperands();
-  LoadStageOp::create(b, k.smem, s, kb, k0, m0, n0, tid, in.values, in.names);
+  LoadStageOp::create(b, k.smem, s, kb, k0, m0, n0, tid, tile);
 }
 
 /// One tile of a consumer warpgroup: the mainloop unless the tile is
 /// padding (zeros then), then the epilogue.
-Value TileBody::consumerTile(Value it, Value consumerIdx) {
+Value TileBody::consumerTile(Value it, Value consumerIdx, Value tile) {
   KernelIR &ir = k.ir;
   ImplicitLocOpBuilder &b = k.b;
   const int64_t n = k.cfg.blockN;
@@ -195,7 +171,8 @@ Value TileBody::consumerTile(Value it, Value consumerIdx) {
   if (k.tileMayStraddle()) {
     // Columns of the tile before the next 128-wide B scale block.
     Value n0 = ir.mul(k.tile.nBlock, ir.i32(k.cfg.blockN));
-    k.tile.boundary = ir.sub(ir.i32(128), ir.remU(n0, ir.i32(128)));
+    Value boundary = ir.sub(ir.i32(128), ir.remU(n0, ir.i32(128)));
+    tile = extend(tile, {{"boundary", boundary}});
   }
 
   SmallVector<Value> zeros(size_t(n / 2), ir.f32(0.0));
@@ -208,12 +185,11 @@ Value TileBody::consumerTile(Value it, Value consumerIdx) {
     b.setInsertionPointToStart(&ifWork.getThenRegion().front());
     SmallVector<Value> acc;
     if (k.mx()) {
-      Operands in = tileOperands();
       acc = MmaTileOp::create(b, accTypes, k.smem, it, consumerIdx, tidInWg,
-                              rowInTile, lane, in.values, in.names)
+                              rowInTile, lane, tile)
                 .getAcc();
     } else {
-      acc = mainloop(it, consumerIdx, tidInWg, rowInTile, lane);
+      acc = mainloop(it, consumerIdx, tidInWg, rowInTile, lane, tile);
     }
     if (k.cfg.shareB) {
       // A padding block computed beside its peer: its results are not D's.
@@ -230,10 +206,7 @@ Value TileBody::consumerTile(Value it, Value consumerIdx) {
     b.setInsertionPointToStart(&ifWork.getElseRegion().front());
     scf::YieldOp::create(b, zeros);
   }
-  Operands in = tileOperands();
-  StoreTileOp::create(b, k.smem, ifWork.getResults(), lane, row0, row1,
-                      in.values, in.names);
-  k.tile.boundary = Value();
+  StoreTileOp::create(b, k.smem, ifWork.getResults(), lane, row0, row1, tile);
   return sched.advance(it);
 }
 
@@ -243,7 +216,7 @@ Value TileBody::consumerTile(Value it, Value consumerIdx) {
 /// measured 3-6% slower on the H100: see docs/PERF_NOTES.md.)
 SmallVector<Value> TileBody::mainloop(Value it, Value consumerIdx,
                                       Value tidInWg, Value rowInTile,
-                                      Value lane) {
+                                      Value lane, Value tile) {
   KernelIR &ir = k.ir;
   ImplicitLocOpBuilder &b = k.b;
   const int64_t n = k.cfg.blockN;
@@ -256,11 +229,9 @@ SmallVector<Value> TileBody::mainloop(Value it, Value consumerIdx,
   Value kb = loop.getInductionVar();
   Value s = k.stageOf(ir.add(it, kb));
   Value phase = k.phaseOf(ir.add(it, kb));
-  Operands none = pick({});
-  WaitStageOp::create(b, k.smem, s, phase, none.values, none.names);
+  WaitStageOp::create(b, k.smem, s, phase, tile);
   auto scales = BlockScalesOp::create(b, ir.f32T(), ir.f32T(), ir.f32T(),
-                                      ir.f32T(), k.smem, s, rowInTile,
-                                      none.values, none.names);
+                                      ir.f32T(), k.smem, s, rowInTile, tile);
   if (k.tokenTail()) {
     Value last = arith::AndIOp::create(
         b, k.eq(ir.sub(k.tile.kBlockCount, kb), 1),
@@ -268,24 +239,19 @@ SmallVector<Value> TileBody::mainloop(Value it, Value consumerIdx,
     auto ifTail = scf::IfOp::create(b, last, false);
     OpBuilder::InsertionGuard inTail(b);
     b.setInsertionPointToStart(&ifTail.getThenRegion().front());
-    Operands in = pick({"tailTokens"});
-    ZeroTokenTailOp::create(b, k.smem, s, consumerIdx, tidInWg, in.values,
-                            in.names);
+    ZeroTokenTailOp::create(b, k.smem, s, consumerIdx, tidInWg, tile);
   }
-  Value frag = MmaBlockOp::create(b, k.hw.accumulatorT(n), k.smem, s,
-                                  consumerIdx, /*first=*/0,
-                                  /*count=*/k.cfg.blockK / WgmmaLayout::kMmaK,
-                                  none.values, none.names);
-  Operands rank = pick({"rank"});
+  Value frag = MmaBlockOp::create(
+      b, k.hw.accumulatorT(n), k.smem, s, consumerIdx, /*first=*/0,
+      /*count=*/k.cfg.blockK / WgmmaLayout::kMmaK, tile);
   // Forward, the scales are in registers: release before promoting.
   if (!k.wgrad())
-    ReleaseStageOp::create(b, k.smem, s, tidInWg, rank.values, rank.names);
-  Operands boundary = pick({"boundary"});
-  auto promoted = PromoteOp::create(
-      b, accTypes, k.smem, frag, s, lane, scales.getResults(),
-      loop.getRegionIterArgs(), boundary.values, boundary.names);
+    ReleaseStageOp::create(b, k.smem, s, tidInWg, tile);
+  auto promoted =
+      PromoteOp::create(b, accTypes, k.smem, frag, s, lane, scales.getResults(),
+                        loop.getRegionIterArgs(), tile);
   if (k.wgrad())
-    ReleaseStageOp::create(b, k.smem, s, tidInWg, rank.values, rank.names);
+    ReleaseStageOp::create(b, k.smem, s, tidInWg, tile);
   scf::YieldOp::create(b, promoted.getResults());
   return SmallVector<Value>(loop.getResults());
 }
@@ -297,28 +263,20 @@ void TileBody::build() {
   tid = hw.threadIdX();
   Value wg = ir.divU(tid, ir.i32(kWarpgroupThreads));
 
-  k.tile.rank = k.cfg.cluster > 1 ? hw.clusterCtaRank() : ir.i32(0);
-  k.tile.rows = k.arg(kWgParamRows);
-  if (k.rowGroup()) {
-    Operands in = tileOperands();
-    FillGroupTableOp::create(b, k.smem, tid, in.values, in.names);
-  }
-  {
-    Operands in = tileOperands();
-    InitBarriersOp::create(b, k.smem, tid, in.values, in.names);
-  }
+  Value rank = k.cfg.cluster > 1 ? hw.clusterCtaRank() : ir.i32(0);
+  Value entry =
+      extend(Value(), {{"rank", rank}, {"rows", k.arg(kWgParamRows)}});
+  if (k.rowGroup())
+    FillGroupTableOp::create(b, k.smem, tid, entry);
+  InitBarriersOp::create(b, k.smem, tid, entry);
   // Peers multicast into this CTA's stages and arrive on its barriers:
   // every barrier of the cluster must be initialized first.
   if (k.cfg.cluster > 1)
     hw.clusterSync();
-  {
-    ArrayAttr fields = namesAttr(sched.ctaFields());
-    SmallVector<Type> types(fields.size(), ir.i32T());
-    Operands in = tileOperands();
-    auto count = CountTilesOp::create(b, types, k.smem, in.values, in.names,
-                                      fields);
-    setFields(fields, count.getValues());
-  }
+  Value cta = CountTilesOp::create(
+      b, cast<TileType>(entry.getType()).with(sched.ctaFields()), k.smem,
+      entry);
+  read(cta);
   auto roles = scf::IfOp::create(b, k.eq(wg, 0), /*withElse=*/true);
   {
     OpBuilder::InsertionGuard g(b);
@@ -326,22 +284,23 @@ void TileBody::build() {
     hw.setMaxRegisters(kProducerRegisters, /*increase=*/false);
     // Tb, the token extent of the restarted scale grids: one pass over the
     // offsets per CTA (only the producer reads scales).
+    Value producerCta = cta;
     if (k.restartsTokens()) {
-      Operands in = tileOperands();
-      k.tile.tokenScaleBlocks =
-          TokenScaleBlocksOp::create(b, ir.i32T(), k.smem, k.arg(kWgParamNumGroups),
-                                     in.values, in.names)
-              .getBlocks();
+      Value tb = TokenScaleBlocksOp::create(b, ir.i32T(), k.smem,
+                                            k.arg(kWgParamNumGroups), cta);
+      producerCta = extend(cta, {{"tokenScaleBlocks", tb}});
     }
-    tileLoop([&](Value it) { return producerTile(it); });
-    k.tile.tokenScaleBlocks = Value();
+    tileLoop(producerCta,
+             [&](Value it, Value tile) { return producerTile(it, tile); });
   }
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&roles.getElseRegion().front());
     hw.setMaxRegisters(kConsumerRegisters, /*increase=*/true);
     Value consumerIdx = ir.sub(wg, ir.i32(1));
-    tileLoop([&](Value it) { return consumerTile(it, consumerIdx); });
+    tileLoop(cta, [&](Value it, Value tile) {
+      return consumerTile(it, consumerIdx, tile);
+    });
     // The last tile's TMA stores read this CTA's shared memory and must be
     // done writing D before the kernel ends.
     if (k.layout.storesDByTma(k.c)) {
@@ -357,6 +316,9 @@ void TileBody::build() {
   b.setInsertionPointAfter(roles);
   if (k.cfg.cluster > 1)
     hw.clusterSync();
+  for (TileFieldOp r : reads)
+    if (r->use_empty())
+      r.erase();
 }
 
 } // namespace

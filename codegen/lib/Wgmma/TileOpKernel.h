@@ -2,7 +2,8 @@
 //
 // What a tile op's lowering builds with: the declaration's contract and
 // configuration, the kernel's parameters (the body's block arguments), and
-// the op's tile values, with a builder before the op. Private to codegen.
+// the fields of the op's tile, with a builder before the op. Private to
+// codegen.
 //
 //===----------------------------------------------------------------------===//
 #ifndef QGEMM_CODEGEN_WGMMA_TILEOPKERNEL_H
@@ -25,8 +26,10 @@ public:
         k(b, contract, *decl.getKernelConfig(),
           decl.getBody().front().getArguments(), op.getSmem()) {
     b.setInsertionPoint(op);
-    k.tile = TileValues::unpack(op.getTile(), op.getTileFields());
+    tileRead = TileValues::read(op, op.getTile(), k.tile);
   }
+  /// Whether the op's tile could be read (the op's error where not).
+  LogicalResult tileStatus() const { return tileRead; }
   WgmmaKernel &kernel() { return k; }
   /// A consumer op's accumulators: blockN / 2 f32 a thread, or its error.
   LogicalResult checkAccumulators(Operation *op, size_t count) {
@@ -36,20 +39,23 @@ public:
                              << " accumulators a thread, the " << k.cfg.blockN
                              << "-wide tile has " << k.cfg.blockN / 2;
   }
-  /// Replaces `op` by the tile fields `names` names (the scheduler's
-  /// results); fails, naming the field, where the scheduler left one unset.
-  LogicalResult replaceByFields(Operation *op, ArrayAttr names,
-                                RewriterBase &rewriter) {
+  /// Replaces `op` by the tile `type`: its fields beyond those of `base`
+  /// (the op's tile) are the scheduler's values; fails, naming the field,
+  /// where the scheduler left one unset.
+  LogicalResult replaceByTile(Operation *op, TileType type, Value base,
+                              RewriterBase &rewriter) {
     SmallVector<Value> values;
-    for (Attribute name : names) {
-      Value v = *k.tile.field(cast<StringAttr>(name).getValue());
+    TileType baseType = cast<TileType>(base.getType());
+    for (const TileField &f : type.getFields()) {
+      if (baseType.hasField(f.name.getValue()))
+        continue;
+      Value v = *k.tile.field(f.name.getValue());
       if (!v)
-        return op->emitOpError()
-               << "result_fields: the scheduler computes no '"
-               << cast<StringAttr>(name).getValue() << "' for this kernel";
+        return op->emitOpError() << "result: the scheduler computes no '"
+                                 << f.name.getValue() << "' for this kernel";
       values.push_back(v);
     }
-    rewriter.replaceOp(op, values);
+    rewriter.replaceOp(op, MakeTileOp::create(b, type, base, values));
     return success();
   }
 
@@ -58,6 +64,7 @@ private:
   GemmContract contract;
   ImplicitLocOpBuilder b;
   WgmmaKernel k;
+  LogicalResult tileRead = success();
 };
 
 /// The tile ops' lowerings (SchedulePatterns.cpp, MainloopPatterns.cpp,
@@ -65,6 +72,10 @@ private:
 void populateSchedulePatterns(RewritePatternSet &patterns);
 void populateMainloopPatterns(RewritePatternSet &patterns);
 void populateRolePatterns(RewritePatternSet &patterns);
+/// With every tile op lowered, each tile value is a qgemm.make_tile: its
+/// qgemm.tile_field reads become the fields' values, and the make_tile ops
+/// go (TileValues.cpp). What is left was not lowered.
+void dropTileValues(Operation *body);
 
 } // namespace mlir::qgemm::wgmma
 

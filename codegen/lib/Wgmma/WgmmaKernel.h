@@ -39,13 +39,14 @@ constexpr int kWarpgroupThreads = 128;
 /// is __syncthreads, 1 and 2 each consumer warpgroup's (Epilogue::staged).
 constexpr int kConsumersBarrier = 3;
 
-/// The current tile's values, as SSA values of the tile-level IR: the
-/// kernel's entry and qgemm.count_tiles give the CTA-wide ones, and
-/// qgemm.next_tile the per-tile ones. A tile op carries those it was built
-/// with as its `tile` operands, and its lowering reads them back here. The
-/// scheduler's lowerings compute them; the producer, mainloop and epilogue
-/// only read them. Fields a kernel has no use for stay null (TileFields.def
-/// lists them all).
+/// The current tile's fields, as SSA values: a view of one !qgemm.tile
+/// value (QGemmTileType.td). The kernel's entry and qgemm.count_tiles give
+/// the CTA-wide ones, and qgemm.next_tile the per-tile ones. TileBody.cpp
+/// reads a tile's fields through qgemm.tile_field ops; a tile op's lowering
+/// reads them from the qgemm.make_tile ops that define its tile (read()).
+/// The scheduler's lowerings compute them; the producer, mainloop and
+/// epilogue only read them. Fields a kernel has no use for stay null
+/// (TileFields.def lists them all).
 struct TileValues {
   Value mBlock, nBlock, group, validRows, blockIsPadding;
   /// Whether the producer and the mainloop skip the tile: blockIsPadding,
@@ -86,11 +87,10 @@ struct TileValues {
   /// rows, over all groups.
   Value numTiles, nBlocks, nUnits, mBlocks, mUnits, validBlocks;
 
-  /// The set fields in TileFields.def order, and their names.
-  void pack(MLIRContext *ctx, SmallVectorImpl<Value> &values,
-            SmallVectorImpl<Attribute> &names) const;
-  /// The fields a tile op names (`tile_fields`), the others null.
-  static TileValues unpack(ValueRange values, ArrayAttr names);
+  /// The fields of `tile`, a value defined by qgemm.make_tile (from those
+  /// of its base on), into `out`; fails, as `user`'s error (if any), where
+  /// another op defines it (the ops that make tiles are lowered first).
+  static LogicalResult read(Operation *user, Value tile, TileValues &out);
   /// The field spelled `name` in TileFields.def; null for another name.
   Value *field(StringRef name);
   /// The per-tile fields (TileFields.def's TILE_FIELDs) that are set.

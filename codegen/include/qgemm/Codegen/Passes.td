@@ -21,12 +21,12 @@ def QGemmLowerToTiles : Pass<"qgemm-lower-to-tiles", "::mlir::ModuleOp"> {
   let summary = "Give each wgmma grouped GEMM its tile-level body";
   let description = [{
     Each `qgemm.grouped_matmul` whose resolved `config` is of the wgmma
-    family gains a body (QGemmTileOps.td): the kernel's parameters as block
-    arguments; the mbarrier setup and the tile count; then, per warpgroup
-    role, the persistent tile loop: `qgemm.next_tile` and
-    `qgemm.load_tile` for the producer, `qgemm.next_tile`, `qgemm.mma_tile`
-    and `qgemm.store_tile` for the consumers. The tile's coordinates are
-    SSA values. Other ops are left as they are.
+    family gains a body (QGemmTileOps.td, QGemmHopperOps.td): the kernel's
+    parameters as block arguments; the mbarrier setup and the tile count;
+    then, per warpgroup role, the persistent tile loop: `qgemm.next_tile`,
+    the producer's loads per K block, the consumers' waits, MMAs and
+    promotions per K block and `qgemm.store_tile`. Each tile is one
+    `!qgemm.tile` value. Other ops are left as they are.
   }];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect", "::mlir::NVVM::NVVMDialect",
                            "::mlir::scf::SCFDialect", "::mlir::arith::ArithDialect"];

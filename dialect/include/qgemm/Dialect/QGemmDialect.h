@@ -3,6 +3,7 @@
 #define QGEMM_DIALECT_QGEMMDIALECT_H
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/Dialect/LLVMIR/LLVMTypes.h"
 #include "mlir/IR/Attributes.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Dialect.h"
@@ -81,12 +82,10 @@ inline llvm::hash_code hash_value(const KernelConfig &c) {
 #define GET_ATTRDEF_CLASSES
 #include "qgemm/Dialect/QGemmAttrs.h.inc"
 
-namespace mlir::qgemm {
-/// A tile op's `tile` operands and their `tile_fields` names: one known
-/// name (TileFields.def) per value, each name once (TileSyntax.cpp).
-LogicalResult verifyTileValues(Operation *op, ValueRange values,
-                               ArrayAttr names);
-} // namespace mlir::qgemm
+#include "qgemm/Dialect/TileField.h"
+
+#define GET_TYPEDEF_CLASSES
+#include "qgemm/Dialect/QGemmTypes.h.inc"
 
 #define GET_OP_CLASSES
 #include "qgemm/Dialect/QGemmOps.h.inc"

@@ -23,6 +23,7 @@ def QGemm_Dialect : Dialect {
     qgemm::checkQuantize, the same code that validates JSON specs.
   }];
   let useDefaultAttributePrinterParser = 1;
+  let useDefaultTypePrinterParser = 1;
 }
 
 //===----------------------------------------------------------------------===//

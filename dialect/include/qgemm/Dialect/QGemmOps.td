@@ -26,7 +26,7 @@ def QGemm_GroupedMatmulOp : QGemm_Op<"grouped_matmul", [Symbol, NoTerminator]> {
     ```
 
     qgemm-lower-to-tiles gives a wgmma-family declaration its tile-level
-    body (QGemmTileOps.td): one block whose arguments are the kernel's
+    body (QGemmTileOps.td, QGemmHopperOps.td): one block whose arguments are the kernel's
     parameters (KernelABI.h). qgemm-lower-tiles-to-hopper then replaces the
     op by the `llvm.func` kernel built from that body.
   }];
@@ -181,5 +181,6 @@ def QGemm_SwigluOp : QGemm_Op<"swiglu", [Symbol]> {
 }
 
 include "qgemm/Dialect/QGemmTileOps.td"
+include "qgemm/Dialect/QGemmHopperOps.td"
 
 #endif // QGEMM_OPS_TD
