@@ -8,7 +8,6 @@
 
 #include "SpecInternal.h"
 
-#include "qgemm/Kernels/ConfigRules.h"
 #include "qgemm/Kernels/ResolveConfig.h"
 
 #include <iterator>

@@ -24,7 +24,7 @@
 #include "qgemm/Bench.h"
 #include "qgemm/DispatchBench.h"
 #include "qgemm/QuantizeBench.h"
-#include "qgemm/Kernels/ConfigRules.h"
+#include "qgemm/Kernels/WgmmaRules.h"
 #include "qgemm/Runtime.h"
 
 #include <nlohmann/json.hpp>

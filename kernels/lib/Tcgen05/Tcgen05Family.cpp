@@ -59,7 +59,13 @@ public:
            targetRefusal(kBuildTarget) + ")";
   }
 
-  GemmParams params() const override { return GemmParams::TensorMaps; }
+  std::string launchParams(const GemmContract &, const KernelConfig &,
+                           const GemmOperands &,
+                           std::vector<KernelParam> &out) const override {
+    out.clear();
+    std::string why = targetRefusal(kBuildTarget);
+    return why.empty() ? "the tcgen05 family builds no kernel yet" : why;
+  }
   bool persistent() const override { return true; }
   LaunchShape launchShape(const GemmContract &, const KernelConfig &, int64_t,
                           int64_t, int64_t) const override {

@@ -1,31 +1,11 @@
-//===- Heuristics.cpp - The configuration choices of the heuristic --------===//
-#include "qgemm/Kernels/Heuristics.h"
-#include "qgemm/Kernels/ConfigRules.h"
-#include "qgemm/Kernels/GemmFamily.h"
+//===- WgmmaHeuristics.cpp - The wgmma family's choices -------------------===//
+#include "WgmmaHeuristics.h"
 #include "qgemm/Kernels/WgmmaLayout.h"
+#include "qgemm/Kernels/WgmmaRules.h"
 
 #include <algorithm>
 
 namespace qgemm {
-
-// Families are listed oldest first (KernelFamilies.def): the newest that
-// builds the contract for the build target is the fastest there, and SIMT,
-// the first, builds every contract.
-KernelFamily heuristicFamily(const GemmContract &c) {
-  std::vector<const GemmFamily *> families = gemmFamilies();
-  for (auto it = families.rbegin(); it != families.rend(); ++it)
-    if (familyRefusal((*it)->id(), c).empty())
-      return (*it)->id();
-  return KernelFamily::Simt;
-}
-
-KernelFamily chooseFamily(const GemmContract &c, const Tuning &t) {
-  if (!t.isAuto && t.family != "auto")
-    if (const GemmFamily *f = findGemmFamily(t.family))
-      if (familyRefusal(f->id(), c).empty())
-        return f->id();
-  return heuristicFamily(c);
-}
 
 // Measured on the H100 (bench/results/*tile-sweep*): 192-wide tiles beat
 // 128-wide ones by 0-10% on every MoE shape (fewer operand bytes through L2
