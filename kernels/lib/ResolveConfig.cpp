@@ -7,8 +7,8 @@ namespace {
 
 std::string quoted(std::string_view s) { return "\"" + std::string(s) + "\""; }
 
-/// "auto" and the families `accepts` holds for: `"auto" or "simt"`,
-/// `"auto", "simt", "wgmma"` (`sep` between all but the last two).
+/// "auto" and the names of the families `accepts` holds for, separated by
+/// ", " but the last two by `last`: `"auto" or "simt"`.
 template <typename Pred>
 std::string supportedFamilies(Pred accepts, const char *last) {
   std::vector<std::string> names = {"\"auto\""};

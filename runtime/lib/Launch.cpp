@@ -140,7 +140,7 @@ Status loadModule(const CudaDriver &d, const Kernel::State &k,
   else
     st = d.check(d.moduleGetFunction(&m.function, m.module, k.name.c_str()),
                  "cuModuleGetFunction(" + k.name + ")");
-  // A family's dynamic shared memory (wgmma's stage ring) may pass the
+  // A family's dynamic shared memory (a ring of stages) may pass the
   // default 48 KB: raise the function's limit once, here, not per launch.
   if (st.ok() && k.spec.op == OpKind::GroupedGemm) {
     const KernelConfig &cfg = k.config;

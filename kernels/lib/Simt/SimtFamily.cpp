@@ -16,12 +16,9 @@ namespace {
 /// Why the fastest family this build targets does not build `c` (the
 /// reason "auto" stays on this one).
 std::string fasterRefusal(const GemmContract &c) {
-  std::vector<const GemmFamily *> families = gemmFamilies();
-  for (auto it = families.rbegin(); it != families.rend(); ++it)
-    if ((*it)->id() != KernelFamily::Simt &&
-        (*it)->targetRefusal(kBuildTarget).empty())
-      return familyRefusal((*it)->id(), c);
-  return "";
+  const GemmFamily &fastest = fastestFamily();
+  return fastest.id() == KernelFamily::Simt ? ""
+                                            : familyRefusal(fastest.id(), c);
 }
 
 /// A request that sets a knob: the family has none. Names the first knob

@@ -19,6 +19,7 @@
 #ifndef QGEMM_KERNELS_GEMMFAMILY_H
 #define QGEMM_KERNELS_GEMMFAMILY_H
 
+#include "qgemm/BuildTarget.h"
 #include "qgemm/Contract.h"
 #include "qgemm/KernelConfig.h"
 #include "qgemm/Kernels/GemmLaunch.h"
@@ -32,11 +33,6 @@
 #include <vector>
 
 namespace qgemm {
-
-/// The target this build compiles for: a spec's "target" takes it
-/// (Spec.h: kSupportedTargets), and a family whose target() differs is
-/// refused. Each family's own target is its target().
-inline constexpr std::string_view kBuildTarget = "sm_90a";
 
 /// "promotion every 128 K": the contraction elements per scale block.
 std::string promotionText(const GemmContract &c);
@@ -134,6 +130,11 @@ QGEMM_API const GemmFamily &gemmFamily(KernelFamily f);
 QGEMM_API const GemmFamily *findGemmFamily(std::string_view name);
 /// Every family, in KernelFamilies.def order.
 QGEMM_API std::vector<const GemmFamily *> gemmFamilies();
+
+/// The newest family this build targets (the last line of
+/// KernelFamilies.def whose target is kBuildTarget or any): what "auto"
+/// picks wherever it builds the contract.
+QGEMM_API const GemmFamily &fastestFamily();
 
 /// Why `f` does not build `c` for kBuildTarget: its target first, then its
 /// contract; empty when it does.
