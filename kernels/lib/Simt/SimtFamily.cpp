@@ -2,7 +2,7 @@
 //
 // One thread per output element, 128 a block: correct for every contract
 // the rules accept, on any target, with nothing to tune. The kernel is
-// codegen/lib/SimtGemm.cpp.
+// codegen/lib/Simt/SimtGemm.cpp.
 //
 //===----------------------------------------------------------------------===//
 #include "qgemm/Kernels/GemmFamily.h"

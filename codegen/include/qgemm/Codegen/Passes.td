@@ -18,10 +18,10 @@ def QGemmResolveConfig : Pass<"qgemm-resolve-config", "::mlir::ModuleOp"> {
 }
 
 def QGemmLowerToTiles : Pass<"qgemm-lower-to-tiles", "::mlir::ModuleOp"> {
-  let summary = "Give each wgmma grouped GEMM its tile-level body";
+  let summary = "Give each grouped GEMM of a tiled family its tile-level body";
   let description = [{
-    Each `qgemm.grouped_matmul` whose resolved `config` is of the wgmma
-    family gains a body (QGemmTileOps.td): the kernel's parameters as block
+    Each `qgemm.grouped_matmul` whose resolved `config` names a family with
+    a tile stage (GemmLowering.h; the wgmma family) gains a body (QGemmTileOps.td): the kernel's parameters as block
     arguments; the mbarrier setup and the tile count; then, per warpgroup
     role, the persistent tile loop: `qgemm.next_tile` and
     `qgemm.load_tile` for the producer, `qgemm.next_tile`, `qgemm.mma_tile`
