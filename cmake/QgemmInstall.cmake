@@ -33,6 +33,7 @@ set(QGEMM_PUBLIC_HEADERS
   ${QGEMM_SOURCE_DIR}/dialect/include/qgemm/Contract.h
   ${QGEMM_SOURCE_DIR}/dialect/include/qgemm/DispatchContract.h
   ${QGEMM_SOURCE_DIR}/dialect/include/qgemm/SwigluContract.h
+  ${QGEMM_SOURCE_DIR}/dialect/include/qgemm/BuildTarget.h
   ${QGEMM_SOURCE_DIR}/dialect/include/qgemm/Export.h
   ${QGEMM_SOURCE_DIR}/dialect/include/qgemm/KernelConfig.h
   ${QGEMM_SOURCE_DIR}/dialect/include/qgemm/KernelConfigFields.def

@@ -1,11 +1,11 @@
 //===- LowerTilesToHopper.cpp - The qgemm-lower-tiles-to-hopper pass ------===//
 //
 // Replaces each qgemm.grouped_matmul that has a tile-level body by its
-// `llvm.func` kernel, every tile op lowered to Hopper code
-// (codegen/lib/Wgmma/KernelFunction.cpp).
+// `llvm.func` kernel, every tile op lowered to its family's target code
+// (the family's tile lowering, GemmLowering.h).
 //
 //===----------------------------------------------------------------------===//
-#include "qgemm/Codegen/Kernels.h"
+#include "qgemm/Codegen/GemmLowering.h"
 #include "qgemm/Codegen/Passes.h"
 
 namespace mlir::qgemm {
@@ -27,7 +27,13 @@ struct LowerTilesToHopperPass
         tiled.push_back(op);
     });
     for (GroupedMatmulOp op : tiled) {
-      if (failed(lowerWgmmaTiles(op)))
+      std::optional<::qgemm::KernelConfig> cfg = op.getKernelConfig();
+      if (!cfg) {
+        op->emitOpError("has no kernel configuration; run "
+                        "-qgemm-resolve-config first");
+        return signalPassFailure();
+      }
+      if (failed(lowerGemmTiles(op, *cfg)))
         return signalPassFailure();
       op->erase();
     }

@@ -1,11 +1,12 @@
 //===- LowerToNVVM.cpp - The qgemm-lower-to-nvvm pass ---------------------===//
 //
-// Replaces each qgemm op by its kernel family's llvm.func kernel, built
-// with the configuration qgemm-resolve-config stored on the op (a wgmma
-// GEMM through its tile stage), then qgemm's Hopper-stage ops by their
-// NVVM / LLVM code (HopperToNVVM.cpp). It chooses nothing itself.
+// Replaces each qgemm op by its llvm.func kernel: a grouped GEMM through
+// the stages of the family its #qgemm.config names (GemmLowering.h: those
+// not run yet), then each family's target-stage ops by their NVVM / LLVM
+// code. It chooses nothing itself.
 //
 //===----------------------------------------------------------------------===//
+#include "qgemm/Codegen/GemmLowering.h"
 #include "qgemm/Codegen/Kernels.h"
 #include "qgemm/Codegen/Passes.h"
 
@@ -35,8 +36,7 @@ struct LowerToNVVMPass
                           "-qgemm-resolve-config first");
           return signalPassFailure();
         }
-        if (failed(mm.getBody().empty() ? lowerGemm(mm, *cfg)
-                                        : lowerWgmmaTiles(mm)))
+        if (failed(lowerGemm(mm, *cfg)))
           return signalPassFailure();
         op->erase();
         continue;
@@ -51,7 +51,7 @@ struct LowerToNVVMPass
         lowerQuantize(cast<QuantizeOp>(op));
       op->erase();
     }
-    if (failed(lowerHopperOps(getOperation())))
+    if (failed(lowerFamilyTargetOps(getOperation())))
       return signalPassFailure();
   }
 };

@@ -1,11 +1,11 @@
 //===- LowerToTiles.cpp - The qgemm-lower-to-tiles pass -------------------===//
 //
-// Gives each wgmma-family qgemm.grouped_matmul its tile-level body
-// (codegen/lib/Wgmma/TileBody.cpp). The other families have no tile stage
-// and are left to qgemm-lower-to-nvvm.
+// Gives each qgemm.grouped_matmul whose family has a tile stage
+// (GemmLowering.h) its tile-level body. The other families are left to
+// qgemm-lower-to-nvvm.
 //
 //===----------------------------------------------------------------------===//
-#include "qgemm/Codegen/Kernels.h"
+#include "qgemm/Codegen/GemmLowering.h"
 #include "qgemm/Codegen/Passes.h"
 
 namespace mlir::qgemm {
@@ -29,8 +29,7 @@ struct LowerToTilesPass
         signalPassFailure();
         return;
       }
-      if (cfg->family == ::qgemm::KernelFamily::Wgmma && op.getBody().empty())
-        buildWgmmaTiles(op, *cfg);
+      buildGemmTiles(op, *cfg);
     });
   }
 };

@@ -7,7 +7,6 @@
 //===----------------------------------------------------------------------===//
 #include "qgemm/Codegen/Passes.h"
 #include "qgemm/Dialect/QGemmDialect.h"
-#include "qgemm/Kernels/ConfigRules.h"
 #include "qgemm/Kernels/ResolveConfig.h"
 
 namespace mlir::qgemm {

@@ -8,7 +8,7 @@
 
 #include "SpecInternal.h"
 
-#include "qgemm/Kernels/ConfigRules.h"
+#include "qgemm/Kernels/GemmFamily.h"
 #include "qgemm/Kernels/ResolveConfig.h"
 
 #include <iterator>
@@ -141,9 +141,10 @@ Spec spec_detail::readSpec(const json &doc) {
   if (spec.op == OpKind::GroupedGemm)
     if (auto v = checkTuning(spec.gemm, spec.tuning))
       fail(v->field, v->message + " (or \"tuning\": \"auto\")");
-  // "wgmma", once accepted, is what "auto" picks: one identity (canonical
-  // form, cache key, kernel name) for the one kernel either spelling builds.
-  if (spec.tuning.family == "wgmma") {
+  // The fastest family (wgmma on sm_90a), once accepted, is what "auto"
+  // picks: one identity (canonical form, cache key, kernel name) for the
+  // one kernel either spelling builds.
+  if (spec.tuning.family == fastestFamily().name()) {
     spec.tuning.family = "auto";
     if (picksEverything(spec.tuning))
       spec.tuning = Tuning();

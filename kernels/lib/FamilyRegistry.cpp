@@ -1,8 +1,11 @@
 //===- FamilyRegistry.cpp - The GemmFamily object of each family ----------===//
 //
 // The registry is generated from KernelFamilies.def: family `E`'s object is
-// the one gemmFamily<E>() returns, defined in the family's folder
-// (kernels/lib/<E>/), so a new family adds no line here.
+// the one gemmFamilyE() returns, defined in the family's folder
+// kernels/lib/<E>/ (built from there by cmake/KernelFamilies.cmake), so a
+// new family adds no line here. The registry is a table of calls, not of
+// static initializers, so no family's object file can be left out of the
+// static library's link.
 //
 //===----------------------------------------------------------------------===//
 #include "qgemm/Kernels/GemmFamily.h"
@@ -51,6 +54,14 @@ const GemmFamily *findGemmFamily(std::string_view name) {
 }
 
 std::vector<const GemmFamily *> gemmFamilies() { return registry(); }
+
+const GemmFamily &fastestFamily() {
+  const std::vector<const GemmFamily *> &all = registry();
+  for (auto it = all.rbegin(); it != all.rend(); ++it)
+    if ((*it)->targetRefusal(kBuildTarget).empty())
+      return **it;
+  return *all.front();
+}
 
 std::string GemmFamily::targetRefusal(std::string_view buildTarget) const {
   if (target().empty() || target() == buildTarget)

@@ -10,16 +10,14 @@
 #include "qgemm/GroupCheck.h"
 #include "qgemm/Kernels/GemmFamily.h"
 #include "qgemm/Kernels/GroupCheckABI.h"
-#include "qgemm/Kernels/KernelABI.h"
 #include "qgemm/Kernels/QuantizeABI.h"
-#include "qgemm/Kernels/WgmmaLayout.h"
 
 #include <array>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <map>
+#include <vector>
 
 using namespace qgemm;
 
@@ -142,7 +140,7 @@ Status loadModule(const CudaDriver &d, const Kernel::State &k,
   else
     st = d.check(d.moduleGetFunction(&m.function, m.module, k.name.c_str()),
                  "cuModuleGetFunction(" + k.name + ")");
-  // The wgmma family's stage ring lives in dynamic shared memory beyond the
+  // A family's dynamic shared memory (a ring of stages) may pass the
   // default 48 KB: raise the function's limit once, here, not per launch.
   if (st.ok() && k.spec.op == OpKind::GroupedGemm) {
     const KernelConfig &cfg = k.config;
@@ -168,29 +166,9 @@ Status loadModule(const CudaDriver &d, const Kernel::State &k,
   return st;
 }
 
-/// The SIMT grid, checked against the launch limits of every CUDA device.
-/// (The wgmma grid is at most one CTA per SM: always in range.)
-Status launchGrid(const GemmContract &c, const GemmArgs &args,
-                  std::array<int64_t, 3> &grid) {
-  grid = simtGemmGrid(c, args.rows, args.numGroups);
-  const int64_t limits[3] = {std::numeric_limits<int32_t>::max(), 65535, 65535};
-  const char *axis[3] = {"x", "y", "z"};
-  for (int i = 0; i < 3; ++i)
-    if (grid[i] < 1 || grid[i] > limits[i])
-      return Status::user(
-          "launch grid (" + std::to_string(grid[0]) + ", " +
-          std::to_string(grid[1]) + ", " + std::to_string(grid[2]) +
-          ") is out of range: " + axis[i] + " must be in 1.." +
-          std::to_string(limits[i]) +
-          (i == 1 ? " (column blocks of " + std::to_string(kSimtBlockThreads) +
-                        " output columns)"
-                  : ""));
-  return Status();
-}
-
-/// The driver's swizzle mode for WgmmaLayout's swizzle width.
-constexpr CUtensorMapSwizzle tmaSwizzle() {
-  switch (WgmmaLayout::kSwizzleBytes) {
+/// The driver's swizzle mode for a swizzle row of `bytes`.
+CUtensorMapSwizzle tmaSwizzle(int bytes) {
+  switch (bytes) {
   case 32: return CU_TENSOR_MAP_SWIZZLE_32B;
   case 64: return CU_TENSOR_MAP_SWIZZLE_64B;
   case 128: return CU_TENSOR_MAP_SWIZZLE_128B;
@@ -198,131 +176,75 @@ constexpr CUtensorMapSwizzle tmaSwizzle() {
   }
 }
 
-/// A TMA map of `elemBytes`-byte elements: `dims` innermost first (the
-/// innermost contiguous), boxes whose inner extent is one swizzle row
-/// (WgmmaLayout::kSwizzleBytes).
-Status encodeTiledMap(const CudaDriver &d, CUtensorMap &map,
-                      CUtensorMapDataType type, uint64_t elemBytes,
-                      DevicePtr base, std::initializer_list<uint64_t> dims,
-                      std::initializer_list<uint32_t> box,
-                      CUtensorMapL2promotion promotion, const char *what) {
-  const unsigned rank = unsigned(dims.size());
+/// The tensor map `m` describes (GemmLaunch.h); zeros for rank 0.
+Status encodeTensorMap(const CudaDriver &d, const TensorMapDesc &m,
+                       CUtensorMap &map) {
+  map = CUtensorMap{};
+  if (m.rank == 0)
+    return Status();
+  const bool bf16 = m.elem == TensorMapDesc::Elem::BF16;
+  const uint64_t elemBytes = bf16 ? 2 : 1;
   cuuint64_t size[3], stride[2];
   cuuint32_t boxDim[3], elemStride[3] = {1, 1, 1};
-  unsigned i = 0;
-  for (uint64_t v : dims)
-    size[i++] = v;
-  i = 0;
-  for (uint32_t v : box)
-    boxDim[i++] = v;
+  for (unsigned i = 0; i < m.rank; ++i) {
+    size[i] = m.dims[i];
+    boxDim[i] = m.box[i];
+  }
   // Byte strides of dimensions 1.. (dimension 0 is contiguous).
   stride[0] = size[0] * elemBytes;
-  if (rank == 3)
+  if (m.rank == 3)
     stride[1] = stride[0] * size[1];
   return d.check(
-      d.tensorMapEncodeTiled(&map, type, rank,
-                             reinterpret_cast<void *>(uintptr_t(base)), size,
-                             stride, boxDim, elemStride,
-                             CU_TENSOR_MAP_INTERLEAVE_NONE, tmaSwizzle(),
-                             promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-      std::string("cuTensorMapEncodeTiled(") + what + ")");
+      d.tensorMapEncodeTiled(
+          &map,
+          bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+               : CU_TENSOR_MAP_DATA_TYPE_UINT8,
+          m.rank, reinterpret_cast<void *>(uintptr_t(m.base)), size, stride,
+          boxDim, elemStride, CU_TENSOR_MAP_INTERLEAVE_NONE,
+          tmaSwizzle(m.swizzleBytes),
+          m.l2Promote256 ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B
+                         : CU_TENSOR_MAP_L2_PROMOTION_NONE,
+          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+      "cuTensorMapEncodeTiled(" + m.what + ")");
 }
 
-/// A TMA map of an FP8 operand: rows of K bytes (K first), boxes
-/// WgmmaLayout::boxA/boxB, plus one group for grouped operands.
-Status encodeFp8Map(const CudaDriver &d, CUtensorMap &map, DevicePtr base,
-                    std::initializer_list<uint64_t> dims,
-                    std::initializer_list<uint32_t> box, const char *what) {
-  return encodeTiledMap(d, map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, base, dims,
-                        box, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, what);
-}
-
-/// The TMA map of bf16 D the epilogue stores through (WgmmaLayout::boxD,
-/// 128B-swizzled boxes as the epilogue buffer holds them): (N, rows), or
-/// (N, M_max, G) for m_masked so that a group's rows end at M_max.
-Status encodeBf16OutMap(const CudaDriver &d, CUtensorMap &map,
-                        const GemmContract &c, const WgmmaLayout &layout,
-                        const GemmArgs &args) {
-  const auto [boxCols, boxRows] = layout.boxD();
-  const uint64_t n = uint64_t(c.n);
-  const uint64_t rows = std::max<uint64_t>(uint64_t(args.rows), 1);
-  const uint64_t groups = std::max<uint64_t>(uint64_t(args.numGroups), 1);
-  if (c.grouping.kind == GroupingKind::MMasked)
-    return encodeTiledMap(d, map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, args.d,
-                          {n, rows, groups}, {boxCols, boxRows, 1},
-                          CU_TENSOR_MAP_L2_PROMOTION_NONE, "D");
-  return encodeTiledMap(d, map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, args.d,
-                        {n, rows}, {boxCols, boxRows},
-                        CU_TENSOR_MAP_L2_PROMOTION_NONE, "D");
-}
-
-/// Launch the wgmma family: tensor maps of A and B by value, dynamic
-/// shared memory for the stage ring, one persistent CTA per SM at most.
-Status launchWgmma(const CudaDriver &d, const Kernel::State::Module &m,
-                   const std::string &name, const GemmContract &c,
-                   const KernelConfig &cfg, const GemmArgs &args,
-                   CUstream stream) {
-  const std::array<int64_t, 3> grid =
-      wgmmaGrid(c, cfg, args.rows, args.numGroups, m.residentCtas);
-  const uint64_t k = uint64_t(c.k), rowsA = uint64_t(args.rows);
-  const uint64_t groups = uint64_t(args.numGroups);
-  // In a cluster each CTA loads its share of the A tile's rows.
-  const WgmmaLayout layout(cfg);
-  const auto [aInner, aRows] = layout.boxA();
-  const auto [bInner, bRows] = layout.boxB();
-  CUtensorMap mapA, mapB;
-  Status st;
-  if (c.grouping.kind == GroupingKind::KContiguous) {
-    // A (n, T) and B (k, T), contiguous along the T tokens: the TMA row
-    // stride (T bytes) must be a multiple of 16.
-    if (args.rows % 16 != 0)
-      return Status::user(
-          name + ": k_contiguous with the wgmma kernel needs the token count "
-          "(rows = " + std::to_string(args.rows) +
-          ") to be a multiple of 16 (rows of A and B are TMA-loaded with a "
-          "row stride of that many bytes); pad the token dimension");
-    // No tokens at all: every group is empty and nothing is loaded, but
-    // the maps still need a non-zero extent.
-    const uint64_t tokens = std::max<uint64_t>(rowsA, 16);
-    st = encodeFp8Map(d, mapA, args.a, {tokens, uint64_t(c.n)},
-                      {aInner, aRows}, "A");
-    if (st.ok())
-      st = encodeFp8Map(d, mapB, args.b, {tokens, k}, {bInner, bRows}, "B");
-  } else {
-    st = c.grouping.kind == GroupingKind::MMasked
-             ? encodeFp8Map(d, mapA, args.a, {k, rowsA, groups},
-                            {aInner, aRows, 1}, "A")
-             : encodeFp8Map(d, mapA, args.a, {k, rowsA}, {aInner, aRows}, "A");
-    if (st.ok())
-      st = encodeFp8Map(d, mapB, args.b, {k, uint64_t(c.n), groups},
-                        {bInner, bRows, 1}, "B");
+/// Launch a grouped GEMM with the parameters its family described: tensor
+/// maps encoded here, by value; pointers and i32 values as they are; the
+/// grid, block and dynamic shared memory of the family's launch shape.
+Status launchGemmKernel(const CudaDriver &d, const Kernel::State::Module &m,
+                        const std::string &name, const LaunchShape &shape,
+                        const std::vector<KernelParam> &params,
+                        CUstream stream) {
+  const size_t n = params.size();
+  std::vector<CUtensorMap> maps(n);
+  std::vector<CUdeviceptr> ptrs(n);
+  std::vector<int32_t> ints(n);
+  std::vector<void *> values(n);
+  for (size_t i = 0; i < n; ++i) {
+    const KernelParam &p = params[i];
+    switch (p.kind) {
+    case KernelParam::Kind::TensorMap:
+      if (Status st = encodeTensorMap(d, p.map, maps[i]); !st.ok())
+        return st;
+      values[i] = &maps[i];
+      break;
+    case KernelParam::Kind::Pointer:
+      ptrs[i] = CUdeviceptr(p.pointer);
+      values[i] = &ptrs[i];
+      break;
+    case KernelParam::Kind::Int32:
+      ints[i] = p.int32;
+      values[i] = &ints[i];
+      break;
+    }
   }
-  // Zeros where the kernel stores D itself: the parameter is unused.
-  CUtensorMap mapD{};
-  if (st.ok() && layout.storesDByTma(c))
-    st = encodeBf16OutMap(d, mapD, c, layout, args);
-  if (!st.ok())
-    return st;
-  CUdeviceptr sa = args.scaleA, sb = args.scaleB, dOut = args.d;
-  CUdeviceptr cIn = c.accumulate ? args.c : 0;
-  CUdeviceptr groupsPtr = c.grouping.index != GroupIndex::None ? args.groups : 0;
-  int32_t rows = static_cast<int32_t>(args.rows);
-  int32_t numGroups = static_cast<int32_t>(args.numGroups);
-  void *params[kNumWgmmaParams];
-  params[kWgParamMapA] = &mapA;
-  params[kWgParamMapB] = &mapB;
-  params[kWgParamScaleA] = &sa;
-  params[kWgParamScaleB] = &sb;
-  params[kWgParamD] = &dOut;
-  params[kWgParamC] = &cIn;
-  params[kWgParamGroups] = &groupsPtr;
-  params[kWgParamRows] = &rows;
-  params[kWgParamNumGroups] = &numGroups;
-  params[kWgParamMapD] = &mapD;
-  return d.check(d.launchKernel(m.function, unsigned(grid[0]), unsigned(grid[1]),
-                                unsigned(grid[2]), unsigned(cfg.threads), 1, 1,
-                                unsigned(cfg.sharedBytes), stream, params,
-                                nullptr),
+  return d.check(d.launchKernel(m.function, unsigned(shape.grid[0]),
+                                unsigned(shape.grid[1]), unsigned(shape.grid[2]),
+                                unsigned(shape.block[0]),
+                                unsigned(shape.block[1]),
+                                unsigned(shape.block[2]),
+                                unsigned(shape.sharedBytes), stream,
+                                values.data(), nullptr),
                  "cuLaunchKernel(" + name + ")");
 }
 
@@ -349,34 +271,6 @@ GroupCheckKind checkKindOf(GroupIndex index) {
   case GroupIndex::MaskedM: return GroupCheckKind::MaskedM;
   default: return GroupCheckKind::Offsets;
   }
-}
-
-/// Launch the SIMT family (KernelABI.h): pointers, then rows and numGroups
-/// as i32 (both < 2^31 by validation). Unused pointers are passed as 0.
-Status launchSimt(const CudaDriver &d, const Kernel::State::Module &m,
-                  const std::string &name, const GemmContract &c,
-                  const GemmArgs &args, CUstream stream) {
-  const std::array<int64_t, 3> grid =
-      simtGemmGrid(c, args.rows, args.numGroups);
-  CUdeviceptr ptrs[kNumGemmParams] = {};
-  ptrs[kParamA] = args.a;
-  ptrs[kParamScaleA] = args.scaleA;
-  ptrs[kParamB] = args.b;
-  ptrs[kParamScaleB] = args.scaleB;
-  ptrs[kParamD] = args.d;
-  ptrs[kParamC] = c.accumulate ? args.c : 0;
-  ptrs[kParamGroups] = c.grouping.index != GroupIndex::None ? args.groups : 0;
-  int32_t rows = static_cast<int32_t>(args.rows);
-  int32_t numGroups = static_cast<int32_t>(args.numGroups);
-  void *params[kNumGemmParams];
-  for (unsigned i = 0; i < kNumGemmParams; ++i)
-    params[i] = &ptrs[i];
-  params[kParamRows] = &rows;
-  params[kParamNumGroups] = &numGroups;
-  return d.check(d.launchKernel(m.function, unsigned(grid[0]), unsigned(grid[1]),
-                                unsigned(grid[2]), kSimtBlockThreads, 1, 1,
-                                /*sharedMemBytes=*/0, stream, params, nullptr),
-                 "cuLaunchKernel(" + name + ")");
 }
 
 } // namespace
@@ -512,17 +406,35 @@ Status Runtime::launch(const Kernel &kernel, const GemmArgs &args,
   const bool gemmRuns =
       args.rows > 0 || c.grouping.kind == GroupingKind::KContiguous;
   const KernelConfig &cfg = kernel.state->config;
-  // One launcher per parameter list (KernelABI.h), not per family.
-  const bool tensorMaps =
-      gemmFamily(cfg.family).params() == GemmParams::TensorMaps;
-  std::array<int64_t, 3> grid;
-  if (!tensorMaps && gemmRuns)
-    if (Status st = launchGrid(c, args, grid); !st.ok())
-      return st;
+  const GemmFamily &family = gemmFamily(cfg.family);
   // Device-only group metadata: the check kernel, then the GEMM reading its
   // sanitized copy, both on `stream`; nothing is read back unless debugging.
-  if (args.deviceGroups && !args.groupsTrusted &&
-      c.grouping.index != GroupIndex::None) {
+  const bool checkGroups = args.deviceGroups && !args.groupsTrusted &&
+                           c.grouping.index != GroupIndex::None;
+  // The family describes its parameters before the driver is opened, so
+  // operands it cannot launch are refused the same way without a GPU.
+  GemmOperands ops;
+  ops.a = args.a;
+  ops.scaleA = args.scaleA;
+  ops.b = args.b;
+  ops.scaleB = args.scaleB;
+  ops.d = args.d;
+  ops.c = args.c;
+  ops.groups = checkGroups ? args.workspace : args.groups;
+  ops.rows = args.rows;
+  ops.numGroups = args.numGroups;
+  std::vector<KernelParam> params;
+  if (gemmRuns)
+    if (std::string why = family.launchParams(c, cfg, ops, params);
+        !why.empty())
+      return Status::user(kernel.name() + ": " + why);
+  auto launchGemm = [&](const CudaDriver &d, const Kernel::State::Module &m,
+                        CUstream s) {
+    const LaunchShape shape = family.launchShape(c, cfg, args.rows,
+                                                 args.numGroups, m.residentCtas);
+    return launchGemmKernel(d, m, kernel.name(), shape, params, s);
+  };
+  if (checkGroups) {
     Kernel::State::Module m;
     if (Status st = impl->functionFor(*kernel.state, m); !st.ok())
       return st;
@@ -540,18 +452,9 @@ Status Runtime::launch(const Kernel &kernel, const GemmArgs &args,
             c.grouping.alignment, s);
         !st.ok())
       return st;
-    GemmArgs sanitized = args;
-    sanitized.groups = args.workspace;
-    sanitized.deviceGroups = false;
-    sanitized.hostGroups = nullptr;
-    sanitized.hostGroupsCount = 0;
     Status st;
-    if (gemmRuns) {
-      if (tensorMaps)
-        st = launchWgmma(d, m, kernel.name(), c, cfg, sanitized, s);
-      else
-        st = launchSimt(d, m, kernel.name(), c, sanitized, s);
-    }
+    if (gemmRuns)
+      st = launchGemm(d, m, s);
     if (st.ok() && (args.debugSync || debugSyncFromEnv()))
       st = debugSyncErrorWord(d,
                               kernel.name() + ": the device check of " +
@@ -565,12 +468,8 @@ Status Runtime::launch(const Kernel &kernel, const GemmArgs &args,
   Kernel::State::Module m;
   if (Status st = impl->functionFor(*kernel.state, m); !st.ok())
     return st;
-  if (tensorMaps)
-    return launchWgmma(*impl->driver.load(std::memory_order_acquire), m,
-                       kernel.name(), c, cfg, args,
-                       static_cast<CUstream>(stream));
-  return launchSimt(*impl->driver.load(std::memory_order_acquire), m,
-                    kernel.name(), c, args, static_cast<CUstream>(stream));
+  return launchGemm(*impl->driver.load(std::memory_order_acquire), m,
+                    static_cast<CUstream>(stream));
 }
 
 Status Runtime::queryDevice(int ordinal, DeviceInfo &out) {

@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "RuntimeImpl.h"
 
-#include "qgemm/Kernels/ConfigRules.h"
+#include "qgemm/Kernels/ResolveConfig.h"
 
 #include <chrono>
 #include <cstdlib>

@@ -38,7 +38,7 @@ struct Kernel::State {
     CUcontext context = nullptr;
     CUmodule module = nullptr;
     CUfunction function = nullptr;
-    /// wgmma family: CTAs of this kernel that can run at once on the
+    /// persistent families: CTAs of this kernel that can run at once on the
     /// context's device (the persistent grid's cap), queried at load.
     int residentCtas = 0;
     /// permute / unpermute: the stage entry points in launch order

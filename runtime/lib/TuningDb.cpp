@@ -9,9 +9,7 @@
 #include "qgemm/TuningDb.h"
 
 #include "qgemm/KernelConfig.h"
-#include "qgemm/Kernels/ConfigRules.h"
 #include "qgemm/Kernels/GemmFamily.h"
-#include "qgemm/Kernels/Heuristics.h"
 #include "qgemm/Kernels/ResolveConfig.h"
 
 #include <nlohmann/json.hpp>

@@ -3,7 +3,7 @@
 
 #include "PolarNormal.h"
 
-#include "qgemm/Kernels/ConfigRules.h"
+#include "qgemm/Kernels/WgmmaRules.h"
 #include "qgemm/Quantize.h"
 #include "qgemm/ScaleLayout.h"
 

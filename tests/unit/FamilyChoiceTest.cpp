@@ -9,7 +9,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "qgemm/Compiler.h"
-#include "qgemm/Kernels/ConfigRules.h"
 #include "qgemm/Spec.h"
 
 #include "TestSupport.h"

@@ -8,11 +8,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "qgemm/ConfigField.h"
-#include "qgemm/Kernels/ConfigRules.h"
 #include "qgemm/Kernels/GemmFamily.h"
-#include "qgemm/Kernels/Heuristics.h"
 #include "qgemm/Kernels/KernelABI.h"
 #include "qgemm/Kernels/ResolveConfig.h"
+#include "qgemm/Kernels/WgmmaLayout.h"
 
 #include "qgemm/Spec.h"
 
@@ -94,7 +93,6 @@ TEST_CASE("the registry's launch shapes are the families' formulas",
   const KernelConfig wg = resolveKernelConfig(c, Tuning());
   const GemmFamily &wgmma = gemmFamily(wg.family);
   CHECK(wgmma.persistent());
-  CHECK(wgmma.params() == GemmParams::TensorMaps);
   CHECK(wgmma.sharedBytes(c, wg) == wg.sharedBytes);
   LaunchShape s = wgmma.launchShape(c, wg, 4096, 8, 132);
   CHECK(s.grid == wgmmaGrid(c, wg, 4096, 8, 132));
@@ -109,13 +107,92 @@ TEST_CASE("the registry's launch shapes are the families' formulas",
   CHECK(si == KernelConfig());
   const GemmFamily &simt = gemmFamily(si.family);
   CHECK_FALSE(simt.persistent());
-  CHECK(simt.params() == GemmParams::Pointers);
   s = simt.launchShape(c, si, 4096, 8, 132);
   CHECK(s.grid == simtGemmGrid(c, 4096, 8));
   CHECK(s.block[0] == kSimtBlockThreads);
   CHECK(s.sharedBytes == 0);
   CHECK(simt.checkConsistent(c, si).empty());
   CHECK(wgmma.checkConsistent(c, wg).empty());
+}
+
+TEST_CASE("the families describe their launch parameters", "[family]") {
+  const GemmContract c = testing::dsv3UpContract();
+  GemmOperands ops;
+  ops.a = 0x1000;
+  ops.scaleA = 0x2000;
+  ops.b = 0x3000;
+  ops.scaleB = 0x4000;
+  ops.d = 0x5000;
+  ops.c = 0x6000;
+  ops.groups = 0x7000;
+  ops.rows = 4096;
+  ops.numGroups = 8;
+  using Kind = KernelParam::Kind;
+
+  // wgmma: A and B as TMA maps with the layout's boxes, in WgmmaParam order.
+  const KernelConfig wg = resolveKernelConfig(c, Tuning());
+  std::vector<KernelParam> p;
+  REQUIRE(gemmFamily(wg.family).launchParams(c, wg, ops, p).empty());
+  REQUIRE(p.size() == kNumWgmmaParams);
+  const WgmmaLayout layout(wg);
+  const TensorMapDesc &a = p[kWgParamMapA].map;
+  CHECK(p[kWgParamMapA].kind == Kind::TensorMap);
+  CHECK(a.base == ops.a);
+  CHECK(a.rank == 2);
+  CHECK(a.dims[0] == uint64_t(c.k));
+  CHECK(a.dims[1] == uint64_t(ops.rows));
+  CHECK(a.box[0] == layout.boxA()[0]);
+  CHECK(a.box[1] == layout.boxA()[1]);
+  CHECK(a.swizzleBytes == WgmmaLayout::kSwizzleBytes);
+  CHECK(a.l2Promote256);
+  const TensorMapDesc &b = p[kWgParamMapB].map;
+  CHECK(b.rank == 3);
+  CHECK(b.dims == std::array<uint64_t, 3>{uint64_t(c.k), uint64_t(c.n), 8});
+  CHECK(p[kWgParamMapD].map.rank ==
+        (layout.storesDByTma(c) ? 2u : 0u));
+  CHECK(p[kWgParamScaleB].pointer == ops.scaleB);
+  CHECK(p[kWgParamC].pointer == 0); // the contract does not accumulate
+  CHECK(p[kWgParamGroups].pointer == ops.groups);
+  CHECK(p[kWgParamRows].kind == Kind::Int32);
+  CHECK(p[kWgParamRows].int32 == 4096);
+  CHECK(p[kWgParamNumGroups].int32 == 8);
+
+  // The weight gradient's maps run along the tokens, a multiple of 16.
+  const GemmContract wgrad = testing::wgradContract();
+  const KernelConfig wgCfg = resolveKernelConfig(wgrad, Tuning());
+  ops.rows = 4104;
+  const std::string why =
+      gemmFamily(wgCfg.family).launchParams(wgrad, wgCfg, ops, p);
+  CHECK_THAT(why, Catch::Contains("rows = 4104"));
+  CHECK_THAT(why, Catch::Contains("multiple of 16"));
+  ops.rows = 4096;
+  REQUIRE(gemmFamily(wgCfg.family).launchParams(wgrad, wgCfg, ops, p).empty());
+  CHECK(p[kWgParamMapA].map.dims[0] == 4096);
+  CHECK(p[kWgParamMapA].map.dims[1] == uint64_t(wgrad.n));
+  CHECK(p[kWgParamC].pointer == ops.c);
+
+  // simt: pointers, then the two sizes, in GemmParam order.
+  Tuning simtAsked;
+  simtAsked.isAuto = false;
+  simtAsked.family = "simt";
+  const KernelConfig si = resolveKernelConfig(c, simtAsked);
+  REQUIRE(gemmFamily(si.family).launchParams(c, si, ops, p).empty());
+  REQUIRE(p.size() == kNumGemmParams);
+  for (unsigned i : {unsigned(kParamA), unsigned(kParamScaleA),
+                     unsigned(kParamB), unsigned(kParamScaleB),
+                     unsigned(kParamD), unsigned(kParamGroups)})
+    CHECK(p[i].kind == Kind::Pointer);
+  CHECK(p[kParamA].pointer == ops.a);
+  CHECK(p[kParamB].pointer == ops.b);
+  CHECK(p[kParamC].pointer == 0);
+  CHECK(p[kParamRows].int32 == 4096);
+
+  // tcgen05 has nothing to launch on sm_90a, and says why.
+  KernelConfig tc;
+  tc.family = KernelFamily::Tcgen05;
+  CHECK_THAT(gemmFamily(tc.family).launchParams(c, tc, ops, p),
+             Catch::Contains("needs target sm_100a"));
+  CHECK(p.empty());
 }
 
 TEST_CASE("sweep requests: wgmma's knobs, none for simt", "[family]") {

@@ -6,8 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "qgemm/Kernels/ConfigRules.h"
-#include "qgemm/Kernels/Heuristics.h"
+#include "qgemm/Kernels/WgmmaRules.h"
 #include "qgemm/Kernels/KernelABI.h"
 #include "qgemm/Kernels/ResolveConfig.h"
 #include "qgemm/Kernels/WgmmaLayout.h"

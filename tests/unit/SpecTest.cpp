@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "qgemm/Kernels/ConfigRules.h"
-#include "qgemm/Kernels/Heuristics.h"
+#include "qgemm/Kernels/ResolveConfig.h"
+#include "qgemm/Kernels/WgmmaRules.h"
 #include "qgemm/DisplayPath.h"
 #include "qgemm/Spec.h"
 

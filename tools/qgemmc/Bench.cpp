@@ -23,7 +23,7 @@
 
 #include "qgemm/BaselineCompare.h"
 #include "qgemm/Bench.h"
-#include "qgemm/Kernels/ConfigRules.h"
+#include "qgemm/Kernels/WgmmaRules.h"
 #include "qgemm/Runtime.h"
 
 #include <nlohmann/json.hpp>

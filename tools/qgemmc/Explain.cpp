@@ -7,7 +7,6 @@
 //===----------------------------------------------------------------------===//
 #include "Driver.h"
 
-#include "qgemm/Kernels/ConfigRules.h"
 #include "qgemm/Kernels/DispatchABI.h"
 #include "qgemm/Kernels/GemmFamily.h"
 #include "qgemm/Kernels/QuantizeABI.h"

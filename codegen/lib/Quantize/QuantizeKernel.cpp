@@ -248,7 +248,7 @@ Tile QuantizeBuilder::findTile(Value cy) {
   // kFindUnroll group ends before it uses any: the reads are independent,
   // the dependent chain is arithmetic only (a loop of one read per trip
   // cost every CTA one memory round trip per group before its first load of
-  // data: 6% of the copy bandwidth with ~40 groups on the H100, 2026-11-23).
+  // data: 6% of the copy bandwidth with ~40 groups on the H100).
   constexpr int kFindUnroll = 8;
   auto loop = scf::ForOp::create(
       b, ir.i32(0), ir.ceilDiv(segments, kFindUnroll), ir.i32(1),

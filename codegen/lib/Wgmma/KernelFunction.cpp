@@ -53,9 +53,3 @@ LogicalResult mlir::qgemm::lowerWgmmaTiles(GroupedMatmulOp op) {
   LLVM::ReturnOp::create(b, op.getLoc(), ValueRange{});
   return success();
 }
-
-LogicalResult mlir::qgemm::lowerWgmmaGemm(GroupedMatmulOp op,
-                                          const ::qgemm::KernelConfig &cfg) {
-  buildWgmmaTiles(op, cfg);
-  return lowerWgmmaTiles(op);
-}

@@ -11,6 +11,7 @@
 
 #include "qgemm/Contract.h"
 #include "qgemm/DispatchContract.h"
+#include "qgemm/BuildTarget.h"
 #include "qgemm/Export.h"
 #include "qgemm/SwigluContract.h"
 #include "qgemm/Tuning.h"
@@ -33,15 +34,16 @@ enum class OpKind {
 };
 
 /// The GPU targets qgemm generates code for: a spec's "target" and the
-/// group check module (GroupCheck.h) take one of these.
-inline constexpr std::string_view kSupportedTargets[] = {"sm_90a"};
+/// group check module (GroupCheck.h) take one of these. The build's one
+/// target (BuildTarget.h); each kernel family states its own.
+inline constexpr std::string_view kSupportedTargets[] = {kBuildTarget};
 
 /// One canonical, validated spec.
 struct Spec {
   int version = 1;
   std::string name;
   OpKind op = OpKind::GroupedGemm;
-  std::string target = "sm_90a";
+  std::string target = std::string(kBuildTarget);
   GemmContract gemm;         ///< Meaningful when op == GroupedGemm.
   QuantizeContract quantize; ///< Meaningful when op == Quantize.
   PermuteContract permute;     ///< Meaningful when op == Permute.

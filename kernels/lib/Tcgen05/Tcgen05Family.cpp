@@ -4,9 +4,9 @@
 // registers, issued by one thread for the CTA pair. qgemm compiles for
 // sm_90a only, so this family is refused on every request with a sentence
 // that names it, the target and what it needs; it has no configuration,
-// layout or lowering yet. It is here so that a second family exercises the
-// registry: everything it takes outside this folder is a line in
-// KernelFamilies.def and one in kernels/CMakeLists.txt.
+// layout, launch or stages yet (codegen/lib/Tcgen05/ registers none). It
+// is here so that a third family exercises the registries: everything it
+// takes outside its two folders is its line in KernelFamilies.def.
 //
 //===----------------------------------------------------------------------===//
 #include "qgemm/Kernels/GemmFamily.h"
@@ -59,7 +59,13 @@ public:
            targetRefusal(kBuildTarget) + ")";
   }
 
-  GemmParams params() const override { return GemmParams::TensorMaps; }
+  std::string launchParams(const GemmContract &, const KernelConfig &,
+                           const GemmOperands &,
+                           std::vector<KernelParam> &out) const override {
+    out.clear();
+    std::string why = targetRefusal(kBuildTarget);
+    return why.empty() ? "the tcgen05 family builds no kernel yet" : why;
+  }
   bool persistent() const override { return true; }
   LaunchShape launchShape(const GemmContract &, const KernelConfig &, int64_t,
                           int64_t, int64_t) const override {

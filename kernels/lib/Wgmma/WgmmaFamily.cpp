@@ -2,16 +2,18 @@
 //
 // sm_90a: a persistent CTA of one producer and two consumer warpgroups,
 // TMA into a ring of shared-memory stages, wgmma m64nNk32 with promotion
-// per scale block. Its rules are ConfigRules.h, its choices Heuristics.h,
-// its layout WgmmaLayout.h, its parameters and grid KernelABI.h; this
-// object composes them. The kernel is codegen/lib/Wgmma/.
+// per scale block. Its rules are WgmmaRules.h, its choices
+// WgmmaHeuristics.h, its layout WgmmaLayout.h, its parameters and grid
+// KernelABI.h, its launch parameters WgmmaLaunch.h; this object composes
+// them. The kernel is codegen/lib/Wgmma/.
 //
 //===----------------------------------------------------------------------===//
-#include "qgemm/Kernels/ConfigRules.h"
+#include "WgmmaHeuristics.h"
+#include "WgmmaLaunch.h"
 #include "qgemm/Kernels/GemmFamily.h"
-#include "qgemm/Kernels/Heuristics.h"
 #include "qgemm/Kernels/KernelABI.h"
 #include "qgemm/Kernels/WgmmaLayout.h"
+#include "qgemm/Kernels/WgmmaRules.h"
 
 namespace qgemm {
 namespace {
@@ -35,6 +37,8 @@ public:
     cfg.scalePerColumnB =
         c.grouping.kind == GroupingKind::KContiguous || isMxfp8(c);
     cfg.stagedEpilogue = heuristicStagedEpilogue(c);
+    if (!*why)
+      *why = checkClusterRequest(c, t);
     if (!*why)
       *why = checkTileRequest(c, t);
     const bool explicitN = !t.isAuto && t.blockN;
@@ -68,7 +72,11 @@ public:
     return WgmmaLayout(cfg).sharedBytes(c);
   }
 
-  GemmParams params() const override { return GemmParams::TensorMaps; }
+  std::string launchParams(const GemmContract &c, const KernelConfig &cfg,
+                           const GemmOperands &ops,
+                           std::vector<KernelParam> &out) const override {
+    return wgmmaLaunchParams(c, cfg, ops, out);
+  }
   bool persistent() const override { return true; }
   LaunchShape launchShape(const GemmContract &c, const KernelConfig &cfg,
                           int64_t rows, int64_t groups,

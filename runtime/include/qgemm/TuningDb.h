@@ -136,7 +136,7 @@ QGEMM_API bool saveTuningDb(const std::string &path, const TuningDb &db,
 
 struct CandidateOptions {
   /// Tile widths tried; the contract's rules drop those it cannot build
-  /// (ConfigRules.h: checkTuning), which are listed as refused.
+  /// (ResolveConfig.h: checkTuning), which are listed as refused.
   std::vector<int> blockN = {128, 144, 160, 192, 208, 224, 256};
   bool rasterM = true;  ///< also m-block-fastest walks
   bool cluster2 = true; ///< also CTA pairs sharing A (cluster 2, multicast a)

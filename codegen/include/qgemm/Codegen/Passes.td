@@ -18,15 +18,16 @@ def QGemmResolveConfig : Pass<"qgemm-resolve-config", "::mlir::ModuleOp"> {
 }
 
 def QGemmLowerToTiles : Pass<"qgemm-lower-to-tiles", "::mlir::ModuleOp"> {
-  let summary = "Give each wgmma grouped GEMM its tile-level body";
+  let summary = "Give each grouped GEMM of a tiled family its tile-level body";
   let description = [{
-    Each `qgemm.grouped_matmul` whose resolved `config` is of the wgmma
-    family gains a body (QGemmTileOps.td, QGemmHopperOps.td): the kernel's
-    parameters as block arguments; the mbarrier setup and the tile count;
-    then, per warpgroup role, the persistent tile loop: `qgemm.next_tile`,
-    the producer's loads per K block, the consumers' waits, MMAs and
-    promotions per K block and `qgemm.store_tile`. Each tile is one
-    `!qgemm.tile` value. Other ops are left as they are.
+    Each `qgemm.grouped_matmul` whose resolved `config` names a family with
+    a tile stage (GemmLowering.h; the wgmma family) gains a body
+    (QGemmTileOps.td, QGemmHopperOps.td): the kernel's parameters as block
+    arguments; the mbarrier setup and the tile count; then, per warpgroup
+    role, the persistent tile loop: `qgemm.next_tile`, the producer's loads
+    per K block, the consumers' waits, MMAs and promotions per K block and
+    `qgemm.store_tile`. Each tile is one `!qgemm.tile` value. Other ops are
+    left as they are.
   }];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect", "::mlir::NVVM::NVVMDialect",
                            "::mlir::scf::SCFDialect", "::mlir::arith::ArithDialect"];

@@ -1,23 +1,28 @@
 //===- GemmFamily.h - One object per grouped-GEMM kernel family -*- C++ -*-===//
 //
-// Everything qgemm knows about a kernel family, behind one interface: what
-// it refuses, what its heuristic picks, how much shared memory its layout
-// takes, the grid and block it launches with, and the tuning requests a
-// sweep tries. One object per family (KernelFamilies.def), found by its
-// KernelFamily in the registry (kernels/lib/FamilyRegistry.cpp); the spec
-// parser, the qgemm-resolve-config pass, the runtime's launch, the C API
-// and the tuner ask the registry rather than switching on the family.
+// Everything qgemm knows about a kernel family, behind one interface: the
+// target it needs, what it refuses, what its heuristic picks, how much
+// shared memory its layout takes, the parameters, grid and block it
+// launches with, and the tuning requests a sweep tries. One object per
+// family (KernelFamilies.def), defined in the family's folder
+// kernels/lib/<Family>/ with its rules, heuristic and launch, and found by
+// its KernelFamily in the registry (kernels/lib/FamilyRegistry.cpp); the
+// spec parser, the qgemm-resolve-config pass, the runtime's launch, the C
+// API and the tuner ask the registry rather than naming a family.
 //
-// The lowering of a family is MLIR and lives a layer up, in codegen
-// (codegen/lib/GemmLowerings.cpp), under the same KernelFamily; a family
-// without one is refused there with its targetRefusal().
+// The lowering of a family is MLIR and lives a layer up, in its folder
+// codegen/lib/<Family>/, registered under the same KernelFamily
+// (codegen's GemmLowering.h); a family without one is refused there with
+// its targetRefusal().
 //
 //===----------------------------------------------------------------------===//
 #ifndef QGEMM_KERNELS_GEMMFAMILY_H
 #define QGEMM_KERNELS_GEMMFAMILY_H
 
+#include "qgemm/BuildTarget.h"
 #include "qgemm/Contract.h"
 #include "qgemm/KernelConfig.h"
+#include "qgemm/Kernels/GemmLaunch.h"
 #include "qgemm/Tuning.h"
 
 #include <array>
@@ -29,18 +34,8 @@
 
 namespace qgemm {
 
-/// The target qgemm compiles for (Spec.h: kSupportedTargets).
-inline constexpr std::string_view kBuildTarget = "sm_90a";
-
 /// "promotion every 128 K": the contraction elements per scale block.
 std::string promotionText(const GemmContract &c);
-
-/// The parameter list a family's kernels take (KernelABI.h); the runtime
-/// has one launcher per list, not per family.
-enum class GemmParams {
-  Pointers,  ///< GemmParam: operand and scale pointers, sizes
-  TensorMaps ///< WgmmaParam: TMA tensor maps of A, B (and D), pointers
-};
 
 /// Grid, block and resources of one launch.
 struct LaunchShape {
@@ -97,8 +92,14 @@ public:
   virtual int64_t sharedBytes(const GemmContract &c,
                               const KernelConfig &cfg) const = 0;
 
-  /// The parameter list its kernels take.
-  virtual GemmParams params() const = 0;
+  /// The parameters of a launch of `ops` with `cfg`, in its kernels' order
+  /// (GemmLaunch.h); the runtime encodes the tensor maps and launches.
+  /// Returns why the operands cannot be launched (a sentence that says what
+  /// to change), empty when they can. Plain data: no driver is involved.
+  virtual std::string launchParams(const GemmContract &c,
+                                   const KernelConfig &cfg,
+                                   const GemmOperands &ops,
+                                   std::vector<KernelParam> &out) const = 0;
   /// Persistent kernels size their grid by the CTAs resident at once
   /// (`residentCtas`, the device's SM count or the occupancy query).
   virtual bool persistent() const = 0;
@@ -129,6 +130,11 @@ QGEMM_API const GemmFamily &gemmFamily(KernelFamily f);
 QGEMM_API const GemmFamily *findGemmFamily(std::string_view name);
 /// Every family, in KernelFamilies.def order.
 QGEMM_API std::vector<const GemmFamily *> gemmFamilies();
+
+/// The newest family this build targets (the last line of
+/// KernelFamilies.def whose target is kBuildTarget or any): what "auto"
+/// picks wherever it builds the contract.
+QGEMM_API const GemmFamily &fastestFamily();
 
 /// Why `f` does not build `c` for kBuildTarget: its target first, then its
 /// contract; empty when it does.

@@ -1,36 +1,16 @@
-//===- Heuristics.cpp - The configuration choices of the heuristic --------===//
-#include "qgemm/Kernels/Heuristics.h"
-#include "qgemm/Kernels/ConfigRules.h"
-#include "qgemm/Kernels/GemmFamily.h"
+//===- WgmmaHeuristics.cpp - The wgmma family's choices -------------------===//
+#include "WgmmaHeuristics.h"
 #include "qgemm/Kernels/WgmmaLayout.h"
+#include "qgemm/Kernels/WgmmaRules.h"
 
 #include <algorithm>
 
 namespace qgemm {
 
-// Families are listed oldest first (KernelFamilies.def): the newest that
-// builds the contract for the build target is the fastest there, and SIMT,
-// the first, builds every contract.
-KernelFamily heuristicFamily(const GemmContract &c) {
-  std::vector<const GemmFamily *> families = gemmFamilies();
-  for (auto it = families.rbegin(); it != families.rend(); ++it)
-    if (familyRefusal((*it)->id(), c).empty())
-      return (*it)->id();
-  return KernelFamily::Simt;
-}
-
-KernelFamily chooseFamily(const GemmContract &c, const Tuning &t) {
-  if (!t.isAuto && t.family != "auto")
-    if (const GemmFamily *f = findGemmFamily(t.family))
-      if (familyRefusal(f->id(), c).empty())
-        return f->id();
-  return heuristicFamily(c);
-}
-
-// Measured on the H100 (bench/results/*tile-sweep*): 192-wide tiles beat
-// 128-wide ones by 0-10% on every MoE shape (fewer operand bytes through L2
-// per FLOP), so take 192 unless its last n-block pads more than 1/16 of n;
-// else the candidate that pads least, the wider on a tie.
+// Measured on the H100 (bench/results/h100-tile-sweep.json): 192-wide
+// tiles beat 128-wide ones by 0-10% on every MoE shape (fewer operand bytes
+// through L2 per FLOP), so take 192 unless its last n-block pads more than
+// 1/16 of n; else the candidate that pads least, the wider on a tie.
 int heuristicBlockN(const GemmContract &c) {
   // Output columns: n, or k for the weight gradient's (n, k) output.
   const int64_t cols = c.grouping.kind == GroupingKind::KContiguous ? c.k : c.n;
@@ -58,16 +38,16 @@ int heuristicStages(const GemmContract &c, const KernelConfig &cfg) {
   int stages = maxWgmmaStages(c, cfg);
   // The weight gradient reads blockN + blockM scales a K block, one L1 line
   // each with COMPACT scales (a line holds 32 K blocks of a row): at most 4
-  // stages leave the L1 the room to keep them (H100,
-  // bench/results/raw/*wgrad-stage-sweep*: COMPACT 7-11% faster with 4
-  // stages than with 5, GEMM_READY unchanged within noise).
+  // stages leave the L1 the room to keep them (H100, a stage sweep:
+  // COMPACT 7-11% faster with 4 stages than with 5, GEMM_READY unchanged
+  // within noise).
   if (c.grouping.kind == GroupingKind::KContiguous)
     stages = std::min(stages, 4);
   return stages;
 }
 
 // bf16 D through shared memory and out as 16-byte row chunks: +10-27% on
-// m_contiguous (H100, bench/results/raw/*epilogue-staged*). Needs rows of
+// m_contiguous (H100, measured against the register epilogue). Needs rows of
 // whole 16-byte chunks; f32 D (the weight gradient) already fills whole
 // sectors from registers.
 bool heuristicStagedEpilogue(const GemmContract &c) {
@@ -80,14 +60,13 @@ bool heuristicStagedEpilogue(const GemmContract &c) {
 
 // m_masked (decode and prefill batches): 2-CTA clusters on adjacent row
 // blocks of one group, each CTA loading half of the shared B tile. H100,
-// 2026-11-24, one process (tests/results/gpu/2026-11-24-s7): decode down
-// +12%, prefill +8%, decode up +4% against the same tile without a
-// cluster. m_contiguous gains 1-7% on the K = 7168 and 2048 shapes and
-// loses up to 3% on the small ones in the same run: left to the tuning
-// database, per shape. MXFP8 and zeroed padding are not measured yet.
+// one process, against the same tile without a cluster: decode down
+// +12%, prefill +8%, decode up +4%. m_contiguous gains 1-7% on the K = 7168
+// and 2048 shapes and loses up to 3% on the small ones in the same run: left
+// to the tuning database, per shape. MXFP8 and zeroed padding are not measured yet.
 //
-// k_contiguous (the weight gradient), same tile, same kind of run
-// (tests/results/gpu/2026-11-24-s8): 0.5-8% faster on the three suite
+// k_contiguous (the weight gradient), same tile, same kind of run:
+// 0.5-8% faster on the three suite
 // shapes in both layouts, and 1.42x at alignment 16, where each group's
 // K blocks start off a 128-byte line and the unshared kernel read 1.7x the
 // DRAM bytes of the same groups padded to 128. Only where the pairs are
@@ -107,7 +86,7 @@ bool heuristicShareB(const GemmContract &c, const KernelConfig &cfg) {
 
 // m_contiguous walks n-block fastest within bands of 4 n-units: a wave of
 // 132 CTAs then covers ~33 m-blocks x 4 n-blocks, whose B band stays in L2
-// (H100, bench/results/raw/*raster-band*: +5-7% on the K = 7168 shapes,
+// (H100, a raster sweep: +5-7% on the K = 7168 shapes,
 // neutral elsewhere; bands of 8 and 16 gain less).
 int heuristicRasterBand(const GemmContract &c, bool nFastest) {
   return nFastest && c.grouping.kind == GroupingKind::MContiguous ? 4 : 0;

@@ -1,15 +1,17 @@
-//===- ConfigRules.h - What the kernel families can build --------*- C++ -*-===//
+//===- WgmmaRules.h - What the wgmma family can build ------------*- C++ -*-===//
 //
-// The rules that refuse a configuration: which contracts a family
-// implements, and which explicit tuning values it can honour. Each refusal
-// is a Violation whose field is the tuning key (`tuning.stages`) and whose
+// The wgmma family's refusals (kernels/lib/Wgmma/WgmmaRules.cpp): which
+// contracts it implements, which explicit tuning values it can honour, and
+// which stored configurations it launches. Each request refusal is a
+// Violation whose field is the tuning key (`tuning.stages`) and whose
 // message says what is supported; every suggestion in a message is itself
-// accepted. The choices made where a spec leaves them open are in
-// Heuristics.h.
+// accepted. Its choices where a spec leaves them open are its heuristic
+// (kernels/lib/Wgmma/WgmmaHeuristics.h); both are reached through its
+// GemmFamily object.
 //
 //===----------------------------------------------------------------------===//
-#ifndef QGEMM_KERNELS_CONFIGRULES_H
-#define QGEMM_KERNELS_CONFIGRULES_H
+#ifndef QGEMM_KERNELS_WGMMARULES_H
+#define QGEMM_KERNELS_WGMMARULES_H
 
 #include "qgemm/Contract.h"
 #include "qgemm/KernelConfig.h"
@@ -50,12 +52,9 @@ int maxWgmmaStages(const GemmContract &c, KernelConfig cfg);
 /// by offsets.
 QGEMM_API bool clusterCanShareB(const GemmContract &c);
 
-/// Requests no family can honour for `c`, checked before any choice is
-/// made: "family": "wgmma" on a contract it does not build, tile knobs with
-/// the SIMT family (asked for, or the only one that builds the contract),
-/// and cluster / multicast combinations.
-std::optional<Violation> checkFamilyRequest(const GemmContract &c,
-                                            const Tuning &t);
+/// Cluster, multicast and raster combinations the family cannot run.
+std::optional<Violation> checkClusterRequest(const GemmContract &c,
+                                             const Tuning &t);
 /// An explicit block_m / block_n the wgmma family cannot build for `c`.
 std::optional<Violation> checkTileRequest(const GemmContract &c,
                                           const Tuning &t);
@@ -65,17 +64,12 @@ std::optional<Violation> checkStagesRequest(const GemmContract &c,
                                             const Tuning &t,
                                             const KernelConfig &cfg);
 
-/// Whether `cfg` is one its family can be built and launched with (the
-/// family's GemmFamily::checkConsistent). Empty when it is; else why not.
-/// The runtime checks every configuration it reads back from the cache.
-QGEMM_API std::string checkConfigConsistent(const GemmContract &c,
-                                            const KernelConfig &cfg);
-/// The wgmma family's part: its thread count, a cluster that divides the
-/// tile, a tile and scale step it builds, and the shared-memory size its
-/// layout implies.
+/// Whether the family builds and launches `cfg`: its thread count, a
+/// cluster that divides the tile, a tile and scale step it builds, and the
+/// shared-memory size its layout implies. Empty when it does.
 std::string wgmmaConfigConsistent(const GemmContract &c,
                                   const KernelConfig &cfg);
 
 } // namespace qgemm
 
-#endif // QGEMM_KERNELS_CONFIGRULES_H
+#endif // QGEMM_KERNELS_WGMMARULES_H

@@ -154,8 +154,7 @@ void HopperIR::mbarrierArriveRemote(Value bar, Value rank) {
   // come before its next multicast into it. A cluster-scope release also
   // waits for every earlier global store of the thread (the previous
   // tile's D) to become visible to the cluster, on each K block: with it
-  // the 2-CTA kernels ran at half speed, stalled on L1TEX (ncu,
-  // 2026-11-24).
+  // the 2-CTA kernels ran at half speed, stalled on L1TEX (ncu).
   NVVM::MBarrierArriveOp::create(b, Type(), remote, Value(),
                                  NVVM::MemScopeKind::CTA);
 }

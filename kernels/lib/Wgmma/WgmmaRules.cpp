@@ -1,6 +1,5 @@
-//===- ConfigRules.cpp - What the kernel families can build ---------------===//
-#include "qgemm/Kernels/ConfigRules.h"
-#include "qgemm/Kernels/GemmFamily.h"
+//===- WgmmaRules.cpp - What the wgmma family can build -------------------===//
+#include "qgemm/Kernels/WgmmaRules.h"
 #include "qgemm/Kernels/KernelABI.h"
 #include "qgemm/Kernels/WgmmaLayout.h"
 
@@ -105,53 +104,10 @@ std::string quoted(const std::string &s) { return "\"" + s + "\""; }
 
 } // namespace
 
-std::optional<Violation> checkFamilyRequest(const GemmContract &c,
-                                            const Tuning &t) {
+std::optional<Violation> checkClusterRequest(const GemmContract &c,
+                                             const Tuning &t) {
   if (t.isAuto)
     return std::nullopt;
-  // A named family that cannot build for this target, or this contract.
-  if (const GemmFamily *f = findGemmFamily(t.family)) {
-    const std::string target = f->targetRefusal(kBuildTarget);
-    if (!target.empty()) {
-      std::string supported = "\"auto\"";
-      for (const GemmFamily *g : gemmFamilies())
-        if (g->targetRefusal(kBuildTarget).empty())
-          supported += ", " + quoted(std::string(g->name()));
-      return refuse("family", quoted(t.family) + ": " + target +
-                                  "; supported here: " + supported);
-    }
-    const std::string contract = f->contractRefusal(c);
-    if (!contract.empty())
-      return refuse("family", quoted(t.family) +
-                                  " does not build this contract: " +
-                                  contract + "; supported: \"auto\" or "
-                                  "\"simt\"");
-  }
-  const std::string refusal = wgmmaRefusal(c);
-  // Why "auto" stays on the SIMT kernel: the wgmma family's refusal.
-  const std::string why = "the wgmma family does not build " + refusal;
-  if (t.family == "simt" || (t.family == "auto" && !refusal.empty())) {
-    // Name the first knob the request sets, so a sweep error points at it.
-    const char *knob = t.blockM           ? "block_m"
-                       : t.blockN         ? "block_n"
-                       : t.stages         ? "stages"
-                       : t.raster != "auto" ? "raster"
-                       : t.cluster != 1   ? "cluster"
-                       : t.multicast != "none" ? "multicast"
-                       : t.numSms         ? "num_sms"
-                                          : nullptr;
-    if (!knob)
-      return std::nullopt;
-    const std::string family =
-        t.family == "simt"
-            ? std::string("\"family\": \"simt\" selects the SIMT family")
-            : "this contract selects the SIMT family (" + why + ")";
-    return refuse(knob, family +
-                            ", which has no tile, stages, raster, cluster or "
-                            "grid to tune; leave "
-                            "block_m/block_n/stages/raster/cluster/multicast/"
-                            "num_sms out or use \"tuning\": \"auto\"");
-  }
   const bool wgrad = c.grouping.kind == GroupingKind::KContiguous;
   if (t.cluster == 2 && wgrad && t.multicast != "b")
     return refuse("multicast",
@@ -240,11 +196,6 @@ std::optional<Violation> checkTileRequest(const GemmContract &c,
                                  " lets a tile span three 128-wide B scale "
                                  "blocks; supported: 16..128, 144, 160, 192");
   return std::nullopt;
-}
-
-std::string checkConfigConsistent(const GemmContract &c,
-                                  const KernelConfig &cfg) {
-  return gemmFamily(cfg.family).checkConsistent(c, cfg);
 }
 
 std::string wgmmaConfigConsistent(const GemmContract &c,
