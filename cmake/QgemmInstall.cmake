@@ -26,6 +26,7 @@ set(QGEMM_PUBLIC_HEADERS
   ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/qgemm.h
   ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/Runtime.h
   ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/Plans.h
+  ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/Ops.def
   ${_qgemm_op_args_headers}
   ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/KernelCache.h
   ${QGEMM_SOURCE_DIR}/compiler/include/qgemm/Compiler.h
