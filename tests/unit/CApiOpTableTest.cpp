@@ -179,3 +179,56 @@ TEST_CASE("C API: every op of the shipped specs has a launch in the table",
     CHECK(ops.count(op) == 1);
   }
 }
+
+namespace {
+
+/// The bytes of a field of qgemm_args_field_type `type` (all naturally
+/// aligned).
+size_t fieldBytes(int32_t type) {
+  return type == QGEMM_ARGS_FIELD_UINT32 ? 4 : 8;
+}
+
+} // namespace
+
+TEST_CASE("C API: each table op's args struct field by field (API 1.6)",
+          "[capi]") {
+  const int32_t count = qgemm_op_table_count();
+  REQUIRE(count == int32_t(launches().size()) - 1); // all but grouped_gemm
+  CHECK(qgemm_op_table_entry(-1) == QGEMM_OP_INVALID);
+  CHECK(qgemm_op_table_entry(count) == QGEMM_OP_INVALID);
+  CHECK(qgemm_op_args_size(QGEMM_OP_GROUPED_GEMM) == 0);
+  CHECK(qgemm_op_args_field_count(QGEMM_OP_GROUPED_GEMM) == 0);
+  CHECK(qgemm_op_args_field(QGEMM_OP_GROUPED_GEMM, 0, nullptr, nullptr) ==
+        nullptr);
+  for (int32_t i = 0; i < count; ++i) {
+    const qgemm_op op = qgemm_op_table_entry(i);
+    const std::string name = qgemm_op_name(op);
+    INFO("qgemm_" << name << "_args");
+    const int32_t fields = qgemm_op_args_field_count(op);
+    REQUIRE(fields > 1);
+    // The fields tile the struct: each starts where the one before ends
+    // (aligned), and the last ends the struct. A struct field missing from
+    // the table leaves a gap.
+    size_t end = 0;
+    for (int32_t f = 0; f < fields; ++f) {
+      size_t offset = ~size_t(0);
+      int32_t type = -1;
+      const char *field = qgemm_op_args_field(op, f, &offset, &type);
+      REQUIRE(field != nullptr);
+      INFO("field " << field);
+      CHECK((f == 0) == (std::string(field) == "struct_size"));
+      CHECK((type == QGEMM_ARGS_FIELD_SIZE) == (f == 0));
+      const size_t bytes = fieldBytes(type);
+      CHECK(offset == (end + bytes - 1) / bytes * bytes);
+      end = offset + bytes;
+    }
+    CHECK(qgemm_op_args_size(op) == (end + 7) / 8 * 8);
+    CHECK(qgemm_op_args_field(op, fields, nullptr, nullptr) == nullptr);
+    CHECK(qgemm_op_args_field(op, -1, nullptr, nullptr) == nullptr);
+  }
+  // The sizes the header compiles to, for the ops it declares today.
+  CHECK(qgemm_op_args_size(QGEMM_OP_QUANTIZE) == sizeof(qgemm_quantize_args));
+  CHECK(qgemm_op_args_size(QGEMM_OP_PERMUTE) == sizeof(qgemm_permute_args));
+  CHECK(qgemm_op_args_size(QGEMM_OP_SWIGLU_BACKWARD) ==
+        sizeof(qgemm_swiglu_backward_args));
+}

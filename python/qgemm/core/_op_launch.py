@@ -194,7 +194,7 @@ class QuantizeLaunch(OpLaunch):
         ops.append(Operand("workspace", "workspace", ("int32",),
                            ("groups",), True))
         kind = "multi_tensor quantize" if info.multi_tensor else "quantize"
-        super().__init__(kernel, kind, ops, _capi.QuantizeArgs,
+        super().__init__(kernel, kind, ops, _capi.OP_ARGS["quantize"],
                          lib.qgemm_launch_quantize)
 
     def sizes(self, rows, cols, tensors, groups, host):
@@ -331,7 +331,7 @@ class PermuteLaunch(OpLaunch):
                         Operand("grad_probs", "grad_probs", f32, ("T", topk),
                                 True)]
             what = "a backward permute"
-        super().__init__(kernel, what, ops, _capi.PermuteArgs,
+        super().__init__(kernel, what, ops, _capi.OP_ARGS["permute"],
                          lib.qgemm_launch_permute)
         self.required = [op.name for op in ops]
 
@@ -375,7 +375,7 @@ class UnpermuteLaunch(OpLaunch):
                         Operand("grad_probs", "grad_probs", f32, ("T", topk),
                                 True)]
             what = "a backward unpermute"
-        super().__init__(kernel, what, ops, _capi.UnpermuteArgs,
+        super().__init__(kernel, what, ops, _capi.OP_ARGS["unpermute"],
                          lib.qgemm_launch_unpermute)
         self.required = [op.name for op in ops]
 
