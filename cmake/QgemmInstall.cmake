@@ -19,14 +19,15 @@ include(CMakePackageConfigHelpers)
 # The public headers: the C API, the C++ Runtime API and every header it
 # includes. CudaDriver.h is left out: it needs cuda.h, and Runtime.h only
 # forward-declares the driver. BuildIR.h (MLIR types) is internal.
+# Each op's C++ args (<Op>Args.h, included by Runtime.h) by their name.
+file(GLOB _qgemm_op_args_headers CONFIGURE_DEPENDS
+  ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/*Args.h)
 set(QGEMM_PUBLIC_HEADERS
   ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/qgemm.h
   ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/Runtime.h
   ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/Plans.h
-  ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/GemmArgs.h
-  ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/QuantizeArgs.h
-  ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/DispatchArgs.h
-  ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/SwigluArgs.h
+  ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/Ops.def
+  ${_qgemm_op_args_headers}
   ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/KernelCache.h
   ${QGEMM_SOURCE_DIR}/compiler/include/qgemm/Compiler.h
   ${QGEMM_SOURCE_DIR}/compiler/include/qgemm/Spec.h

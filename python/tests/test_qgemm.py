@@ -156,7 +156,8 @@ class CompileTest(unittest.TestCase):
 @unittest.skipUnless(shutil.which("cc"), "no C compiler")
 class AbiTest(unittest.TestCase):
     """The ctypes structs of _capi.py against qgemm.h as a C compiler lays
-    them out: every field's offset and every struct's size."""
+    them out: every field's offset and every struct's size. The ops' args
+    structs, which _capi builds from the library's layout (OP_ARGS), too."""
 
     STRUCTS = {"RuntimeOptions": "qgemm_runtime_options",
                "ScaleInfo": "qgemm_scale_info",
@@ -166,14 +167,9 @@ class AbiTest(unittest.TestCase):
                "GemmArgs": "qgemm_gemm_args",
                "QuantizeInfo": "qgemm_quantize_info",
                "QuantizeSizes": "qgemm_quantize_sizes",
-               "QuantizeArgs": "qgemm_quantize_args",
                "DispatchInfo": "qgemm_dispatch_info",
-               "PermuteArgs": "qgemm_permute_args",
-               "UnpermuteArgs": "qgemm_unpermute_args",
                "SwigluInfo": "qgemm_swiglu_info",
                "SwigluSizes": "qgemm_swiglu_sizes",
-               "SwigluQuantizeArgs": "qgemm_swiglu_quantize_args",
-               "SwigluBackwardArgs": "qgemm_swiglu_backward_args",
                "MoePlanDesc": "qgemm_moe_plan_desc",
                "MoeSizes": "qgemm_moe_sizes",
                "MoeForwardArgs": "qgemm_moe_forward_args",
@@ -186,8 +182,11 @@ class AbiTest(unittest.TestCase):
     def test_struct_layouts(self):
         from qgemm.core import _capi
         lines, expected = [], []
-        for py, c in self.STRUCTS.items():
-            cls = getattr(_capi, py)
+        structs = [(getattr(_capi, py), c) for py, c in self.STRUCTS.items()]
+        structs += [(cls, "qgemm_%s_args" % op)
+                    for op, cls in _capi.OP_ARGS.items()]
+        self.assertTrue(_capi.OP_ARGS)
+        for cls, c in structs:
             lines.append('printf("%%zu\\n", sizeof(%s));' % c)
             expected.append(ctypes.sizeof(cls))
             for field, _ in cls._fields_:

@@ -71,7 +71,7 @@ std::string qgemm::capi::cFieldNames(std::string_view message) {
 #define QGEMM_FIELD(C_NAME, CPP_NAME) {#CPP_NAME, #C_NAME},
 #define QGEMM_DEVICE_GROUPS
 #define QGEMM_OP(NAME, KIND, C_OP, ARGS, FIRST_SIZE, VERSION, FIELDS) FIELDS
-#include "Ops.def"
+#include "qgemm/Ops.def"
   };
   auto isWordChar = [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
@@ -295,7 +295,7 @@ const char *qgemm_op_name(qgemm_op v) {
 #define QGEMM_OP(NAME, KIND, C_OP, ARGS, FIRST_SIZE, VERSION, FIELDS)          \
   case C_OP:                                                                   \
     return #NAME;
-#include "Ops.def"
+#include "qgemm/Ops.def"
   }
   return "<invalid>";
 }
@@ -372,7 +372,7 @@ qgemm_op qgemm_kernel_op(const qgemm_kernel *k) {
 #define QGEMM_OP(NAME, KIND, C_OP, ARGS, FIRST_SIZE, VERSION, FIELDS)          \
   case OpKind::KIND:                                                           \
     return C_OP;
-#include "Ops.def"
+#include "qgemm/Ops.def"
   }
   return QGEMM_OP_GROUPED_GEMM;
 }

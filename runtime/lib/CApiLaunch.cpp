@@ -42,7 +42,7 @@ namespace {
     FIELDS                                                                     \
     return QGEMM_OK;                                                           \
   }
-#include "Ops.def"
+#include "qgemm/Ops.def"
 
 /// The launch every qgemm_launch_* of Ops.def is: the checks all op
 /// launches make before their own (runtime, kernel of the right op, an
@@ -85,4 +85,4 @@ qgemm_status launchOp(const char *fn, const char *argsType, qgemm_runtime *rt,
                           k, OpKind::KIND, C_OP, args, stream, FIRST_SIZE,     \
                           VERSION);                                            \
   }
-#include "Ops.def"
+#include "qgemm/Ops.def"

@@ -1,12 +1,13 @@
-//===- CApiOpTableTest.cpp - Every op launch of qgemm.h, the same way
-//------===//
+//===- CApiOpTableTest.cpp - Every op launch of qgemm.h, the same way -----===//
 //
 // The launches of the ops other than grouped_gemm come from one table
-// (runtime/lib/Ops.def), so they must all behave alike: each names its op
-// (qgemm_op_name of its kernels' qgemm_kernel_op), refuses every other
-// op's kernel by name and points to the right launch, and refuses a NULL
-// or short argument struct naming the struct. Checked for every pair of
-// ops, grouped_gemm's launch included, without a GPU.
+// (runtime/include/qgemm/Ops.def), so they must all behave alike: each
+// names its op (qgemm_op_name of its kernels' qgemm_kernel_op), refuses
+// every other op's kernel by name and points to the right launch, and
+// refuses a NULL or short argument struct naming the struct. Checked for
+// every pair of ops, grouped_gemm's launch included, without a GPU. The
+// ops are the table's, each with the first of its specs in specs/, so a
+// new op is covered by its table line and its spec.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,7 +17,14 @@
 
 #include <catch2/catch.hpp>
 
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -24,12 +32,12 @@ using namespace qgemm::testing;
 
 namespace {
 
-/// One launch function of qgemm.h, called with its struct's _INIT (or with
-/// NULL args, or with a struct_size of 8).
+/// One launch function of qgemm.h, called with its struct (see `call`),
+/// or with NULL args, or with a struct_size of 8; and a spec of its op.
 struct Launch {
-  const char *op;
-  const char *spec;
+  std::string op;
   qgemm_status (*call)(qgemm_runtime *, const qgemm_kernel *, int how);
+  std::string spec; // the text of a spec of `op`
 };
 
 enum { kInit, kNull, kShort };
@@ -40,57 +48,53 @@ template <typename Args> const Args *argsFor(Args &a, int how) {
   return how == kNull ? nullptr : &a;
 }
 
-const Launch kLaunches[] = {
-    {"grouped_gemm",
-     R"({"qgemm": 1, "name": "t_grouped_gemm", "op": "grouped_gemm",
-         "shape": {"n": 256, "k": 512},
-         "a": {"dtype": "e4m3", "scale": {"block": [1, 128]}},
-         "b": {"dtype": "e4m3", "scale": {"block": [128, 128]}},
-         "d": {"dtype": "bf16"}})",
-     [](qgemm_runtime *rt, const qgemm_kernel *k, int how) {
-       qgemm_gemm_args a = QGEMM_GEMM_ARGS_INIT;
-       return qgemm_launch_gemm(rt, k, argsFor(a, how), nullptr);
-     }},
-    {"quantize",
-     R"({"qgemm": 1, "name": "t_quantize", "op": "quantize",
-         "input": "bf16", "output": "e4m3", "recipe": "deepseek",
-         "rowwise": {"block": [1, 128], "layout": "COMPACT"},
-         "shape": {"k": 512}})",
-     [](qgemm_runtime *rt, const qgemm_kernel *k, int how) {
-       qgemm_quantize_args a = QGEMM_QUANTIZE_ARGS_INIT;
-       return qgemm_launch_quantize(rt, k, argsFor(a, how), nullptr);
-     }},
-    {"permute",
-     R"({"qgemm": 1, "name": "t_permute", "op": "permute",
-         "tokens": {"dtype": "bf16"}, "shape": {"k": 512, "topk": 2}})",
-     [](qgemm_runtime *rt, const qgemm_kernel *k, int how) {
-       qgemm_permute_args a = QGEMM_PERMUTE_ARGS_INIT;
-       return qgemm_launch_permute(rt, k, argsFor(a, how), nullptr);
-     }},
-    {"unpermute",
-     R"({"qgemm": 1, "name": "t_unpermute", "op": "unpermute",
-         "shape": {"k": 512, "topk": 2}})",
-     [](qgemm_runtime *rt, const qgemm_kernel *k, int how) {
-       qgemm_unpermute_args a = QGEMM_UNPERMUTE_ARGS_INIT;
-       return qgemm_launch_unpermute(rt, k, argsFor(a, how), nullptr);
-     }},
-    {"swiglu_quantize",
-     R"({"qgemm": 1, "name": "t_swiglu_quantize", "op": "swiglu_quantize",
-         "halves": "stacked", "shape": {"i": 256}, "output": "e4m3",
-         "recipe": "deepseek",
-         "rowwise": {"block": [1, 128], "layout": "COMPACT"}})",
-     [](qgemm_runtime *rt, const qgemm_kernel *k, int how) {
-       qgemm_swiglu_quantize_args a = QGEMM_SWIGLU_QUANTIZE_ARGS_INIT;
-       return qgemm_launch_swiglu_quantize(rt, k, argsFor(a, how), nullptr);
-     }},
-    {"swiglu_backward",
-     R"({"qgemm": 1, "name": "t_swiglu_backward", "op": "swiglu_backward",
-         "halves": "stacked", "shape": {"i": 256}})",
-     [](qgemm_runtime *rt, const qgemm_kernel *k, int how) {
-       qgemm_swiglu_backward_args a = QGEMM_SWIGLU_BACKWARD_ARGS_INIT;
-       return qgemm_launch_swiglu_backward(rt, k, argsFor(a, how), nullptr);
-     }},
-};
+/// The first spec of specs/ (by file name) whose "op" is `op`.
+void specOf(Launch &l) {
+  std::vector<std::filesystem::path> files;
+  for (const auto &e : std::filesystem::directory_iterator(QGEMM_SPECS_DIR))
+    if (e.path().extension() == ".json")
+      files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  for (const std::filesystem::path &f : files) {
+    std::ifstream in(f);
+    std::string text((std::istreambuf_iterator<char>(in)),
+                     std::istreambuf_iterator<char>());
+    nlohmann::json j = nlohmann::json::parse(text);
+    if (j.value("op", "") == l.op) {
+      l.spec = text;
+      return;
+    }
+  }
+  FAIL("specs/ has no spec of op " << l.op);
+}
+
+/// grouped_gemm's launch (with its _INIT) and every launch of the op
+/// table (with its struct zeroed but for struct_size).
+std::vector<Launch> launches() {
+  std::vector<Launch> out = {
+      {"grouped_gemm",
+       [](qgemm_runtime *rt, const qgemm_kernel *k, int how) {
+         qgemm_gemm_args a = QGEMM_GEMM_ARGS_INIT;
+         return qgemm_launch_gemm(rt, k, argsFor(a, how), nullptr);
+       },
+       R"({"qgemm": 1, "name": "t_grouped_gemm", "op": "grouped_gemm",
+           "shape": {"n": 256, "k": 512},
+           "a": {"dtype": "e4m3", "scale": {"block": [1, 128]}},
+           "b": {"dtype": "e4m3", "scale": {"block": [128, 128]}},
+           "d": {"dtype": "bf16"}})"}};
+#define QGEMM_OP(NAME, ...)                                                    \
+  out.push_back(                                                               \
+      {#NAME, [](qgemm_runtime *rt, const qgemm_kernel *k, int how) {          \
+         qgemm_##NAME##_args a{};                                              \
+         a.struct_size = sizeof a;                                             \
+         return qgemm_launch_##NAME(rt, k, argsFor(a, how), nullptr);          \
+       }});                                                                    \
+  specOf(out.back());
+#define QGEMM_FIELD(C_NAME, CPP_NAME)
+#define QGEMM_DEVICE_GROUPS
+#include "qgemm/Ops.def"
+  return out;
+}
 
 /// The launch a kernel of `op` takes.
 std::string launchOf(const std::string &op) {
@@ -102,16 +106,17 @@ std::string launchOf(const std::string &op) {
 TEST_CASE("C API: every op launch refuses every other op's kernel by name",
           "[capi]") {
   TempDir dir;
+  const std::vector<Launch> all = launches();
   std::vector<std::unique_ptr<Compiled>> kernels;
-  for (const Launch &l : kLaunches) {
-    kernels.push_back(std::make_unique<Compiled>(dir, l.spec));
+  for (const Launch &l : all) {
+    kernels.push_back(std::make_unique<Compiled>(dir, l.spec.c_str()));
     // The op of each kernel is the op its launch names.
     CHECK(std::string(qgemm_op_name(qgemm_kernel_op(kernels.back()->kernel))) ==
           l.op);
   }
-  for (const Launch &l : kLaunches) {
+  for (const Launch &l : all) {
     for (size_t i = 0; i < kernels.size(); ++i) {
-      const std::string other = kLaunches[i].op;
+      const std::string other = all[i].op;
       const Compiled &c = *kernels[i];
       qgemm_status st = l.call(c.rt, c.kernel, kInit);
       INFO(launchOf(l.op) << " given a " << other
@@ -124,10 +129,10 @@ TEST_CASE("C API: every op launch refuses every other op's kernel by name",
       }
       CHECK(st == QGEMM_ERROR_USER);
       CHECK_THAT(lastMessage(),
-                 Catch::StartsWith(launchOf(l.op) + ": t_" + other + " is a " +
-                                   other + " kernel, not a " + l.op +
-                                   " kernel"));
-      if (std::string(l.op) != "grouped_gemm")
+                 Catch::StartsWith(
+                     launchOf(l.op) + ": " + qgemm_kernel_spec_name(c.kernel) +
+                     " is a " + other + " kernel, not a " + l.op + " kernel"));
+      if (l.op != "grouped_gemm")
         CHECK_THAT(lastMessage(),
                    Catch::EndsWith("(use " + launchOf(other) + ")"));
     }
@@ -138,20 +143,19 @@ TEST_CASE("C API: every op launch refuses NULL or short args, naming the "
           "struct",
           "[capi]") {
   TempDir dir;
-  for (const Launch &l : kLaunches) {
-    Compiled c(dir, l.spec);
+  for (const Launch &l : launches()) {
+    Compiled c(dir, l.spec.c_str());
     for (int how : {kNull, kShort}) {
       qgemm_status st = l.call(c.rt, c.kernel, how);
       INFO(launchOf(l.op) << (how == kNull ? " NULL" : " short") << ": "
                           << lastMessage());
       CHECK(st == QGEMM_ERROR_INVALID_ARGUMENT);
       CHECK_THAT(lastMessage(), Catch::StartsWith(launchOf(l.op) + ": args"));
-      CHECK_THAT(
-          lastMessage(),
-          Catch::Contains(
-              "qgemm_" +
-              std::string(std::string(l.op) == "grouped_gemm" ? "gemm" : l.op) +
-              "_args"));
+      CHECK_THAT(lastMessage(),
+                 Catch::Contains(
+                     "qgemm_" +
+                     (l.op == "grouped_gemm" ? std::string("gemm") : l.op) +
+                     "_args"));
     }
     // And a NULL runtime or kernel before anything else.
     CHECK(l.call(nullptr, c.kernel, kInit) == QGEMM_ERROR_INVALID_ARGUMENT);
@@ -159,4 +163,72 @@ TEST_CASE("C API: every op launch refuses NULL or short args, naming the "
     CHECK(l.call(c.rt, nullptr, kInit) == QGEMM_ERROR_INVALID_ARGUMENT);
     CHECK_THAT(lastMessage(), Catch::Contains("kernel is NULL"));
   }
+}
+
+TEST_CASE("C API: every op of the shipped specs has a launch in the table",
+          "[capi]") {
+  std::set<std::string> ops;
+  for (const Launch &l : launches())
+    ops.insert(l.op);
+  for (const auto &e : std::filesystem::directory_iterator(QGEMM_SPECS_DIR)) {
+    if (e.path().extension() != ".json")
+      continue;
+    std::ifstream in(e.path());
+    const std::string op = nlohmann::json::parse(in).value("op", "");
+    INFO(e.path().filename().string() << ": op " << op);
+    CHECK(ops.count(op) == 1);
+  }
+}
+
+namespace {
+
+/// The bytes of a field of qgemm_args_field_type `type` (all naturally
+/// aligned).
+size_t fieldBytes(int32_t type) {
+  return type == QGEMM_ARGS_FIELD_UINT32 ? 4 : 8;
+}
+
+} // namespace
+
+TEST_CASE("C API: each table op's args struct field by field (API 1.6)",
+          "[capi]") {
+  const int32_t count = qgemm_op_table_count();
+  REQUIRE(count == int32_t(launches().size()) - 1); // all but grouped_gemm
+  CHECK(qgemm_op_table_entry(-1) == QGEMM_OP_INVALID);
+  CHECK(qgemm_op_table_entry(count) == QGEMM_OP_INVALID);
+  CHECK(qgemm_op_args_size(QGEMM_OP_GROUPED_GEMM) == 0);
+  CHECK(qgemm_op_args_field_count(QGEMM_OP_GROUPED_GEMM) == 0);
+  CHECK(qgemm_op_args_field(QGEMM_OP_GROUPED_GEMM, 0, nullptr, nullptr) ==
+        nullptr);
+  for (int32_t i = 0; i < count; ++i) {
+    const qgemm_op op = qgemm_op_table_entry(i);
+    const std::string name = qgemm_op_name(op);
+    INFO("qgemm_" << name << "_args");
+    const int32_t fields = qgemm_op_args_field_count(op);
+    REQUIRE(fields > 1);
+    // The fields tile the struct: each starts where the one before ends
+    // (aligned), and the last ends the struct. A struct field missing from
+    // the table leaves a gap.
+    size_t end = 0;
+    for (int32_t f = 0; f < fields; ++f) {
+      size_t offset = ~size_t(0);
+      int32_t type = -1;
+      const char *field = qgemm_op_args_field(op, f, &offset, &type);
+      REQUIRE(field != nullptr);
+      INFO("field " << field);
+      CHECK((f == 0) == (std::string(field) == "struct_size"));
+      CHECK((type == QGEMM_ARGS_FIELD_SIZE) == (f == 0));
+      const size_t bytes = fieldBytes(type);
+      CHECK(offset == (end + bytes - 1) / bytes * bytes);
+      end = offset + bytes;
+    }
+    CHECK(qgemm_op_args_size(op) == (end + 7) / 8 * 8);
+    CHECK(qgemm_op_args_field(op, fields, nullptr, nullptr) == nullptr);
+    CHECK(qgemm_op_args_field(op, -1, nullptr, nullptr) == nullptr);
+  }
+  // The sizes the header compiles to, for the ops it declares today.
+  CHECK(qgemm_op_args_size(QGEMM_OP_QUANTIZE) == sizeof(qgemm_quantize_args));
+  CHECK(qgemm_op_args_size(QGEMM_OP_PERMUTE) == sizeof(qgemm_permute_args));
+  CHECK(qgemm_op_args_size(QGEMM_OP_SWIGLU_BACKWARD) ==
+        sizeof(qgemm_swiglu_backward_args));
 }

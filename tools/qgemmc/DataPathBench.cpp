@@ -1,123 +1,37 @@
 //===- DataPathBench.cpp - The registered non-GEMM benches of qgemmc ------===//
 //
-// kBenches is the registration: an op's bench (bench/lib/*Bench.cpp) is
-// listed once with the sections it reads, its suite parser, its row
-// measurement and what it adds to the common report. Adding an op's bench
-// is a line here and its describe function.
+// The list every <Op>DataPath.cpp adds its bench to, and what is the same
+// for all of them: the sections, the jobs, the JSON row and the table line.
 //
 //===----------------------------------------------------------------------===//
 #include "DataPathBench.h"
 
-#include "qgemm/DispatchBench.h"
-#include "qgemm/QuantizeBench.h"
-
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <utility>
 
 using namespace qgemmc;
 using json = nlohmann::json;
 
 namespace {
 
-using Select = std::function<bool(const std::string &, const std::string &)>;
-
-/// The common part of a bench row of any op (their rows all name these).
-template <typename Measured> DataPathResult common(const Measured &m) {
-  DataPathResult r;
-  r.kernelName = m.kernelName;
-  r.status = m.status;
-  r.bytes = m.bytes;
-  r.qgemmGbps = m.qgemmGbps;
-  r.copyGbps = m.copyGbps;
-  r.qgemm = m.qgemm;
-  r.copy = m.copy;
-  return r;
+// A function-local static: the benches are added by other files' static
+// initializers, in an order C++ leaves open.
+std::vector<DataPathBench> &registered() {
+  static std::vector<DataPathBench> list;
+  return list;
 }
 
-/// The jobs of one op's bench: `parse` the suite, keep the selected rows,
-/// each measured by `measure` and described by `describe`.
-template <typename Row, typename Measured>
-qgemm::Status
-collect(qgemm::Status (*parse)(const std::string &, std::vector<Row> &),
-        Measured (*measure)(qgemm::Runtime &, const Row &,
-                            const qgemm::TimingOptions &, size_t),
-        void (*describe)(const Row &, const Measured &, DataPathResult &),
-        const std::string &suite, const Select &selected,
-        std::vector<DataPathJob> &out) {
-  std::vector<Row> rows;
-  if (qgemm::Status st = parse(suite, rows); !st.ok())
-    return st;
-  for (const Row &row : rows)
-    if (selected(row.section, row.label))
-      out.push_back({row.section, row.label,
-                     [row, measure, describe](qgemm::Runtime &rt,
-                                              const qgemm::TimingOptions &t,
-                                              size_t flush) {
-                       Measured m = measure(rt, row, t, flush);
-                       DataPathResult r = common(m);
-                       describe(row, m, r);
-                       return r;
-                     }});
-  return {};
+/// The registered benches by their first section's name.
+std::vector<DataPathBench> benches() {
+  std::vector<DataPathBench> out = registered();
+  std::sort(out.begin(), out.end(),
+            [](const DataPathBench &a, const DataPathBench &b) {
+              return a.sections.front() < b.sections.front();
+            });
+  return out;
 }
-
-/// The fused quantize+permute beside quantize then permute; a row qgemm
-/// has no kernel for is reported, not an error of the run.
-void describeDispatch(const qgemm::DispatchSuiteRow &,
-                      const qgemm::DispatchBenchRow &m, DataPathResult &r) {
-  r.failsRun = !m.unsupported;
-  if (!m.unfused.measured())
-    return;
-  r.extra["unfused_ms"] = m.unfused.medianMs;
-  r.extra["unfused_kernels"] = m.unfusedKernels;
-  if (m.qgemm.measured())
-    r.extra["speedup_vs_unfused"] = m.unfused.medianMs / m.qgemm.medianMs;
-  char line[160];
-  std::snprintf(line, sizeof(line),
-                "\n%-10s %-48s fused %.3f ms, quantize then permute %.3f ms "
-                "(%.2fx)",
-                "", "", m.qgemm.medianMs, m.unfused.medianMs,
-                m.unfused.medianMs / m.qgemm.medianMs);
-  r.note = line;
-}
-
-/// The multi-tensor row also as one launch per tensor.
-void describeQuantize(const qgemm::QuantizeSuiteRow &row,
-                      const qgemm::QuantizeBenchRow &m, DataPathResult &r) {
-  if (row.tensors <= 0)
-    return;
-  r.extra["single_launches_ms"] = m.singleLaunches.measured()
-                                      ? json(m.singleLaunches.medianMs)
-                                      : json(nullptr);
-  r.extra["single_launches"] = row.tensors;
-  char line[120];
-  std::snprintf(line, sizeof(line),
-                "  %lld single launches %.3f ms (multi-tensor %.2fx)",
-                (long long)row.tensors, m.singleLaunches.medianMs,
-                m.singleLaunches.medianMs / m.qgemm.medianMs);
-  r.note = line;
-}
-
-struct DataPathBench {
-  std::vector<std::string> sections;
-  qgemm::Status (*jobs)(const std::string &suite, const Select &selected,
-                        std::vector<DataPathJob> &out);
-};
-
-const DataPathBench kBenches[] = {
-    {{"permute", "unpermute"},
-     [](const std::string &suite, const Select &selected,
-        std::vector<DataPathJob> &out) {
-       return collect(qgemm::parseDispatchSuiteFile, qgemm::measureDispatchRow,
-                      describeDispatch, suite, selected, out);
-     }},
-    {{"quantize", "swiglu_quantize"},
-     [](const std::string &suite, const Select &selected,
-        std::vector<DataPathJob> &out) {
-       return collect(qgemm::parseQuantizeSuiteFile, qgemm::measureQuantizeRow,
-                      describeQuantize, suite, selected, out);
-     }},
-};
 
 json number(double v) { return std::isnan(v) ? json(nullptr) : json(v); }
 
@@ -127,9 +41,14 @@ json medianOf(const qgemm::Timing &t) {
 
 } // namespace
 
+bool qgemmc::registerDataPathBench(DataPathBench bench) {
+  registered().push_back(std::move(bench));
+  return true;
+}
+
 std::vector<std::string> qgemmc::dataPathSections() {
   std::vector<std::string> out;
-  for (const DataPathBench &b : kBenches)
+  for (const DataPathBench &b : benches())
     out.insert(out.end(), b.sections.begin(), b.sections.end());
   return out;
 }
@@ -137,7 +56,7 @@ std::vector<std::string> qgemmc::dataPathSections() {
 qgemm::Status qgemmc::dataPathJobs(const std::string &suite,
                                    const Select &selected,
                                    std::vector<DataPathJob> &out) {
-  for (const DataPathBench &b : kBenches)
+  for (const DataPathBench &b : benches())
     if (qgemm::Status st = b.jobs(suite, selected, out); !st.ok())
       return st;
   return {};

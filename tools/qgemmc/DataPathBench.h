@@ -2,10 +2,11 @@
 //
 // The suite sections of the ops other than grouped_gemm (permute,
 // unpermute, quantize, swiglu_quantize): each kernel timed beside a device
-// copy of its bytes. One registration table (DataPathBench.cpp) says which
-// sections an op's bench reads and how a row is measured and described;
-// everything else, selecting the rows, the JSON row and the table line, is
-// written once here for all of them.
+// copy of its bytes. Each op registers its bench in its own file,
+// tools/qgemmc/<Op>DataPath.cpp (picked up by the build by that name):
+// which sections it reads and how a row is measured and described
+// (`collect`). Everything else, selecting the rows, the JSON row and the
+// table line, is written once here for all of them.
 //
 //===----------------------------------------------------------------------===//
 #ifndef QGEMMC_DATAPATHBENCH_H
@@ -42,16 +43,69 @@ struct DataPathJob {
       measure;
 };
 
+using Select =
+    std::function<bool(const std::string &section, const std::string &label)>;
+
+/// One op's bench: the suite sections it reads, and its jobs of a suite
+/// file (the selected rows).
+struct DataPathBench {
+  std::vector<std::string> sections;
+  qgemm::Status (*jobs)(const std::string &suite, const Select &selected,
+                        std::vector<DataPathJob> &out);
+};
+
+/// Adds `bench` to qgemmc's benches; true, for the static initializer of
+/// the op's <Op>DataPath.cpp. The benches are taken in the order of their
+/// first section's name.
+bool registerDataPathBench(DataPathBench bench);
+
+/// The common part of a bench row of any op (their rows all name these).
+template <typename Measured> DataPathResult common(const Measured &m) {
+  DataPathResult r;
+  r.kernelName = m.kernelName;
+  r.status = m.status;
+  r.bytes = m.bytes;
+  r.qgemmGbps = m.qgemmGbps;
+  r.copyGbps = m.copyGbps;
+  r.qgemm = m.qgemm;
+  r.copy = m.copy;
+  return r;
+}
+
+/// The jobs of one op's bench: `parse` the suite, keep the selected rows,
+/// each measured by `measure` and described by `describe`.
+template <typename Row, typename Measured>
+qgemm::Status
+collect(qgemm::Status (*parse)(const std::string &, std::vector<Row> &),
+        Measured (*measure)(qgemm::Runtime &, const Row &,
+                            const qgemm::TimingOptions &, size_t),
+        void (*describe)(const Row &, const Measured &, DataPathResult &),
+        const std::string &suite, const Select &selected,
+        std::vector<DataPathJob> &out) {
+  std::vector<Row> rows;
+  if (qgemm::Status st = parse(suite, rows); !st.ok())
+    return st;
+  for (const Row &row : rows)
+    if (selected(row.section, row.label))
+      out.push_back({row.section, row.label,
+                     [row, measure, describe](qgemm::Runtime &rt,
+                                              const qgemm::TimingOptions &t,
+                                              size_t flush) {
+                       Measured m = measure(rt, row, t, flush);
+                       DataPathResult r = common(m);
+                       describe(row, m, r);
+                       return r;
+                     }});
+  return {};
+}
+
 /// The sections the registered data-path benches read.
 std::vector<std::string> dataPathSections();
 
 /// The rows of the suite file whose section and label `selected` accepts,
-/// in registration order.
-qgemm::Status
-dataPathJobs(const std::string &suite,
-             const std::function<bool(const std::string &section,
-                                      const std::string &label)> &selected,
-             std::vector<DataPathJob> &out);
+/// in the order of the benches (registerDataPathBench).
+qgemm::Status dataPathJobs(const std::string &suite, const Select &selected,
+                           std::vector<DataPathJob> &out);
 
 /// The JSON row of a measured job.
 nlohmann::json dataPathJson(const DataPathJob &job, const DataPathResult &r);

@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "FfiCommon.h"
+#include "Targets.h"
 
 using namespace qgemm_ffi;
 
@@ -83,3 +84,6 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(qgemm_xla_gemm, gemmExecute,
 // stream, so it must not be captured into a graph.
 XLA_FFI_DEFINE_HANDLER_SYMBOL(qgemm_xla_gemm_debug, gemmExecute,
                               QGEMM_GEMM_EXECUTE_BINDING);
+
+QGEMM_XLA_TARGET(gemm, qgemm_xla_gemm_instantiate, qgemm_xla_gemm);
+QGEMM_XLA_TARGET(gemm_debug, qgemm_xla_gemm_instantiate, qgemm_xla_gemm_debug);

@@ -17,6 +17,7 @@
 #define QGEMM_XLA_FFI_OPHANDLER_H
 
 #include "FfiCommon.h"
+#include "Targets.h"
 
 #include <array>
 #include <cstddef>
@@ -93,7 +94,8 @@ ffi::Error executeOp(void *stream, KernelState *state, ffi::RemainingArgs args,
 
 // qgemm_xla_TARGET_instantiate and qgemm_xla_TARGET: the target's two
 // handlers, compiling its "spec" attribute with INSTANTIATE and launching
-// through OpCall CALL over the struct CARGS.
+// through OpCall CALL over the struct CARGS; and the target listed with its
+// host handler (Targets.h).
 #define QGEMM_XLA_OP_HANDLERS(TARGET, INSTANTIATE, CARGS, CALL)                \
   XLA_FFI_DEFINE_HANDLER_SYMBOL(                                               \
       qgemm_xla_##TARGET##_instantiate, INSTANTIATE,                           \
@@ -106,6 +108,7 @@ ffi::Error executeOp(void *stream, KernelState *state, ffi::RemainingArgs args,
                                     .RemainingArgs()                           \
                                     .RemainingRets()                           \
                                     .Attr<std::string_view>("spec"),           \
-                                {ffi::Traits::kCmdBufferCompatible})
+                                {ffi::Traits::kCmdBufferCompatible});          \
+  QGEMM_XLA_TARGET(TARGET, qgemm_xla_##TARGET##_instantiate, qgemm_xla_##TARGET)
 
 #endif // QGEMM_XLA_FFI_OPHANDLER_H

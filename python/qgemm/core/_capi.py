@@ -2,7 +2,9 @@
 
 This is the only module that knows the C ABI: the structs mirror qgemm.h
 field for field, and every function gets its argtypes/restype once, at
-load. Binding choice (docs/PYTHON.md): ctypes over the stable C API, so the
+load. The ops' args structs and launches (qgemm_launch_<op>) are not
+restated here: they are built from the library's own op table (API 1.6,
+OP_ARGS), so a new op needs nothing in this module. Binding choice (docs/PYTHON.md): ctypes over the stable C API, so the
 package needs no compiler and no Python-version-specific build.
 """
 import ctypes
@@ -11,7 +13,7 @@ from ctypes import (POINTER, Structure, c_char_p, c_int, c_int32, c_int64,
                     c_size_t, c_uint32, c_uint64, c_void_p)
 
 # The header this module mirrors (QGEMM_API_VERSION of qgemm.h).
-API_VERSION = 1005
+API_VERSION = 1006
 
 OK = 0
 ERROR_USER = 1
@@ -25,8 +27,6 @@ DTYPES = ("e4m3", "e5m2", "bf16", "f32", "ue8m0")
 SCALE_LAYOUTS = ("COMPACT", "GEMM_READY")
 GROUPINGS = ("none", "m_contiguous", "m_masked", "k_contiguous")
 GROUP_INDICES = ("none", "offsets", "row_group", "masked_m")
-OPS = ("grouped_gemm", "quantize", "permute", "unpermute", "swiglu_quantize",
-       "swiglu_backward")
 SWIGLU_HALVES = ("stacked", "interleaved")
 SOURCES = ("memory", "disk", "compiled")
 # qgemm_config_field_kind (qgemm_config_value_kind)
@@ -99,19 +99,6 @@ class QuantizeSizes(Structure):
                 ("col_scales", c_int64)]
 
 
-class QuantizeArgs(Structure):
-    _fields_ = [("struct_size", c_size_t), ("input", c_uint64),
-                ("input_table", c_uint64), ("row_data", c_uint64),
-                ("row_scales", c_uint64), ("col_data", c_uint64),
-                ("col_scales", c_uint64), ("group_offsets", c_uint64),
-                ("rows", c_int64), ("cols", c_int64),
-                ("num_tensors", c_int64), ("num_groups", c_int64),
-                ("host_group_offsets", c_void_p),
-                # API 1.2: device-only token groups.
-                ("flags", c_uint32), ("error_flag", c_uint64),
-                ("workspace", c_uint64)]
-
-
 class DispatchInfo(Structure):
     _fields_ = [("struct_size", c_size_t), ("op", c_int32),
                 ("backward", c_int32), ("dtype", c_int32),
@@ -119,23 +106,6 @@ class DispatchInfo(Structure):
                 ("out_scale", ScaleInfo), ("k", c_int64), ("topk", c_int64),
                 ("alignment", c_int64), ("probs", c_int32),
                 ("out_dtype", c_int32), ("quantize", c_int32)]
-
-
-class PermuteArgs(Structure):
-    _fields_ = [("struct_size", c_size_t)] + [
-        (name, c_uint64) for name in (
-            "routing", "probs", "x", "x_scales", "y", "y_scales", "offsets",
-            "counts", "row_group", "row_map", "row_probs", "error", "grad_y",
-            "grad_row_probs", "grad_x", "grad_probs")] + [
-        ("tokens", c_int64), ("experts", c_int64), ("rows", c_int64),
-        ("host_routing", c_void_p)]
-
-
-class UnpermuteArgs(Structure):
-    _fields_ = [("struct_size", c_size_t)] + [
-        (name, c_uint64) for name in (
-            "y", "row_map", "probs", "out", "grad_out", "row_group", "grad_y",
-            "grad_probs")] + [("tokens", c_int64), ("rows", c_int64)]
 
 
 # API 1.3: swiglu_quantize and swiglu_backward.
@@ -153,24 +123,6 @@ class SwigluSizes(Structure):
     _fields_ = [("struct_size", c_size_t), ("row_data", c_int64),
                 ("row_scales", c_int64), ("col_data", c_int64),
                 ("col_scales", c_int64), ("bf16_output", c_int64)]
-
-
-class SwigluQuantizeArgs(Structure):
-    _fields_ = [("struct_size", c_size_t), ("input", c_uint64),
-                ("row_data", c_uint64), ("row_scales", c_uint64),
-                ("col_data", c_uint64), ("col_scales", c_uint64),
-                ("bf16_output", c_uint64), ("group_offsets", c_uint64),
-                ("rows", c_int64), ("intermediate", c_int64),
-                ("num_groups", c_int64), ("host_group_offsets", c_void_p),
-                ("flags", c_uint32), ("error_flag", c_uint64),
-                ("workspace", c_uint64)]
-
-
-class SwigluBackwardArgs(Structure):
-    _fields_ = [("struct_size", c_size_t), ("grad_output", c_uint64),
-                ("input", c_uint64), ("grad_input", c_uint64),
-                ("rows", c_int64), ("intermediate", c_int64)]
-
 
 
 # -- plans (API 1.5) ---------------------------------------------------------
@@ -300,22 +252,13 @@ _SIGNATURES = {
     "qgemm_kernel_quantize_sizes":
         (c_int, [_P, c_int64, c_int64, c_int64, c_int64, c_void_p,
                  POINTER(QuantizeSizes)]),
-    "qgemm_launch_quantize":
-        (c_int, [_P, _P, POINTER(QuantizeArgs), c_void_p]),
     "qgemm_kernel_dispatch_info": (c_int, [_P, POINTER(DispatchInfo)]),
     "qgemm_kernel_permute_rows":
         (c_int, [_P, c_int64, c_int64, POINTER(c_int64)]),
-    "qgemm_launch_permute": (c_int, [_P, _P, POINTER(PermuteArgs), c_void_p]),
-    "qgemm_launch_unpermute":
-        (c_int, [_P, _P, POINTER(UnpermuteArgs), c_void_p]),
     "qgemm_kernel_swiglu_info": (c_int, [_P, POINTER(SwigluInfo)]),
     "qgemm_kernel_swiglu_sizes":
         (c_int, [_P, c_int64, c_int64, c_int64, c_void_p,
                  POINTER(SwigluSizes)]),
-    "qgemm_launch_swiglu_quantize":
-        (c_int, [_P, _P, POINTER(SwigluQuantizeArgs), c_void_p]),
-    "qgemm_launch_swiglu_backward":
-        (c_int, [_P, _P, POINTER(SwigluBackwardArgs), c_void_p]),
     "qgemm_moe_plan_create":
         (c_int, [_P, POINTER(MoePlanDesc), POINTER(c_void_p)]),
     "qgemm_moe_plan_destroy": (None, [_P]),
@@ -329,6 +272,13 @@ _SIGNATURES = {
         (c_int, [_P, c_int64, POINTER(GroupedMmSizes)]),
     "qgemm_grouped_mm_plan_forward": (c_int, [_P, c_void_p, c_void_p]),
     "qgemm_grouped_mm_plan_backward": (c_int, [_P, c_void_p, c_void_p]),
+    "qgemm_op_name": (c_char_p, [c_int32]),
+    "qgemm_op_table_count": (c_int32, []),
+    "qgemm_op_table_entry": (c_int32, [c_int32]),
+    "qgemm_op_args_size": (c_size_t, [c_int32]),
+    "qgemm_op_args_field_count": (c_int32, [c_int32]),
+    "qgemm_op_args_field":
+        (c_char_p, [c_int32, c_int32, POINTER(c_size_t), POINTER(c_int32)]),
 }
 
 
@@ -363,4 +313,49 @@ def load():
     return lib
 
 
+# API 1.6: the ctypes type of each qgemm_args_field_type.
+_ARGS_FIELD_TYPES = {0: c_size_t, 1: c_uint64, 2: c_int64, 3: c_uint32,
+                     4: c_void_p}
+
+
+def _op_args(lib):
+    """{op name: ctypes Structure of its qgemm_<op>_args} for every op of
+    the library's op table, laid out as the library reports (and checked
+    against it field by field), with the argtypes of its
+    qgemm_launch_<op>."""
+    out = {}
+    for index in range(lib.qgemm_op_table_count()):
+        op = lib.qgemm_op_table_entry(index)
+        name = lib.qgemm_op_name(op).decode()
+        fields, offsets = [], []
+        for i in range(lib.qgemm_op_args_field_count(op)):
+            offset, kind = c_size_t(), ctypes.c_int32()
+            field = lib.qgemm_op_args_field(op, i, ctypes.byref(offset),
+                                            ctypes.byref(kind))
+            fields.append((field.decode(), _ARGS_FIELD_TYPES[kind.value]))
+            offsets.append(offset.value)
+        cls = type("".join(w.title() for w in name.split("_")) + "Args",
+                   (Structure,), {"_fields_": fields})
+        laid_out = [getattr(cls, f).offset for f, _ in fields]
+        if laid_out != offsets or \
+                ctypes.sizeof(cls) != lib.qgemm_op_args_size(op):
+            raise ImportError(
+                "qgemm: qgemm_%s_args as %s lays it out (offsets %s, %d "
+                "bytes) is not what ctypes builds from its fields (offsets "
+                "%s, %d bytes)" % (name, library_path(), offsets,
+                                   lib.qgemm_op_args_size(op), laid_out,
+                                   ctypes.sizeof(cls)))
+        launch = getattr(lib, "qgemm_launch_" + name)
+        launch.restype = c_int
+        launch.argtypes = [_P, _P, POINTER(cls), c_void_p]
+        out[name] = cls
+    return out
+
+
 lib = load()
+# op name ("quantize", "permute", ...) -> its args struct (ctypes).
+OP_ARGS = _op_args(lib)
+# qgemm_op -> its name: grouped_gemm and the ops of the table.
+OPS = {op: lib.qgemm_op_name(op).decode() for op in
+       [0] + [lib.qgemm_op_table_entry(i)
+              for i in range(lib.qgemm_op_table_count())]}

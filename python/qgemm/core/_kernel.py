@@ -8,8 +8,9 @@ from ._capi import lib
 from ._errors import ArgumentError
 from ._gemm_launch import GemmLaunch, host_groups_array
 from ._ints import INT64, integer
+from ._dispatch_launch import PermuteLaunch, UnpermuteLaunch
 from ._kernel_config import _config_of
-from ._op_launch import PermuteLaunch, QuantizeLaunch, UnpermuteLaunch
+from ._quantize_launch import QuantizeLaunch
 from ._swiglu_launch import SwigluBackwardLaunch, SwigluQuantizeLaunch
 from ._swiglu_launch import swiglu_info as _swiglu_info
 from ._runtime import Handle, Runtime, _Spec, check, default_runtime

@@ -1,6 +1,7 @@
-"""Launches of quantize, permute and unpermute kernels (C API 1.1), and the
-table-driven launcher they share with swiglu_quantize / swiglu_backward
-(1.3, _swiglu_launch.py).
+"""The table-driven launcher every op other than grouped_gemm launches
+through: quantize (_quantize_launch.py), permute and unpermute
+(_dispatch_launch.py), swiglu_quantize and swiglu_backward
+(_swiglu_launch.py). A new op is a module of its own on OpLaunch.
 
 Each op's operands are a table (built once per kernel from its info query):
 name, field of the C args struct, accepted dtypes, shape as a template of
@@ -17,11 +18,9 @@ import ctypes
 from collections import namedtuple
 
 from . import _capi, _tensors
-from ._capi import lib
 from ._errors import ArgumentError
-from ._gemm_launch import (_order, host_groups_array, raise_closed,
-                           stream_handle)
-from ._runtime import _flag, check
+from ._gemm_launch import _order, host_groups_array, raise_closed
+from ._runtime import check
 
 Operand = namedtuple("Operand", "name field dtypes shape writable")
 _FP8_STAND_IN = "uint8"
@@ -157,78 +156,6 @@ class OpLaunch:
             check(status)
 
 
-# -- quantize ---------------------------------------------------------------
-class QuantizeLaunch(OpLaunch):
-    def __init__(self, kernel):
-        info = _capi.QuantizeInfo(ctypes.sizeof(_capi.QuantizeInfo))
-        box = kernel._live()
-        check(lib.qgemm_kernel_quantize_info(box.value, ctypes.byref(info)))
-        self.info = info
-        # A spec without shape.k takes any width: the symbol K, from x.
-        k = info.k or "K"
-        lead = ("G",) if info.multi_tensor else ()
-        out = _dtypes_of(info.output_dtype, True)
-        ops = [Operand("x", "input", _dtypes_of(info.input_dtype, False),
-                       lead + ("rows", k), False)]
-        self.required = ["x"]
-        self.scales = []
-        if info.has_rowwise:
-            ops += [Operand("row_data", "row_data", out, lead + ("rows", k),
-                            True),
-                    Operand("row_scales", "row_scales",
-                            _scale_dtypes(info.rowwise), None, True)]
-            self.required += ["row_data", "row_scales"]
-            self.scales.append(("row_scales", 1, info.rowwise))
-        if info.has_columnwise:
-            col = (k, "rows") if info.columnwise_transposed else ("rows", k)
-            ops += [Operand("col_data", "col_data", out, lead + col, True),
-                    Operand("col_scales", "col_scales",
-                            _scale_dtypes(info.columnwise), None, True)]
-            self.required += ["col_data", "col_scales"]
-            self.scales.append(("col_scales", 3, info.columnwise))
-        ops.append(Operand("group_offsets", "group_offsets", ("int32",),
-                           ("groups",), False))
-        # API 1.2: device-only token groups.
-        ops.append(Operand("error_flag", "error_flag", ("int32",), None,
-                           True))
-        ops.append(Operand("workspace", "workspace", ("int32",),
-                           ("groups",), True))
-        kind = "multi_tensor quantize" if info.multi_tensor else "quantize"
-        super().__init__(kernel, kind, ops, _capi.QuantizeArgs,
-                         lib.qgemm_launch_quantize)
-
-    def sizes(self, rows, cols, tensors, groups, host):
-        """qgemm_kernel_quantize_sizes, cached where no offsets matter."""
-        def query():
-            out = _capi.QuantizeSizes(ctypes.sizeof(_capi.QuantizeSizes))
-            check(lib.qgemm_kernel_quantize_sizes(
-                self.handle, rows, cols, tensors, groups,
-                host.buffer_info()[0] if host else None, ctypes.byref(out)))
-            return (out.row_data, out.row_scales, out.col_data,
-                    out.col_scales)
-        return self.cached_sizes((rows, cols, tensors) if not groups
-                                 else None, query)
-
-    def __call__(self, tensors, host_group_offsets, stream, debug_sync=False):
-        debug_sync = _flag(debug_sync, "debug_sync")
-        s = stream_handle(stream)
-        got, readers, device = self.read(tensors, s, self.required)
-        sizes = self.bind(got, {})
-        groups = sizes.get("groups", 0)
-        flags, host = _token_groups(got, groups, host_group_offsets,
-                                    debug_sync)
-        rows, count = sizes["rows"], sizes.get("G", 1)
-        cols = self.info.k or sizes["K"]
-        need = self.sizes(rows, cols, count, groups, host)
-        _check_scales(self.name, got, self.scales, need, rows)
-        self.launch(got, readers, device, {
-            "rows": rows, "cols": cols, "num_tensors": count,
-            "num_groups": groups,
-            "host_group_offsets": host.buffer_info()[0] if host else None,
-            "flags": flags},
-            s)
-
-
 def _scale_dtypes(scale):
     return ("f32",) if _capi.DTYPES[scale.dtype] == "f32" \
         else ("ue8m0", _FP8_STAND_IN)
@@ -279,109 +206,3 @@ def _check_scales(kernel_name, got, scales, need, rows):
                    need[index], rows, _capi.SCALE_LAYOUTS[scale.layout],
                    _capi.DTYPES[scale.dtype],
                    [scale.block_rows, scale.block_cols]))
-
-
-# -- permute / unpermute ------------------------------------------------------
-def _dispatch_info(kernel):
-    info = _capi.DispatchInfo(ctypes.sizeof(_capi.DispatchInfo))
-    box = kernel._live()
-    check(lib.qgemm_kernel_dispatch_info(box.value, ctypes.byref(info)))
-    return info
-
-
-class PermuteLaunch(OpLaunch):
-    def __init__(self, kernel):
-        info = self.info = _dispatch_info(kernel)
-        k, topk = info.k, info.topk
-        # The fused quantize+permute reads bf16/f32 x and writes FP8 y.
-        data = _dtypes_of(info.dtype, _capi.DTYPES[info.dtype] not in
-                          ("bf16", "f32"))
-        out = _dtypes_of(info.out_dtype, _capi.DTYPES[info.out_dtype] !=
-                         "bf16")
-        i32, f32, bf16 = ("int32",), ("f32",), ("bf16",)
-        if not info.backward:
-            ops = [Operand("routing", "routing", i32, ("T", topk), False),
-                   Operand("x", "x", data, ("T", k), False),
-                   Operand("y", "y", out, ("R", k), True),
-                   Operand("offsets", "offsets", i32, ("G",), True),
-                   Operand("counts", "counts", i32, ("G",), True),
-                   Operand("row_group", "row_group", i32, ("R",), True),
-                   Operand("row_map", "row_map", i32, ("T", topk), True),
-                   Operand("error", "error", i32, (1,), True)]
-            def scale_dtypes(scale):
-                return ("f32",) if _capi.DTYPES[scale.dtype] == "f32" \
-                    else ("ue8m0", _FP8_STAND_IN)
-            if info.has_scale:
-                ops += [Operand("x_scales", "x_scales",
-                                scale_dtypes(info.scale), None, False)]
-            if info.has_scale or info.quantize:
-                ops += [Operand("y_scales", "y_scales",
-                                scale_dtypes(info.out_scale), None, True)]
-            if info.probs:
-                ops += [Operand("probs", "probs", f32, ("T", topk), False),
-                        Operand("row_probs", "row_probs", f32, ("R",), True)]
-            what = "a forward permute"
-        else:
-            ops = [Operand("grad_y", "grad_y", bf16, ("R", k), False),
-                   Operand("row_map", "row_map", i32, ("T", topk), False),
-                   Operand("grad_x", "grad_x", bf16, ("T", k), True)]
-            if info.probs:
-                ops += [Operand("grad_row_probs", "grad_row_probs", f32,
-                                ("R",), False),
-                        Operand("grad_probs", "grad_probs", f32, ("T", topk),
-                                True)]
-            what = "a backward permute"
-        super().__init__(kernel, what, ops, _capi.PermuteArgs,
-                         lib.qgemm_launch_permute)
-        self.required = [op.name for op in ops]
-
-    def __call__(self, tensors, host_routing, stream):
-        s = stream_handle(stream)
-        got, readers, device = self.read(tensors, s, self.required)
-        sizes = self.bind(got, {})
-        ints = {"tokens": sizes["T"], "rows": sizes["R"],
-                "experts": sizes.get("G", 1)}
-        host = None
-        if host_routing is not None:
-            host = host_groups_array(host_routing, "host_routing")
-            if len(host) != sizes["T"] * self.info.topk:
-                raise ArgumentError(
-                    "host_routing has %d entries; expected T * topk = %d"
-                    % (len(host), sizes["T"] * self.info.topk))
-            ints["host_routing"] = host.buffer_info()[0]
-        self.launch(got, readers, device, ints, s)
-
-
-class UnpermuteLaunch(OpLaunch):
-    def __init__(self, kernel):
-        info = self.info = _dispatch_info(kernel)
-        k, topk = info.k, info.topk
-        i32, f32, bf16 = ("int32",), ("f32",), ("bf16",)
-        if not info.backward:
-            ops = [Operand("y", "y", bf16, ("R", k), False),
-                   Operand("row_map", "row_map", i32, ("T", topk), False),
-                   Operand("out", "out", bf16, ("T", k), True)]
-            if info.probs:
-                ops.append(Operand("probs", "probs", f32, ("T", topk), False))
-            what = "a forward unpermute"
-        else:
-            ops = [Operand("grad_out", "grad_out", bf16, ("T", k), False),
-                   Operand("row_map", "row_map", i32, ("T", topk), False),
-                   Operand("row_group", "row_group", i32, ("R",), False),
-                   Operand("grad_y", "grad_y", bf16, ("R", k), True)]
-            if info.probs:
-                ops += [Operand("probs", "probs", f32, ("T", topk), False),
-                        Operand("y", "y", bf16, ("R", k), False),
-                        Operand("grad_probs", "grad_probs", f32, ("T", topk),
-                                True)]
-            what = "a backward unpermute"
-        super().__init__(kernel, what, ops, _capi.UnpermuteArgs,
-                         lib.qgemm_launch_unpermute)
-        self.required = [op.name for op in ops]
-
-    def __call__(self, tensors, stream):
-        s = stream_handle(stream)
-        got, readers, device = self.read(tensors, s, self.required)
-        sizes = self.bind(got, {})
-        self.launch(got, readers, device,
-                    {"tokens": sizes["T"], "rows": sizes["R"]}, s)

@@ -74,7 +74,7 @@ class SwigluQuantizeLaunch(_SwigluLaunch):
                         True)]
         super().__init__(kernel, "swiglu_quantize, %s halves"
                          % _capi.SWIGLU_HALVES[info.halves], ops,
-                         _capi.SwigluQuantizeArgs,
+                         _capi.OP_ARGS["swiglu_quantize"],
                          lib.qgemm_launch_swiglu_quantize)
 
     def sizes(self, rows, intermediate, groups, host):
@@ -121,7 +121,7 @@ class SwigluBackwardLaunch(_SwigluLaunch):
         self.required = [op.name for op in ops]
         super().__init__(kernel, "swiglu_backward, %s halves"
                          % _capi.SWIGLU_HALVES[info.halves], ops,
-                         _capi.SwigluBackwardArgs,
+                         _capi.OP_ARGS["swiglu_backward"],
                          lib.qgemm_launch_swiglu_backward)
 
     def __call__(self, tensors, stream):

@@ -5,7 +5,7 @@ unpacked GPU pack) or at $QGEMM_XLA_LIBRARY. Registration happens once, on
 the first op that needs it: the kernel state type first (the handlers'
 instantiate stage creates one per custom call), then every target for the
 CUDA platform, each with its instantiate and execute stages, and for the
-CPU a handler that refuses with qgemm's reason (HostHandlers.cpp), so that
+CPU a handler that refuses with qgemm's reason (xla_ffi Targets.h), so that
 a computation placed on the CPU says qgemm needs a CUDA device rather than
 that no handler is registered."""
 import ctypes
@@ -21,26 +21,6 @@ from ..core import ArgumentError, DeviceError
 # minor version itself (handler metadata) when a target is registered.
 FFI_API_MAJOR = 0
 STATE_TYPE = "qgemm_kernel_state"
-# target name -> (instantiate symbol, execute symbol)
-TARGETS = {
-    "qgemm_xla_gemm": ("qgemm_xla_gemm_instantiate", "qgemm_xla_gemm"),
-    "qgemm_xla_gemm_debug": ("qgemm_xla_gemm_instantiate",
-                             "qgemm_xla_gemm_debug"),
-    "qgemm_xla_quantize": ("qgemm_xla_quantize_instantiate",
-                           "qgemm_xla_quantize"),
-    "qgemm_xla_swiglu_quantize": ("qgemm_xla_swiglu_quantize_instantiate",
-                                  "qgemm_xla_swiglu_quantize"),
-    "qgemm_xla_swiglu_backward": ("qgemm_xla_swiglu_backward_instantiate",
-                                  "qgemm_xla_swiglu_backward"),
-    "qgemm_xla_permute": ("qgemm_xla_permute_instantiate",
-                          "qgemm_xla_permute"),
-    "qgemm_xla_unpermute": ("qgemm_xla_unpermute_instantiate",
-                            "qgemm_xla_unpermute"),
-    "qgemm_xla_unpermute_backward": (
-        "qgemm_xla_unpermute_backward_instantiate",
-        "qgemm_xla_unpermute_backward"),
-}
-
 _lock = threading.Lock()
 _registered = False
 _lib = None
@@ -81,6 +61,11 @@ def library():
         for name in ("qgemm_xla_kernel_state_type_id",
                      "qgemm_xla_kernel_state_type_info"):
             getattr(lib, name).restype = ctypes.c_void_p
+        lib.qgemm_xla_target_count.restype = ctypes.c_int
+        lib.qgemm_xla_target.restype = ctypes.c_int
+        lib.qgemm_xla_target.argtypes = (
+            ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)) + \
+            (ctypes.POINTER(ctypes.c_void_p),) * 3
         _lib = lib
     return _lib
 
@@ -89,6 +74,22 @@ def ffi_api_version():
     """major * 1000 + minor of the XLA FFI API libqgemm_xla.so was built
     against."""
     return library().qgemm_xla_ffi_api_version()
+
+
+def targets():
+    """target name -> (instantiate, execute, host) handler addresses: every
+    custom call target libqgemm_xla.so defines, as it lists them."""
+    lib = library()
+    out = {}
+    for i in range(lib.qgemm_xla_target_count()):
+        name = ctypes.c_char_p()
+        handlers = [ctypes.c_void_p() for _ in range(3)]
+        if lib.qgemm_xla_target(i, ctypes.byref(name),
+                                *map(ctypes.byref, handlers)) != 0:
+            raise ArgumentError("qgemm.jax: %s has no target %d"
+                                % (library_path(), i))
+        out[name.value.decode()] = tuple(h.value for h in handlers)
+    return out
 
 
 def register():
@@ -112,18 +113,12 @@ def register():
             "type_id": _capsule(lib.qgemm_xla_kernel_state_type_id()),
             "type_info": _capsule(lib.qgemm_xla_kernel_state_type_info()),
         }, platform="CUDA")
-        for target, (inst, execute) in TARGETS.items():
-            stages = {
-                "instantiate": _capsule(ctypes.cast(
-                    getattr(lib, inst), ctypes.c_void_p).value),
-                "execute": _capsule(ctypes.cast(
-                    getattr(lib, execute), ctypes.c_void_p).value),
-            }
+        for target, (inst, execute, host) in targets().items():
+            stages = {"instantiate": _capsule(inst),
+                      "execute": _capsule(execute)}
             jax.ffi.register_ffi_target(target, stages, platform="CUDA")
-            host = getattr(lib, "qgemm_xla_host_" + target)
-            jax.ffi.register_ffi_target(
-                target, _capsule(ctypes.cast(host, ctypes.c_void_p).value),
-                platform="cpu")
+            jax.ffi.register_ffi_target(target, _capsule(host),
+                                        platform="cpu")
         _registered = True
 
 

@@ -38,6 +38,34 @@
 
 namespace qgemm {
 
+/// The members every plan class has, declared once. A macro rather than a
+/// base class, so each plan's exported members keep their own names:
+///   create       check `desc`, then resolve every kernel of both
+///                directions through `rt` (compiled or from its caches;
+///                needs no GPU). `rt` must outlive the plan.
+///   desc         the description it was created from
+///   sizes        what to allocate for COUNT rows or tokens (>= 0)
+///   forward      run the forward on `stream`
+///   backward     run the backward on `stream`
+///   kernelNames  the kernels in launch order, for reports ("name: spec
+///                name")
+#define QGEMM_PLAN_MEMBERS(PLAN, DESC, SIZES, FORWARD, BACKWARD)               \
+public:                                                                        \
+  static Status create(Runtime &rt, const DESC &desc,                          \
+                       std::unique_ptr<PLAN> &out);                            \
+  ~PLAN();                                                                     \
+  const DESC &desc() const;                                                    \
+  Status sizes(int64_t count, SIZES &out) const;                               \
+  Status forward(const FORWARD &args, void *stream) const;                     \
+  Status backward(const BACKWARD &args, void *stream) const;                   \
+  std::vector<std::string> kernelNames() const;                                \
+                                                                               \
+  struct Impl;                                                                 \
+                                                                               \
+private:                                                                       \
+  explicit PLAN(std::unique_ptr<Impl> impl);                                   \
+  std::unique_ptr<Impl> impl;
+
 /// Where every scratch buffer of one plan direction lives in the workspace,
 /// for one token count: buffers whose lifetimes (first and last stage that
 /// touch them) do not overlap share bytes.
@@ -163,27 +191,8 @@ struct MoeBackwardArgs {
 };
 
 class QGEMM_API MoePlan {
-public:
-  /// Check `desc`, then resolve every kernel of both directions through
-  /// `rt` (compiled or from its caches; needs no GPU). `rt` must outlive
-  /// the plan.
-  static Status create(Runtime &rt, const MoePlanDesc &desc,
-                       std::unique_ptr<MoePlan> &out);
-  ~MoePlan();
-
-  const MoePlanDesc &desc() const;
-  /// Sizes for T tokens (T >= 0).
-  Status sizes(int64_t tokens, MoeSizes &out) const;
-  Status forward(const MoeForwardArgs &args, void *stream) const;
-  Status backward(const MoeBackwardArgs &args, void *stream) const;
-  /// The kernels in launch order, for reports ("name: spec name").
-  std::vector<std::string> kernelNames() const;
-
-  struct Impl;
-
-private:
-  explicit MoePlan(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl;
+  QGEMM_PLAN_MEMBERS(MoePlan, MoePlanDesc, MoeSizes, MoeForwardArgs,
+                     MoeBackwardArgs)
 };
 
 //===----------------------------------------------------------------------===//
@@ -238,22 +247,11 @@ struct GroupedMmBackwardArgs {
 };
 
 class QGEMM_API GroupedMmPlan {
-public:
-  static Status create(Runtime &rt, const GroupedMmPlanDesc &desc,
-                       std::unique_ptr<GroupedMmPlan> &out);
-  ~GroupedMmPlan();
-  const GroupedMmPlanDesc &desc() const;
-  Status sizes(int64_t rows, GroupedMmSizes &out) const;
-  Status forward(const GroupedMmForwardArgs &args, void *stream) const;
-  Status backward(const GroupedMmBackwardArgs &args, void *stream) const;
-  std::vector<std::string> kernelNames() const;
-
-  struct Impl;
-
-private:
-  explicit GroupedMmPlan(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl;
+  QGEMM_PLAN_MEMBERS(GroupedMmPlan, GroupedMmPlanDesc, GroupedMmSizes,
+                     GroupedMmForwardArgs, GroupedMmBackwardArgs)
 };
+
+#undef QGEMM_PLAN_MEMBERS
 
 } // namespace qgemm
 

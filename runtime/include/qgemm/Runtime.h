@@ -18,14 +18,15 @@
 #define QGEMM_RUNTIME_H
 
 #include "qgemm/Compiler.h"
-#include "qgemm/DispatchArgs.h"
 #include "qgemm/Export.h"
 #include "qgemm/GemmArgs.h"
 #include "qgemm/KernelConfig.h"
 #include "qgemm/KernelCache.h"
-#include "qgemm/QuantizeArgs.h"
-#include "qgemm/SwigluArgs.h"
 #include "qgemm/Spec.h"
+
+// Each op's C++ args, from the op table.
+#define QGEMM_OP_ARGS_HEADERS
+#include "qgemm/Ops.def"
 
 #include <cstdint>
 #include <memory>
@@ -153,25 +154,15 @@ public:
   /// rows = 0 launches nothing for m-groupings; k_contiguous still writes D.
   Status launch(const Kernel &kernel, const GemmArgs &args,
                 void *stream = nullptr);
-  /// The same for a quantize kernel (validateQuantizeArgs, then the grid of
-  /// QuantizeABI.h). rows = 0 launches nothing.
-  Status launch(const Kernel &kernel, const QuantizeArgs &args,
-                void *stream = nullptr);
-
-  /// permute / unpermute kernels: validate (validatePermuteArgs,
-  /// validateUnpermuteArgs), then launch their stages in order on `stream`
-  /// with no host synchronization (DispatchLaunch.cpp).
-  Status launch(const Kernel &kernel, const PermuteArgs &args,
-                void *stream = nullptr);
-  Status launch(const Kernel &kernel, const UnpermuteArgs &args,
-                void *stream = nullptr);
-  /// swiglu_quantize / swiglu_backward kernels (validateSwigluQuantizeArgs,
-  /// validateSwigluBackwardArgs, then the grids of SwigluABI.h;
-  /// LaunchSwiglu.cpp). rows = 0 launches nothing.
-  Status launch(const Kernel &kernel, const SwigluQuantizeArgs &args,
-                void *stream = nullptr);
-  Status launch(const Kernel &kernel, const SwigluBackwardArgs &args,
-                void *stream = nullptr);
+  /// The same for each op of the table (Ops.def): validate the op's args
+  /// (its validate*Args), then launch its kernel, or its stages in order,
+  /// on `stream` with no host synchronization (the op's launch file, e.g.
+  /// LaunchSwiglu.cpp).
+#define QGEMM_OP(NAME, KIND, C_OP, ARGS, FIRST_SIZE, VERSION, FIELDS)          \
+  Status launch(const Kernel &kernel, const ARGS &args, void *stream = nullptr);
+#define QGEMM_FIELD(C_NAME, CPP_NAME)
+#define QGEMM_DEVICE_GROUPS
+#include "qgemm/Ops.def"
 
   /// The driver, opened on first use; null with the reason when absent.
   Status openDriver(const CudaDriver *&out);

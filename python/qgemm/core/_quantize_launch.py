@@ -1,0 +1,81 @@
+"""Launches of quantize kernels (C API 1.1; device-only token groups 1.2)
+on the table-driven launcher of _op_launch (OpLaunch)."""
+import ctypes
+
+from . import _capi
+from ._capi import lib
+from ._gemm_launch import stream_handle
+from ._op_launch import (Operand, OpLaunch, _check_scales, _dtypes_of,
+                         _scale_dtypes, _token_groups)
+from ._runtime import _flag, check
+
+
+class QuantizeLaunch(OpLaunch):
+    def __init__(self, kernel):
+        info = _capi.QuantizeInfo(ctypes.sizeof(_capi.QuantizeInfo))
+        box = kernel._live()
+        check(lib.qgemm_kernel_quantize_info(box.value, ctypes.byref(info)))
+        self.info = info
+        # A spec without shape.k takes any width: the symbol K, from x.
+        k = info.k or "K"
+        lead = ("G",) if info.multi_tensor else ()
+        out = _dtypes_of(info.output_dtype, True)
+        ops = [Operand("x", "input", _dtypes_of(info.input_dtype, False),
+                       lead + ("rows", k), False)]
+        self.required = ["x"]
+        self.scales = []
+        if info.has_rowwise:
+            ops += [Operand("row_data", "row_data", out, lead + ("rows", k),
+                            True),
+                    Operand("row_scales", "row_scales",
+                            _scale_dtypes(info.rowwise), None, True)]
+            self.required += ["row_data", "row_scales"]
+            self.scales.append(("row_scales", 1, info.rowwise))
+        if info.has_columnwise:
+            col = (k, "rows") if info.columnwise_transposed else ("rows", k)
+            ops += [Operand("col_data", "col_data", out, lead + col, True),
+                    Operand("col_scales", "col_scales",
+                            _scale_dtypes(info.columnwise), None, True)]
+            self.required += ["col_data", "col_scales"]
+            self.scales.append(("col_scales", 3, info.columnwise))
+        ops.append(Operand("group_offsets", "group_offsets", ("int32",),
+                           ("groups",), False))
+        # API 1.2: device-only token groups.
+        ops.append(Operand("error_flag", "error_flag", ("int32",), None,
+                           True))
+        ops.append(Operand("workspace", "workspace", ("int32",),
+                           ("groups",), True))
+        kind = "multi_tensor quantize" if info.multi_tensor else "quantize"
+        super().__init__(kernel, kind, ops, _capi.OP_ARGS["quantize"],
+                         lib.qgemm_launch_quantize)
+
+    def sizes(self, rows, cols, tensors, groups, host):
+        """qgemm_kernel_quantize_sizes, cached where no offsets matter."""
+        def query():
+            out = _capi.QuantizeSizes(ctypes.sizeof(_capi.QuantizeSizes))
+            check(lib.qgemm_kernel_quantize_sizes(
+                self.handle, rows, cols, tensors, groups,
+                host.buffer_info()[0] if host else None, ctypes.byref(out)))
+            return (out.row_data, out.row_scales, out.col_data,
+                    out.col_scales)
+        return self.cached_sizes((rows, cols, tensors) if not groups
+                                 else None, query)
+
+    def __call__(self, tensors, host_group_offsets, stream, debug_sync=False):
+        debug_sync = _flag(debug_sync, "debug_sync")
+        s = stream_handle(stream)
+        got, readers, device = self.read(tensors, s, self.required)
+        sizes = self.bind(got, {})
+        groups = sizes.get("groups", 0)
+        flags, host = _token_groups(got, groups, host_group_offsets,
+                                    debug_sync)
+        rows, count = sizes["rows"], sizes.get("G", 1)
+        cols = self.info.k or sizes["K"]
+        need = self.sizes(rows, cols, count, groups, host)
+        _check_scales(self.name, got, self.scales, need, rows)
+        self.launch(got, readers, device, {
+            "rows": rows, "cols": cols, "num_tensors": count,
+            "num_groups": groups,
+            "host_group_offsets": host.buffer_info()[0] if host else None,
+            "flags": flags},
+            s)
