@@ -63,7 +63,8 @@ bool heuristicStagedEpilogue(const GemmContract &c) {
 // one process, against the same tile without a cluster: decode down
 // +12%, prefill +8%, decode up +4%. m_contiguous gains 1-7% on the K = 7168
 // and 2048 shapes and loses up to 3% on the small ones in the same run: left
-// to the tuning database, per shape. MXFP8 and zeroed padding are not measured yet.
+// to the tuning database, per shape. MXFP8 and zeroed padding are not
+// measured yet.
 //
 // k_contiguous (the weight gradient), same tile, same kind of run:
 // 0.5-8% faster on the three suite
