@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The FP8 grouped GEMM as a PyTorch user trains with it, forward +
-backward, side by side with the alternatives in one process (issue 27
-point 5). Needs torch and a GPU:
+backward, side by side with the alternatives in one process. Needs
+torch and a GPU:
 
     QGEMM_LIBRARY=.../libqgemm.so PYTHONPATH=python QGEMM_CACHE_DIR=... \\
         python3 bench/train_op.py [--quick] [--compile] [--only PATHS] \\

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """An MoE expert layer on qgemm's FP8 kernels, and the same layer in bf16
-PyTorch as its reference (issue 14 point 4).
+PyTorch as its reference.
 
     QGEMM_LIBRARY=.../libqgemm.so PYTHONPATH=python \\
         python3 examples/python/moe_layer.py [--experts 8 --hidden 1024
