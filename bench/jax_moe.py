@@ -21,8 +21,6 @@ import argparse
 import datetime
 import json
 import os
-import statistics
-import time
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
@@ -31,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import qgemm.jax as qj
+from jax_gmm import timed  # the same timing loop as the gmm benchmark
 from results_file import results_path
 
 # label, hidden, moe intermediate, experts, routed rows, top-k (as
@@ -79,19 +78,6 @@ def step_of(layer):
                            x, probs, w13, w2)
         return (out,) + vjp(dout)
     return jax.jit(step)
-
-
-def timed(fn, args, iters, repeats):
-    for _ in range(2):
-        jax.block_until_ready(fn(*args))
-    runs = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            out = fn(*args)
-        jax.block_until_ready(out)
-        runs.append((time.perf_counter() - t0) / iters * 1e3)
-    return statistics.median(runs)
 
 
 def step_mib(fn, args):

@@ -96,8 +96,10 @@ def gemm(kernel_text, a, sa, b, sb, offsets, out_shape, out_dtype,
 
 
 def swiglu_quantize(kernel_text, h, offsets):
-    """(y FP8 (rows, I), row scales, y bf16 (rows, I) or empty) of h
-    (rows, 2I)."""
+    """(row data e4m3 (rows, I), row scales, column-wise data e4m3 (I, rows)
+    or (rows, I), column-wise scales, y bf16 (rows, I)) of h (rows, 2I);
+    the outputs the spec does not declare are empty. `offsets` (or empty)
+    restart the column-wise blocks at each group."""
     _ffi.register()
     _ffi.require_cuda("qgemm_xla_swiglu_quantize", h)
     k, text = kernel_text
@@ -105,36 +107,19 @@ def swiglu_quantize(kernel_text, h, offsets):
     i = two_i // 2
     groups = int(offsets.shape[0])
     n = k.swiglu_sizes(rows, i, num_groups=groups)
+    if n["col_data"]:
+        t = k.swiglu_info().columnwise_transposed
+        cd = _out((i, rows) if t else (rows, i), FP8)
+    else:
+        cd = _out((0,), FP8)
     outs = jax.ffi.ffi_call(
         "qgemm_xla_swiglu_quantize",
         (_out((rows, i), FP8), _out((n["row_scales"],), jnp.float32),
-         _out((0,), FP8), _out((0,), jnp.float32),
+         cd, _out((n["col_scales"],), jnp.float32),
          _out((rows, i) if n["y"] else (0,), jnp.bfloat16),
          _out((groups,), jnp.int32), _out((1,), jnp.int32)),
         input_output_aliases={2: 6})(h, offsets, _error_word(), spec=text)
-    return outs[0], outs[1], outs[4]
-
-
-def swiglu_quantize_colwise(kernel_text, h, offsets):
-    """(row data e4m3 (rows, I), row scales, column-wise data e4m3 (I, rows)
-    or (rows, I), column-wise scales) of h (rows, 2I); `offsets` (or
-    empty) restart the column-wise blocks at each group."""
-    _ffi.register()
-    _ffi.require_cuda("qgemm_xla_swiglu_quantize", h)
-    k, text = kernel_text
-    rows, two_i = h.shape
-    i = two_i // 2
-    groups = int(offsets.shape[0])
-    n = k.swiglu_sizes(rows, i, num_groups=groups)
-    t = k.swiglu_info().columnwise_transposed
-    outs = jax.ffi.ffi_call(
-        "qgemm_xla_swiglu_quantize",
-        (_out((rows, i), FP8), _out((n["row_scales"],), jnp.float32),
-         _out((i, rows) if t else (rows, i), FP8),
-         _out((n["col_scales"],), jnp.float32), _out((0,), jnp.bfloat16),
-         _out((groups,), jnp.int32), _out((1,), jnp.int32)),
-        input_output_aliases={2: 6})(h, offsets, _error_word(), spec=text)
-    return outs[:4]
+    return outs[:5]
 
 
 def swiglu_backward(kernel_text, dy, h):
@@ -147,9 +132,11 @@ def swiglu_backward(kernel_text, dy, h):
 
 
 def permute(kernel_text, routing, x, probs, num_experts, rows, scale_cols):
-    """(y e4m3 (R, k), y_scales f32 (R, scale_cols), offsets, counts,
-    row_group, row_map, row_probs (R,) or empty, error) of the fused
-    quantize+permute. Every output is written whole by the kernel."""
+    """(y (R, k), y_scales f32 (R, scale_cols), offsets, counts, row_group,
+    row_map, row_probs (R,) or empty, error) of a forward permute: the
+    fused quantize+permute (y e4m3), or with scale_cols None the bf16
+    permute (y bf16, y_scales empty). Every output is written whole by the
+    kernel."""
     _ffi.register()
     _ffi.require_cuda("qgemm_xla_permute", x)
     _, text = kernel_text
@@ -158,34 +145,17 @@ def permute(kernel_text, routing, x, probs, num_experts, rows, scale_cols):
     has_probs = probs is not None
     probs_in = probs if has_probs else jnp.zeros((0,), jnp.float32)
     g = int(num_experts)
+    if scale_cols is None:
+        y, ys = _out((rows, k), jnp.bfloat16), _out((0,), jnp.float32)
+    else:
+        y, ys = _out((rows, k), FP8), _out((rows, scale_cols), jnp.float32)
     return jax.ffi.ffi_call(
         "qgemm_xla_permute",
-        (_out((rows, k), FP8), _out((rows, scale_cols), jnp.float32),
-         _out((g,), jnp.int32), _out((g,), jnp.int32),
+        (y, ys, _out((g,), jnp.int32), _out((g,), jnp.int32),
          _out((rows,), jnp.int32), _out((t, topk), jnp.int32),
          _out((rows,) if has_probs else (0,), jnp.float32),
          _out((1,), jnp.int32)))(
              routing, x, jnp.zeros((0,), jnp.float32), probs_in, spec=text)
-
-
-def permute_bf16(kernel_text, routing, x, num_experts, rows):
-    """y bf16 (R, k): x's rows in expert order (the other outputs of the
-    permute are dropped; the fused permute of the same routing made
-    them)."""
-    _ffi.register()
-    _ffi.require_cuda("qgemm_xla_permute", x)
-    _, text = kernel_text
-    t, topk = routing.shape
-    g = int(num_experts)
-    outs = jax.ffi.ffi_call(
-        "qgemm_xla_permute",
-        (_out((rows, x.shape[1]), jnp.bfloat16), _out((0,), jnp.float32),
-         _out((g,), jnp.int32), _out((g,), jnp.int32),
-         _out((rows,), jnp.int32), _out((t, topk), jnp.int32),
-         _out((0,), jnp.float32), _out((1,), jnp.int32)))(
-             routing, x, jnp.zeros((0,), jnp.float32),
-             jnp.zeros((0,), jnp.float32), spec=text)
-    return outs[0]
 
 
 def unpermute(kernel_text, y, row_map, probs, tokens):

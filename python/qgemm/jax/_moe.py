@@ -195,8 +195,8 @@ def _forward(x, ids, probs, w13, w2, layer):
                        L.hidden // 128)
     h, e1 = _gemm(yq, ys, w13f, w13fs, offsets, 2 * L.inter, L.hidden,
                   L.rows, L.alignment)
-    sk = _specs.swiglu_colwise()
-    aq, a_s, acol, acols = _calls.swiglu_quantize_colwise(
+    sk = _specs.swiglu("stacked", False, colwise=True)
+    aq, a_s, acol, acols, _ = _calls.swiglu_quantize(
         sk, h, _groups(offsets, L.alignment))
     o, e2 = _gemm(aq, a_s, w2f, w2fs, offsets, L.hidden, L.inter, L.rows,
                   L.alignment)
@@ -233,7 +233,7 @@ def _backward(layer, w_dtype, res, dout):
     dy, e3 = _gemm(dhq, dhs, w13d, w13ds, offsets, L.hidden, 2 * L.inter,
                    L.rows, L.alignment)
     pk = _specs.permute_bf16(L.hidden, L.topk, L.alignment)
-    y = _calls.permute_bf16(pk, ids, x, L.experts, L.rows)
+    y = _calls.permute(pk, ids, x, None, L.experts, L.rows, None)[0]
     _, _, ycol, ycols = _calls.quantize(
         y, _groups(offsets, L.alignment),
         _specs.quantize_act("bf16", False, True))

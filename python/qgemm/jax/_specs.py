@@ -100,29 +100,20 @@ def quantize_weights(in_name, rowwise, colwise):
     return kernel(("qw", in_name, rowwise, colwise), build)
 
 
-def swiglu(halves, bf16_output):
+def swiglu(halves, bf16_output, colwise=False):
     """SwiGLU over the merged gate/up projection, quantized row-wise 1x128
-    (the down projection's A), optionally with the bf16 y."""
+    (the down projection's A), optionally with the bf16 y, and with
+    `colwise` also 128x1 column-wise GEMM_READY (the down weight
+    gradient's token-contiguous operand, as qgemm.torch.moe_experts')."""
     def build():
-        return {"qgemm": 1, "name": "jax_swiglu_deepseek",
+        spec = {"qgemm": 1, "name": "jax_swiglu_deepseek",
                 "op": "swiglu_quantize", "halves": halves, "output": "e4m3",
                 "recipe": "deepseek", "bf16_output": bool(bf16_output),
                 "rowwise": {"block": [1, 128], "layout": "COMPACT"}}
-    return kernel(("sw", halves, bf16_output), build)
-
-
-def swiglu_colwise():
-    """SwiGLU of the stacked gate/up projection quantized both ways: 1x128
-    row-wise COMPACT (the down GEMM's A) and 128x1 column-wise GEMM_READY
-    (the down weight gradient's token-contiguous operand), as
-    qgemm.torch.moe_experts' spec."""
-    def build():
-        return {"qgemm": 1, "name": "jax_swiglu_deepseek_colwise",
-                "op": "swiglu_quantize", "halves": "stacked",
-                "output": "e4m3", "recipe": "deepseek", "bf16_output": False,
-                "rowwise": {"block": [1, 128], "layout": "COMPACT"},
-                "columnwise": {"block": [128, 1], "layout": "GEMM_READY"}}
-    return kernel(("swc",), build)
+        if colwise:
+            spec["columnwise"] = {"block": [128, 1], "layout": "GEMM_READY"}
+        return spec
+    return kernel(("sw", halves, bf16_output, bool(colwise)), build)
 
 
 def swiglu_backward(halves):

@@ -36,8 +36,9 @@ def swiglu_quantize(h, group_sizes=None, *, halves="stacked",
     # Checked, then unused: row-wise 1x128 blocks never cross a row.
     if group_sizes is not None:
         _checks.check_group_sizes_arg(group_sizes, None, "swiglu_quantize")
-    return _calls.swiglu_quantize(_specs.swiglu(halves, bf16_output), h,
-                                  _calls.no_groups())
+    q, qs, _, _, y = _calls.swiglu_quantize(
+        _specs.swiglu(halves, bf16_output), h, _calls.no_groups())
+    return q, qs, y
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
