@@ -293,6 +293,16 @@ def check_permute_quantize(x, routing, probs, num_experts, alignment, recipe,
     c.devices()
 
 
+def _row_map(c, row_map, tokens, topk):
+    """permute's row_map: int32 (tokens, topk)."""
+    m = c.tensor(row_map, "row_map", (torch.int32,), 2,
+                 "int32 (tokens, topk), permute's row_map")
+    c.same(m.shape[0], tokens, "row_map has %s rows; tokens = %d"
+           % (m.shape[0], tokens))
+    c.same(m.shape[1], topk, "row_map has %s columns; topk = %d"
+           % (m.shape[1], topk))
+
+
 def check_permute_backward(grad_y, row_map, grad_row_probs, tokens, topk,
                            alignment):
     c = _Op("permute_backward")
@@ -300,12 +310,7 @@ def check_permute_backward(grad_y, row_map, grad_row_probs, tokens, topk,
     c.integer(topk, "topk", 1, MAX_TOPK)
     c.power_of_two(alignment, "alignment")
     g = c.tensor(grad_y, "grad_y", (torch.bfloat16,), 2, "bfloat16 (R, K)")
-    m = c.tensor(row_map, "row_map", (torch.int32,), 2,
-                 "int32 (tokens, topk), permute's row_map")
-    c.same(m.shape[0], tokens, "row_map has %s rows; tokens = %d"
-           % (m.shape[0], tokens))
-    c.same(m.shape[1], topk, "row_map has %s columns; topk = %d"
-           % (m.shape[1], topk))
+    _row_map(c, row_map, tokens, topk)
     p = c.tensor(grad_row_probs, "grad_row_probs", (torch.float32,), 1,
                  "float32 (R,)", optional=True)
     if p is not None:
@@ -319,12 +324,7 @@ def check_unpermute(y, row_map, probs, row_group, tokens, topk):
     c.integer(tokens, "tokens", 0, MAX_DIM)
     c.integer(topk, "topk", 1, MAX_TOPK)
     t = c.tensor(y, "y", (torch.bfloat16,), 2, "bfloat16 (R, K)")
-    m = c.tensor(row_map, "row_map", (torch.int32,), 2,
-                 "int32 (tokens, topk), permute's row_map")
-    c.same(m.shape[0], tokens, "row_map has %s rows; tokens = %d"
-           % (m.shape[0], tokens))
-    c.same(m.shape[1], topk, "row_map has %s columns; topk = %d"
-           % (m.shape[1], topk))
+    _row_map(c, row_map, tokens, topk)
     _probs(c, probs, (tokens, topk))
     rg = c.tensor(row_group, "row_group", (torch.int32,), 1,
                   "int32 (R,), permute's row_group", optional=True)
