@@ -185,13 +185,8 @@ class JaxGmmTest(unittest.TestCase):
     def test_shard_map_example(self):
         # examples/jax/moe_shard_map.py, on every GPU of the machine: the
         # first device's shard against ragged_dot, loss and dW finite.
-        import importlib.util
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                            "..", "..", "..", "examples", "jax",
-                            "moe_shard_map.py")
-        spec = importlib.util.spec_from_file_location("moe_shard_map", path)
-        ex = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(ex)
+        from jax_examples import load_example
+        ex = load_example("moe_shard_map")
         err, finite = ex.main(experts=8, tokens_per_device=2048, hidden=512,
                               ffn=768)
         self.assertTrue(finite)

@@ -191,13 +191,8 @@ class JaxMoEExpertsTest(unittest.TestCase):
                 qj.check_routing(d_ids, E)
 
     def test_shard_map_example_equals_one_device(self):
-        import importlib.util
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                            "..", "..", "..", "examples", "jax",
-                            "moe_shard_map.py")
-        spec = importlib.util.spec_from_file_location("moe_shard_map", path)
-        ex = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(ex)
+        from jax_examples import load_example
+        ex = load_example("moe_shard_map")
         ids, p = routing(6, t=256)
         x, w13, w2, _ = operands(6, t=256)
         ids, p = jnp.asarray(ids), jnp.asarray(p)
