@@ -17,11 +17,12 @@ from ._errors import (ArgumentError, DeviceError, Error, InternalError,
 from ._kernel import (Geometry, Kernel, Scale, SwigluInfo, compile,
                       compile_all)
 from ._kernel_config import Config
+from ._quantize_launch import columnwise_transposed
 from ._runtime import _flag as flag
 from ._runtime import Runtime, check, default_runtime
 
 __all__ = ["capi", "plans", "lib", "check", "flag",
-           "compile", "compile_all", "Kernel", "Runtime", "default_runtime",
+           "compile", "compile_all", "columnwise_transposed", "Kernel", "Runtime", "default_runtime",
            "Error", "SpecError", "ArgumentError", "DeviceError",
            "UnsupportedError", "InternalError", "Scale", "Config", "Geometry",
            "SwigluInfo", "group_error_string", "error_string",

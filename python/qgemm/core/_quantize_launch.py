@@ -10,6 +10,21 @@ from ._op_launch import (Operand, OpLaunch, _check_scales, _dtypes_of,
 from ._runtime import _flag, check
 
 
+_transposed = {}   # kernel hash -> bool
+
+
+def columnwise_transposed(kernel):
+    """Whether a quantize kernel stores its column-wise data (cols, rows)
+    (the info query, asked once per kernel)."""
+    t = _transposed.get(kernel.hash)
+    if t is None:
+        info = _capi.QuantizeInfo(ctypes.sizeof(_capi.QuantizeInfo))
+        box = kernel._live()
+        check(lib.qgemm_kernel_quantize_info(box.value, ctypes.byref(info)))
+        t = _transposed[kernel.hash] = bool(info.columnwise_transposed)
+    return t
+
+
 class QuantizeLaunch(OpLaunch):
     def __init__(self, kernel):
         info = _capi.QuantizeInfo(ctypes.sizeof(_capi.QuantizeInfo))

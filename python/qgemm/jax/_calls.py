@@ -11,7 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _ffi, _specs
+from ..core import columnwise_transposed
+from . import _ffi
 
 FP8 = jnp.float8_e4m3fn
 _IN_NAMES = {jnp.dtype(jnp.bfloat16): "bf16", jnp.dtype(jnp.float32): "f32"}
@@ -60,7 +61,7 @@ def quantize(x, offsets, kernel_text, *, weights=False):
     rd = _out(lead + (rows, cols) if n["row_data"] else (0,), FP8)
     rs = _out((n["row_scales"],), jnp.float32)
     if n["col_data"]:
-        t = _specs.columnwise_transposed(k)
+        t = columnwise_transposed(k)
         cd = _out(lead + ((cols, rows) if t else (rows, cols)), FP8)
     else:
         cd = _out((0,), FP8)

@@ -7,12 +7,10 @@ Specs are compiled here, at trace time, through the Python package (which
 also answers the size queries the output shapes need); the FFI handler
 compiles the same text again in XLA's instantiate stage, which finds it in
 the disk cache."""
-import ctypes
 import json
 import threading
 
-from ..core import capi as _capi
-from ..core import ArgumentError, check, lib
+from ..core import ArgumentError
 from ..core import compile as _compile
 
 _lock = threading.Lock()
@@ -157,17 +155,3 @@ def unpermute(k, topk, probs, backward):
             spec["backward"] = True
         return spec
     return kernel(("u", k, topk, bool(probs), bool(backward)), build)
-
-
-_transposed = {}
-
-
-def columnwise_transposed(k):
-    """Whether a quantize kernel stores its column-wise data (cols, rows)."""
-    t = _transposed.get(k.hash)
-    if t is None:
-        info = _capi.QuantizeInfo(ctypes.sizeof(_capi.QuantizeInfo))
-        box = k._live()
-        check(lib.qgemm_kernel_quantize_info(box.value, ctypes.byref(info)))
-        t = _transposed[k.hash] = bool(info.columnwise_transposed)
-    return t

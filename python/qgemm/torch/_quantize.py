@@ -1,13 +1,11 @@
 """The quantize op and the output allocation and scale-size arithmetic
 the other quantizing ops share."""
-import ctypes
 from typing import Optional
 
 import torch
 
-from ..core import capi as _capi
 from . import _launch
-from ..core import ArgumentError, check, lib
+from ..core import ArgumentError, columnwise_transposed
 from ._arg_checks import check_quantize
 from ._errors import error_word
 from ._launch import _stream
@@ -125,7 +123,7 @@ def _quantize_impl(x: torch.Tensor, offs: Optional[torch.Tensor] = None, *,
     k = _kernel(key, lambda: _quantize_spec(
         in_name, out, recipe, row_block, row_layout, col_block, col_layout,
         scale_dtype))
-    transposed = bool(col_block) and _col_transposed(k)
+    transposed = bool(col_block) and columnwise_transposed(k)
     groups = 0 if offs is None else offs.shape[0]
     rd, rs, cd, cs = _quantize_outputs(x, out, row_block, row_layout,
                                        col_block, col_layout, scale_dtype,
@@ -148,19 +146,6 @@ quantize = torch.library.custom_op(
     "qgemm::quantize", mutates_args=())(_quantize_impl)
 
 
-_transposed = {}
-
-
-def _col_transposed(k):
-    t = _transposed.get(k.hash)
-    if t is None:
-        info = _capi.QuantizeInfo(ctypes.sizeof(_capi.QuantizeInfo))
-        box = k._live()
-        check(lib.qgemm_kernel_quantize_info(box.value, ctypes.byref(info)))
-        t = _transposed[k.hash] = bool(info.columnwise_transposed)
-    return t
-
-
 @quantize.register_fake
 def _quantize_fake(x, offs=None, *, recipe="deepseek", row_block="1x128",
                    row_layout="COMPACT", col_block="", col_layout="GEMM_READY",
@@ -177,7 +162,7 @@ def _quantize_fake(x, offs=None, *, recipe="deepseek", row_block="1x128",
         in_name = {torch.bfloat16: "bf16", torch.float32: "f32"}[x.dtype]
         key = ("q", in_name, out, recipe, row_block, row_layout, col_block,
                col_layout)
-        transposed = _col_transposed(_kernel(key, lambda: _quantize_spec(
+        transposed = columnwise_transposed(_kernel(key, lambda: _quantize_spec(
             in_name, out, recipe, row_block, row_layout, col_block,
             col_layout, scale_dtype)))
     return _quantize_outputs(x, out, row_block, row_layout, col_block,

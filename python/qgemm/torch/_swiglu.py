@@ -7,8 +7,7 @@ from . import _launch
 from ..core import ArgumentError
 from ._errors import error_word
 from ._launch import _stream
-from ._quantize import (_QUANT_SCALE_DTYPE, _block, _quantize_outputs,
-                        _transposed)
+from ._quantize import _QUANT_SCALE_DTYPE, _block, _quantize_outputs
 from ._specs import _kernel
 
 
@@ -83,6 +82,9 @@ def _swiglu_kernel(halves, out, recipe, row_block, row_layout, col_block,
     return _kernel(key, lambda: _swiglu_spec(
         halves, out, recipe, row_block, row_layout, col_block, col_layout,
         bf16_output))
+
+
+_transposed = {}   # kernel hash -> bool
 
 
 def _swiglu_col_transposed(k):
