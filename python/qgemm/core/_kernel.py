@@ -13,7 +13,8 @@ from ._kernel_config import _config_of
 from ._quantize_launch import QuantizeLaunch
 from ._swiglu_launch import SwigluBackwardLaunch, SwigluQuantizeLaunch
 from ._swiglu_launch import swiglu_info as _swiglu_info
-from ._runtime import Handle, Runtime, _Spec, check, default_runtime
+from ._runtime import (Handle, HandleOwner, Runtime, _Spec, check,
+                       default_runtime)
 
 Scale = namedtuple("Scale", "block dtype layout")
 
@@ -24,7 +25,7 @@ SwigluInfo = namedtuple(
     "columnwise_transposed bf16_output intermediate")
 
 
-class Kernel:
+class Kernel(HandleOwner):
     """A compiled kernel (qgemm_kernel). Properties are its contract and
     configuration; launch() runs it. Get one from qgemm.compile()."""
 
@@ -48,17 +49,11 @@ class Kernel:
         later use raises ArgumentError, the cached properties (n, a_scale,
         config, ...) included: never an empty answer or a launch of freed
         memory."""
-        # One pop: of two threads closing at once, one gets the handle.
-        box = self.__dict__.pop("_box", None)
         # The launch plans hold the handle too: drop them, and mark it
         # closed so that a plan still held by a call refuses its next use.
+        self._release()
         self._gemm_launch = None
         self.__dict__.pop("_op_launches", None)
-        if box is not None:
-            box.closed = True
-
-    def __del__(self):
-        self.close()
 
     def __enter__(self):
         return self
@@ -71,21 +66,9 @@ class Kernel:
             return "<qgemm.Kernel %s (closed)>" % getattr(self, "_name", "?")
         return "<qgemm.Kernel %s>" % getattr(self, "_name", "?")
 
-    def _live(self):
-        """The Handle (hold it in a local variable for the call), or
-        ArgumentError once the kernel is closed."""
-        box = self.__dict__.get("_box")
-        if box is None:
-            raise ArgumentError("kernel %s is closed; compile it again"
-                                % getattr(self, "_name", "?"))
-        return box
-
-    @property
-    def _handle(self):
-        """The raw handle (an int), None once closed. For benchmarks and
-        tests that call the C API directly."""
-        box = self.__dict__.get("_box")
-        return None if box is None else box.value
+    def _closed_message(self):
+        return "kernel %s is closed; compile it again" % getattr(
+            self, "_name", "?")
 
     def _str(self, fn):
         box = self._live()  # held until the text is copied out

@@ -81,6 +81,43 @@ class Handle:
             self._destroy(value)
 
 
+class HandleOwner:
+    """An object that holds one Handle in self._box until close(): the
+    closing and the checked access its kinds (Runtime, Kernel) share.
+    _closed_message() says what a use after close() raises."""
+
+    def _closed_message(self):
+        raise NotImplementedError
+
+    def _release(self):
+        """Drop the owner's reference and mark the handle closed; returns
+        whether this call did it. One pop: of two threads closing at once,
+        one gets the handle."""
+        box = self.__dict__.pop("_box", None)
+        if box is None:
+            return False
+        box.closed = True
+        return True
+
+    def __del__(self):
+        self.close()
+
+    def _live(self):
+        """The Handle (hold it in a local variable for the call), or
+        ArgumentError once closed."""
+        box = self.__dict__.get("_box")
+        if box is None:
+            raise ArgumentError(self._closed_message())
+        return box
+
+    @property
+    def _handle(self):
+        """The raw handle (an int), None once closed. For benchmarks and
+        tests that call the C API directly."""
+        box = self.__dict__.get("_box")
+        return None if box is None else box.value
+
+
 def check(status):
     """Raise the exception of a failed C API call (its message is the
     calling thread's last error)."""
@@ -90,7 +127,7 @@ def check(status):
                                                                 "replace"))
 
 
-class Runtime:
+class Runtime(HandleOwner):
     """A JIT runtime: memory cache of kernels over the disk cache
     ($QGEMM_CACHE_DIR, else ~/.cache/qgemm), and the CUDA driver, opened on
     the first launch. One per process is usual (qgemm.default_runtime())."""
@@ -115,28 +152,10 @@ class Runtime:
         launch plans of kernels compiled by it keep it until they are
         closed too. Any later use of the runtime, a launch of one of its
         kernels included, raises ArgumentError."""
-        # One pop: of two threads closing at once, one gets the handle.
-        box = self.__dict__.pop("_box", None)
-        if box is not None:
-            box.closed = True
+        self._release()
 
-    def __del__(self):
-        self.close()
-
-    def _live(self):
-        """The Handle (hold it in a local variable for the call), or
-        ArgumentError once the runtime is closed."""
-        box = self.__dict__.get("_box")
-        if box is None:
-            raise ArgumentError("the runtime is closed")
-        return box
-
-    @property
-    def _handle(self):
-        """The raw handle (an int), None once closed. For benchmarks and
-        tests that call the C API directly."""
-        box = self.__dict__.get("_box")
-        return None if box is None else box.value
+    def _closed_message(self):
+        return "the runtime is closed"
 
     @property
     def cache_directory(self):
