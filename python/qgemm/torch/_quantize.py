@@ -129,17 +129,26 @@ def _quantize_impl(x: torch.Tensor, offs: Optional[torch.Tensor] = None, *,
                                        col_block, col_layout, scale_dtype,
                                        transposed, groups)
     if x.shape[0] > 0:
-        outs = {}
-        if row_block:
-            outs.update(row_data=rd, row_scales=rs)
-        if col_block:
-            outs.update(col_data=cd, col_scales=cs)
-        if groups:
-            outs.update(group_offsets=offs, error_flag=error_word(x.device),
-                        workspace=torch.empty_like(offs))
         k.quantize(x, stream=_stream(x.device), debug_sync=_launch._debug_sync,
-                   **outs)
+                   **_launch_outputs(row_block, col_block, rd, rs, cd, cs,
+                                     offs, x.device))
     return rd, rs, cd, cs
+
+
+def _launch_outputs(row_block, col_block, rd, rs, cd, cs, offs, device):
+    """The output keywords of a quantizer's launch (quantize and
+    swiglu_quantize): the forms the kernel declares (the others are empty),
+    and the device-groups operands when offs restart the column-wise
+    blocks."""
+    outs = {}
+    if row_block:
+        outs.update(row_data=rd, row_scales=rs)
+    if col_block:
+        outs.update(col_data=cd, col_scales=cs)
+    if offs is not None and offs.shape[0]:
+        outs.update(group_offsets=offs, error_flag=error_word(device),
+                    workspace=torch.empty_like(offs))
+    return outs
 
 
 quantize = torch.library.custom_op(

@@ -5,9 +5,9 @@ import torch
 
 from . import _launch
 from ..core import ArgumentError
-from ._errors import error_word
 from ._launch import _stream
-from ._quantize import _QUANT_SCALE_DTYPE, _block, _quantize_outputs
+from ._quantize import (_QUANT_SCALE_DTYPE, _block, _launch_outputs,
+                        _quantize_outputs)
 from ._specs import _kernel
 
 
@@ -136,16 +136,10 @@ def _swiglu_quantize_impl(h: torch.Tensor,
                                         col_block, col_layout, scale_dtype,
                                         transposed, groups, bf16_output)
     if h.shape[0] > 0:
-        outs = {}
-        if row_block:
-            outs.update(row_data=rd, row_scales=rs)
-        if col_block:
-            outs.update(col_data=cd, col_scales=cs)
+        outs = _launch_outputs(row_block, col_block, rd, rs, cd, cs, offs,
+                               h.device)
         if bf16_output:
             outs["y"] = y
-        if groups:
-            outs.update(group_offsets=offs, error_flag=error_word(h.device),
-                        workspace=torch.empty_like(offs))
         k.swiglu_quantize(h, stream=_stream(h.device),
                           debug_sync=_launch._debug_sync, **outs)
     return rd, rs, cd, cs, y
