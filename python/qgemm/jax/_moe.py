@@ -137,13 +137,18 @@ def _routing_problem(ids, experts):
         t, j = (int(v) for v in np.argwhere(bad)[0])
         return ("expert_ids[%d, %d] = %d is outside [-1, %d) (E = %d "
                 "experts)" % (t, j, int(ids[t, j]), experts, experts))
-    for t, row in enumerate(ids):
+    # A row holds an expert twice when two neighbours of its sorted copy
+    # are equal and kept (>= 0); the first such token is named.
+    ordered = np.sort(ids, axis=1)
+    twice = ((ordered[:, 1:] == ordered[:, :-1]) &
+             (ordered[:, 1:] >= 0)).any(axis=1)
+    if twice.any():
+        t = int(np.argmax(twice))
+        row = ids[t]
         kept = row[row >= 0]
-        if len(np.unique(kept)) != len(kept):
-            return ("token %d is routed to expert %d twice (expert_ids[%d] "
-                    "= %s)" % (t, int(kept[np.argmax(
-                        [np.sum(kept == e) for e in kept])]), t,
-                        row.tolist()))
+        e = int(kept[np.argmax([np.sum(kept == v) for v in kept])])
+        return ("token %d is routed to expert %d twice (expert_ids[%d] = %s)"
+                % (t, e, t, row.tolist()))
     return None
 
 
