@@ -13,6 +13,9 @@ Both paths, on every rank:
   the FP8 rows and of their scales, permute_received, the FP8 experts,
   all_to_all of the bf16 outputs, the weighted combine; the backward sends
   bf16 gradients both ways.
+  Timed twice: overlapped (the default chunks, on ep.overlap_group() with
+  ep.DEFAULT_COMM_SMS) and unchunked (chunks=1 on the default group: one
+  exchange after another, every SM for the GEMMs).
 * bf16: the same exchange (ep.exchange_counts, then
   torch.distributed.nn.functional.all_to_all_single, differentiable) of
   bf16 rows gathered in torch (argsort / index_copy), the experts of
@@ -21,8 +24,15 @@ Both paths, on every rank:
   between the exchanges each under torch.compile (bf16_compiled in the
   results: gather, experts, combine).
 
-Shapes: DeepSeek-V3 (hidden 7168, expert intermediate 2048, top-8), 8 and
-32 experts in all, 4096 and 16384 tokens per rank, routing uniform over
+Also, per row: the exchange alone (the unchunked layer's five
+all_to_alls of rows with the step's split sizes and no compute, on the
+default group and on the overlap group) and the compute alone (the
+unchunked layer with its row all_to_alls replaced by nothing: the local
+experts on the received rows, every SM theirs), and the overlapped
+step's ratio to max(exchange, compute).
+
+Shapes: DeepSeek-V3 (hidden 7168, expert intermediate 2048, top-8), 32 and
+64 experts in all, 4096 and 16384 tokens per rank, routing uniform over
 the experts (distinct per token). Timing as bench/moe_layer.py: CUDA
 events around forward + backward on every rank, a barrier and an L2 flush
 (256 MiB written) before each step, the slowest rank's time per step, the
@@ -31,8 +41,11 @@ dispatch all_to_all (rows that stay on the rank included), FP8 rows plus
 their scales against bf16 rows; the combine and the two backward
 exchanges move bf16 in both paths.
 
-Rows: {label, ep, experts, tokens_per_rank, qgemm_ms, bf16_ms, speedup,
-fp8_bytes, bf16_bytes, bytes_ratio, out_rel_err, ...}; with
+Rows: {label, ep, experts, tokens_per_rank, qgemm_ms (overlapped),
+unchunked_ms, exchange_ms, exchange_overlap_group_ms, compute_ms,
+overlap_ratio, bf16_ms, speedup, speedup_vs_unchunked, fp8_bytes,
+bf16_bytes, bytes_ratio, out_rel_err, ...}; --sweep C:S,... also times
+chunks C with comm_sms S (a group per S); with
 --capacity-factor F also qgemm_capacity_ms: ep.moe_experts(capacity=C),
 C = F times the mean copies per expert and rank (uniform routing drops
 next to nothing at F = 1.25).
@@ -54,11 +67,12 @@ sys.path.insert(0, os.path.join(HERE, "..", "examples", "python"))
 
 import moe_layer as ex  # noqa: E402  (the bf16 experts)
 from qgemm.torch import ep  # noqa: E402
+from qgemm.torch.ep import _exchange  # noqa: E402  (compute alone)
 from results_file import results_path  # noqa: E402  (bench/)
 
 HIDDEN, INTER, TOPK = 7168, 2048, 8
-ROWS = [(e, t) for e in (8, 32) for t in (4096, 16384)]
-QUICK = [(8, 4096)]
+ROWS = [(e, t) for e in (32, 64) for t in (4096, 16384)]
+QUICK = [(32, 4096)]
 FLUSH_BYTES = 256 << 20
 
 
@@ -101,9 +115,44 @@ def ep_bf16(x, ids, probs, w13, w2, fns, group=None):
     return combine(back, dest, probs), exc
 
 
-def ep_qgemm(x, ids, probs, w13, w2, group=None, capacity=None):
+def ep_qgemm(x, ids, probs, w13, w2, group=None, capacity=None,
+             chunks=None, comm_sms=ep.DEFAULT_COMM_SMS):
     return ep.moe_experts(x, ids, probs, w13, w2, group=group,
-                          capacity=capacity)
+                          capacity=capacity, chunks=chunks,
+                          comm_sms=comm_sms)
+
+
+class _Done:
+    def wait(self):
+        pass
+
+
+def _no_exchange(out, inp, out_splits, in_splits, group, async_op=False):
+    """_exchange._all_to_all with nothing moved: the compute alone."""
+    return _Done() if async_op else None
+
+
+def exchange_step(exc, hidden, dev, group):
+    """The unchunked layer's row all_to_alls with these split sizes:
+    FP8 rows and their scales out, bf16 outputs back, bf16 gradients out,
+    bf16 input gradients back."""
+    sent, got = exc.rows_sent, exc.rows_received
+    u8, bf16 = torch.uint8, torch.bfloat16
+    bufs = {"xq": torch.empty(sent, hidden, dtype=u8, device=dev),
+            "xr": torch.empty(got, hidden, dtype=u8, device=dev),
+            "xs": torch.empty(sent, hidden // 128, device=dev),
+            "sr": torch.empty(got, hidden // 128, device=dev),
+            "back": torch.empty(got, hidden, dtype=bf16, device=dev),
+            "y": torch.empty(sent, hidden, dtype=bf16, device=dev)}
+
+    def step():
+        a2a = dist.all_to_all_single
+        a2a(bufs["xr"], bufs["xq"], exc.recv, exc.send, group=group)
+        a2a(bufs["sr"], bufs["xs"], exc.recv, exc.send, group=group)
+        a2a(bufs["y"], bufs["back"], exc.send, exc.recv, group=group)
+        a2a(bufs["back"], bufs["y"], exc.recv, exc.send, group=group)
+        a2a(bufs["y"], bufs["back"], exc.send, exc.recv, group=group)
+    return step
 
 
 def make_inputs(rank, experts, tokens, dev):
@@ -152,7 +201,7 @@ def time_path(step, leaves, opt, flush):
     return statistics.median(times), min(times)
 
 
-def run_row(experts, tokens, opt, flush, bf16_fns):
+def run_row(experts, tokens, opt, flush, bf16_fns, groups):
     world, rank = dist.get_world_size(), dist.get_rank()
     dev = flush.device
     x, ids, probs, dout = make_inputs(rank, experts, tokens, dev)
@@ -162,10 +211,16 @@ def run_row(experts, tokens, opt, flush, bf16_fns):
     leaves = (xg, pg, w13, w2)
     info = {}
 
+    overlap = groups[ep.DEFAULT_COMM_SMS]
+
     def qgemm_step():
-        out = ep_qgemm(xg, ids, pg, w13, w2)
+        out = ep_qgemm(xg, ids, pg, w13, w2, group=overlap)
         out.backward(dout)
         info["qgemm_out"] = out.detach()
+
+    def unchunked_step():
+        out = ep_qgemm(xg, ids, pg, w13, w2, chunks=1)
+        out.backward(dout)
 
     def bf16_step():
         out, exc = ep_bf16(xg, ids, pg, w13, w2, bf16_fns)
@@ -173,20 +228,52 @@ def run_row(experts, tokens, opt, flush, bf16_fns):
         info["bf16_out"], info["exchange"] = out.detach(), exc
 
     q_ms, q_min = time_path(qgemm_step, leaves, opt, flush)
+    u_ms, _ = time_path(unchunked_step, leaves, opt, flush)
     b_ms, b_min = time_path(bf16_step, leaves, opt, flush)
-    extra = {}
+    exc = info["exchange"]
+    x_ms, _ = time_path(exchange_step(exc, HIDDEN, dev, None), (), opt,
+                        flush)
+    xo_ms, _ = time_path(exchange_step(exc, HIDDEN, dev, overlap), (), opt,
+                         flush)
+    real = _exchange._all_to_all
+    _exchange._all_to_all = _no_exchange
+    try:
+        c_ms, _ = time_path(unchunked_step, leaves, opt, flush)
+    finally:
+        _exchange._all_to_all = real
+    extra = {"unchunked_ms": round(u_ms, 3), "exchange_ms": round(x_ms, 3),
+             "exchange_overlap_group_ms": round(xo_ms, 3),
+             "compute_ms": round(c_ms, 3),
+             "overlap_ratio": round(q_ms / max(x_ms, c_ms), 3),
+             "speedup_vs_unchunked": round(u_ms / q_ms, 3),
+             "chunks": min(4, experts // world),
+             "comm_sms": ep.DEFAULT_COMM_SMS}
+    sweep = []
+    for chunks, sms in opt.sweep:
+        if chunks > experts // world:
+            continue
+
+        def sweep_step():
+            out = ep_qgemm(xg, ids, pg, w13, w2, group=groups[sms],
+                           chunks=chunks, comm_sms=sms)
+            out.backward(dout)
+        s_ms, _ = time_path(sweep_step, leaves, opt, flush)
+        sweep.append({"chunks": chunks, "comm_sms": sms,
+                      "ms": round(s_ms, 3)})
+    if sweep:
+        extra["sweep"] = sweep
     if opt.capacity_factor:
         # Row slots per expert and rank: the mean copies times the factor.
         capacity = math.ceil(opt.capacity_factor * tokens * TOPK / experts)
 
         def capacity_step():
-            out = ep_qgemm(xg, ids, pg, w13, w2, capacity=capacity)
+            out = ep_qgemm(xg, ids, pg, w13, w2, group=overlap,
+                           capacity=capacity)
             out.backward(dout)
         c_ms, _ = time_path(capacity_step, leaves, opt, flush)
-        extra = {"capacity": capacity, "capacity_factor":
+        extra.update({"capacity": capacity, "capacity_factor":
                  opt.capacity_factor, "qgemm_capacity_ms": round(c_ms, 3),
-                 "capacity_speedup": round(b_ms / c_ms, 3)}
-    exc = info["exchange"]
+                 "capacity_speedup": round(b_ms / c_ms, 3)})
     fp8_bytes = ep.all_to_all_bytes(exc, HIDDEN, fp8=True)
     bf16_bytes = ep.all_to_all_bytes(exc, HIDDEN, fp8=False)
     ref = info["bf16_out"].double()
@@ -236,10 +323,18 @@ def main(argv=None):
     p.add_argument("--out", help="JSON file, or a directory ending in / "
                    "(default bench/results/<device>-expert-parallel.json, "
                    "-expert-parallel-capacity.json with --capacity-factor)")
+    p.add_argument("--experts", type=int, nargs="*",
+                   help="expert counts of the rows (default 32 64)")
+    p.add_argument("--tokens", type=int, nargs="*",
+                   help="tokens per rank of the rows (default 4096 16384)")
+    p.add_argument("--sweep", default="",
+                   help="also time CHUNKS:COMM_SMS,... per row")
     p.add_argument("--capacity-factor", type=float, default=0.0,
                    help="also time the fixed-capacity dispatch with this "
                         "many times the mean copies per expert and rank")
     opt = p.parse_args(argv)
+    opt.sweep = [tuple(int(v) for v in item.split(":"))
+                 for item in opt.sweep.split(",") if item]
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
     local = int(os.environ.get("LOCAL_RANK", "0"))
     torch.cuda.set_device(local)
@@ -250,10 +345,17 @@ def main(argv=None):
     bf16_fns = plain if opt.eager else tuple(
         _CompiledOrEager(f) for f in plain)
     flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.float32, device=dev)
+    # One overlap group per comm_sms, created in the same order everywhere.
+    groups = {sms: ep.overlap_group(comm_sms=sms) for sms in sorted(
+        {ep.DEFAULT_COMM_SMS} | {s for _, s in opt.sweep})}
     rows = []
+    table = QUICK if opt.quick else ROWS
+    if opt.experts or opt.tokens:
+        table = [(e, t) for e in (opt.experts or (32, 64))
+                 for t in (opt.tokens or (4096, 16384))]
     try:
-        for experts, tokens in (QUICK if opt.quick else ROWS):
-            row = run_row(experts, tokens, opt, flush, bf16_fns)
+        for experts, tokens in table:
+            row = run_row(experts, tokens, opt, flush, bf16_fns, groups)
             rows.append(row)
             if rank == 0:
                 print(json.dumps(row), flush=True)

@@ -111,11 +111,12 @@ def this_rank(problem, group=None):
     return rank, dev, mine, weights, tuple(t.to(dev) for t in ranks[rank])
 
 
-def train(problem, steps, group=None, capacity=None):
+def train(problem, steps, group=None, capacity=None, chunks=None):
     """SGD on both layers; returns one dict of measured differences per
     step (this rank's view). With a capacity, the split layer runs the
     fixed-capacity dispatch and the single-GPU layer drops the same
-    copies."""
+    copies. chunks: the split layer's overlap chunks (default: its
+    default)."""
     rank, dev, mine, (w13, w2), (x, ids, probs, dout) = this_rank(problem,
                                                                   group)
     w13_all, w2_all, ranks = problem
@@ -132,7 +133,8 @@ def train(problem, steps, group=None, capacity=None):
 
     def distributed(*a):
         return ep.moe_experts(*a, group=group, capacity=capacity,
-                              dropped=dropped if capacity else None)
+                              dropped=dropped if capacity else None,
+                              chunks=chunks)
 
     report = []
     for _ in range(steps):
@@ -161,6 +163,25 @@ def train(problem, steps, group=None, capacity=None):
                 grad = p.grad.norm(dim=(1, 2), keepdim=True).clamp_min(1e-30)
                 p -= STEP * size / grad * p.grad
     return report
+
+
+def chunking_difference(problem, chunks, group=None, capacity=None):
+    """The largest difference between the split layer with its local
+    experts in `chunks` overlapped chunks and with one chunk, over out,
+    dx, dprobs, dw13 and dw2 of one step (expected 0: the same bits)."""
+    _, _, _, (w13, w2), (x, ids, probs, dout) = this_rank(problem, group)
+
+    def run(n):
+        def fn(*a):
+            return ep.moe_experts(*a, group=group, capacity=capacity,
+                                  chunks=n)
+        w13.grad = w2.grad = None
+        out, _, grads = step(fn, w13, w2, x, ids, probs, dout)
+        return [out] + [grads[k].clone() for k in ("x", "probs", "w13",
+                                                   "w2")]
+    one, many = run(1), run(chunks)
+    return max(float((a.float() - b.float()).abs().max()) if a.numel()
+               else 0.0 for a, b in zip(one, many))
 
 
 def graph_replay(problem, capacity, group=None):

@@ -9,6 +9,7 @@
 #include "qgemm/qgemm.h"
 
 #include "CApiInternal.h"
+#include "ReservedSms.h"
 #include "qgemm/CudaDriver.h"
 #include "qgemm/ConfigField.h"
 #include "qgemm/Kernels/GemmFamily.h"
@@ -52,6 +53,18 @@ const char *qgemm_status_name(qgemm_status s) {
 }
 
 int qgemm_api_version(void) { return QGEMM_API_VERSION; }
+
+qgemm_status qgemm_set_reserved_sms(int32_t sms, int32_t *previous) {
+  if (sms < 0 || sms > kMaxReservedSms)
+    return fail(QGEMM_ERROR_INVALID_ARGUMENT,
+                "qgemm_set_reserved_sms: sms = " + std::to_string(sms) +
+                    " is out of range: expected 0.." +
+                    std::to_string(kMaxReservedSms));
+  const int32_t was = setReservedSms(sms);
+  if (previous)
+    *previous = was;
+  return QGEMM_OK;
+}
 
 const char *qgemm_version_string(void) {
   static const std::string *v = new std::string(versionString());

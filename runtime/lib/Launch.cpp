@@ -5,6 +5,7 @@
 // machine without a GPU.
 //
 //===----------------------------------------------------------------------===//
+#include "ReservedSms.h"
 #include "RuntimeImpl.h"
 
 #include "qgemm/GroupCheck.h"
@@ -430,8 +431,9 @@ Status Runtime::launch(const Kernel &kernel, const GemmArgs &args,
       return Status::user(kernel.name() + ": " + why);
   auto launchGemm = [&](const CudaDriver &d, const Kernel::State::Module &m,
                         CUstream s) {
-    const LaunchShape shape = family.launchShape(c, cfg, args.rows,
-                                                 args.numGroups, m.residentCtas);
+    const LaunchShape shape = family.launchShape(
+        c, cfg, args.rows, args.numGroups,
+        residentAfterReserve(m.residentCtas, cfg.cluster));
     return launchGemmKernel(d, m, kernel.name(), shape, params, s);
   };
   if (checkGroups) {

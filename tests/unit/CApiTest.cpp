@@ -10,6 +10,7 @@
 #include "qgemm/qgemm.h"
 
 #include "CApiInternal.h" // capi::Pin, capi::cFieldNames
+#include "ReservedSms.h"
 #include "qgemm/Kernels/KernelABI.h"
 #include "qgemm/Runtime.h"
 #include "qgemm/TestGen.h"
@@ -167,6 +168,32 @@ TEST_CASE("C API: kernels and queries match the C++ runtime", "[capi]") {
     h.rt = nullptr;
     CHECK(qgemm_kernel_name(h.kernel) == k->name());
   }
+}
+
+TEST_CASE("C API 1.7: reserved SMs shrink the persistent grid, per thread",
+          "[capi]") {
+  int32_t was = -1;
+  REQUIRE(qgemm_set_reserved_sms(16, &was) == QGEMM_OK);
+  CHECK(was == 0);
+  // 132 resident CTAs less 16; clusters of 2 keep whole pairs; at least one
+  // cluster however many are reserved.
+  CHECK(residentAfterReserve(132, 1) == 116);
+  CHECK(residentAfterReserve(132, 2) == 116);
+  REQUIRE(qgemm_set_reserved_sms(17, nullptr) == QGEMM_OK);
+  CHECK(residentAfterReserve(132, 2) == 114);
+  REQUIRE(qgemm_set_reserved_sms(4000, nullptr) == QGEMM_OK);
+  CHECK(residentAfterReserve(132, 1) == 1);
+  CHECK(residentAfterReserve(132, 2) == 2);
+  // Another thread's launches are not affected.
+  int64_t other = 0;
+  std::thread([&] { other = residentAfterReserve(132, 1); }).join();
+  CHECK(other == 132);
+  CHECK(qgemm_set_reserved_sms(-1, &was) == QGEMM_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(qgemm_last_error_message(),
+             Catch::Contains("sms = -1 is out of range: expected 0..4096"));
+  CHECK(qgemm_set_reserved_sms(0, &was) == QGEMM_OK);
+  CHECK(was == 4000);
+  CHECK(residentAfterReserve(132, 1) == 132);
 }
 
 TEST_CASE("C API: SIMT launch geometry", "[capi]") {

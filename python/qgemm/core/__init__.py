@@ -19,10 +19,11 @@ from ._kernel import (Geometry, Kernel, Scale, SwigluInfo, compile,
 from ._kernel_config import Config
 from ._quantize_launch import columnwise_transposed
 from ._runtime import _flag as flag
-from ._runtime import Runtime, check, default_runtime
+from ._runtime import Runtime, check, default_runtime, reserved_sms
 
 __all__ = ["capi", "plans", "lib", "check", "flag",
            "compile", "compile_all", "columnwise_transposed", "Kernel", "Runtime", "default_runtime",
+           "reserved_sms",
            "Error", "SpecError", "ArgumentError", "DeviceError",
            "UnsupportedError", "InternalError", "Scale", "Config", "Geometry",
            "SwigluInfo", "group_error_string", "error_string",

@@ -13,7 +13,7 @@ from ctypes import (POINTER, Structure, c_char_p, c_int, c_int32, c_int64,
                     c_size_t, c_uint32, c_uint64, c_void_p)
 
 # The header this module mirrors (QGEMM_API_VERSION of qgemm.h).
-API_VERSION = 1006
+API_VERSION = 1007
 
 OK = 0
 ERROR_USER = 1
@@ -213,6 +213,7 @@ _SIGNATURES = {
     "qgemm_last_error_message": (c_char_p, []),
     "qgemm_last_error_code": (c_int, []),
     "qgemm_api_version": (c_int, []),
+    "qgemm_set_reserved_sms": (c_int, [c_int32, POINTER(c_int32)]),
     "qgemm_group_error_string": (c_char_p, [c_int32]),
     "qgemm_version_string": (c_char_p, []),
     "qgemm_runtime_create": (c_int, [POINTER(RuntimeOptions), POINTER(_P)]),

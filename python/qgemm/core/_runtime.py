@@ -232,3 +232,25 @@ class _Spec:
     @property
     def _handle(self):
         return self._box.value
+
+
+class reserved_sms:
+    """Context manager: the persistent GEMM kernels this thread launches
+    inside it leave `sms` SMs free for kernels on other streams (an
+    all-to-all overlapped with the expert GEMMs), then the previous
+    reservation returns. Results are the same bits; only the grid is
+    smaller (qgemm_set_reserved_sms)."""
+
+    def __init__(self, sms):
+        self.sms = integer(sms, "sms", 0, 4096)
+        self.previous = None
+
+    def __enter__(self):
+        was = ctypes.c_int32()
+        check(lib.qgemm_set_reserved_sms(self.sms, ctypes.byref(was)))
+        self.previous = was.value
+        return self
+
+    def __exit__(self, *exc):
+        check(lib.qgemm_set_reserved_sms(self.previous, None))
+        return False

@@ -15,6 +15,7 @@ import torch.multiprocessing as mp
 
 from qgemm import ROUTING_ERROR_RANGE, ArgumentError
 from qgemm.torch.ep import _capacity as cap
+from qgemm.torch.ep._chunks import ChunkPlan
 from qgemm.torch.ep._exchange import raise_if_any_rank
 from qgemm.torch import ep, ErrorMode, set_error_mode
 
@@ -121,6 +122,44 @@ def dispatch_capacity(rank, world, experts, capacity, result):
                         dropped=int((counts - kept).sum()))
 
 
+def dispatch_chunked(rank, world, experts, chunks, result):
+    """The overlapped exchange's layout (qgemm/torch/ep/_chunks.py): the
+    source sorts its copies by virtual expert id, the counts travel in
+    global order, and each chunk's rows move in one all_to_all with that
+    chunk's splits. Result in dispatch()'s form, the chunks' received
+    rows one after the other (their experts are consecutive)."""
+    tokens, topk = 37 + 5 * rank, 3
+    ids = routing(rank, tokens, experts, topk)
+    plan = ChunkPlan(experts // world, world, chunks)
+    flat = plan.relabel(ids).reshape(-1)
+    keep = (flat >= 0).nonzero().squeeze(1)
+    order = keep[torch.argsort(flat[keep], stable=True)]
+    counts = torch.bincount(flat[keep].long(), minlength=experts).int()
+    ex = ep.exchange_counts(plan.to_global(counts), None, None, plan)
+    rows = token_rows(rank, tokens)[order // topk]
+    placed, local, start = [], [], 0
+    for c in range(plan.count):
+        send = rows[start:start + sum(ex.send_chunks[c])]
+        start += send.shape[0]
+        recv = torch.empty(sum(ex.recv_chunks[c]), HIDDEN)
+        dist.all_to_all_single(recv, send, ex.recv_chunks[c],
+                               ex.send_chunks[c])
+        ids_c = ep.received_expert_ids(
+            ex.recv_counts[:, plan.experts(c)].contiguous(),
+            recv.shape[0]).squeeze(1)
+        placed.append(recv[torch.argsort(ids_c, stable=True)])
+        local.append(ids_c + plan.bounds[c])
+    local = torch.cat(local)
+    ends = torch.bincount(local.long(),
+                          minlength=experts // world).cumsum(0).tolist()
+    result[rank] = dict(ids=ids, send=ex.send, recv=ex.recv,
+                        send_chunks=ex.send_chunks,
+                        recv_chunks=ex.recv_chunks,
+                        recv_counts=ex.recv_counts.tolist(),
+                        errors=ex.errors, placed=torch.cat(placed),
+                        ends=ends, raised=None)
+
+
 def worker(rank, world, port, experts, cases, path):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
@@ -129,7 +168,9 @@ def worker(rank, world, port, experts, cases, path):
         for name, case in cases.items():
             set_error_mode(case.get("mode", ErrorMode.RAISE))
             result = {}
-            if "capacity" in case:
+            if "chunks" in case:
+                dispatch_chunked(rank, world, experts, case["chunks"], result)
+            elif "capacity" in case:
                 dispatch_capacity(rank, world, experts, case["capacity"],
                                   result)
             else:
@@ -160,6 +201,9 @@ TWO_RANK_CASES = {
                "mode": ErrorMode.SILENT},
     "capacity_fits": {"capacity": 64},
     "capacity_drops": {"capacity": 5},
+    # Four experts per rank in three chunks: sizes 1, 1, 2.
+    "chunks": {"chunks": 3},
+    "one_chunk": {"chunks": 1},
 }
 
 
@@ -170,7 +214,7 @@ def runs():
     """Both process groups' results, run once for every test class."""
     if not _RUNS:
         _RUNS["two"] = run(2, 8, TWO_RANK_CASES)
-        _RUNS["three"] = run(3, 6, {"plain": {}})
+        _RUNS["three"] = run(3, 6, {"plain": {}, "chunks": {"chunks": 2}})
     return _RUNS
 
 
@@ -239,6 +283,38 @@ class ExchangeTest(unittest.TestCase):
         out = self.check(self.two["silent"], 8)
         self.assertEqual([o["raised"] for o in out], [None, None])
         self.assertEqual(out[1]["errors"], [ROUTING_ERROR_RANGE, 0])
+
+
+class ChunkedExchangeTest(unittest.TestCase):
+    """Each chunk's all_to_all brings every local expert of the chunk the
+    rows the single exchange brings it, in the same order; the chunks'
+    splits add up to the single exchange's."""
+    check = ExchangeTest.check
+
+    @classmethod
+    def setUpClass(cls):
+        cls.two, cls.three = runs()["two"], runs()["three"]
+
+    def check_chunks(self, out, experts, chunks):
+        self.check(out, experts)
+        for o in out:
+            self.assertEqual(len(o["send_chunks"]), chunks)
+            self.assertEqual([sum(c) for c in zip(*o["send_chunks"])],
+                             o["send"])
+            self.assertEqual([sum(c) for c in zip(*o["recv_chunks"])],
+                             o["recv"])
+        return out
+
+    def test_uneven_chunks_two_ranks(self):
+        self.check_chunks(self.two["chunks"], 8, 3)
+
+    def test_one_chunk_is_the_single_exchange(self):
+        self.check_chunks(self.two["one_chunk"], 8, 1)
+        for mine, plain in zip(self.two["one_chunk"], self.two["plain"]):
+            self.assertEqual(mine["send"], plain["send"])
+
+    def test_chunks_three_ranks(self):
+        self.check_chunks(self.three["chunks"], 6, 2)
 
 
 class CapacityTest(unittest.TestCase):

@@ -1,13 +1,16 @@
 """GPU tests of qgemm.torch.ep, the FP8 expert layer split over the ranks
-of a torch.distributed group, on 2 GPUs with NCCL (NVLink multicast off).
-Each case spawns two ranks that run examples/python/ep_train.py's
+of a torch.distributed group, on up to 4 GPUs with NCCL (NVLink multicast
+off; QGEMM_EP_TEST_RANKS sets the count). The ranks run
+examples/python/ep_train.py's
 training loop: forward and backward of the split layer against the same
 layer on one GPU holding all experts, every step (the budget is the
 example's: out, dx, dprobs, dw2 within 2e-3 of the single-GPU layer --
 the same kernels see the same rows -- and dw13 within 0.05, one more e4m3
 rounding). Cases: random top-4 routing with 6% of the slots dropped; every
-token routed to rank 0's experts (rank 1 receives nothing); rank 1's
-slots all dropped (it sends nothing); the fixed-capacity dispatch with
+token routed to rank 0's experts (the other ranks receive nothing); rank
+1's slots all dropped (it sends nothing); the overlapped chunks against
+one chunk (the same bits, exact and fixed-capacity dispatch, chunk sizes
+even and uneven); the fixed-capacity dispatch with
 room for every copy (the exact dispatch's bits), with copies dropped
 past it (against the single-GPU layer with those copies dropped, and
 their count), and captured in a CUDA graph (replays equal eager runs,
@@ -35,7 +38,10 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "examples",
                                 "python"))
 
 TWO_GPUS = torch is not None and torch.cuda.device_count() >= 2
-SHAPE = dict(experts=8, hidden=1024, inter=512, tokens=512, topk=4)
+RANKS = int(os.environ.get("QGEMM_EP_TEST_RANKS", "0")) or (
+    min(torch.cuda.device_count(), 4) if TWO_GPUS else 2)
+# Four experts per rank: top-4 routing fits in rank 0's experts alone.
+SHAPE = dict(experts=4 * RANKS, hidden=1024, inter=512, tokens=512, topk=4)
 
 
 def free_port():
@@ -83,16 +89,26 @@ def worker(rank, world, port, path):
         for name, route in ROUTES.items():
             problem = ep_train.make_problem(world, route=route, **SHAPE)
             out[name] = ep_train.train(problem, steps=2)
-        # Fixed capacity: room for every copy (a rank's tokens), then less
-        # than the ~240 copies an expert gets from a rank.
+        # Chunks against one chunk: 3 chunks of 4 experts are uneven.
         problem = ep_train.make_problem(world, **SHAPE)
-        for name, capacity in (("capacity_fits", SHAPE["tokens"] + 64),
-                               ("capacity_drops", 200)):
+        out["chunks_exact"] = max(
+            ep_train.chunking_difference(problem, chunks=n) for n in (2, 3))
+        out["chunks_capacity"] = ep_train.chunking_difference(
+            problem, chunks=4, capacity=256)
+        out["chunks_train"] = ep_train.train(problem, steps=2, chunks=4)
+        # Fixed capacity: room for every copy (the most tokens of a rank),
+        # then 0.8 of the copies an expert gets from a rank on average.
+        problem = ep_train.make_problem(world, **SHAPE)
+        mean = SHAPE["tokens"] * SHAPE["topk"] // SHAPE["experts"]
+        for name, capacity in (("capacity_fits",
+                                SHAPE["tokens"] + 64 * (world - 1)),
+                               ("capacity_drops", mean * 4 // 5)):
             out[name] = ep_train.train(problem, steps=2, capacity=capacity)
         out["graph_worst"] = ep_train.graph_replay(problem, capacity=256)
         # A rank without tokens still takes part in every exchange.
-        empty = ep_train.make_problem(world, sizes=[SHAPE["tokens"], 0],
-                                      **SHAPE)
+        empty = ep_train.make_problem(
+            world, sizes=[0 if r == 1 else SHAPE["tokens"]
+                          for r in range(world)], **SHAPE)
         out["no_tokens"] = ep_train.train(empty, steps=1)
         out["no_tokens_capacity"] = ep_train.train(empty, steps=1,
                                                    capacity=256)
@@ -114,7 +130,8 @@ def worker(rank, world, port, path):
         dist.destroy_process_group()
 
 
-@unittest.skipUnless(TWO_GPUS, "needs torch and two CUDA devices")
+@unittest.skipUnless(TWO_GPUS and torch.cuda.device_count() >= RANKS,
+                     "needs torch and %d CUDA devices" % RANKS)
 class ExpertParallelTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -123,12 +140,16 @@ class ExpertParallelTest(unittest.TestCase):
         cls.ep_train = ep_train
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "rank")
-            mp.spawn(worker, args=(2, free_port(), path), nprocs=2)
-            cls.out = [torch.load("%s.%d" % (path, r)) for r in range(2)]
+            mp.spawn(worker, args=(RANKS, free_port(), path), nprocs=RANKS)
+            cls.out = [torch.load("%s.%d" % (path, r))
+                       for r in range(RANKS)]
         for r, o in enumerate(cls.out):
             print("rank %d graph replay worst difference %s"
                   % (r, o.get("graph_worst")))
-            for name in list(ROUTES) + ["capacity_fits", "capacity_drops",
+            print("rank %d chunks vs one chunk: exact %s, capacity %s"
+                  % (r, o.get("chunks_exact"), o.get("chunks_capacity")))
+            for name in list(ROUTES) + ["chunks_train", "capacity_fits",
+                                        "capacity_drops",
                                         "no_tokens", "no_tokens_capacity",
                                         "after_reset"]:
                 for i, row in enumerate(o.get(name, [])):
@@ -146,8 +167,15 @@ class ExpertParallelTest(unittest.TestCase):
 
     def test_rank_that_receives_nothing(self):
         self.check("all_to_rank0")
-        # Rank 1's experts saw no token: their gradients are zeros.
-        self.assertEqual(self.out[1]["all_to_rank0"][0]["w2"], 0.0)
+        # The other ranks' experts saw no token: their gradients are zeros.
+        for o in self.out[1:]:
+            self.assertEqual(o["all_to_rank0"][0]["w2"], 0.0)
+
+    def test_chunks_give_the_bits_of_one_chunk(self):
+        for r, o in enumerate(self.out):
+            self.assertEqual(o.get("chunks_exact"), 0.0, "rank %d" % r)
+            self.assertEqual(o.get("chunks_capacity"), 0.0, "rank %d" % r)
+        self.check("chunks_train")
 
     def test_rank_that_sends_nothing(self):
         self.check("rank1_drops_all")

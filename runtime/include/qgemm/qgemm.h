@@ -95,9 +95,11 @@ extern "C" {
  * call. Additions only.
  * 1.6: the layout of each op's args struct (qgemm_op_table_count, _entry,
  * qgemm_op_args_size, qgemm_op_args_field_count, qgemm_op_args_field), for
- * bindings that build the structs from the library. Additions only. */
+ * bindings that build the structs from the library. Additions only.
+ * 1.7: SMs the persistent GEMM kernels leave free for kernels beside them
+ * (qgemm_set_reserved_sms). Additions only. */
 #define QGEMM_API_VERSION_MAJOR 1
-#define QGEMM_API_VERSION_MINOR 6
+#define QGEMM_API_VERSION_MINOR 7
 #define QGEMM_API_VERSION \
   (QGEMM_API_VERSION_MAJOR * 1000 + QGEMM_API_VERSION_MINOR)
 
@@ -374,6 +376,20 @@ typedef struct qgemm_launch_geometry {
 QGEMM_C_API qgemm_status qgemm_kernel_launch_geometry(
     const qgemm_kernel *k, int64_t rows, int64_t num_groups,
     int64_t resident_ctas, qgemm_launch_geometry *out);
+
+/* API 1.7. SMs that the persistent GEMM kernels launched by the calling
+ * thread leave free, so that kernels on other streams (an all-to-all
+ * overlapped with the expert GEMMs) are not queued behind a grid that
+ * holds every SM until it ends. Such launches cap their grid at the
+ * device's resident CTAs minus `sms`, rounded down to whole clusters and
+ * at least one cluster; 0 (the default) uses every SM. The grid only is
+ * smaller: every CTA computes its tiles as before, so results are the
+ * same bits. It applies to launches this thread enqueues after the call
+ * (a CUDA graph captures the grid with the launch), and also to the
+ * launches of plans. `sms` must be 0..4096; *previous (may be NULL)
+ * receives the value it replaces. */
+QGEMM_C_API qgemm_status qgemm_set_reserved_sms(int32_t sms,
+                                                int32_t *previous);
 
 /* Elements a launch of `rows` rows and `num_groups` groups reads from A's
  * and B's scale buffers, padding included (f32 scales: floats; UE8M0:

@@ -14,23 +14,30 @@ E experts. One step, on every rank:
                               order, unpadded: each rank's rows contiguous
             counts            all_to_all of the per-expert row counts, one
                               host read of the split sizes
-            all_to_all        FP8 rows and their scales (bytes, row-aligned)
-            permute_received  the received rows, grouped by source rank
+            per chunk of the local experts (_chunks.py), overlapped
+            (_overlap.py):
+              all_to_all      FP8 rows and their scales (bytes, row-aligned)
+              permute_received  the received rows, grouped by source rank
                               and expert, into local expert order, padded
                               to `alignment` (see permute_received)
-            experts           FP8 gate/up GEMM, swiglu_quantize, down GEMM
-            unpermute         back to the received order (bf16)
-            all_to_all        the expert outputs back to their sources
+              experts         FP8 gate/up GEMM, swiglu_quantize, down GEMM
+              unpermute       back to the received order (bf16)
+              all_to_all      the expert outputs back to their sources
             unpermute         out = sum_j probs[t, j] * row of (t, j)
   backward  unpermute_backward  the rows' gradients and dprobs at the source
-            all_to_all        bf16 gradients to the experts' ranks
-            experts           dgrad and wgrad as in qgemm.torch.moe_experts;
+            per chunk, overlapped:
+              all_to_all      bf16 gradients to the experts' ranks
+              experts         dgrad and wgrad as in qgemm.torch.moe_experts;
                               w13's weight gradient reads the forward's FP8
                               rows, dequantized and requantized column-wise
                               (128x1), as DeepSeek-V3 converts its cached
                               1x128 activations
-            all_to_all        dx rows back (overlapping w13's weight grad)
+              all_to_all      dx rows back (overlapping w13's weight grad)
             permute_backward  dx: each token's copies summed
+
+Chunks: chunk i+1's rows travel while chunk i's experts compute, and the
+chunks' GEMMs leave `comm_sms` SMs to NCCL's kernels. The results are the
+bits of one chunk (every expert sees the same rows, in the same order).
 
 The forward synchronizes with the host once, for the split sizes of its
 all-to-alls (the backward reuses them), unless a `capacity` is given:
@@ -44,7 +51,9 @@ import torch.distributed as dist
 
 from ...core import ArgumentError
 from ._capacity import EPCapacityFn
+from ._chunks import chunk_count
 from ._exact import _EPExpertsFn
+from ._group import DEFAULT_COMM_SMS, overlap_group
 from ._exchange import (Exchange, _group_size, all_to_all_bytes,
                         exchange_counts, local_experts,
                         received_expert_ids)
@@ -70,7 +79,8 @@ def permute_received(rows, scales, exchange, *, alignment=16):
 # compiled model runs the layer eagerly, between its graphs.
 @torch.compiler.disable
 def moe_experts(x, expert_ids, probs, w13, w2, *, group=None, alignment=16,
-                recipe=Recipe.DEEPSEEK, capacity=None, dropped=None):
+                recipe=Recipe.DEEPSEEK, capacity=None, dropped=None,
+                chunks=None, comm_sms=DEFAULT_COMM_SMS):
     """qgemm.torch.moe_experts with the experts split over the ranks of
     `group` (default: the world). x (T, H) bf16 and expert_ids / probs
     (T, topk) are this rank's tokens and their routing over all E experts
@@ -86,7 +96,13 @@ def moe_experts(x, expert_ids, probs, w13, w2, *, group=None, alignment=16,
     slots (the same C on every rank), nothing is read on the host and the
     layer can be captured in a CUDA graph; an expert's copies past C on a
     rank are dropped like -1 slots, and `dropped` (an int64 (1,) device
-    tensor, optional) receives their count."""
+    tensor, optional) receives their count.
+
+    chunks: the local experts are split into this many chunks (default
+    min(4, E/N)) whose exchanges overlap the other chunks' experts; 1:
+    no overlap. comm_sms: SMs the chunks' GEMMs leave free for NCCL's
+    kernels (at least the CTAs of the group's communicator: see
+    overlap_group()). Every rank must pass the same chunks."""
     recipe = Recipe.of(recipe)
     if recipe is not Recipe.DEEPSEEK:
         raise ArgumentError("ep.moe_experts: recipe %s is not supported; "
@@ -109,9 +125,14 @@ def moe_experts(x, expert_ids, probs, w13, w2, *, group=None, alignment=16,
                             % (tuple(dropped.shape), dropped.device,
                                x.device))
     num_experts = w13.shape[0] * _group_size(group)
+    chunks = chunk_count(chunks, w13.shape[0], "ep.moe_experts")
+    if not isinstance(comm_sms, int) or isinstance(comm_sms, bool) or \
+            not 0 <= comm_sms <= 4096:
+        raise ArgumentError("ep.moe_experts: comm_sms = %r; expected an "
+                            "int in [0, 4096]" % (comm_sms,))
     ids = expert_ids.to(torch.int32).contiguous()
     args = (x.contiguous(), ids, probs.float().contiguous(), w13, w2,
-            num_experts, group, alignment, recipe.name)
+            num_experts, group, alignment, recipe.name, chunks, comm_sms)
     if capacity is None:
         return _EPExpertsFn.apply(*args)
     return EPCapacityFn.apply(*args, capacity, dropped)
@@ -126,9 +147,11 @@ class MoEExperts(torch.nn.Module):
 
     def __init__(self, num_experts, hidden, inter, *, group=None,
                  alignment=16, recipe=Recipe.DEEPSEEK, capacity=None,
-                 device=None, dtype=torch.bfloat16):
+                 chunks=None, comm_sms=DEFAULT_COMM_SMS, device=None,
+                 dtype=torch.bfloat16):
         super().__init__()
         self.group, self.capacity = group, capacity
+        self.chunks, self.comm_sms = chunks, comm_sms
         self.register_buffer("dropped", torch.zeros(1, dtype=torch.int64,
                                                     device=device),
                              persistent=False)
@@ -150,15 +173,17 @@ class MoEExperts(torch.nn.Module):
         return moe_experts(x, expert_ids, probs, self.w13, self.w2,
                            group=self.group, alignment=self.alignment,
                            recipe=self.recipe, capacity=self.capacity,
-                           dropped=self.dropped if self.capacity else None)
+                           dropped=self.dropped if self.capacity else None,
+                           chunks=self.chunks, comm_sms=self.comm_sms)
 
     def extra_repr(self):
         return "num_experts=%d, local=[%d, %d), hidden=%d, inter=%d, " \
-               "alignment=%d, capacity=%s" % (
+               "alignment=%d, capacity=%s, chunks=%s, comm_sms=%d" % (
                    self.num_experts, self.first, self.first + self.local,
-                   self.hidden, self.inter, self.alignment, self.capacity)
+                   self.hidden, self.inter, self.alignment, self.capacity,
+                   self.chunks, self.comm_sms)
 
 
-__all__ = ["Exchange", "MoEExperts", "all_to_all_bytes", "exchange_counts",
-           "local_experts", "moe_experts", "permute_received",
-           "received_expert_ids"]
+__all__ = ["DEFAULT_COMM_SMS", "Exchange", "MoEExperts", "all_to_all_bytes",
+           "exchange_counts", "local_experts", "moe_experts",
+           "overlap_group", "permute_received", "received_expert_ids"]

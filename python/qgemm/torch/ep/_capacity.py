@@ -31,8 +31,9 @@ import functools
 import torch
 
 from ._autograd import backward, save_forward
-from ._exchange import _all_to_all
+from ._chunks import ChunkPlan
 from ._experts import combine, local_forward, source_rows
+from ._overlap import forward_chunks
 from .._errors import _error_word_at, deferred_raise, poison
 from .._fp8_grouped_mm import quantized_weights
 
@@ -101,33 +102,36 @@ def _exchange(kept, error, group, n):
 class EPCapacityFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, ids, probs, w13, w2, num_experts, group, alignment,
-                recipe, capacity, dropped):
+                recipe, chunks, comm_sms, capacity, dropped):
         with deferred_raise():
             return EPCapacityFn._forward(ctx, x, ids, probs, w13, w2,
                                          num_experts, group, alignment,
-                                         recipe, capacity, dropped)
+                                         recipe, chunks, comm_sms, capacity,
+                                         dropped)
 
     @staticmethod
     def backward(ctx, dout):
         with deferred_raise():
             dx, dprobs, dw13, dw2 = backward(ctx, dout)
         return (dx, None, dprobs, dw13, dw2, None, None, None, None, None,
-                None)
+                None, None, None)
 
     @staticmethod
     def _forward(ctx, x, ids, probs, w13, w2, num_experts, group, alignment,
-                 recipe, capacity, dropped):
+                 recipe, chunks, comm_sms, capacity, dropped):
         n = torch.distributed.get_world_size(group)
         el = w13.shape[0]
+        plan = ChunkPlan(el, n, chunks)
         w13q, w13s, w13q_t, w13s_t = quantized_weights(w13, recipe)
         w2q, w2s, w2q_t, w2s_t = quantized_weights(w2, recipe)
-        xq, xs, counts, row_group, row_map = source_rows(x, ids,
-                                                         num_experts, recipe)
+        # Rows, counts and slots in the chunks' (virtual) expert order.
+        xq, xs, counts, row_group, row_map = source_rows(
+            x, plan.relabel(ids), num_experts, recipe)
         word = _error_word_at(x.device)
         kept = kept_counts(counts, capacity)
         if dropped is not None:
             dropped.copy_((counts - kept).sum().view(1))
-        rk, words = _exchange(kept, word, group, n)
+        rk, words = _exchange(plan.to_global(kept), word, group, n)
         # Every rank poisons when any rank's word is set.
         word.bitwise_or_(words)
         if xq.shape[0]:
@@ -139,23 +143,25 @@ class EPCapacityFn(torch.autograd.Function):
             sq = xq.new_zeros((num_experts * capacity, xq.shape[1]))
             ss = xs.new_zeros((num_experts * capacity, xs.shape[1]))
         del xq, xs
-        slots = el * capacity
-        splits = [slots] * n
-        xr, sr = torch.empty_like(sq), torch.empty_like(ss)
-        _all_to_all(xr, sq, splits, splits, group)
-        _all_to_all(sr, ss, splits, splits, group)
+        splits = [[plan.size(c) * capacity] * n for c in range(plan.count)]
+
+        def experts(c, received):
+            xr, sr = received
+            e = plan.experts(c)
+            return local_forward(xr, sr, received_slot_ids(rk[:, e],
+                                                           capacity),
+                                 plan.size(c), w13q[e], w13s[e], w2q[e],
+                                 w2s[e], alignment, recipe)
+
+        y = torch.empty_like(sq, dtype=x.dtype)
+        saved = forward_chunks(plan, (sq, ss), y, splits, splits, experts,
+                               group, comm_sms)
         del sq, ss
-        back, saved = local_forward(xr, sr, received_slot_ids(rk, capacity),
-                                    el, w13q, w13s, w2q, w2s, alignment,
-                                    recipe)
-        del xr, sr
-        y = torch.empty_like(back)
-        _all_to_all(y, back, splits, splits, group)
-        del back
         slot_map = slot_of_copies(row_map, row_group, counts, capacity)
         out = combine(y, slot_map, probs)
         poison(out)
         save_forward(ctx, (probs, slot_groups(kept, capacity), slot_map, y,
                            w13q_t, w13s_t, w2q_t, w2s_t), saved, splits,
-                     splits, group, alignment, recipe, w13, w2)
+                     splits, plan, group, comm_sms, alignment, recipe, w13,
+                     w2)
         return out

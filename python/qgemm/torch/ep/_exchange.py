@@ -20,11 +20,15 @@ class Exchange:
     send[r]: rows this rank sends to rank r (its tokens' copies routed to
     r's experts); recv[r]: rows it receives from rank r; recv_counts
     (N, E/N) int32: rows from rank r for local expert e; errors[r]: rank
-    r's qgemm error word (qgemm.error_string) when it sent its counts."""
+    r's qgemm error word (qgemm.error_string) when it sent its counts.
+    send_chunks[c][r] / recv_chunks[c][r]: the same split by the chunks
+    of the local experts (_chunks.ChunkPlan; one chunk: send / recv)."""
     send: List[int]
     recv: List[int]
     recv_counts: torch.Tensor
     errors: List[int]
+    send_chunks: List[List[int]] = None
+    recv_chunks: List[List[int]] = None
 
     @property
     def rows_sent(self):
@@ -48,9 +52,10 @@ def local_experts(num_experts, group=None):
     return num_experts // n
 
 
-def exchange_counts(counts, group=None, error=None):
+def exchange_counts(counts, group=None, error=None, plan=None):
     """counts (E,) int32: this rank's rows per global expert; error: its
-    int32 (1,) error word (zeros if None). Returns the Exchange: one
+    int32 (1,) error word (zeros if None); plan: the chunks of the local
+    experts (_chunks.ChunkPlan, None: one). Returns the Exchange: one
     all_to_all (each rank receives, from every rank, the counts of its
     own experts and the sender's error word), then one host read."""
     n = _group_size(group)
@@ -63,10 +68,16 @@ def exchange_counts(counts, group=None, error=None):
     recv = torch.empty_like(send)
     dist.all_to_all_single(recv, send, group=group)
     recv_counts = recv[:, :el]
-    host = torch.stack([counts.sum(1), recv_counts.sum(1),
-                        recv[:, el]]).tolist()
+    rows = [counts.sum(1), recv_counts.sum(1), recv[:, el]]
+    if plan is not None and plan.count > 1:
+        rows += list(plan.chunk_sums(counts).t()) + \
+            list(plan.chunk_sums(recv_counts).t())
+    host = torch.stack([r.long() for r in rows]).tolist()
+    k = (len(host) - 3) // 2
+    chunks = (host[3:3 + k], host[3 + k:]) if k else ([host[0]], [host[1]])
     return Exchange(send=host[0], recv=host[1],
-                    recv_counts=recv_counts.contiguous(), errors=host[2])
+                    recv_counts=recv_counts.contiguous(), errors=host[2],
+                    send_chunks=chunks[0], recv_chunks=chunks[1])
 
 
 def raise_if_any_rank(ex):
