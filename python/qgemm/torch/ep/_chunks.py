@@ -42,7 +42,6 @@ class ChunkPlan:
     def __init__(self, num_local, ranks, count):
         self.num_local, self.ranks, self.count = num_local, ranks, count
         self.bounds = [c * num_local // count for c in range(count + 1)]
-        self._maps = {}
 
     def experts(self, c):
         """Local experts of chunk c: a slice."""
@@ -53,20 +52,17 @@ class ChunkPlan:
 
     def virtual_of_global(self, device):
         """(E,) int64: the virtual id of each global expert g = r*E/N + e:
-        chunk c(e)'s block, rank r's experts in it, e's place there."""
-        m = self._maps.get(device)
-        if m is None:
-            n, el = self.ranks, self.num_local
-            v = []
-            for r in range(n):
-                for e in range(el):
-                    c = next(i for i in range(self.count)
-                             if self.bounds[i] <= e < self.bounds[i + 1])
-                    b, s = self.bounds[c], self.size(c)
-                    v.append(n * b + r * s + (e - b))
-            m = self._maps[device] = torch.tensor(v, dtype=torch.int64,
-                                                  device=device)
-        return m
+        chunk c(e)'s block, rank r's experts in it, e's place there.
+        Arithmetic on the device (no copy from the host, so a CUDA graph
+        can capture it): chunk c starts at c*E/N//K, so e lies in chunk
+        ((e+1)*K - 1) // (E/N)."""
+        n, el, k = self.ranks, self.num_local, self.count
+        g = torch.arange(n * el, device=device)
+        r, e = g // el, g % el
+        c = ((e + 1) * k - 1) // el
+        b = c * el // k
+        size = (c + 1) * el // k - b
+        return n * b + r * size + (e - b)
 
     def relabel(self, ids):
         """expert_ids (T, topk) int32 -> virtual ids; -1 and ids out of
@@ -89,5 +85,6 @@ class ChunkPlan:
     def chunk_sums(self, per_rank_expert):
         """(N, E/N) -> (N, chunks): the sums over each chunk's experts."""
         pad = torch.nn.functional.pad(per_rank_expert.cumsum(1), (1, 0))
-        b = torch.tensor(self.bounds, device=pad.device)
+        b = torch.arange(self.count + 1, device=pad.device) * \
+            self.num_local // self.count
         return pad[:, b[1:]] - pad[:, b[:-1]]
