@@ -68,6 +68,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "examples", "python"))
 import moe_layer as ex  # noqa: E402  (the bf16 experts)
 from qgemm.torch import ep  # noqa: E402
 from qgemm.torch.ep import _exchange  # noqa: E402  (compute alone)
+from qgemm.torch.ep._chunks import chunk_count  # noqa: E402
 from results_file import results_path  # noqa: E402  (bench/)
 
 HIDDEN, INTER, TOPK = 7168, 2048, 8
@@ -246,7 +247,7 @@ def run_row(experts, tokens, opt, flush, bf16_fns, groups):
              "compute_ms": round(c_ms, 3),
              "overlap_ratio": round(q_ms / max(x_ms, c_ms), 3),
              "speedup_vs_unchunked": round(u_ms / q_ms, 3),
-             "chunks": min(4, experts // world),
+             "chunks": chunk_count(None, experts // world, "bench"),
              "comm_sms": ep.DEFAULT_COMM_SMS}
     sweep = []
     for chunks, sms in opt.sweep:

@@ -2,7 +2,7 @@
 contiguous chunks, so that the exchange of one chunk's rows runs while
 another chunk's experts compute.
 
-Chunk c holds local experts [b_c, b_{c+1}) of every rank. The source
+Chunk c holds local experts [b_c, b_{c+1}) of every rank (chunk_bounds). The source
 orders its rows chunk-major: chunk 0's rows for rank 0's experts
 b_0..b_1-1, then for rank 1's, ..., then chunk 1's. That is the global
 expert order with the experts relabeled (`virtual` ids), so the source
@@ -16,10 +16,11 @@ import torch
 
 from ...core import ArgumentError
 
-# More chunks hide more of the exchange but make each chunk's GEMMs
-# smaller; four keeps the exposed first dispatch and last return at a
-# quarter of the exchange.
-DEFAULT_CHUNKS = 4
+# More chunks hide more of the exchange but make each chunk's work
+# smaller. The first chunk's dispatch and the last chunk's return have
+# nothing to hide behind, so those two chunks are half the size of the
+# others: with 8 experts per rank, 1, 2, 2, 2, 1.
+DEFAULT_CHUNKS = 5
 
 
 def chunk_count(chunks, num_local, where):
@@ -35,13 +36,33 @@ def chunk_count(chunks, num_local, where):
     return chunks
 
 
+def chunk_bounds(num_local, count):
+    """[b_0 = 0, ..., b_count = num_local]: chunk c is experts
+    [b_c, b_{c+1}); weights 1, 2, ..., 2, 1 (the ends half size), every
+    chunk at least one expert."""
+    if count == 1:
+        return [0, num_local]
+    weights = [1] + [2] * (count - 2) + [1]
+    total, acc, bounds = sum(weights), 0, [0]
+    for i, w in enumerate(weights[:-1]):
+        acc += w
+        b = (2 * acc * num_local + total) // (2 * total)  # rounded
+        # At least one expert here and one for each chunk after.
+        b = min(max(b, bounds[-1] + 1), num_local - (count - 1 - i))
+        bounds.append(b)
+    return bounds + [num_local]
+
+
+_VIRTUAL = {}
+
+
 class ChunkPlan:
     """The local experts [0, num_local) of each of `ranks` ranks split
-    into `count` contiguous chunks of sizes differing by at most one."""
+    into `count` contiguous chunks (chunk_bounds)."""
 
     def __init__(self, num_local, ranks, count):
         self.num_local, self.ranks, self.count = num_local, ranks, count
-        self.bounds = [c * num_local // count for c in range(count + 1)]
+        self.bounds = chunk_bounds(num_local, count)
 
     def experts(self, c):
         """Local experts of chunk c: a slice."""
@@ -52,17 +73,25 @@ class ChunkPlan:
 
     def virtual_of_global(self, device):
         """(E,) int64: the virtual id of each global expert g = r*E/N + e:
-        chunk c(e)'s block, rank r's experts in it, e's place there.
-        Arithmetic on the device (no copy from the host, so a CUDA graph
-        can capture it): chunk c starts at c*E/N//K, so e lies in chunk
-        ((e+1)*K - 1) // (E/N)."""
-        n, el, k = self.ranks, self.num_local, self.count
-        g = torch.arange(n * el, device=device)
-        r, e = g // el, g % el
-        c = ((e + 1) * k - 1) // el
-        b = c * el // k
-        size = (c + 1) * el // k - b
-        return n * b + r * size + (e - b)
+        chunk c(e)'s block, rank r's experts in it, e's place there. Built
+        on the device from Python scalars (no copy from the host, so a
+        CUDA graph can capture it), once per layout."""
+        key = (self.ranks, tuple(self.bounds), device)
+        v = _VIRTUAL.get(key)
+        if v is None:
+            n, el = self.ranks, self.num_local
+            g = torch.arange(n * el, device=device)
+            r, e = g // el, g % el
+            v = torch.zeros_like(g)
+            for c in range(self.count):
+                b, size = self.bounds[c], self.size(c)
+                mine = (e >= b) & (e < b + size)
+                v = torch.where(mine, n * b + r * size + (e - b), v)
+            # A tensor made during a capture lives in the graph's pool.
+            if torch.device(device).type != "cuda" or \
+                    not torch.cuda.is_current_stream_capturing():
+                _VIRTUAL[key] = v
+        return v
 
     def relabel(self, ids):
         """expert_ids (T, topk) int32 -> virtual ids; -1 and ids out of
@@ -83,8 +112,7 @@ class ChunkPlan:
             0, self.virtual_of_global(per_virtual.device))
 
     def chunk_sums(self, per_rank_expert):
-        """(N, E/N) -> (N, chunks): the sums over each chunk's experts."""
-        pad = torch.nn.functional.pad(per_rank_expert.cumsum(1), (1, 0))
-        b = torch.arange(self.count + 1, device=pad.device) * \
-            self.num_local // self.count
-        return pad[:, b[1:]] - pad[:, b[:-1]]
+        """Host lists (N rows of E/N) -> [chunk][rank] sums over each
+        chunk's experts."""
+        return [[sum(row[self.experts(c)]) for row in per_rank_expert]
+                for c in range(self.count)]

@@ -68,15 +68,18 @@ def exchange_counts(counts, group=None, error=None, plan=None):
     recv = torch.empty_like(send)
     dist.all_to_all_single(recv, send, group=group)
     recv_counts = recv[:, :el]
-    rows = [counts.sum(1), recv_counts.sum(1), recv[:, el]]
-    if plan is not None and plan.count > 1:
-        rows += list(plan.chunk_sums(counts).t()) + \
-            list(plan.chunk_sums(recv_counts).t())
-    host = torch.stack([r.long() for r in rows]).tolist()
-    k = (len(host) - 3) // 2
-    chunks = (host[3:3 + k], host[3 + k:]) if k else ([host[0]], [host[1]])
-    return Exchange(send=host[0], recv=host[1],
-                    recv_counts=recv_counts.contiguous(), errors=host[2],
+    # One host read: both count matrices and the error words.
+    host = torch.cat([counts, recv], dim=1).tolist()
+    sent = [row[:el] for row in host]
+    got = [row[el:2 * el] for row in host]
+    send, recv_rows = [sum(r) for r in sent], [sum(r) for r in got]
+    if plan is None or plan.count == 1:
+        chunks = ([send], [recv_rows])
+    else:
+        chunks = (plan.chunk_sums(sent), plan.chunk_sums(got))
+    return Exchange(send=send, recv=recv_rows,
+                    recv_counts=recv_counts.contiguous(),
+                    errors=[row[2 * el] for row in host],
                     send_chunks=chunks[0], recv_chunks=chunks[1])
 
 

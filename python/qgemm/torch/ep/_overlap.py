@@ -80,16 +80,21 @@ def backward_chunks(plan, dy, dx, send, recv, experts, group, comm_sms):
         inbox.append((got, _exchange_rows(got, dy[src[c]:src[c + 1]],
                                           recv[c], send[c], group)))
     done, returns = [], []
-    with reserved_sms(comm_sms if plan.count > 1 else 0):
-        for c in range(plan.count):
-            got, work = inbox[c]
-            inbox[c] = None
-            work.wait()
+    sms = comm_sms if plan.count > 1 else 0
+    for c in range(plan.count):
+        got, work = inbox[c]
+        inbox[c] = None
+        work.wait()
+        # The dispatches run back to back from the start and end during
+        # chunk 0; after it only each chunk's return travels, beside its
+        # finisher (w13's weight gradient).
+        with reserved_sms(sms if c == 0 else 0):
             back, finish = experts(c, got)
-            del got
-            returns.append(_exchange_rows(dx[src[c]:src[c + 1]], back,
-                                          send[c], recv[c], group))
-            del back
+        del got
+        returns.append(_exchange_rows(dx[src[c]:src[c + 1]], back,
+                                      send[c], recv[c], group))
+        del back
+        with reserved_sms(sms):
             done.append(finish())
     _wait(returns)
     return done
