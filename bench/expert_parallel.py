@@ -247,7 +247,8 @@ def run_row(experts, tokens, opt, flush, bf16_fns, groups):
              "compute_ms": round(c_ms, 3),
              "overlap_ratio": round(q_ms / max(x_ms, c_ms), 3),
              "speedup_vs_unchunked": round(u_ms / q_ms, 3),
-             "chunks": chunk_count(None, experts // world, "bench"),
+             "chunks": chunk_count(None, experts // world, tokens * TOPK,
+                                   "bench"),
              "comm_sms": ep.DEFAULT_COMM_SMS}
     sweep = []
     for chunks, sms in opt.sweep:

@@ -184,11 +184,11 @@ def chunking_difference(problem, chunks, group=None, capacity=None):
                else 0.0 for a, b in zip(one, many))
 
 
-def graph_replay(problem, capacity, group=None):
+def graph_replay(problem, capacity, group=None, chunks=None):
     """Forward + backward of the fixed-capacity layer captured in a CUDA
     graph, replayed on the captured inputs and again after new inputs and
     weights are copied in: the largest difference from eager runs of the
-    same inputs (expected 0)."""
+    same inputs (expected 0). chunks: the layer's overlap chunks."""
     rank, dev, _, (w13, w2), (x, ids, probs, dout) = this_rank(problem,
                                                                group)
     xg, pg = x.clone().requires_grad_(True), probs.clone().requires_grad_(True)
@@ -196,7 +196,7 @@ def graph_replay(problem, capacity, group=None):
     def run():
         xg.grad = pg.grad = w13.grad = w2.grad = None
         out = ep.moe_experts(xg, ids, pg, w13, w2, group=group,
-                             capacity=capacity)
+                             capacity=capacity, chunks=chunks)
         out.backward(dout)
         return out
 
@@ -210,7 +210,7 @@ def graph_replay(problem, capacity, group=None):
     xg.grad = pg.grad = w13.grad = w2.grad = None
     with torch.cuda.graph(graph):
         out = ep.moe_experts(xg, ids, pg, w13, w2, group=group,
-                             capacity=capacity)
+                             capacity=capacity, chunks=chunks)
         out.backward(dout)
     captured = (out, xg.grad, pg.grad, w13.grad, w2.grad)
     worst = 0.0

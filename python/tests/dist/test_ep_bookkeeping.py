@@ -130,12 +130,21 @@ def dispatch_chunked(rank, world, experts, chunks, result):
     rows one after the other (their experts are consecutive)."""
     tokens, topk = 37 + 5 * rank, 3
     ids = routing(rank, tokens, experts, topk)
+    if isinstance(chunks, list):  # each rank proposes its own
+        chunks = chunks[rank]
+
+    def layout(plan):
+        flat = plan.relabel(ids).reshape(-1)
+        keep = (flat >= 0).nonzero().squeeze(1)
+        order = keep[torch.argsort(flat[keep], stable=True)]
+        counts = torch.bincount(flat[keep].long(), minlength=experts).int()
+        return order, counts
     plan = ChunkPlan(experts // world, world, chunks)
-    flat = plan.relabel(ids).reshape(-1)
-    keep = (flat >= 0).nonzero().squeeze(1)
-    order = keep[torch.argsort(flat[keep], stable=True)]
-    counts = torch.bincount(flat[keep].long(), minlength=experts).int()
+    order, counts = layout(plan)
     ex = ep.exchange_counts(plan.to_global(counts), None, None, plan)
+    if ex.chunks != plan.count:  # as qgemm.torch.ep's exact dispatch does
+        plan = ChunkPlan(experts // world, world, ex.chunks)
+        order, _ = layout(plan)
     rows = token_rows(rank, tokens)[order // topk]
     placed, local, start = [], [], 0
     for c in range(plan.count):
@@ -157,7 +166,7 @@ def dispatch_chunked(rank, world, experts, chunks, result):
                         recv_chunks=ex.recv_chunks,
                         recv_counts=ex.recv_counts.tolist(),
                         errors=ex.errors, placed=torch.cat(placed),
-                        ends=ends, raised=None)
+                        ends=ends, raised=None, agreed=ex.chunks)
 
 
 def worker(rank, world, port, experts, cases, path):
@@ -204,6 +213,8 @@ TWO_RANK_CASES = {
     # Four experts per rank in three chunks: sizes 1, 1, 2.
     "chunks": {"chunks": 3},
     "one_chunk": {"chunks": 1},
+    # Rank 0 proposes 3 chunks, rank 1 two: both take 2.
+    "chunks_disagree": {"chunks": [3, 2]},
 }
 
 
@@ -312,6 +323,10 @@ class ChunkedExchangeTest(unittest.TestCase):
         self.check_chunks(self.two["one_chunk"], 8, 1)
         for mine, plain in zip(self.two["one_chunk"], self.two["plain"]):
             self.assertEqual(mine["send"], plain["send"])
+
+    def test_ranks_that_propose_different_chunks_take_the_fewest(self):
+        out = self.check_chunks(self.two["chunks_disagree"], 8, 2)
+        self.assertEqual([o["agreed"] for o in out], [2, 2])
 
     def test_chunks_three_ranks(self):
         self.check_chunks(self.three["chunks"], 6, 2)

@@ -104,7 +104,9 @@ def worker(rank, world, port, path):
                                 SHAPE["tokens"] + 64 * (world - 1)),
                                ("capacity_drops", mean * 4 // 5)):
             out[name] = ep_train.train(problem, steps=2, capacity=capacity)
-        out["graph_worst"] = ep_train.graph_replay(problem, capacity=256)
+        # Captured with its exchange in 4 overlapped chunks.
+        out["graph_worst"] = ep_train.graph_replay(problem, capacity=256,
+                                                   chunks=4)
         # A rank without tokens still takes part in every exchange.
         empty = ep_train.make_problem(
             world, sizes=[0 if r == 1 else SHAPE["tokens"]

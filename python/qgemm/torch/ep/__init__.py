@@ -98,11 +98,15 @@ def moe_experts(x, expert_ids, probs, w13, w2, *, group=None, alignment=16,
     rank are dropped like -1 slots, and `dropped` (an int64 (1,) device
     tensor, optional) receives their count.
 
-    chunks: the local experts are split into this many chunks (default
-    min(4, E/N)) whose exchanges overlap the other chunks' experts; 1:
-    no overlap. comm_sms: SMs the chunks' GEMMs leave free for NCCL's
-    kernels (at least the CTAs of the group's communicator: see
-    overlap_group()). Every rank must pass the same chunks."""
+    chunks: the local experts are split into this many chunks whose
+    exchanges overlap the other chunks' experts; 1: no overlap. The
+    default takes up to 5, one per 24576 rows a rank sends (T * topk, or
+    E * capacity), so small steps, whose time is the host's launches,
+    stay in one. Without a capacity the ranks take the fewest chunks any
+    of them asked for; with one, every rank must pass the same chunks
+    (the default is the same everywhere). comm_sms: SMs the chunks' GEMMs
+    leave free for NCCL's kernels while an exchange runs beside them (at
+    least the CTAs of the group's communicator: see overlap_group())."""
     recipe = Recipe.of(recipe)
     if recipe is not Recipe.DEEPSEEK:
         raise ArgumentError("ep.moe_experts: recipe %s is not supported; "
@@ -125,7 +129,9 @@ def moe_experts(x, expert_ids, probs, w13, w2, *, group=None, alignment=16,
                             % (tuple(dropped.shape), dropped.device,
                                x.device))
     num_experts = w13.shape[0] * _group_size(group)
-    chunks = chunk_count(chunks, w13.shape[0], "ep.moe_experts")
+    rows = x.shape[0] * expert_ids.shape[1] if capacity is None else \
+        num_experts * capacity
+    chunks = chunk_count(chunks, w13.shape[0], rows, "ep.moe_experts")
     if not isinstance(comm_sms, int) or isinstance(comm_sms, bool) or \
             not 0 <= comm_sms <= 4096:
         raise ArgumentError("ep.moe_experts: comm_sms = %r; expected an "

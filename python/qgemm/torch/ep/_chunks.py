@@ -17,17 +17,22 @@ import torch
 from ...core import ArgumentError
 
 # More chunks hide more of the exchange but make each chunk's work
-# smaller. The first chunk's dispatch and the last chunk's return have
-# nothing to hide behind, so those two chunks are half the size of the
-# others: with 8 experts per rank, 1, 2, 2, 2, 1.
+# smaller, and each chunk costs the host its launches: below about
+# ROWS_PER_CHUNK rows a chunk's kernels finish before the host has
+# enqueued the next chunk's. The first chunk's dispatch and the last
+# chunk's return have nothing to hide behind, so those two chunks are half
+# the size of the others: with 8 experts per rank, 1, 2, 2, 2, 1.
 DEFAULT_CHUNKS = 5
+ROWS_PER_CHUNK = 24576
 
 
-def chunk_count(chunks, num_local, where):
+def chunk_count(chunks, num_local, rows, where):
     """The chunk count for `num_local` experts per rank: `chunks` checked,
-    or the default (at most one chunk per expert)."""
+    or the default for `rows` rows sent per rank (at most one chunk per
+    expert, at least ROWS_PER_CHUNK rows per chunk)."""
     if chunks is None:
-        return min(DEFAULT_CHUNKS, num_local)
+        return max(1, min(DEFAULT_CHUNKS, num_local,
+                          rows // ROWS_PER_CHUNK))
     if not isinstance(chunks, int) or isinstance(chunks, bool) or \
             not 1 <= chunks <= num_local:
         raise ArgumentError("%s: chunks = %r; expected None or an int in "

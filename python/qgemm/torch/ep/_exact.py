@@ -49,6 +49,12 @@ class _EPExpertsFn(torch.autograd.Function):
         ex = exchange_counts(plan.to_global(counts), group,
                              _error_word_at(x.device), plan)
         raise_if_any_rank(ex)
+        if ex.chunks != plan.count:
+            # Another rank proposed fewer chunks: lay the rows out again
+            # for the agreed count (the counts, in global order, stand).
+            plan = ChunkPlan(el, plan.ranks, ex.chunks)
+            xq, xs, _, row_group_s, row_map_s = source_rows(
+                x, plan.relabel(ids), num_experts, recipe)
 
         def experts(c, received):
             xr, sr = received

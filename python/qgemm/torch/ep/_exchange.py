@@ -9,6 +9,7 @@ import torch.distributed as dist
 
 from ...core import ArgumentError, error_string
 from .._errors import ErrorMode, error_mode
+from ._chunks import ChunkPlan
 
 _SCALE_BLOCK = 128
 
@@ -29,6 +30,7 @@ class Exchange:
     errors: List[int]
     send_chunks: List[List[int]] = None
     recv_chunks: List[List[int]] = None
+    chunks: int = 1
 
     @property
     def rows_sent(self):
@@ -54,33 +56,42 @@ def local_experts(num_experts, group=None):
 
 def exchange_counts(counts, group=None, error=None, plan=None):
     """counts (E,) int32: this rank's rows per global expert; error: its
-    int32 (1,) error word (zeros if None); plan: the chunks of the local
-    experts (_chunks.ChunkPlan, None: one). Returns the Exchange: one
-    all_to_all (each rank receives, from every rank, the counts of its
-    own experts and the sender's error word), then one host read."""
+    int32 (1,) error word (zeros if None); plan: the chunks it would split
+    its local experts into (_chunks.ChunkPlan, None: one). Returns the
+    Exchange: one all_to_all (each rank receives, from every rank, the
+    counts of its own experts, the sender's error word and chunk count),
+    then one host read. The ranks take the fewest chunks any of them
+    proposed (Exchange.chunks, the split sizes are for it), so ranks
+    that chose differently (different token counts) still agree."""
     n = _group_size(group)
     el = local_experts(counts.numel(), group)
     counts = counts.to(torch.int32).view(n, el)
     if error is None:
         error = counts.new_zeros((1,))
-    send = torch.cat([counts, error.to(torch.int32).view(1, 1).expand(n, 1)],
+    proposed = 1 if plan is None else plan.count
+    tail = torch.cat([error.to(torch.int32).view(1),
+                      counts.new_full((1,), proposed)])
+    send = torch.cat([counts, tail.view(1, 2).expand(n, 2)],
                      dim=1).contiguous()
     recv = torch.empty_like(send)
     dist.all_to_all_single(recv, send, group=group)
     recv_counts = recv[:, :el]
-    # One host read: both count matrices and the error words.
+    # One host read: both count matrices, the error words, the proposals.
     host = torch.cat([counts, recv], dim=1).tolist()
     sent = [row[:el] for row in host]
     got = [row[el:2 * el] for row in host]
-    send, recv_rows = [sum(r) for r in sent], [sum(r) for r in got]
-    if plan is None or plan.count == 1:
-        chunks = ([send], [recv_rows])
+    send_rows, recv_rows = [sum(r) for r in sent], [sum(r) for r in got]
+    chunks = min(row[2 * el + 1] for row in host)
+    if chunks == 1:
+        split = ([send_rows], [recv_rows])
     else:
-        chunks = (plan.chunk_sums(sent), plan.chunk_sums(got))
-    return Exchange(send=send, recv=recv_rows,
+        agreed = ChunkPlan(el, n, chunks)
+        split = (agreed.chunk_sums(sent), agreed.chunk_sums(got))
+    return Exchange(send=send_rows, recv=recv_rows,
                     recv_counts=recv_counts.contiguous(),
                     errors=[row[2 * el] for row in host],
-                    send_chunks=chunks[0], recv_chunks=chunks[1])
+                    send_chunks=split[0], recv_chunks=split[1],
+                    chunks=chunks)
 
 
 def raise_if_any_rank(ex):
