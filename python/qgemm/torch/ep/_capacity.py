@@ -9,9 +9,13 @@ capacity on their source are dropped, as a router's -1 slots are (their
 weight in the output and their gradients are zero); `dropped_copies`
 counts them on the device.
 
-  source    permute_quantize  FP8 rows in global expert order (unpadded)
-            gather            into the capacity layout (E, capacity) rows
-            counts            all_to_all of the kept counts and error words
+  source    permute_quantize  FP8 rows in the chunks' expert order
+                              (_chunks.py; unpadded)
+            gather            into the capacity layout (E, capacity) rows,
+                              in the same order
+            counts            all_to_all of the kept counts (global order)
+                              and error words
+  per chunk, overlapped (_overlap.py):
   NCCL      all_to_all        FP8 rows and scales, equal splits
   expert    local ids         expert e on the kept slots of (source, e), -1
                               on the empty ones; then the exact mode's
