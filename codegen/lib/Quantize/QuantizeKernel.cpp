@@ -158,7 +158,11 @@ private:
   /// Max over the warp's lanes (butterfly: every lane gets it), NaN-sticky.
   Value warpMax(Value v) { return xorMax(v, {16, 8, 4, 2, 1}); }
 
+  /// The tile of CTA row `cy`: findSegmentTile without token groups (a
+  /// uniform branch), findGroupTile with them.
   Tile findTile(Value cy);
+  Tile findSegmentTile(Value cy);
+  Tile findGroupTile(Value cy);
   /// Input element `index` (i64) as f32: bf16 widened exactly (bits << 16).
   Value loadInput(Value base, Value index);
   /// swiglu_quantize: y at (gr, gc) (i64) from the (rows, 2 cols) input.
@@ -237,6 +241,55 @@ private:
 };
 
 Tile QuantizeBuilder::findTile(Value cy) {
+  // Without groups the walk over group ends below is one trip of
+  // arithmetic on constants (some 150-250 instructions a thread, several
+  // per element of the tile); the one segment's tile is cy.
+  Value grouped =
+      ir.cmp(arith::CmpIPredicate::sgt, arg(kQParamNumGroups), ir.i32(0));
+  auto fields = [](const Tile &t) {
+    return SmallVector<Value>{t.found,      t.first, t.end,        t.tileIn,
+                              t.blockStart, t.tail,  t.tokenBlocks};
+  };
+  Type i1T = b.getI1Type();
+  auto op = scf::IfOp::create(b,
+                              TypeRange{i1T, ir.i32T(), ir.i32T(), ir.i32T(),
+                                        ir.i64T(), i1T, ir.i64T()},
+                              grouped, /*withElse=*/true);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&op.getThenRegion().front());
+    scf::YieldOp::create(b, fields(findGroupTile(cy)));
+    b.setInsertionPointToStart(&op.getElseRegion().front());
+    scf::YieldOp::create(b, fields(findSegmentTile(cy)));
+  }
+  Tile t;
+  t.found = op.getResult(0);
+  t.first = op.getResult(1);
+  t.end = op.getResult(2);
+  t.tileIn = op.getResult(3);
+  t.blockStart = op.getResult(4);
+  t.tail = op.getResult(5);
+  t.tokenBlocks = op.getResult(6);
+  return t;
+}
+
+Tile QuantizeBuilder::findSegmentTile(Value cy) {
+  // All rows are one segment with scale blocks: what findGroupTile's first
+  // trip finds when there are no groups.
+  Value rows = arg(kQParamRows);
+  const int64_t colBlock = c.columnwise ? c.columnwise->blockRows : 128;
+  Tile t;
+  t.found = lt(cy, ir.ceilDiv(rows, kQuantTileRows));
+  t.first = ir.i32(0);
+  t.end = rows;
+  t.tileIn = cy;
+  t.blockStart = ir.i64(0);
+  t.tail = arith::ConstantIntOp::create(b, 0, 1);
+  t.tokenBlocks = ir.ceilDiv(ir.toI64(rows), colBlock);
+  return t;
+}
+
+Tile QuantizeBuilder::findGroupTile(Value cy) {
   Value groups = arg(kQParamNumGroups), rows = arg(kQParamRows);
   Value grouped = ir.cmp(arith::CmpIPredicate::sgt, groups, ir.i32(0));
   Value segments = ir.select(grouped, ir.add(groups, ir.i32(1)), ir.i32(1));
