@@ -209,7 +209,8 @@ private:
                                               ir.i32(j % 4));
   }
   Value smemLoad4(Value index);
-  void smemStore4(ArrayRef<Value> v, Value index);
+  /// Four floats at float `offset` past shared pointer `at`.
+  void smemStore4(ArrayRef<Value> v, Value at, int32_t offset);
   /// i1: `ptr` is a multiple of `bytes`.
   Value aligned(Value ptr, int64_t bytes);
   Value bytePtr(Value base, Value byteOffset);
@@ -405,12 +406,15 @@ Value QuantizeBuilder::smemLoad4(Value index) {
                               smemPtr(index), /*alignment=*/16);
 }
 
-void QuantizeBuilder::smemStore4(ArrayRef<Value> v, Value index) {
+void QuantizeBuilder::smemStore4(ArrayRef<Value> v, Value at, int32_t offset) {
   auto t = VectorType::get({4}, ir.f32T());
   Value vec = LLVM::UndefOp::create(b, t);
   for (int i = 0; i < 4; ++i)
     vec = LLVM::InsertElementOp::create(b, vec, v[i], ir.i32(i));
-  LLVM::StoreOp::create(b, vec, smemPtr(index), /*alignment=*/16);
+  Value ptr = offset == 0 ? at
+                          : LLVM::GEPOp::create(b, at.getType(), ir.f32T(), at,
+                                                ValueRange{ir.i32(offset)});
+  LLVM::StoreOp::create(b, vec, ptr, /*alignment=*/16);
 }
 
 Value QuantizeBuilder::aligned(Value ptr, int64_t bytes) {
@@ -507,62 +511,99 @@ Value QuantizeBuilder::stageVector(Value inPtr, Value inBase, Value row0,
   // bandwidth, H100); f32 two loads a chunk, four chunks a round;
   // swiglu_quantize (gate and up) two chunks a round, which keeps its SiLU
   // temporaries clear of spills under kQuantMaxRegisters.
+  //
+  // Every chunk of a thread has the same columns, cc = 8 (tid % 16), and
+  // rows 16 apart, r = tid / 16 + 16 i: its addresses are the thread's
+  // first ones plus i row steps, formed once (no 64-bit products per
+  // chunk), and its shared-memory cell is one of two bases plus a constant.
   const bool wide = sw || c.input == ElemType::F32;
   const int perRound = sw ? kChunksPerThread / 4
                        : wide ? kChunksPerThread / 2 : kChunksPerThread;
   const int64_t inBytes = c.input == ElemType::F32 && !sw ? 4 : 2;
+  static_assert(kRowsPerPass * 4 == 64 && kChunksPerThread == 8,
+                "chunks 0-3 of a thread lie in rows 0-63 of the tile, 4-7 "
+                "in rows 64-127 (the swizzled half)");
+  Value r0 = arith::ShRUIOp::create(b, tid, ir.i32(4));
+  Value cc = ir.mul(andI(tid, ir.i32(kChunksPerRow - 1)), ir.i32(kChunk));
+  Value colOk = lt(cc, tileCols);
+  // Chunk i is inside when 16 i < rowsLeft: a compare with a constant.
+  Value rowsLeft = ir.sub(tileRows, r0);
+  // Input elements (of its own element type) per matrix row, and where a
+  // row's element gc lies in it: swiglu_quantize reads (rows, 2 cols), its
+  // gate and up stacked (gc, cols + gc) or interleaved (2 gc, 2 gc + 1).
+  const bool interleaved = sw && sw->halves != SwigluHalves::Stacked;
+  Value inCols = sw ? ir.mul(shape.cols, ir.i64(2)) : shape.cols;
+  auto inElem = [&](Value gr, Value gc) {
+    Value at =
+        ir.add(ir.mul(gr, inCols), interleaved ? ir.mul(gc, ir.i64(2)) : gc);
+    return sw ? at : ir.add(inBase, at);
+  };
+  Value gRow0 = ir.toI64(ir.add(row0, r0));
+  Value gCol = ir.toI64(ir.add(col0, cc));
+  Value origin = bytePtr(
+      inPtr, ir.mul(inElem(ir.toI64(row0), ir.toI64(col0)), ir.i64(inBytes)));
+  Value first = bytePtr(inPtr, ir.mul(inElem(gRow0, gCol), ir.i64(inBytes)));
+  Value rowStep = ir.mul(inCols, ir.i64(kRowsPerPass * inBytes));
+  // The second 16 bytes of a chunk: the up half (stacked swiglu), else
+  // the next 16 bytes of the row.
+  Value second =
+      sw && !interleaved ? ir.mul(shape.cols, ir.i64(2)) : ir.i64(16);
+  // swiglu_quantize's bf16 y, (rows, cols), written where the chunk lies.
+  Value yFirst, yStep;
+  if (sw && sw->bf16Output) {
+    yFirst =
+        bytePtr(arg(kSQParamBf16Out),
+                ir.mul(ir.add(ir.mul(gRow0, shape.cols), gCol), ir.i64(2)));
+    yStep = ir.mul(shape.cols, ir.i64(kRowsPerPass * 2));
+  }
+  // Cells of chunk 0 and (rows 64.., flipped as cell() flips them) of
+  // chunk 4; chunk i is 16 (i % 4) rows past the one of its half.
+  Value cellAt[2] = {smemPtr(cell(r0, cc)),
+                     smemPtr(cell(ir.add(r0, ir.i32(64)), cc))};
   Value acc = ir.f32(0.0);
+  Value at = first, yAt = yFirst;
   for (int round = 0; round < kChunksPerThread / perRound; ++round) {
     Value raw[kChunksPerThread][2], valid[kChunksPerThread];
-    Value rIn[kChunksPerThread], cIn[kChunksPerThread];
-    Value gElem[kChunksPerThread];
+    Value yPtr[kChunksPerThread];
     for (int u = 0; u < perRound; ++u) {
       int i = round * perRound + u;
-      Value q = ir.add(ir.i32(i * kQuantThreads), tid);
-      Value r = rIn[u] = arith::ShRUIOp::create(b, q, ir.i32(4));
-      Value cc = cIn[u] = ir.mul(andI(q, ir.i32(kChunksPerRow - 1)),
-                                 ir.i32(kChunk));
-      valid[u] = andI(lt(r, tileRows), lt(cc, tileCols));
-      Value gr = ir.toI64(ir.add(row0, ir.select(valid[u], r, ir.i32(0))));
-      Value gc = ir.toI64(ir.add(col0, ir.select(valid[u], cc, ir.i32(0))));
-      gElem[u] = ir.add(ir.mul(gr, shape.cols), gc);
-      if (!sw) {
-        Value at = ir.mul(ir.add(inBase, gElem[u]), ir.i64(inBytes));
-        raw[u][0] = loadGlobal4(inPtr, at);
-        if (wide)
-          raw[u][1] = loadGlobal4(inPtr, ir.add(at, ir.i64(16)));
-        continue;
+      if (i > 0) {
+        at = bytePtr(at, rowStep);
+        if (yAt)
+          yAt = bytePtr(yAt, yStep);
       }
-      // (rows, 2 I) bf16: gate and up of 8 outputs.
-      Value rowBase = ir.mul(gr, ir.mul(shape.cols, ir.i64(2)));
-      if (sw->halves == SwigluHalves::Stacked) {
-        raw[u][0] = loadGlobal4(inPtr, ir.mul(ir.add(rowBase, gc), ir.i64(2)));
-        raw[u][1] = loadGlobal4(
-            inPtr, ir.mul(ir.add(rowBase, ir.add(gc, shape.cols)), ir.i64(2)));
-      } else {
-        Value at = ir.mul(ir.add(rowBase, ir.mul(gc, ir.i64(2))), ir.i64(2));
-        raw[u][0] = loadGlobal4(inPtr, at);
-        raw[u][1] = loadGlobal4(inPtr, ir.add(at, ir.i64(16)));
-      }
+      yPtr[u] = yAt;
+      valid[u] = andI(lt(ir.i32(i * kRowsPerPass), rowsLeft), colOk);
+      Value from = LLVM::SelectOp::create(b, valid[u], at, origin);
+      raw[u][0] = loadGlobal4(from, ir.i64(0));
+      if (wide)
+        raw[u][1] = loadGlobal4(from, second);
     }
     for (int u = 0; u < perRound; ++u) {
+      int i = round * perRound + u;
       Value x[kChunk];
       if (!sw && c.input == ElemType::F32) {
         for (int h = 0; h < 2; ++h)
           for (int w = 0; w < 4; ++w)
-            x[4 * h + w] = arith::BitcastOp::create(
-                b, ir.f32T(),
-                LLVM::ExtractElementOp::create(b, raw[u][h], ir.i32(w)));
+            x[4 * h + w] = ir.select(
+                valid[u],
+                arith::BitcastOp::create(
+                    b, ir.f32T(),
+                    LLVM::ExtractElementOp::create(b, raw[u][h], ir.i32(w))),
+                ir.f32(0.0));
       } else if (!sw) {
-        widenChunk(raw[u][0], 0, x);
+        // Zero words widen to +0.0 pairs: one select per two elements.
+        Value words =
+            ir.select(valid[u], raw[u][0],
+                      LLVM::ZeroOp::create(b, VectorType::get({4}, ir.i32T())));
+        widenChunk(words, 0, x);
       } else {
         Value in[2 * kChunk];
         widenChunk(raw[u][0], 0, in);
         widenChunk(raw[u][1], kChunk, in);
         for (int j = 0; j < kChunk; ++j) {
-          Value g = sw->halves == SwigluHalves::Stacked ? in[j] : in[2 * j];
-          Value up = sw->halves == SwigluHalves::Stacked ? in[kChunk + j]
-                                                          : in[2 * j + 1];
+          Value g = interleaved ? in[2 * j] : in[j];
+          Value up = interleaved ? in[2 * j + 1] : in[kChunk + j];
           x[j] = swiglu::emitForward(ir, g, up);
         }
         if (sw->bf16Output)
@@ -572,7 +613,8 @@ Value QuantizeBuilder::stageVector(Value inPtr, Value inBase, Value row0,
               Value lo = arith::ExtUIOp::create(
                   b, ir.i32T(),
                   arith::BitcastOp::create(
-                      b, ir.i16T(), arith::TruncFOp::create(b, ir.bf16T(), x[j])));
+                      b, ir.i16T(),
+                      arith::TruncFOp::create(b, ir.bf16T(), x[j])));
               Value hi = arith::ExtUIOp::create(
                   b, ir.i32T(),
                   arith::BitcastOp::create(
@@ -581,17 +623,17 @@ Value QuantizeBuilder::stageVector(Value inPtr, Value inBase, Value row0,
               words.push_back(arith::OrIOp::create(
                   b, lo, arith::ShLIOp::create(b, hi, ir.i32(16))));
             }
-            storeGlobalWords(words, arg(kSQParamBf16Out),
-                             ir.mul(gElem[u], ir.i64(2)));
+            storeGlobalWords(words, yPtr[u], ir.i64(0));
           });
+        for (int j = 0; j < kChunk; ++j)
+          x[j] = ir.select(valid[u], x[j], ir.f32(0.0));
       }
-      for (int j = 0; j < kChunk; ++j) {
-        x[j] = ir.select(valid[u], x[j], ir.f32(0.0));
+      for (int j = 0; j < kChunk; ++j)
         acc = maxF(acc, absF(x[j]));
-      }
-      Value at = cell(rIn[u], cIn[u]);
-      smemStore4({x[0], x[1], x[2], x[3]}, at);
-      smemStore4({x[4], x[5], x[6], x[7]}, ir.add(at, ir.i32(4)));
+      const int32_t rowsIn = (i % 4) * kRowsPerPass;
+      const int32_t at0 = rowsIn * int32_t(kQuantSmemStride);
+      smemStore4({x[0], x[1], x[2], x[3]}, cellAt[i / 4], at0);
+      smemStore4({x[4], x[5], x[6], x[7]}, cellAt[i / 4], at0 + 4);
     }
   }
   return acc;
