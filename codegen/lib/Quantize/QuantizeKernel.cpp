@@ -4,7 +4,9 @@
 //   1. find its tile: row tiles start at each token group's first row (the
 //      rows past the last group form one more segment), so the column-wise
 //      blocks restart at every group as LAYOUTS.md "Grouping" says; without
-//      groups there is one segment, all rows;
+//      groups there is one segment, all rows, found without a walk; with
+//      them warp 0 walks the group ends and shares the tile through shared
+//      memory;
 //   2. stage the tile in shared memory as f32 with 16-byte loads, all of a
 //      thread's loads in flight at once (element loads where the rows are
 //      not a multiple of 8 elements or the input is not 16-byte aligned);
@@ -20,7 +22,10 @@
 // Every store is a whole 8- or 16-byte vector where alignment allows; the
 // edges of the matrix fall back to byte stores.
 // Amaxes use max.NaN (arith.maximumf): a NaN anywhere in a block makes its
-// amax NaN, as the CPU quantizer's blockAmax does.
+// amax NaN, as the CPU quantizer's blockAmax does. Dividing recipes branch
+// on each block's amax: a finite one lets every division of the block skip
+// emitDivide's NaN select (the same bits; the general form keeps blocks
+// with an infinity or a NaN, and the rows past the last group).
 //
 // swiglu_quantize (SwigluABI.h) is this kernel with another step 2: each
 // staged cell is y = silu(gate) * up computed from the (M, 2I) input
@@ -47,6 +52,8 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::qgemm;
 using namespace mlir::qgemm::quant;
@@ -71,6 +78,11 @@ constexpr int kRowsPerPass = kQuantThreads / kChunksPerRow;
 /// factors (QuantizeABI.h kQuantSharedBytes).
 constexpr int kWarpSlots = int(kQuantTileRows * kQuantSmemStride);
 constexpr int kFactorSlots = kWarpSlots + kWarps;
+/// With token groups, the tile warp 0 found (10 words, 8-byte aligned for
+/// its i64 fields) lies in the factor slots until the staging barrier:
+/// every thread has read it by then, and the factors are written after it.
+constexpr int kTileSlots = kFactorSlots;
+static_assert(kTileSlots % 2 == 0, "the tile's i64 fields need 8 bytes");
 static_assert(kQuantTileRows == 128 && kQuantTileCols == 128 &&
                   kQuantThreads == 256,
               "the thread maps below are written for 128 x 128 tiles of 256 "
@@ -158,7 +170,14 @@ private:
   /// Max over the warp's lanes (butterfly: every lane gets it), NaN-sticky.
   Value warpMax(Value v) { return xorMax(v, {16, 8, 4, 2, 1}); }
 
+  /// The tile of CTA row `cy`: findSegmentTile without token groups (a
+  /// uniform branch), findGroupTile with them.
   Tile findTile(Value cy);
+  Tile findSegmentTile(Value cy);
+  Tile findGroupTile(Value cy);
+  /// The tile warp 0 found, through shared memory (kTileSlots).
+  void storeTile(const Tile &t);
+  Tile loadTile();
   /// Input element `index` (i64) as f32: bf16 widened exactly (bits << 16).
   Value loadInput(Value base, Value index);
   /// swiglu_quantize: y at (gr, gc) (i64) from the (rows, 2 cols) input.
@@ -177,8 +196,8 @@ private:
   BlockQuantIR colBlockQuant(const Tile &t, Value amax);
   void colPass(Value tileQuantAmax, const Tile &t, Value row0, Value col0,
                Value tileRows, Value tileCols);
-  void rowPass(Value tileQuantAmax, Value row0, Value col0, Value tileRows,
-               Value tileCols);
+  void rowPass(Value tileQuantAmax, Value tail, Value row0, Value col0,
+               Value tileRows, Value tileCols);
   void storeScale(const BlockQuantIR &q, unsigned param, ScaleAddress a) {
     Value idx = ir.add(ir.mul(z64, a.matrixSize), a.offset);
     ir.store(q.stored, arg(param), idx);
@@ -205,7 +224,8 @@ private:
                                               ir.i32(j % 4));
   }
   Value smemLoad4(Value index);
-  void smemStore4(ArrayRef<Value> v, Value index);
+  /// Four floats at float `offset` past shared pointer `at`.
+  void smemStore4(ArrayRef<Value> v, Value at, int32_t offset);
   /// i1: `ptr` is a multiple of `bytes`.
   Value aligned(Value ptr, int64_t bytes);
   Value bytePtr(Value base, Value byteOffset);
@@ -219,8 +239,16 @@ private:
   /// x (8 or 16 values) through their blocks to FP8 bytes at byte
   /// `byteOffset` of `base`: one vector store when `wholeChunk`, else the
   /// bytes below `limit` one by one.
+  /// `finite` (i1, or null): every block of the chunk has a finite amax
+  /// (finiteAmax), which lets dividing recipes skip their NaN selects.
   void quantizeChunk(ArrayRef<Value> x, ArrayRef<BlockQuantIR> q, Value base,
-                     Value byteOffset, Value wholeChunk, Value limit);
+                     Value byteOffset, Value wholeChunk, Value limit,
+                     Value finite = Value());
+  /// i1: amax (>= 0 or NaN; or a deepseek factor, > 0 or NaN) is finite.
+  Value finiteAmax(Value amax) {
+    return arith::CmpFOp::create(b, arith::CmpFPredicate::OLT, amax,
+                                 ir.f32(INFINITY));
+  }
 
   ImplicitLocOpBuilder &b;
   KernelIR ir;
@@ -237,6 +265,98 @@ private:
 };
 
 Tile QuantizeBuilder::findTile(Value cy) {
+  // Without groups the walk over group ends below is one trip of
+  // arithmetic on constants (some 150-250 instructions a thread, several
+  // per element of the tile); the one segment's tile is cy. With groups,
+  // warp 0 walks them and leaves the tile in shared memory for the other
+  // seven warps: one walk per CTA, not eight.
+  Value grouped =
+      ir.cmp(arith::CmpIPredicate::sgt, arg(kQParamNumGroups), ir.i32(0));
+  when(grouped, [&] {
+    when(ir.cmp(arith::CmpIPredicate::eq, warp, ir.i32(0)), [&] {
+      Tile t = findGroupTile(cy);
+      when(ir.cmp(arith::CmpIPredicate::eq, lane, ir.i32(0)),
+           [&] { storeTile(t); });
+    });
+    HopperIR(ir).syncThreads();
+  });
+  auto fields = [](const Tile &t) {
+    return SmallVector<Value>{t.found,      t.first, t.end,        t.tileIn,
+                              t.blockStart, t.tail,  t.tokenBlocks};
+  };
+  Type i1T = b.getI1Type();
+  auto op = scf::IfOp::create(b,
+                              TypeRange{i1T, ir.i32T(), ir.i32T(), ir.i32T(),
+                                        ir.i64T(), i1T, ir.i64T()},
+                              grouped, /*withElse=*/true);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&op.getThenRegion().front());
+    scf::YieldOp::create(b, fields(loadTile()));
+    b.setInsertionPointToStart(&op.getElseRegion().front());
+    scf::YieldOp::create(b, fields(findSegmentTile(cy)));
+  }
+  Tile t;
+  t.found = op.getResult(0);
+  t.first = op.getResult(1);
+  t.end = op.getResult(2);
+  t.tileIn = op.getResult(3);
+  t.blockStart = op.getResult(4);
+  t.tail = op.getResult(5);
+  t.tokenBlocks = op.getResult(6);
+  return t;
+}
+
+void QuantizeBuilder::storeTile(const Tile &t) {
+  auto word = [&](Value v, int slot) {
+    if (v.getType().isInteger(1))
+      v = arith::ExtUIOp::create(b, ir.i32T(), v);
+    LLVM::StoreOp::create(b, v, smemPtr(ir.i32(kTileSlots + slot)));
+  };
+  word(t.found, 0);
+  word(t.first, 1);
+  word(t.end, 2);
+  word(t.tileIn, 3);
+  word(t.blockStart, 4);
+  word(t.tail, 6);
+  word(t.tokenBlocks, 8);
+}
+
+Tile QuantizeBuilder::loadTile() {
+  auto word = [&](Type type, int slot) -> Value {
+    return LLVM::LoadOp::create(b, type, smemPtr(ir.i32(kTileSlots + slot)));
+  };
+  auto flag = [&](int slot) {
+    return ir.cmp(arith::CmpIPredicate::ne, word(ir.i32T(), slot), ir.i32(0));
+  };
+  Tile t;
+  t.found = flag(0);
+  t.first = word(ir.i32T(), 1);
+  t.end = word(ir.i32T(), 2);
+  t.tileIn = word(ir.i32T(), 3);
+  t.blockStart = word(ir.i64T(), 4);
+  t.tail = flag(6);
+  t.tokenBlocks = word(ir.i64T(), 8);
+  return t;
+}
+
+Tile QuantizeBuilder::findSegmentTile(Value cy) {
+  // All rows are one segment with scale blocks: what findGroupTile's first
+  // trip finds when there are no groups.
+  Value rows = arg(kQParamRows);
+  const int64_t colBlock = c.columnwise ? c.columnwise->blockRows : 128;
+  Tile t;
+  t.found = lt(cy, ir.ceilDiv(rows, kQuantTileRows));
+  t.first = ir.i32(0);
+  t.end = rows;
+  t.tileIn = cy;
+  t.blockStart = ir.i64(0);
+  t.tail = arith::ConstantIntOp::create(b, 0, 1);
+  t.tokenBlocks = ir.ceilDiv(ir.toI64(rows), colBlock);
+  return t;
+}
+
+Tile QuantizeBuilder::findGroupTile(Value cy) {
   Value groups = arg(kQParamNumGroups), rows = arg(kQParamRows);
   Value grouped = ir.cmp(arith::CmpIPredicate::sgt, groups, ir.i32(0));
   Value segments = ir.select(grouped, ir.add(groups, ir.i32(1)), ir.i32(1));
@@ -352,12 +472,15 @@ Value QuantizeBuilder::smemLoad4(Value index) {
                               smemPtr(index), /*alignment=*/16);
 }
 
-void QuantizeBuilder::smemStore4(ArrayRef<Value> v, Value index) {
+void QuantizeBuilder::smemStore4(ArrayRef<Value> v, Value at, int32_t offset) {
   auto t = VectorType::get({4}, ir.f32T());
   Value vec = LLVM::UndefOp::create(b, t);
   for (int i = 0; i < 4; ++i)
     vec = LLVM::InsertElementOp::create(b, vec, v[i], ir.i32(i));
-  LLVM::StoreOp::create(b, vec, smemPtr(index), /*alignment=*/16);
+  Value ptr = offset == 0 ? at
+                          : LLVM::GEPOp::create(b, at.getType(), ir.f32T(), at,
+                                                ValueRange{ir.i32(offset)});
+  LLVM::StoreOp::create(b, vec, ptr, /*alignment=*/16);
 }
 
 Value QuantizeBuilder::aligned(Value ptr, int64_t bytes) {
@@ -396,12 +519,35 @@ Value QuantizeBuilder::xorMax(Value v, ArrayRef<int> offsets) {
 
 void QuantizeBuilder::quantizeChunk(ArrayRef<Value> x, ArrayRef<BlockQuantIR> q,
                                     Value base, Value byteOffset,
-                                    Value wholeChunk, Value limit) {
+                                    Value wholeChunk, Value limit,
+                                    Value finite) {
   const int64_t n = int64_t(x.size());
+  auto quantize = [&](bool finiteQuotients) {
+    SmallVector<Value> pairs;
+    for (int64_t j = 0; j < n; j += 2) {
+      BlockQuantIR q0 = q[j], q1 = q[j + 1];
+      q0.finiteQuotients = q1.finiteQuotients = finiteQuotients;
+      pairs.push_back(emitQuantizePacked(ir, x[j], q0, x[j + 1], q1, c.output));
+    }
+    return pairs;
+  };
   SmallVector<Value> pairs;
-  for (int64_t j = 0; j < n; j += 2)
-    pairs.push_back(emitQuantizePacked(ir, x[j], q[j], x[j + 1], q[j + 1],
-                                       c.output));
+  if (finite && q[0].reciprocal) {
+    // Both sides give the same bits, the first without the NaN select of
+    // every division; a warp runs both only where one of its blocks holds
+    // an infinity or a NaN.
+    auto op = scf::IfOp::create(b, SmallVector<Type>(n / 2, ir.i16T()), finite,
+                                /*withElse=*/true);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&op.getThenRegion().front());
+    scf::YieldOp::create(b, quantize(true));
+    b.setInsertionPointToStart(&op.getElseRegion().front());
+    scf::YieldOp::create(b, quantize(false));
+    b.setInsertionPointAfter(op);
+    pairs.assign(op.getResults().begin(), op.getResults().end());
+  } else {
+    pairs = quantize(false);
+  }
   ifThenElse(
       wholeChunk,
       [&] {
@@ -454,62 +600,99 @@ Value QuantizeBuilder::stageVector(Value inPtr, Value inBase, Value row0,
   // bandwidth, H100); f32 two loads a chunk, four chunks a round;
   // swiglu_quantize (gate and up) two chunks a round, which keeps its SiLU
   // temporaries clear of spills under kQuantMaxRegisters.
+  //
+  // Every chunk of a thread has the same columns, cc = 8 (tid % 16), and
+  // rows 16 apart, r = tid / 16 + 16 i: its addresses are the thread's
+  // first ones plus i row steps, formed once (no 64-bit products per
+  // chunk), and its shared-memory cell is one of two bases plus a constant.
   const bool wide = sw || c.input == ElemType::F32;
   const int perRound = sw ? kChunksPerThread / 4
                        : wide ? kChunksPerThread / 2 : kChunksPerThread;
   const int64_t inBytes = c.input == ElemType::F32 && !sw ? 4 : 2;
+  static_assert(kRowsPerPass * 4 == 64 && kChunksPerThread == 8,
+                "chunks 0-3 of a thread lie in rows 0-63 of the tile, 4-7 "
+                "in rows 64-127 (the swizzled half)");
+  Value r0 = arith::ShRUIOp::create(b, tid, ir.i32(4));
+  Value cc = ir.mul(andI(tid, ir.i32(kChunksPerRow - 1)), ir.i32(kChunk));
+  Value colOk = lt(cc, tileCols);
+  // Chunk i is inside when 16 i < rowsLeft: a compare with a constant.
+  Value rowsLeft = ir.sub(tileRows, r0);
+  // Input elements (of its own element type) per matrix row, and where a
+  // row's element gc lies in it: swiglu_quantize reads (rows, 2 cols), its
+  // gate and up stacked (gc, cols + gc) or interleaved (2 gc, 2 gc + 1).
+  const bool interleaved = sw && sw->halves != SwigluHalves::Stacked;
+  Value inCols = sw ? ir.mul(shape.cols, ir.i64(2)) : shape.cols;
+  auto inElem = [&](Value gr, Value gc) {
+    Value at =
+        ir.add(ir.mul(gr, inCols), interleaved ? ir.mul(gc, ir.i64(2)) : gc);
+    return sw ? at : ir.add(inBase, at);
+  };
+  Value gRow0 = ir.toI64(ir.add(row0, r0));
+  Value gCol = ir.toI64(ir.add(col0, cc));
+  Value origin = bytePtr(
+      inPtr, ir.mul(inElem(ir.toI64(row0), ir.toI64(col0)), ir.i64(inBytes)));
+  Value first = bytePtr(inPtr, ir.mul(inElem(gRow0, gCol), ir.i64(inBytes)));
+  Value rowStep = ir.mul(inCols, ir.i64(kRowsPerPass * inBytes));
+  // The second 16 bytes of a chunk: the up half (stacked swiglu), else
+  // the next 16 bytes of the row.
+  Value second =
+      sw && !interleaved ? ir.mul(shape.cols, ir.i64(2)) : ir.i64(16);
+  // swiglu_quantize's bf16 y, (rows, cols), written where the chunk lies.
+  Value yFirst, yStep;
+  if (sw && sw->bf16Output) {
+    yFirst =
+        bytePtr(arg(kSQParamBf16Out),
+                ir.mul(ir.add(ir.mul(gRow0, shape.cols), gCol), ir.i64(2)));
+    yStep = ir.mul(shape.cols, ir.i64(kRowsPerPass * 2));
+  }
+  // Cells of chunk 0 and (rows 64.., flipped as cell() flips them) of
+  // chunk 4; chunk i is 16 (i % 4) rows past the one of its half.
+  Value cellAt[2] = {smemPtr(cell(r0, cc)),
+                     smemPtr(cell(ir.add(r0, ir.i32(64)), cc))};
   Value acc = ir.f32(0.0);
+  Value at = first, yAt = yFirst;
   for (int round = 0; round < kChunksPerThread / perRound; ++round) {
     Value raw[kChunksPerThread][2], valid[kChunksPerThread];
-    Value rIn[kChunksPerThread], cIn[kChunksPerThread];
-    Value gElem[kChunksPerThread];
+    Value yPtr[kChunksPerThread];
     for (int u = 0; u < perRound; ++u) {
       int i = round * perRound + u;
-      Value q = ir.add(ir.i32(i * kQuantThreads), tid);
-      Value r = rIn[u] = arith::ShRUIOp::create(b, q, ir.i32(4));
-      Value cc = cIn[u] = ir.mul(andI(q, ir.i32(kChunksPerRow - 1)),
-                                 ir.i32(kChunk));
-      valid[u] = andI(lt(r, tileRows), lt(cc, tileCols));
-      Value gr = ir.toI64(ir.add(row0, ir.select(valid[u], r, ir.i32(0))));
-      Value gc = ir.toI64(ir.add(col0, ir.select(valid[u], cc, ir.i32(0))));
-      gElem[u] = ir.add(ir.mul(gr, shape.cols), gc);
-      if (!sw) {
-        Value at = ir.mul(ir.add(inBase, gElem[u]), ir.i64(inBytes));
-        raw[u][0] = loadGlobal4(inPtr, at);
-        if (wide)
-          raw[u][1] = loadGlobal4(inPtr, ir.add(at, ir.i64(16)));
-        continue;
+      if (i > 0) {
+        at = bytePtr(at, rowStep);
+        if (yAt)
+          yAt = bytePtr(yAt, yStep);
       }
-      // (rows, 2 I) bf16: gate and up of 8 outputs.
-      Value rowBase = ir.mul(gr, ir.mul(shape.cols, ir.i64(2)));
-      if (sw->halves == SwigluHalves::Stacked) {
-        raw[u][0] = loadGlobal4(inPtr, ir.mul(ir.add(rowBase, gc), ir.i64(2)));
-        raw[u][1] = loadGlobal4(
-            inPtr, ir.mul(ir.add(rowBase, ir.add(gc, shape.cols)), ir.i64(2)));
-      } else {
-        Value at = ir.mul(ir.add(rowBase, ir.mul(gc, ir.i64(2))), ir.i64(2));
-        raw[u][0] = loadGlobal4(inPtr, at);
-        raw[u][1] = loadGlobal4(inPtr, ir.add(at, ir.i64(16)));
-      }
+      yPtr[u] = yAt;
+      valid[u] = andI(lt(ir.i32(i * kRowsPerPass), rowsLeft), colOk);
+      Value from = LLVM::SelectOp::create(b, valid[u], at, origin);
+      raw[u][0] = loadGlobal4(from, ir.i64(0));
+      if (wide)
+        raw[u][1] = loadGlobal4(from, second);
     }
     for (int u = 0; u < perRound; ++u) {
+      int i = round * perRound + u;
       Value x[kChunk];
       if (!sw && c.input == ElemType::F32) {
         for (int h = 0; h < 2; ++h)
           for (int w = 0; w < 4; ++w)
-            x[4 * h + w] = arith::BitcastOp::create(
-                b, ir.f32T(),
-                LLVM::ExtractElementOp::create(b, raw[u][h], ir.i32(w)));
+            x[4 * h + w] = ir.select(
+                valid[u],
+                arith::BitcastOp::create(
+                    b, ir.f32T(),
+                    LLVM::ExtractElementOp::create(b, raw[u][h], ir.i32(w))),
+                ir.f32(0.0));
       } else if (!sw) {
-        widenChunk(raw[u][0], 0, x);
+        // Zero words widen to +0.0 pairs: one select per two elements.
+        Value words =
+            ir.select(valid[u], raw[u][0],
+                      LLVM::ZeroOp::create(b, VectorType::get({4}, ir.i32T())));
+        widenChunk(words, 0, x);
       } else {
         Value in[2 * kChunk];
         widenChunk(raw[u][0], 0, in);
         widenChunk(raw[u][1], kChunk, in);
         for (int j = 0; j < kChunk; ++j) {
-          Value g = sw->halves == SwigluHalves::Stacked ? in[j] : in[2 * j];
-          Value up = sw->halves == SwigluHalves::Stacked ? in[kChunk + j]
-                                                          : in[2 * j + 1];
+          Value g = interleaved ? in[2 * j] : in[j];
+          Value up = interleaved ? in[2 * j + 1] : in[kChunk + j];
           x[j] = swiglu::emitForward(ir, g, up);
         }
         if (sw->bf16Output)
@@ -519,7 +702,8 @@ Value QuantizeBuilder::stageVector(Value inPtr, Value inBase, Value row0,
               Value lo = arith::ExtUIOp::create(
                   b, ir.i32T(),
                   arith::BitcastOp::create(
-                      b, ir.i16T(), arith::TruncFOp::create(b, ir.bf16T(), x[j])));
+                      b, ir.i16T(),
+                      arith::TruncFOp::create(b, ir.bf16T(), x[j])));
               Value hi = arith::ExtUIOp::create(
                   b, ir.i32T(),
                   arith::BitcastOp::create(
@@ -528,17 +712,17 @@ Value QuantizeBuilder::stageVector(Value inPtr, Value inBase, Value row0,
               words.push_back(arith::OrIOp::create(
                   b, lo, arith::ShLIOp::create(b, hi, ir.i32(16))));
             }
-            storeGlobalWords(words, arg(kSQParamBf16Out),
-                             ir.mul(gElem[u], ir.i64(2)));
+            storeGlobalWords(words, yPtr[u], ir.i64(0));
           });
+        for (int j = 0; j < kChunk; ++j)
+          x[j] = ir.select(valid[u], x[j], ir.f32(0.0));
       }
-      for (int j = 0; j < kChunk; ++j) {
-        x[j] = ir.select(valid[u], x[j], ir.f32(0.0));
+      for (int j = 0; j < kChunk; ++j)
         acc = maxF(acc, absF(x[j]));
-      }
-      Value at = cell(rIn[u], cIn[u]);
-      smemStore4({x[0], x[1], x[2], x[3]}, at);
-      smemStore4({x[4], x[5], x[6], x[7]}, ir.add(at, ir.i32(4)));
+      const int32_t rowsIn = (i % 4) * kRowsPerPass;
+      const int32_t at0 = rowsIn * int32_t(kQuantSmemStride);
+      smemStore4({x[0], x[1], x[2], x[3]}, cellAt[i / 4], at0);
+      smemStore4({x[4], x[5], x[6], x[7]}, cellAt[i / 4], at0 + 4);
     }
   }
   return acc;
@@ -655,9 +839,11 @@ void QuantizeBuilder::colPass(Value tileQuantAmax, const Tile &t, Value row0,
   // The column's blocks this thread touches: one ([128,1] and [128,128],
   // shared by both halves) or two 32-row blocks ([32,1]).
   BlockQuantIR q[2];
+  Value amax[2];
   if (cs.blockCols == 128) {
     // [128,128] of the transposed matrix; no groups (the launch refuses
     // them), so the tile is the 128-row block row0 / 128.
+    amax[0] = amax[1] = tileQuantAmax;
     q[0] = q[1] = emitBlockQuant(ir, tileQuantAmax, c);
     when(ir.cmp(arith::CmpIPredicate::eq, tid, ir.i32(0)), [&] {
       storeScale(q[0], kQParamColScales,
@@ -671,7 +857,8 @@ void QuantizeBuilder::colPass(Value tileQuantAmax, const Tile &t, Value row0,
       m[j / 32] = maxF(m[j / 32],
                        absF(smemLoad(cell(ir.add(rowBase, ir.i32(j)), col))));
     if (cs.blockRows == 128) {
-      q[0] = q[1] = colBlockQuant(t, xorMax(maxF(m[0], m[1]), {16}));
+      amax[0] = amax[1] = xorMax(maxF(m[0], m[1]), {16});
+      q[0] = q[1] = colBlockQuant(t, amax[0]);
       when(andI(andI(colIn, notTail),
                 ir.cmp(arith::CmpIPredicate::eq, half, ir.i32(0))),
            [&] {
@@ -680,6 +867,7 @@ void QuantizeBuilder::colPass(Value tileQuantAmax, const Tile &t, Value row0,
            });
     } else { // 32 x 1: blocks 2 half and 2 half + 1 of the tile
       for (int k = 0; k < 2; ++k) {
+        amax[k] = m[k];
         q[k] = colBlockQuant(t, m[k]);
         Value blk = ir.add(ir.mul(half, ir.i32(2)), ir.i32(k));
         when(andI(andI(colIn, notTail),
@@ -720,12 +908,15 @@ void QuantizeBuilder::colPass(Value tileQuantAmax, const Tile &t, Value row0,
   // A loop, not unrolled: one run's 16 values and divisions live at a time
   // (unrolled, the runs overlapped past kQuantMaxRegisters and spilled).
   BlockQuantIR upper = q[1];
+  Value finite[2] = {finiteAmax(amax[0]), finiteAmax(amax[1])};
   forEach(4, [&](Value run) {
     Value first = ir.add(rowBase, ir.mul(run, ir.i32(16)));
     // Runs 2 and 3 are the second 32-row block ([32,1]).
     BlockQuantIR runQ = q[0];
+    Value runFinite = finite[0];
     if (cs.blockRows == 32) {
       Value second = ir.cmp(arith::CmpIPredicate::uge, run, ir.i32(2));
+      runFinite = ir.select(second, finite[1], finite[0]);
       runQ.factor = ir.select(second, upper.factor, q[0].factor);
       if (runQ.reciprocal)
         runQ.reciprocal =
@@ -743,13 +934,13 @@ void QuantizeBuilder::colPass(Value tileQuantAmax, const Tile &t, Value row0,
     when(andI(colIn, lt(ir.i32(0), left)), [&] {
       quantizeChunk(x, qs, arg(kQParamColData),
                     ir.add(lineStart, ir.toI64(ir.sub(first, rowBase))), whole,
-                    left);
+                    left, runFinite);
     });
   });
 }
 
-void QuantizeBuilder::rowPass(Value tileQuantAmax, Value row0, Value col0,
-                              Value tileRows, Value tileCols) {
+void QuantizeBuilder::rowPass(Value tileQuantAmax, Value tail, Value row0,
+                              Value col0, Value tileRows, Value tileCols) {
   // Thread t takes chunk t % 16 (8 columns) of rows t / 16 + 16 i: a
   // half-warp holds a row, its lanes' 8 bytes contiguous in the output.
   // The row-wise output with the row's blocks (shuffles within 16 lanes
@@ -768,8 +959,10 @@ void QuantizeBuilder::rowPass(Value tileQuantAmax, Value row0, Value col0,
   Value whole = andI(rowVec, ir.cmp(arith::CmpIPredicate::sge, limit,
                                     ir.i32(kChunk)));
   BlockQuantIR tileQ;
+  Value tileFinite;
   if (rs && rs->blockRows == 128) {
     tileQ = emitBlockQuant(ir, tileQuantAmax, c);
+    tileFinite = finiteAmax(tileQuantAmax);
     // Groups never reach a [128,128] row-wise output (the launch refuses
     // it), so the tile is the 128-row block row0 / 128.
     when(ir.cmp(arith::CmpIPredicate::eq, tid, ir.i32(0)), [&] {
@@ -783,12 +976,22 @@ void QuantizeBuilder::rowPass(Value tileQuantAmax, Value row0, Value col0,
   // (and reciprocals).
   BlockQuantIR colForm;
   Value colFactors[kChunk], colRecips[kChunk];
+  // [128,1] dividing recipes: the thread's 8 columns all have finite
+  // amaxes. A stored factor is infinite or NaN exactly where its amax is,
+  // except in the rows past the last group (factor 1 for any amax), which
+  // take the general form.
+  Value colFinite;
   if (cs) {
     colForm = emitBlockQuant(ir, ir.f32(1.0), c);
     if (cs->blockRows == 128) {
       smemLoad8(factorSlot(ir.i32(0), colFirst), colFactors);
-      if (colForm.reciprocal)
+      if (colForm.reciprocal) {
         smemLoad8(reciprocalSlot(ir.i32(0), colFirst), colRecips);
+        colFinite = arith::XOrIOp::create(
+            b, tail, arith::ConstantIntOp::create(b, 1, 1));
+        for (int j = 0; j < kChunk; ++j)
+          colFinite = andI(colFinite, finiteAmax(colFactors[j]));
+      }
     }
   }
   Value base = ir.mul(z64, tensorElems);
@@ -806,8 +1009,10 @@ void QuantizeBuilder::rowPass(Value tileQuantAmax, Value row0, Value col0,
                                        ir.toI64(ir.add(col0, colFirst))));
     if (rs) {
       BlockQuantIR q;
+      Value finite;
       if (rs->blockRows == 128) {
         q = tileQ;
+        finite = tileFinite;
       } else {
         Value m = absF(x[0]);
         for (int j = 1; j < kChunk; ++j)
@@ -815,6 +1020,7 @@ void QuantizeBuilder::rowPass(Value tileQuantAmax, Value row0, Value col0,
         // [1,128]: the row's 16 lanes; [1,32]: the block's 4.
         m = rs->blockCols == 128 ? xorMax(m, {8, 4, 2, 1}) : xorMax(m, {2, 1});
         q = emitBlockQuant(ir, m, c);
+        finite = finiteAmax(m);
         const int64_t lanesPerBlock = rs->blockCols / kChunk;
         Value leader = ir.cmp(arith::CmpIPredicate::eq,
                               andI(chunk, ir.i32(lanesPerBlock - 1)),
@@ -831,7 +1037,7 @@ void QuantizeBuilder::rowPass(Value tileQuantAmax, Value row0, Value col0,
       for (int j = 0; j < kChunk; ++j)
         qs[j] = q;
       when(andI(rowIn, colsIn), [&] {
-        quantizeChunk(x, qs, arg(kQParamRowData), lineAt, whole, limit);
+        quantizeChunk(x, qs, arg(kQParamRowData), lineAt, whole, limit, finite);
       });
     }
     if (cs) {
@@ -853,7 +1059,8 @@ void QuantizeBuilder::rowPass(Value tileQuantAmax, Value row0, Value col0,
           qs[j].reciprocal = y[j];
       }
       when(andI(rowIn, colsIn), [&] {
-        quantizeChunk(x, qs, arg(kQParamColData), lineAt, whole, limit);
+        quantizeChunk(x, qs, arg(kQParamColData), lineAt, whole, limit,
+                      colFinite);
       });
     }
   });
@@ -924,7 +1131,7 @@ void QuantizeBuilder::build() {
       if (!colDataTransposed(*c.columnwise))
         HopperIR(ir).syncThreads();
     }
-    rowPass(amax, row0, col0, tileRows, tileCols);
+    rowPass(amax, t.tail, row0, col0, tileRows, tileCols);
   });
 }
 

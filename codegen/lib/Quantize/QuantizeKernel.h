@@ -36,6 +36,11 @@ struct BlockQuantIR {
   /// div.rn at a third of its cost; a factor replaced by a select needs its
   /// reciprocal replaced alike.
   Value reciprocal;
+  /// With `reciprocal`: the caller has made sure that the block's amax is
+  /// finite, so the factor, its reciprocal, every element divided by it
+  /// (|x| <= amax) and every intermediate of emitDivide are finite: the
+  /// division then needs no NaN select.
+  bool finiteQuotients = false;
 };
 
 /// amax (f32, >= 0 or NaN) -> the recipe's scale and factor.

@@ -195,6 +195,10 @@ Value quant::emitDivide(KernelIR &ir, Value x, const BlockQuantIR &q) {
   Value negR = LLVM::FMAOp::create(b, q0, s, arith::NegFOp::create(b, x));
   Value q1 =
       LLVM::FMAOp::create(b, arith::NegFOp::create(b, negR), y, q0);
+  // With x, s and y all finite (finiteQuotients) no intermediate is NaN:
+  // q1 is the quotient.
+  if (q.finiteQuotients)
+    return q1;
   Value q1NaN = arith::CmpFOp::create(b, arith::CmpFPredicate::UNO, q1, q1);
   return ir.select(q1NaN, q0, q1);
 }
