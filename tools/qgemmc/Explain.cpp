@@ -37,8 +37,9 @@ std::string dispatchStagesOf(const qgemm::Spec &s) {
     const char *what = "";
     switch (st) {
     case DispatchStage::Route:
-      what = "route (grid cd(G, 4) x 128 threads, a warp per expert: ranks "
-             "in token order, counts, routing errors)";
+      what = "route (grid cd(G x w, 32) x 1024 threads, w = 1..32 warps "
+             "per expert (by T) over token chunks: ranks in token order, "
+             "counts, routing errors)";
       break;
     case DispatchStage::Offsets:
       what = "offsets (1 x 32 threads: padded cumulative ends, error word)";

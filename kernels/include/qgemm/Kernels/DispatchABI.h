@@ -47,7 +47,8 @@ enum DispatchParam : unsigned {
 
 /// What a stage does (and how it is launched).
 enum class DispatchStage {
-  Route,    ///< one warp per expert: ranks in token order, counts, errors
+  Route,    ///< one CTA per expert, its warps over token chunks: ranks in
+            ///< token order, counts, errors
   Offsets,  ///< one warp: padded cumulative ends, error word
   Scatter,  ///< one CTA per token: rows, scales, probs, row_map
   Fill,     ///< a lane per row: row_group; padding rows zeroed by warps
@@ -57,7 +58,21 @@ enum class DispatchStage {
 };
 
 constexpr int kDispatchThreads = 128;
-constexpr int kRouteWarpsPerCta = kDispatchThreads / 32;
+/// Route's CTA: 32 warps, 2^j of them per expert, each walking a contiguous
+/// chunk of the tokens; j is the least (at most 5) that leaves each warp at
+/// most kRouteStepsPerWarp steps of 32 tokens, so a CTA serves 32 / 2^j
+/// experts. The kernel computes the same j from T.
+constexpr int kRouteWarps = 32;
+constexpr int kRouteThreads = kRouteWarps * 32;
+constexpr int kRouteStepsPerWarp = 4;
+inline int64_t routeWarpsPerExpert(int64_t tokens) {
+  const int64_t q =
+      (tokens + 32 * kRouteStepsPerWarp - 1) / (32 * kRouteStepsPerWarp);
+  int64_t w = 1;
+  while (w < q && w < kRouteWarps)
+    w *= 2;
+  return w;
+}
 
 /// The entry point of stage `s` of the kernel named `kernel`.
 inline std::string dispatchEntryName(const std::string &kernel,
@@ -86,7 +101,8 @@ inline int64_t dispatchGrid(DispatchStage s, int64_t tokens, int64_t experts,
                             int64_t rows) {
   switch (s) {
   case DispatchStage::Route:
-    return (experts + kRouteWarpsPerCta - 1) / kRouteWarpsPerCta;
+    return (experts * routeWarpsPerExpert(tokens) + kRouteWarps - 1) /
+           kRouteWarps;
   case DispatchStage::Offsets:
     return 1;
   case DispatchStage::Scatter:
@@ -103,6 +119,8 @@ inline int64_t dispatchGrid(DispatchStage s, int64_t tokens, int64_t experts,
 
 /// Threads of a stage's CTA.
 inline int dispatchThreads(DispatchStage s) {
+  if (s == DispatchStage::Route)
+    return kRouteThreads;
   return s == DispatchStage::Offsets ? 32 : kDispatchThreads;
 }
 
