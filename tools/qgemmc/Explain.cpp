@@ -51,12 +51,13 @@ std::string dispatchStagesOf(const qgemm::Spec &s) {
                "shuffles, the quantize kernel's recipe), its FP8 data, "
                "scales and probability to its copies' rows)";
       else
-        what = "scatter (grid T x 128: each token's row, scales and "
-               "probability to its copies' rows)";
+        what = "scatter (grid T x 128: each token's row, scales, "
+               "probability and group to its copies' rows)";
       break;
     case DispatchStage::Fill:
-      what = "fill (grid cd(R, 128) x 128, a lane per row: row_group; "
-             "padding rows zeroed by their warp)";
+      what = "fill (grid G x cd(alignment - 1, 128) + cd(R, 128) x 128: "
+             "the padding rows inside each group, then those past the last "
+             "group: zeros, row_group -1)";
       break;
     case DispatchStage::Combine:
       what = "combine (grid T x 128: the sum of a token's copies, fixed "

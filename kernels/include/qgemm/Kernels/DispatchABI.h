@@ -50,8 +50,9 @@ enum class DispatchStage {
   Route,    ///< one CTA per expert, its warps over token chunks: ranks in
             ///< token order, counts, errors
   Offsets,  ///< one warp: padded cumulative ends, error word
-  Scatter,  ///< one CTA per token: rows, scales, probs, row_map
-  Fill,     ///< a lane per row: row_group; padding rows zeroed by warps
+  Scatter,  ///< one CTA per token: rows, scales, probs, row_group, row_map
+  Fill,     ///< padding rows (inside groups, then past the last): zeros,
+            ///< row_group -1, probability 0
   Combine,  ///< one CTA per token: sum of its copies (weighted)
   Spread,   ///< one CTA per token: copies of the output gradient, dots
   ZeroRows, ///< one CTA per row: rows with row_group -1 zeroed
@@ -96,9 +97,16 @@ inline std::vector<DispatchStage> unpermuteStages(const UnpermuteContract &c) {
   return {DispatchStage::Combine};
 }
 
-/// Grid (x) of a stage for T tokens, G experts, R rows; 0 = launch nothing.
-inline int64_t dispatchGrid(DispatchStage s, int64_t tokens, int64_t experts,
-                            int64_t rows) {
+/// Fill's CTAs per group for the padding inside it (at most alignment - 1
+/// rows, 128 a CTA); its other CTAs take the rows past the last group.
+inline int64_t fillChunksPerGroup(int64_t alignment) {
+  return (alignment - 1 + kDispatchThreads - 1) / kDispatchThreads;
+}
+
+/// Grid (x) of a stage for T tokens, G experts, R rows and the permute's
+/// `alignment` (1 for an unpermute); 0 = launch nothing.
+inline int64_t dispatchGrid(DispatchStage s, int64_t alignment, int64_t tokens,
+                            int64_t experts, int64_t rows) {
   switch (s) {
   case DispatchStage::Route:
     return (experts * routeWarpsPerExpert(tokens) + kRouteWarps - 1) /
@@ -110,7 +118,8 @@ inline int64_t dispatchGrid(DispatchStage s, int64_t tokens, int64_t experts,
   case DispatchStage::Spread:
     return tokens;
   case DispatchStage::Fill:
-    return (rows + kDispatchThreads - 1) / kDispatchThreads;
+    return experts * fillChunksPerGroup(alignment) +
+           (rows + kDispatchThreads - 1) / kDispatchThreads;
   case DispatchStage::ZeroRows:
     return rows;
   }
