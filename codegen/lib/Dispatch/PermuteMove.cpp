@@ -25,6 +25,8 @@ using namespace mlir::qgemm;
 using namespace ::qgemm;
 using P = arith::CmpIPredicate;
 
+/// Vectors of its row a Scatter thread loads before the rows' lookup.
+static constexpr int64_t kScatterEarlyVectors = 2;
 
 ScatterCopies mlir::qgemm::buildScatterCopies(DispatchIR &d,
                                               const PermuteContract &c) {
@@ -72,18 +74,39 @@ void mlir::qgemm::buildScatter(DispatchIR &d, const PermuteContract &c) {
   auto &b = d.b;
   KernelIR &ir = d.ir;
   Value t = d.ctaid(), tid = d.tid();
+  const int64_t nvec = rowVectors(c);
+  auto srcIndex = [&](Value v) {
+    return ir.add(ir.mul(ir.toI64(t), ir.i64(nvec)), ir.toI64(v));
+  };
+  // The thread's first vectors of the row are loaded before the routing
+  // is read, so their latency overlaps that of the rows' lookup (routing,
+  // then offsets, then the barrier) instead of following it. A thread past
+  // the row's end loads its last vector and stores nothing of it.
+  const int64_t early = std::min<int64_t>(
+      kScatterEarlyVectors, (nvec + kDispatchThreads - 1) / kDispatchThreads);
+  SmallVector<Value> earlyV, earlyX;
+  for (int64_t p = 0; p < early; ++p) {
+    Value v = ir.add(tid, ir.i32(p * kDispatchThreads));
+    earlyV.push_back(v);
+    earlyX.push_back(
+        d.loadVec(d.arg(kDpSrc), srcIndex(ir.minS(v, ir.i32(nvec - 1)))));
+  }
   ScatterCopies copies = buildScatterCopies(d, c);
   const SmallVector<Value> &valid = copies.valid, &dst = copies.row;
-  const int64_t nvec = rowVectors(c);
-  d.forLoop(tid, ir.i32(nvec), ir.i32(kDispatchThreads), [&](Value v) {
-    Value x = d.loadVec(d.arg(kDpSrc),
-                        ir.add(ir.mul(ir.toI64(t), ir.i64(nvec)), ir.toI64(v)));
+  auto storeCopies = [&](Value x, Value v) {
     for (int64_t j = 0; j < c.topk; ++j)
       d.ifThen(valid[j], [&] {
         d.storeVec(x, d.arg(kDpDst),
                    ir.add(ir.mul(ir.toI64(dst[j]), ir.i64(nvec)), ir.toI64(v)));
       });
-  });
+  };
+  for (int64_t p = 0; p < early; ++p)
+    d.ifThen(ir.cmp(P::slt, earlyV[p], ir.i32(nvec)),
+             [&] { storeCopies(earlyX[p], earlyV[p]); });
+  d.forLoop(ir.add(tid, ir.i32(early * kDispatchThreads)), ir.i32(nvec),
+            ir.i32(kDispatchThreads), [&](Value v) {
+              storeCopies(d.loadVec(d.arg(kDpSrc), srcIndex(v)), v);
+            });
   if (!c.scale)
     return;
   const ScaleRecipe in = *c.scale, out = permutedScale(c);
