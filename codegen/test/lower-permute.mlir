@@ -1,14 +1,18 @@
 // RUN: qgemm-opt %s -split-input-file -qgemm-resolve-config -qgemm-lower-to-nvvm | FileCheck %s
 
 // A forward permute is four stage kernels with one parameter list: 14
-// pointers, then T, G, R.
+// pointers, then T, G, R. Route's warps share their per-expert totals
+// through a CTA array in shared memory.
+// CHECK: llvm.mlir.global internal @p_route_warps() {addr_space = 3 : i32, alignment = 4 : i64} : !llvm.array<64 x i32>
 // CHECK-LABEL: llvm.func @p_route(
 // CHECK-SAME: %{{.*}}: !llvm.ptr<1>, {{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32)
 // CHECK-SAME: nvvm.kernel
-// CHECK-SAME: nvvm.reqntid = array<i32: 128, 1, 1>
+// CHECK-SAME: nvvm.reqntid = array<i32: 1024, 1, 1>
 // Ranks in token order: a ballot of the lanes holding a copy for this
-// expert, counted below each lane.
+// expert, counted below each lane, after the counts of the expert's earlier
+// warps.
 // CHECK: nvvm.vote.sync ballot
+// CHECK: nvvm.barrier0
 // CHECK: nvvm.read.ptx.sreg.lanemask.lt
 // CHECK: llvm.intr.ctpop
 // CHECK-LABEL: llvm.func @p_offsets(

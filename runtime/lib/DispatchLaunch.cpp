@@ -34,8 +34,10 @@ Status launchStages(const CudaDriver &d, const Kernel::State::Module &m,
   params[kDpExperts] = &g32;
   params[kDpRows] = &r32;
   std::vector<DispatchStage> stages = stagesOf(spec);
+  const int64_t alignment =
+      spec.op == OpKind::Permute ? spec.permute.alignment : 1;
   for (size_t i = 0; i < stages.size(); ++i) {
-    int64_t grid = dispatchGrid(stages[i], tokens, experts, rows);
+    int64_t grid = dispatchGrid(stages[i], alignment, tokens, experts, rows);
     if (grid == 0)
       continue;
     if (grid > std::numeric_limits<int32_t>::max())

@@ -108,6 +108,33 @@ TEST_CASE("every permute / unpermute spec compiles to PTX ptxas accepts",
     CHECK(assembled == compiled);
 }
 
+TEST_CASE("permute stage grids follow T, G, R and the alignment",
+          "[dispatch][grid]") {
+  // Route: 32 warps a CTA, the warps per expert the least power of two
+  // that leaves each warp at most 4 steps of 32 tokens.
+  CHECK(routeWarpsPerExpert(0) == 1);
+  CHECK(routeWarpsPerExpert(128) == 1);
+  CHECK(routeWarpsPerExpert(129) == 2);
+  CHECK(routeWarpsPerExpert(2048) == 16);
+  CHECK(routeWarpsPerExpert(4096) == 32);
+  CHECK(routeWarpsPerExpert(1 << 20) == 32);
+  CHECK(dispatchGrid(DispatchStage::Route, 16, 4096, 32, 33248) == 32);
+  CHECK(dispatchGrid(DispatchStage::Route, 16, 100, 65535, 65535 * 15) == 2048);
+  CHECK(dispatchGrid(DispatchStage::Route, 16, 300, 5, 3000) == 1);
+  // Fill: a CTA per 128 padding rows inside each group, then a CTA per 128
+  // rows of R for the rows past the last group.
+  CHECK(fillChunksPerGroup(1) == 0);
+  CHECK(fillChunksPerGroup(16) == 1);
+  CHECK(fillChunksPerGroup(129) == 1);
+  CHECK(fillChunksPerGroup(130) == 2);
+  CHECK(fillChunksPerGroup(4096) == 32);
+  CHECK(dispatchGrid(DispatchStage::Fill, 1, 10, 4, 80) == 1);
+  CHECK(dispatchGrid(DispatchStage::Fill, 16, 4096, 32, 33248) == 32 + 260);
+  CHECK(dispatchGrid(DispatchStage::Fill, 128, 4096, 32, 36832) == 32 + 288);
+  CHECK(dispatchGrid(DispatchStage::Scatter, 16, 4096, 32, 33248) == 4096);
+  CHECK(dispatchGrid(DispatchStage::Offsets, 16, 4096, 32, 33248) == 1);
+}
+
 TEST_CASE("permute launch arguments are checked before launch",
           "[dispatch][args]") {
   Spec s = parseOne(kPermuteSpec);

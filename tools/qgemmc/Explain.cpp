@@ -37,8 +37,9 @@ std::string dispatchStagesOf(const qgemm::Spec &s) {
     const char *what = "";
     switch (st) {
     case DispatchStage::Route:
-      what = "route (grid cd(G, 4) x 128 threads, a warp per expert: ranks "
-             "in token order, counts, routing errors)";
+      what = "route (grid cd(G x w, 32) x 1024 threads, w = 1..32 warps "
+             "per expert (by T) over token chunks: ranks in token order, "
+             "counts, routing errors)";
       break;
     case DispatchStage::Offsets:
       what = "offsets (1 x 32 threads: padded cumulative ends, error word)";
@@ -50,12 +51,13 @@ std::string dispatchStagesOf(const qgemm::Spec &s) {
                "shuffles, the quantize kernel's recipe), its FP8 data, "
                "scales and probability to its copies' rows)";
       else
-        what = "scatter (grid T x 128: each token's row, scales and "
-               "probability to its copies' rows)";
+        what = "scatter (grid T x 128: each token's row, scales, "
+               "probability and group to its copies' rows)";
       break;
     case DispatchStage::Fill:
-      what = "fill (grid cd(R, 128) x 128, a lane per row: row_group; "
-             "padding rows zeroed by their warp)";
+      what = "fill (grid G x cd(alignment - 1, 128) + cd(R, 128) x 128: "
+             "the padding rows inside each group, then those past the last "
+             "group: zeros, row_group -1)";
       break;
     case DispatchStage::Combine:
       what = "combine (grid T x 128: the sum of a token's copies, fixed "

@@ -66,11 +66,12 @@ void buildRoute(DispatchIR &d, const ::qgemm::PermuteContract &c);
 void buildOffsets(DispatchIR &d, const ::qgemm::PermuteContract &c);
 
 /// The rows of this CTA's token's copies (Scatter's first part, shared by
-/// both Scatter bodies): valid[j] (i1) and row[j] (i32) for j < topk; the
-/// ranks in row_map replaced by rows (-1 when dropped) and probs_out
-/// written. Contains a CTA barrier.
+/// both Scatter bodies): valid[j] (i1), group[j] and row[j] (i32) for
+/// j < topk; the ranks in row_map replaced by rows (-1 when dropped), and
+/// row_group and probs_out of the copies' rows written. Contains a CTA
+/// barrier.
 struct ScatterCopies {
-  SmallVector<Value> valid, row;
+  SmallVector<Value> valid, group, row;
 };
 ScatterCopies buildScatterCopies(DispatchIR &d,
                                  const ::qgemm::PermuteContract &c);

@@ -47,17 +47,33 @@ enum DispatchParam : unsigned {
 
 /// What a stage does (and how it is launched).
 enum class DispatchStage {
-  Route,    ///< one warp per expert: ranks in token order, counts, errors
+  Route,    ///< one CTA per expert, its warps over token chunks: ranks in
+            ///< token order, counts, errors
   Offsets,  ///< one warp: padded cumulative ends, error word
-  Scatter,  ///< one CTA per token: rows, scales, probs, row_map
-  Fill,     ///< a lane per row: row_group; padding rows zeroed by warps
+  Scatter,  ///< one CTA per token: rows, scales, probs, row_group, row_map
+  Fill,     ///< padding rows (inside groups, then past the last): zeros,
+            ///< row_group -1, probability 0
   Combine,  ///< one CTA per token: sum of its copies (weighted)
   Spread,   ///< one CTA per token: copies of the output gradient, dots
   ZeroRows, ///< one CTA per row: rows with row_group -1 zeroed
 };
 
 constexpr int kDispatchThreads = 128;
-constexpr int kRouteWarpsPerCta = kDispatchThreads / 32;
+/// Route's CTA: 32 warps, 2^j of them per expert, each walking a contiguous
+/// chunk of the tokens; j is the least (at most 5) that leaves each warp at
+/// most kRouteStepsPerWarp steps of 32 tokens, so a CTA serves 32 / 2^j
+/// experts. The kernel computes the same j from T.
+constexpr int kRouteWarps = 32;
+constexpr int kRouteThreads = kRouteWarps * 32;
+constexpr int kRouteStepsPerWarp = 4;
+inline int64_t routeWarpsPerExpert(int64_t tokens) {
+  const int64_t q =
+      (tokens + 32 * kRouteStepsPerWarp - 1) / (32 * kRouteStepsPerWarp);
+  int64_t w = 1;
+  while (w < q && w < kRouteWarps)
+    w *= 2;
+  return w;
+}
 
 /// The entry point of stage `s` of the kernel named `kernel`.
 inline std::string dispatchEntryName(const std::string &kernel,
@@ -81,12 +97,20 @@ inline std::vector<DispatchStage> unpermuteStages(const UnpermuteContract &c) {
   return {DispatchStage::Combine};
 }
 
-/// Grid (x) of a stage for T tokens, G experts, R rows; 0 = launch nothing.
-inline int64_t dispatchGrid(DispatchStage s, int64_t tokens, int64_t experts,
-                            int64_t rows) {
+/// Fill's CTAs per group for the padding inside it (at most alignment - 1
+/// rows, 128 a CTA); its other CTAs take the rows past the last group.
+inline int64_t fillChunksPerGroup(int64_t alignment) {
+  return (alignment - 1 + kDispatchThreads - 1) / kDispatchThreads;
+}
+
+/// Grid (x) of a stage for T tokens, G experts, R rows and the permute's
+/// `alignment` (1 for an unpermute); 0 = launch nothing.
+inline int64_t dispatchGrid(DispatchStage s, int64_t alignment, int64_t tokens,
+                            int64_t experts, int64_t rows) {
   switch (s) {
   case DispatchStage::Route:
-    return (experts + kRouteWarpsPerCta - 1) / kRouteWarpsPerCta;
+    return (experts * routeWarpsPerExpert(tokens) + kRouteWarps - 1) /
+           kRouteWarps;
   case DispatchStage::Offsets:
     return 1;
   case DispatchStage::Scatter:
@@ -94,7 +118,8 @@ inline int64_t dispatchGrid(DispatchStage s, int64_t tokens, int64_t experts,
   case DispatchStage::Spread:
     return tokens;
   case DispatchStage::Fill:
-    return (rows + kDispatchThreads - 1) / kDispatchThreads;
+    return experts * fillChunksPerGroup(alignment) +
+           (rows + kDispatchThreads - 1) / kDispatchThreads;
   case DispatchStage::ZeroRows:
     return rows;
   }
@@ -103,6 +128,8 @@ inline int64_t dispatchGrid(DispatchStage s, int64_t tokens, int64_t experts,
 
 /// Threads of a stage's CTA.
 inline int dispatchThreads(DispatchStage s) {
+  if (s == DispatchStage::Route)
+    return kRouteThreads;
   return s == DispatchStage::Offsets ? 32 : kDispatchThreads;
 }
 
