@@ -88,6 +88,7 @@ import qgemm
 import qgemm.torch as qt
 
 from results_file import results_path
+from step_chart import ChartError, write_chart
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLE = os.path.join(HERE, "..", "examples", "python", "moe_layer.py")
@@ -512,9 +513,18 @@ def main(argv=None):
         "total_s": total_s,
     }
     os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
+    doc = {"meta": meta, "rows": results}
     with open(out_path, "w") as f:
-        json.dump({"meta": meta, "rows": results}, f, indent=2)
+        json.dump(doc, f, indent=2)
     print("wrote %s (%.0f s)" % (out_path, total_s))
+    # The step-time chart beside it (README and docs/RESULTS.md show it).
+    svg_path = os.path.splitext(out_path)[0] + ".svg"
+    try:
+        write_chart(doc, svg_path, "new_weights" if "new_weights" in
+                    opt.mode else opt.mode[0])
+        print("wrote %s" % svg_path)
+    except ChartError as e:
+        print("no chart: %s" % e)
     return 0
 
 

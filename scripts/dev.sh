@@ -150,7 +150,8 @@ pack() {
   cp -r "$ROOT/examples/jax" "$stage/qgemm/examples/jax"
   cp "$ROOT/bench/moe_layer.py" "$ROOT/bench/train_op.py" "$ROOT/bench/host_overhead.py" \
     "$ROOT/bench/train_op_profile.py" "$ROOT/bench/jax_gmm.py" "$ROOT/bench/jax_moe.py" \
-    "$ROOT/bench/expert_parallel.py" "$ROOT/bench/results_file.py" "$stage/qgemm/bench/"
+    "$ROOT/bench/expert_parallel.py" "$ROOT/bench/results_file.py" "$ROOT/bench/step_chart.py" \
+    "$stage/qgemm/bench/"
   git -C "$ROOT" describe --always --dirty --abbrev=40 >"$stage/qgemm/COMMIT" 2>/dev/null || true
   cp "$ROOT/bench/moe_suite.json" "$stage/qgemm/"
   tar -C "$stage" -cJf "$dir/qgemm-gpu.tar.xz" qgemm
