@@ -43,8 +43,11 @@ class ResultsFileTest(unittest.TestCase):
         names = os.listdir(os.path.join(ROOT, "bench", "results"))
         self.assertTrue(names)
         for name in names:
-            self.assertRegex(name, r"^[a-z0-9]+-[a-z0-9-]+\.json$")
+            # A chart (bench/step_chart.py) only beside its results file.
+            self.assertRegex(name, r"^[a-z0-9]+-[a-z0-9-]+\.(json|svg)$")
             self.assertNotRegex(name, r"\d{4}-\d{2}-\d{2}")
+            if name.endswith(".svg"):
+                self.assertIn(name[:-4] + ".json", names)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """bench/step_chart.py: the step-time chart bench/moe_layer.py writes
 beside its results (the README's picture)."""
+import contextlib
 import importlib.util
+import io
 import json
 import os
 import tempfile
@@ -72,7 +74,11 @@ class StepChartTest(unittest.TestCase):
             self.assertEqual(step_chart.main([src, out]), 0)
             with open(out) as f:
                 self.assertIn("NVIDIA H200", f.read())
-            self.assertEqual(step_chart.main([src, out, "--mode", "x"]), 2)
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                self.assertEqual(step_chart.main([src, out, "--mode", "x"]),
+                                 2)
+            self.assertIn("r.json: no rows in mode 'x'", err.getvalue())
 
 
 if __name__ == "__main__":
