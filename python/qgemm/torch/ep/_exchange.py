@@ -81,17 +81,13 @@ def exchange_counts(counts, group=None, error=None, plan=None):
     sent = [row[:el] for row in host]
     got = [row[el:2 * el] for row in host]
     send_rows, recv_rows = [sum(r) for r in sent], [sum(r) for r in got]
-    chunks = min(row[2 * el + 1] for row in host)
-    if chunks == 1:
-        split = ([send_rows], [recv_rows])
-    else:
-        agreed = ChunkPlan(el, n, chunks)
-        split = (agreed.chunk_sums(sent), agreed.chunk_sums(got))
+    agreed = ChunkPlan(el, n, min(row[2 * el + 1] for row in host))
     return Exchange(send=send_rows, recv=recv_rows,
                     recv_counts=recv_counts.contiguous(),
                     errors=[row[2 * el] for row in host],
-                    send_chunks=split[0], recv_chunks=split[1],
-                    chunks=chunks)
+                    send_chunks=agreed.chunk_sums(sent),
+                    recv_chunks=agreed.chunk_sums(got),
+                    chunks=agreed.count)
 
 
 def raise_if_any_rank(ex):

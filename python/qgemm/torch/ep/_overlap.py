@@ -31,8 +31,7 @@ def _exchange_rows(out, inp, out_splits, in_splits, group):
 
 def _wait(works):
     for w in works:
-        if w is not None:
-            w.wait()
+        w.wait()
 
 
 def forward_chunks(plan, tensors, out, send, recv, experts, group,
