@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "qgemm/Compiler.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <fcntl.h>
@@ -35,12 +36,13 @@ std::string readAll(const std::string &path) {
   return ss.str();
 }
 
-int lastInt(const std::string &log, const char *pattern) {
+/// The largest value `pattern`'s group takes in the log (one per entry).
+int maxInt(const std::string &log, const char *pattern) {
   std::regex re(pattern);
   int value = 0;
   for (auto it = std::sregex_iterator(log.begin(), log.end(), re);
        it != std::sregex_iterator(); ++it)
-    value = std::stoi((*it)[1].str());
+    value = std::max(value, std::stoi((*it)[1].str()));
   return value;
 }
 
@@ -120,11 +122,13 @@ Status runPtxas(const std::string &ptx, const std::string &arch,
   out.log = readAll(log);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     return Status::internal("ptxas rejected the PTX:\n" + out.log);
-  out.registers = lastInt(out.log, R"(Used (\d+) registers)");
-  out.sharedBytes = lastInt(out.log, R"((\d+) bytes smem)");
-  out.stackBytes = lastInt(out.log, R"((\d+) bytes stack frame)");
-  out.spillStoreBytes = lastInt(out.log, R"((\d+) bytes spill stores)");
-  out.spillLoadBytes = lastInt(out.log, R"((\d+) bytes spill loads)");
+  // A module of several entries (dispatch stages, a gathering quantizer's
+  // sources kernel) reports its worst one.
+  out.registers = maxInt(out.log, R"(Used (\d+) registers)");
+  out.sharedBytes = maxInt(out.log, R"((\d+) bytes smem)");
+  out.stackBytes = maxInt(out.log, R"((\d+) bytes stack frame)");
+  out.spillStoreBytes = maxInt(out.log, R"((\d+) bytes spill stores)");
+  out.spillLoadBytes = maxInt(out.log, R"((\d+) bytes spill loads)");
   out.wgmmaSerialized = out.log.find("C7514") != std::string::npos;
   return Status();
 }
