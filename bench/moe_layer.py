@@ -53,10 +53,16 @@ step, median of `--steps`. The host, per path:
   comes near `<path>_ms` the step is bound by the host, not the GPU;
 * `<path>_kernel_ms` and `<path>_launches`: the sum of the GPU activities
   (kernels, copies, memsets) torch.profiler records per step, and their
-  count.
+  count; `<path>_gemm_ms` the grouped GEMM kernels' part of it,
+  `<path>_weight_quant_ms` qgemm's weight quantizer's, `<path>_nongemm_ms`
+  the rest (the data path, and the weights' new version, the same on both
+  sides); `nongemm_ratio` is qgemm's rest over bf16's.
 Memory: `<path>_peak_mib` is max_memory_allocated over one step minus what
 was allocated before it (activations, saved tensors, gradients; the
 parameters, inputs and any cached FP8 weights excluded);
+`<path>_saved_mib` is what the forward leaves allocated for the backward
+(after the forward minus before it, the output excluded; `saved_ratio`
+qgemm's over bf16's);
 `<path>_peak_with_cache_mib` counts from before the path's first step, so it
 includes an FP8 weight cache; `<path>_held_mib` is what stays allocated
 between steps (grads cleared) beyond that starting point: an FP8 weight
@@ -189,22 +195,38 @@ def queue_gpu_work(ms):
     torch.cuda._sleep(int(_sleep_cycles[0] * ms))
 
 
+def kernel_kind(name):
+    """'gemm' (the grouped GEMMs: qgemm's m_/k_contiguous kernels, torch's
+    CUTLASS / cuBLAS grouped GEMMs), 'weights' (qgemm's weight quantizer)
+    or 'other' for one kernel name of a profile."""
+    low = name.lower()
+    if "quantize_weights" in low:
+        return "weights"
+    if ("m_contiguous" in low or "k_contiguous" in low or "gemm" in low or
+            "cutlass" in low or "xmma" in low or "grouped_mm" in low):
+        return "gemm"
+    return "other"
+
+
 def kernel_stats(step, steps):
-    """(kernel ms per step, device activities per step) from
-    torch.profiler over `steps` steps: every kernel, memset and copy the
-    step puts on the GPU."""
+    """({'all', 'gemm', 'weights'} kernel ms per step, device activities per
+    step) from torch.profiler over `steps` steps: every kernel, memset and
+    copy the step puts on the GPU; the GEMM kernels' and the weight
+    quantizer's sums apart (kernel_kind)."""
     from torch.profiler import ProfilerActivity, profile
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
             step()
         torch.cuda.synchronize()
-    total_us, count = 0.0, 0
+    sums = {"all": 0.0, "gemm": 0.0, "weights": 0.0, "other": 0.0}
+    count = 0
     for e in prof.events():
         if str(e.device_type).endswith("CUDA"):
             count += 1
-            total_us += e.device_time
-    return total_us / 1e3 / steps, count / steps
+            sums["all"] += e.device_time
+            sums[kernel_kind(e.name)] += e.device_time
+    return {k: v / 1e3 / steps for k, v in sums.items()}, count / steps
 
 
 def flops(routed, hidden, inter):
@@ -250,12 +272,20 @@ def bench_path(fn, layer, inputs, dout, mode, flush, opt, graphs=False):
     warm_s = time.perf_counter() - t0
     out = out.detach().clone()  # a graph replay overwrites its outputs
 
-    # Peak memory of one step.
+    # Peak memory of one step, and what its forward keeps for the backward:
+    # allocated after the forward minus before it, the output excluded.
     prepare()
     torch.cuda.synchronize()
     base = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
-    step()
+    if graphs:
+        torch.compiler.cudagraph_mark_step_begin()
+    out_f = fn(x, ids, probs, layer.w1, layer.w2, layer.alignment)
+    torch.cuda.synchronize()
+    saved = torch.cuda.memory_allocated() - base - \
+        out_f.numel() * out_f.element_size()
+    out_f.backward(dout)
+    del out_f
     torch.cuda.synchronize()
     peak = torch.cuda.max_memory_allocated()
 
@@ -293,15 +323,20 @@ def bench_path(fn, layer, inputs, dout, mode, flush, opt, graphs=False):
     def one():
         prepare()
         step()
-    kernel_ms, launches = kernel_stats(one, min(opt.steps, 5))
+    kernels, launches = kernel_stats(one, min(opt.steps, 5))
     clear()
     torch.cuda.synchronize()
     held = torch.cuda.memory_allocated() - base0
     return {"ms": statistics.median(times), "min_ms": min(times),
             "host_ms": statistics.median(host),
             "enqueue_ms": statistics.median(enqueue),
-            "kernel_ms": kernel_ms, "launches": launches,
+            "kernel_ms": kernels["all"], "gemm_ms": kernels["gemm"],
+            "weight_quant_ms": kernels["weights"],
+            "nongemm_ms": kernels["all"] - kernels["gemm"] -
+            kernels["weights"],
+            "launches": launches,
             "held_mib": held / MIB,
+            "saved_mib": saved / MIB,
             "peak_mib": (peak - base) / MIB,
             "peak_with_cache_mib": (peak - base0) / MIB,
             "peak_total_mib": peak / MIB,
@@ -346,6 +381,8 @@ def run_row(row, mode, flush, opt):
         "out_rel_err": ex.rel_error(q["out"], b["out"]),
         "speedup": b["ms"] / q["ms"],
         "peak_ratio": q["peak_mib"] / b["peak_mib"],
+        "saved_ratio": q["saved_mib"] / b["saved_mib"],
+        "nongemm_ratio": q["nongemm_ms"] / b["nongemm_ms"],
         "qgemm_tflops": f / (q["ms"] * 1e-3) / 1e12,
         "bf16_tflops": f / (b["ms"] * 1e-3) / 1e12,
         "hidden": hidden, "inter": inter, "tokens": routed // topk,
@@ -365,6 +402,10 @@ def run_row(row, mode, flush, opt):
                        "%s_host_ms" % path: r["host_ms"],
                        "%s_enqueue_ms" % path: r["enqueue_ms"],
                        "%s_kernel_ms" % path: r["kernel_ms"],
+                       "%s_gemm_ms" % path: r["gemm_ms"],
+                       "%s_weight_quant_ms" % path: r["weight_quant_ms"],
+                       "%s_nongemm_ms" % path: r["nongemm_ms"],
+                       "%s_saved_mib" % path: r["saved_mib"],
                        "%s_launches" % path: r["launches"],
                        "%s_held_mib" % path: r["held_mib"],
                        "%s_peak_with_cache_mib" % path:
@@ -471,23 +512,27 @@ def main(argv=None):
 
     t0 = time.perf_counter()
     results = []
-    print("%-14s %-11s %9s %9s %9s %7s %8s %8s %8s %6s %6s %9s %9s %7s"
+    print("%-14s %-11s %9s %9s %9s %7s %8s %8s %8s %8s %8s %6s %6s %9s %9s "
+          "%8s %8s %7s"
           % ("row", "mode", "qgemm ms", "bf16 ms", "q eager", "speedup",
-             "q enq ms", "b enq ms", "q kern", "q lnch", "b lnch",
-             "qgemm MiB", "bf16 MiB", "out err"), flush=True)
+             "q enq ms", "b enq ms", "q kern", "q other", "b other",
+             "q lnch", "b lnch", "qgemm MiB", "bf16 MiB", "q saved",
+             "b saved", "out err"), flush=True)
     for row in rows:
         for mode in opt.mode:
             r = run_row(row, mode, flush, opt)
             results.append(r)
             nan = float("nan")
             print("%-14s %-11s %9.3f %9.3f %9.3f %6.2fx %8.3f %8.3f %8.3f "
-                  "%6.0f %6.0f %9.0f %9.0f %7.4f"
+                  "%8.3f %8.3f %6.0f %6.0f %9.0f %9.0f %8.0f %8.0f %7.4f"
                   % (r["label"], mode, r["qgemm_ms"], r["bf16_ms"],
                      r.get("qgemm_eager_ms", nan), r["speedup"],
                      r["qgemm_enqueue_ms"], r["bf16_enqueue_ms"],
-                     r["qgemm_kernel_ms"], r["qgemm_launches"],
+                     r["qgemm_kernel_ms"], r["qgemm_nongemm_ms"],
+                     r["bf16_nongemm_ms"], r["qgemm_launches"],
                      r["bf16_launches"], r["qgemm_peak_mib"],
-                     r["bf16_peak_mib"], r["out_rel_err"]), flush=True)
+                     r["bf16_peak_mib"], r["qgemm_saved_mib"],
+                     r["bf16_saved_mib"], r["out_rel_err"]), flush=True)
     total_s = time.perf_counter() - t0
 
     meta = {

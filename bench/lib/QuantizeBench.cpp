@@ -1,12 +1,15 @@
-//===- QuantizeBench.cpp - Benchmarks of quantize / swiglu_quantize -------===//
+//===- QuantizeBench.cpp - Benchmarks of the quantize kernel family -------===//
 //
 // The suite's quantizer rows (QuantizeBench.h): reading them, their specs
-// and byte counts, and the timed comparison with a device copy.
+// and byte counts, and the timed comparison with a device copy. The family:
+// quantize (gathered rows too), swiglu_quantize, the quantized
+// swiglu_backward.
 //
 //===----------------------------------------------------------------------===//
 #include "qgemm/QuantizeBench.h"
 
 #include "qgemm/CudaDriver.h"
+#include "qgemm/Dispatch.h"
 #include "qgemm/Runtime.h"
 #include "qgemm/ScaleLayout.h"
 
@@ -25,19 +28,26 @@ using json = nlohmann::json;
 
 namespace {
 
-const char *const kSections[] = {"quantize", "swiglu_quantize"};
+const char *const kSections[] = {"quantize", "swiglu_quantize",
+                                 "swiglu_backward_quantize",
+                                 "quantize_gather"};
 
 Status readRow(const json &j, const std::string &where,
                const std::string &section, QuantizeSuiteRow &r) {
   if (!j.is_object())
     return Status::user(where + ": a row is an object");
-  const bool swiglu = section == "swiglu_quantize";
+  const bool swiglu = section == "swiglu_quantize" ||
+                      section == "swiglu_backward_quantize";
+  const bool gather = section == "quantize_gather";
   const std::set<std::string> known =
-      swiglu ? std::set<std::string>{"label", "M", "I", "outputs", "layout"}
-             : std::set<std::string>{"label",  "M",         "K",
-                                     "N",      "G",         "outputs",
-                                     "layout", "block",     "groups",
-                                     "alignment", "imbalance"};
+      swiglu   ? std::set<std::string>{"label", "M", "I", "outputs", "layout"}
+      : gather ? std::set<std::string>{"label",  "T",       "topk",
+                                       "E",      "K",       "alignment",
+                                       "probs",  "outputs", "layout"}
+               : std::set<std::string>{"label",  "M",         "K",
+                                       "N",      "G",         "outputs",
+                                       "layout", "block",     "groups",
+                                       "alignment", "imbalance"};
   for (auto it = j.begin(); it != j.end(); ++it)
     if (!known.count(it.key()))
       return Status::user(where + ": unknown key \"" + it.key() + "\"");
@@ -59,6 +69,17 @@ Status readRow(const json &j, const std::string &where,
   if (swiglu) {
     if (st.ok()) st = integer("M", r.rows, true);
     if (st.ok()) st = integer("I", r.cols, true);
+  } else if (gather) {
+    if (st.ok()) st = integer("T", r.tokens, true);
+    if (st.ok()) st = integer("topk", r.topk, true);
+    if (st.ok()) st = integer("E", r.experts, true);
+    if (st.ok()) st = integer("K", r.cols, true);
+    if (st.ok()) st = integer("alignment", r.alignment, false);
+    if (st.ok() && j.contains("probs")) {
+      if (!j["probs"].is_boolean())
+        return Status::user(where + ": \"probs\" is not a boolean");
+      r.probs = j["probs"].get<bool>();
+    }
   } else if (j.contains("G")) {
     // Multi-tensor: G tensors of (N, K).
     if (st.ok()) st = integer("G", r.tensors, true);
@@ -151,6 +172,16 @@ std::string qgemm::quantizeSuiteSpecText(const QuantizeSuiteRow &row) {
     spec["op"] = "swiglu_quantize";
     spec["halves"] = "stacked";
     spec["shape"] = {{"i", row.cols}};
+  } else if (row.section == "swiglu_backward_quantize") {
+    spec["name"] = "suite_swiglu_backward_quantize";
+    spec["op"] = "swiglu_backward";
+    spec["halves"] = "stacked";
+    spec["shape"] = {{"i", row.cols}};
+  } else if (row.section == "quantize_gather") {
+    spec["name"] = "suite_quantize_gather";
+    spec["op"] = "quantize";
+    spec["shape"] = {{"k", row.cols}};
+    spec["gather"] = {{"topk", row.topk}, {"probs", row.probs}};
   } else {
     spec["name"] = "suite_quantize";
     spec["op"] = "quantize";
@@ -163,8 +194,36 @@ std::string qgemm::quantizeSuiteSpecText(const QuantizeSuiteRow &row) {
   return spec.dump();
 }
 
+namespace {
+
+/// A gather row's dispatch: the CPU permute of its routing (a narrow
+/// contract: only the index outputs matter).
+PermuteOutputs gatherLayout(const QuantizeSuiteRow &row) {
+  PermuteContract layout;
+  layout.dtype = ElemType::BF16;
+  layout.k = 16;
+  layout.topk = row.topk;
+  layout.alignment = row.alignment;
+  PermuteInputs in;
+  in.tokens = row.tokens;
+  in.experts = row.experts;
+  in.routing =
+      randomRouting(row.tokens, row.topk, row.experts, 0.0, kBenchSeed);
+  in.data.assign(size_t(row.tokens * 32), 0);
+  const int64_t R = permuteCapacity(layout, row.tokens, row.experts);
+  PermuteOutputs out = allocPermuteOutputs(layout, row.tokens, row.experts,
+                                           (R + 127) / 128 * 128, 0);
+  referencePermute(layout, in, out);
+  return out;
+}
+
+} // namespace
+
 std::vector<int32_t> qgemm::quantizeSuiteOffsets(const QuantizeSuiteRow &row) {
   std::vector<int32_t> ends;
+  if (row.section == "quantize_gather")
+    // The MoE layer's rule: blocks restart at each expert below 128.
+    return row.alignment % 128 != 0 ? gatherLayout(row).offsets : ends;
   if (row.groups == 0)
     return ends;
   // The suite's M is the total before padding: M / G rows per group on
@@ -184,6 +243,8 @@ std::vector<int32_t> qgemm::quantizeSuiteOffsets(const QuantizeSuiteRow &row) {
 }
 
 int64_t qgemm::quantizeSuiteRows(const QuantizeSuiteRow &row) {
+  if (row.section == "quantize_gather")
+    return gatherLayout(row).capacity;
   std::vector<int32_t> ends = quantizeSuiteOffsets(row);
   return ends.empty() ? row.rows : int64_t(ends.back());
 }
@@ -217,20 +278,36 @@ ScaleBytes scaleBytesOf(const QuantizeContract &c, int64_t R, int64_t C,
 }
 
 const QuantizeContract &quantizerOf(const Spec &spec) {
-  return spec.op == OpKind::SwigluQuantize ? spec.swiglu.quant : spec.quantize;
+  return spec.op == OpKind::Quantize ? spec.quantize : spec.swiglu.quant;
 }
 
 } // namespace
 
 double qgemm::quantizeSuiteBytes(const Spec &spec, const QuantizeSuiteRow &row) {
-  const bool swiglu = spec.op == OpKind::SwigluQuantize;
   const QuantizeContract &c = quantizerOf(spec);
-  const int64_t R = quantizeSuiteRows(row), C = row.cols;
+  const int64_t R = quantizeSuiteRows(row);
+  // The quantized matrix's columns: the backward's dx is (M, 2I).
+  const int64_t C =
+      spec.op == OpKind::SwigluBackward ? 2 * row.cols : row.cols;
   const double tensors = row.tensors > 0 ? double(row.tensors) : 1.0;
   const std::vector<int32_t> ends = quantizeSuiteOffsets(row);
   const double inBytes = c.input == ElemType::F32 ? 4 : 2;
-  const double read = double(R) * double(swiglu ? 2 * C : C) * inBytes +
-                      double(ends.size()) * 4;
+  double read = double(ends.size()) * 4;
+  switch (spec.op) {
+  case OpKind::SwigluQuantize: // x (M, 2I)
+    read += double(R) * double(2 * C) * inBytes;
+    break;
+  case OpKind::SwigluBackward: // dy (M, I) and x (M, 2I)
+    read += double(R) * double(row.cols + C) * inBytes;
+    break;
+  default:
+    if (c.gather) // the tokens once, row_map, row_group (and probs)
+      read += double(row.tokens) * double(C) * inBytes +
+              double(row.tokens * row.topk) * (c.gather->probs ? 8 : 4) +
+              double(R) * 4;
+    else
+      read += double(R) * double(C) * inBytes;
+  }
   const ScaleBytes sb = scaleBytesOf(c, R, C, ends);
   const double data = double(R) * double(C);
   const double write = (c.rowwise ? data + sb.row : 0) +
@@ -285,18 +362,43 @@ QuantizeBenchRow qgemm::measureQuantizeRow(Runtime &rt,
     return fail(kernel.status);
   out.kernelName = kernel->name();
   const bool swiglu = spec.op == OpKind::SwigluQuantize;
+  const bool backward = spec.op == OpKind::SwigluBackward;
   const QuantizeContract &c = quantizerOf(spec);
-  const int64_t R = quantizeSuiteRows(row), C = row.cols;
+  const int64_t R = quantizeSuiteRows(row);
+  const int64_t C = backward ? 2 * row.cols : row.cols;
   const int64_t G = row.tensors > 0 ? row.tensors : 1;
   const std::vector<int32_t> ends = quantizeSuiteOffsets(row);
 
   Buffers buf(*d);
-  DevicePtr flush = 0, input = 0, offsets = 0;
+  DevicePtr flush = 0, input = 0, offsets = 0, dy = 0;
   DevicePtr rowData = 0, rowScales = 0, colData = 0, colScales = 0;
-  const size_t inElems = size_t(G * R * (swiglu ? 2 * C : C));
+  const size_t inElems =
+      c.gather ? size_t(row.tokens * C)
+               : size_t(G * R * (swiglu ? 2 * C : C));
   std::vector<uint16_t> x = randomBf16(inElems, 1);
   const ScaleBytes sb = scaleBytesOf(c, R, C, ends);
   Status st;
+  if (st.ok() && backward) {
+    std::vector<uint16_t> g = randomBf16(size_t(R * row.cols), 2);
+    st = buf.alloc(g.size() * 2, g.data(), dy);
+  }
+  // A gather row's index outputs, as its permute laid them out.
+  QuantizeArgs qa;
+  if (c.gather) {
+    PermuteOutputs lay = gatherLayout(row);
+    std::vector<float> probs(size_t(row.tokens * row.topk),
+                             1.0f / float(row.topk));
+    if (st.ok())
+      st = buf.alloc(lay.rowMap.size() * 4, lay.rowMap.data(), qa.rowMap);
+    if (st.ok())
+      st = buf.alloc(lay.rowGroup.size() * 4, lay.rowGroup.data(),
+                     qa.rowGroup);
+    if (st.ok() && row.probs)
+      st = buf.alloc(probs.size() * 4, probs.data(), qa.probs);
+    if (st.ok())
+      st = buf.alloc(size_t(R) * 4, nullptr, qa.sources);
+    qa.tokens = row.tokens;
+  }
   if (st.ok()) st = buf.alloc(flushBytes, nullptr, flush);
   if (st.ok()) st = buf.alloc(x.size() * 2, x.data(), input);
   if (st.ok() && c.rowwise) st = buf.alloc(size_t(G * R * C), nullptr, rowData);
@@ -309,9 +411,19 @@ QuantizeBenchRow qgemm::measureQuantizeRow(Runtime &rt,
     return fail(st);
 
   std::function<Status()> launch;
-  QuantizeArgs qa;
   SwigluQuantizeArgs sa;
-  if (swiglu) {
+  SwigluBackwardArgs ba;
+  if (backward) {
+    ba.gradOutput = dy;
+    ba.input = input;
+    ba.rowData = rowData;
+    ba.rowScales = rowScales;
+    ba.colData = colData;
+    ba.colScales = colScales;
+    ba.rows = R;
+    ba.intermediate = row.cols;
+    launch = [&] { return rt.launch(*kernel, ba, nullptr); };
+  } else if (swiglu) {
     sa.input = input;
     sa.rowData = rowData;
     sa.rowScales = rowScales;

@@ -46,7 +46,8 @@ struct LowerToNVVMPass
       else if (auto u = dyn_cast<UnpermuteOp>(op))
         lowerUnpermute(u);
       else if (auto s = dyn_cast<SwigluOp>(op))
-        s.getBackward() ? lowerSwigluBackward(s) : lowerSwigluQuantize(s);
+        swigluQuantizes(s.getContract()) ? lowerSwigluQuantize(s)
+                                         : lowerSwigluBackward(s);
       else
         lowerQuantize(cast<QuantizeOp>(op));
       op->erase();

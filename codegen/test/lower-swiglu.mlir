@@ -58,3 +58,24 @@ qgemm.swiglu @inter i = 0 quantize <e4m3> recipe = <te>
 // CHECK: llvm.intr.fma
 // CHECK-COUNT-2: arith.truncf %{{.*}} : f32 to bf16
 qgemm.swiglu @bwd i = 2048 backward
+
+// -----
+
+// The quantized backward: the quantize kernel's ten parameters plus dy;
+// each staged cell is dg or du (two correctly rounded divisions) rounded
+// to bf16 and widened back before the amaxes, then the quantizer's passes.
+// No bf16 store to global memory.
+// CHECK-LABEL: llvm.func @bwdq(%{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: !llvm.ptr<1>)
+// CHECK-SAME: nvvm.reqntid = array<i32: 256, 1, 1>
+// CHECK: llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xi32>
+// CHECK: arith.divf
+// CHECK: arith.divf
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: arith.bitcast %{{.*}} : bf16 to i16
+// CHECK: llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<4xf32>, !llvm.ptr<3>
+// CHECK: nvvm.barrier0
+// CHECK: nvvm.convert.f32x2.to.f8x2
+// CHECK-NOT: llvm.store %{{.*}}, %{{.*}} : i16, !llvm.ptr<1>
+qgemm.swiglu @bwdq i = 2048 backward quantize <e4m3> recipe = <deepseek>
+    rowwise = #qgemm.scale<[1, 128], f32, COMPACT>
+    columnwise = #qgemm.scale<[128, 1], f32, GEMM_READY>

@@ -88,7 +88,9 @@ OwningOpRef<ModuleOp> buildModule(MLIRContext &ctx, const Spec &spec,
              spec.op == OpKind::SwigluBackward) {
     const SwigluContract &c = spec.swiglu;
     const QuantizeContract &qc = c.quant;
-    const bool fwd = !c.backward;
+    // The quantizer's attributes: the forward's, and the quantized
+    // backward's.
+    const bool fwd = swigluQuantizes(c);
     q::SwigluOp::create(
         b, loc, b.getStringAttr(kernelName), b.getI64IntegerAttr(c.i),
         c.halves == SwigluHalves::Interleaved ? b.getUnitAttr() : nullptr,
@@ -108,7 +110,9 @@ OwningOpRef<ModuleOp> buildModule(MLIRContext &ctx, const Spec &spec,
         c.rowwise ? toAttr(&ctx, *c.rowwise) : nullptr,
         c.columnwise ? toAttr(&ctx, *c.columnwise) : nullptr,
         c.pow2 ? b.getUnitAttr() : nullptr, b.getF64FloatAttr(c.eps),
-        c.multiTensor ? b.getUnitAttr() : nullptr, b.getI64IntegerAttr(c.k));
+        c.multiTensor ? b.getUnitAttr() : nullptr, b.getI64IntegerAttr(c.k),
+        b.getI64IntegerAttr(c.gather ? c.gather->topk : 0),
+        c.gather && c.gather->probs ? b.getUnitAttr() : nullptr);
   }
   return module;
 }

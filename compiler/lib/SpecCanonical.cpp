@@ -73,6 +73,9 @@ void addQuantizeJson(json &j, const QuantizeContract &q) {
     j["columnwise"] = scaleJson(*q.columnwise);
   j["multi_tensor"] = q.multiTensor;
   j["shape"] = {{"k", q.k}};
+  // Only gathering specs carry the key: every earlier identity stays.
+  if (q.gather)
+    j["gather"] = {{"topk", q.gather->topk}, {"probs", q.gather->probs}};
 }
 
 json dispatchShapeJson(int64_t k, int64_t topk) {
@@ -108,7 +111,7 @@ void addUnpermuteJson(json &j, const UnpermuteContract &c) {
 void addSwigluJson(json &j, const SwigluContract &c) {
   j["halves"] = toString(c.halves);
   j["shape"] = {{"i", c.i}};
-  if (c.backward)
+  if (!swigluQuantizes(c))
     return;
   const QuantizeContract &q = c.quant;
   j["output"] = str(toString(q.output));
@@ -119,7 +122,8 @@ void addSwigluJson(json &j, const SwigluContract &c) {
     j["rowwise"] = scaleJson(*q.rowwise);
   if (q.columnwise)
     j["columnwise"] = scaleJson(*q.columnwise);
-  j["bf16_output"] = c.bf16Output;
+  if (!c.backward)
+    j["bf16_output"] = c.bf16Output;
 }
 
 } // namespace

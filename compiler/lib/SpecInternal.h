@@ -138,6 +138,9 @@ inline constexpr KeySchema kGemmKeys[] = {
     {"tuning", &kTuningSchema}};
 inline constexpr ObjectSchema kGemmSchema{kGemmKeys, std::size(kGemmKeys),
                                           &kHeaderSchema};
+inline constexpr KeySchema kGatherKeys[] = {{"topk"}, {"probs"}};
+inline constexpr ObjectSchema kGatherSchema{kGatherKeys,
+                                            std::size(kGatherKeys)};
 inline constexpr KeySchema kQuantizeKeys[] = {{"input"},
                                               {"output"},
                                               {"recipe"},
@@ -147,6 +150,7 @@ inline constexpr KeySchema kQuantizeKeys[] = {{"input"},
                                               {"columnwise", &kScaleSchema},
                                               {"multi_tensor"},
                                               {"shape", &kQuantShapeSchema},
+                                              {"gather", &kGatherSchema},
                                               {"tuning", &kTuningSchema}};
 inline constexpr ObjectSchema kQuantizeSchema{
     kQuantizeKeys, std::size(kQuantizeKeys), &kHeaderSchema};
@@ -191,7 +195,11 @@ inline constexpr KeySchema kSwigluQuantizeKeys[] = {
 inline constexpr ObjectSchema kSwigluQuantizeSchema{
     kSwigluQuantizeKeys, std::size(kSwigluQuantizeKeys), &kHeaderSchema};
 inline constexpr KeySchema kSwigluBackwardKeys[] = {
-    {"halves"}, {"shape", &kSwigluShapeSchema}, {"tuning", &kTuningSchema}};
+    {"halves"},  {"shape", &kSwigluShapeSchema},
+    {"output"},  {"recipe"},
+    {"pow2"},    {"eps"},
+    {"rowwise", &kScaleSchema}, {"columnwise", &kScaleSchema},
+    {"tuning", &kTuningSchema}};
 inline constexpr ObjectSchema kSwigluBackwardSchema{
     kSwigluBackwardKeys, std::size(kSwigluBackwardKeys), &kHeaderSchema};
 

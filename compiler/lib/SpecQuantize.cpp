@@ -41,6 +41,11 @@ QuantizeContract spec_detail::readQuantize(const ObjectReader &top) {
       readQuantOutput(top, "columnwise", mx ? Block{32, 1} : Block{128, 1});
   q.multiTensor = top.boolean("multi_tensor", false);
   q.k = top.child("shape", kQuantShapeSchema).integer("k", 0, kMaxDim, 0);
+  if (top.get("gather")) {
+    ObjectReader g = top.child("gather", kGatherSchema);
+    g.require("topk");
+    q.gather = GatherRows{g.integer("topk", 1, 16, 1), g.boolean("probs", false)};
+  }
   if (auto v = checkQuantize(q))
     fail(v->field, v->message);
   return q;

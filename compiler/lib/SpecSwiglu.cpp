@@ -3,7 +3,8 @@
 // The forward reads the quantizer's keys the way `quantize` does (same
 // defaults: TE rounds to powers of two, MX recipes get MX blocks) into a
 // quantize contract over y, and checkSwiglu (SwigluContract.h) applies the
-// quantize rules plus SwiGLU's own. `halves` has no default: whether gate
+// quantize rules plus SwiGLU's own. A backward spec with a `recipe` is the
+// quantized backward: the same keys, over the bf16 dx (M, 2I). `halves` has no default: whether gate
 // and up are stacked or interleaved is the producer's contract, and a wrong
 // guess would silently compute nonsense.
 //
@@ -22,7 +23,14 @@ SwigluContract spec_detail::readSwiglu(const ObjectReader &top, bool backward) {
                  ? SwigluHalves::Stacked
                  : SwigluHalves::Interleaved;
   c.i = top.child("shape", kSwigluShapeSchema).integer("i", 0, kMaxDim / 2, 0);
-  if (!backward) {
+  // The backward quantizes dx when the spec has any of the forward's
+  // quantizer keys (the recipe then required), with the same defaults,
+  // over the (M, 2I) dx.
+  if (backward)
+    for (const char *key :
+         {"recipe", "output", "pow2", "eps", "rowwise", "columnwise"})
+      c.quantized = c.quantized || top.get(key);
+  if (!backward || c.quantized) {
     QuantizeContract &q = c.quant;
     q.output = top.enumeration("output", ElemType::E4M3);
     q.recipe = readEnum<QuantRecipe>(top.require("recipe"), top.at("recipe"));
@@ -35,9 +43,10 @@ SwigluContract spec_detail::readSwiglu(const ObjectReader &top, bool backward) {
     if (top.get("columnwise"))
       q.columnwise = readScale(top.child("columnwise", kScaleSchema),
                                mx ? Block{32, 1} : Block{128, 1});
-    q.k = c.i;
-    c.bf16Output = top.boolean("bf16_output", false);
+    q.k = backward ? 2 * c.i : c.i;
   }
+  if (!backward)
+    c.bf16Output = top.boolean("bf16_output", false);
   if (auto v = checkSwiglu(c))
     fail(v->field, v->message);
   return c;

@@ -342,6 +342,34 @@ std::optional<Violation> qgemm::checkGemm(const GemmContract &c) {
   return checkTokenBlocks(c);
 }
 
+/// Gathered rows: bf16 tokens of one tensor, moved in 16-byte vectors, into
+/// the activation blocks (the [128,128] blocks are the weights').
+static std::optional<Violation> checkGather(const QuantizeContract &c) {
+  const GatherRows &g = *c.gather;
+  if (g.topk < 1 || g.topk > 16)
+    return Violation{"gather.topk", std::to_string(g.topk) +
+                                        " is out of range; allowed: 1..16 "
+                                        "(the permute's top-k)"};
+  if (c.input != ElemType::BF16)
+    return Violation{"input", "gathered rows are bf16 tokens; input must be "
+                              "bf16"};
+  if (c.multiTensor)
+    return Violation{"multi_tensor", "gathered rows form one tensor; remove "
+                                     "multi_tensor"};
+  for (const auto &[r, name] :
+       {std::pair{&c.rowwise, "rowwise"}, {&c.columnwise, "columnwise"}})
+    if (*r && (*r)->blockRows == 128 && (*r)->blockCols == 128)
+      return Violation{std::string(name) + ".block",
+                       "[128, 128] is the weights' block; gathered rows take "
+                       "token blocks ([1, 128], [128, 1], [1, 32], [32, 1])"};
+  if (c.k % 8 != 0)
+    return Violation{"shape.k", std::to_string(c.k) +
+                                    " is not a multiple of 8; gathered rows "
+                                    "move in 16-byte vectors (a run-time k is "
+                                    "checked at launch)"};
+  return std::nullopt;
+}
+
 std::optional<Violation> qgemm::checkQuantize(const QuantizeContract &c) {
   if (auto v = checkType(c.input, "input", "a quantizer input",
                          {ElemType::BF16, ElemType::F32}))
@@ -359,6 +387,9 @@ std::optional<Violation> qgemm::checkQuantize(const QuantizeContract &c) {
       return v;
   if (c.columnwise)
     if (auto v = checkQuantOutput(*c.columnwise, "columnwise", c.recipe))
+      return v;
+  if (c.gather)
+    if (auto v = checkGather(c))
       return v;
   return checkQuantK(c.k);
 }

@@ -134,6 +134,8 @@ std::optional<::qgemm::KernelConfig> GroupedMatmulOp::getKernelConfig() {
     c.columnwise = toContract(r);
   c.multiTensor = getMultiTensor();
   c.k = getK();
+  if (getGatherTopk() > 0)
+    c.gather = ::qgemm::GatherRows{int64_t(getGatherTopk()), getGatherProbs()};
   return c;
 }
 
@@ -183,6 +185,8 @@ std::optional<::qgemm::KernelConfig> GroupedMatmulOp::getKernelConfig() {
                               : ::qgemm::SwigluHalves::Stacked;
   c.i = getI();
   c.bf16Output = getBf16Output();
+  // A backward with a recipe quantizes its dx.
+  c.quantized = c.backward && getRecipeAttr();
   ::qgemm::QuantizeContract &q = c.quant;
   if (auto t = getOutputAttr())
     q.output = t.getValue();
@@ -194,7 +198,7 @@ std::optional<::qgemm::KernelConfig> GroupedMatmulOp::getKernelConfig() {
     q.rowwise = toContract(r);
   if (auto r = getColumnwiseAttr())
     q.columnwise = toContract(r);
-  q.k = c.i;
+  q.k = c.backward ? 2 * c.i : c.i;
   return c;
 }
 
@@ -220,11 +224,13 @@ LogicalResult QuantizeOp::verify() {
 }
 
 LogicalResult SwigluOp::verify() {
-  // The quantizer's attributes belong to the forward alone.
-  if (getBackward() && (getOutputAttr() || getRecipeAttr() ||
-                        getRowwiseAttr() || getColumnwiseAttr() || getPow2()))
-    return emitOpError() << "backward: takes no quantizer attributes";
-  if (!getBackward() && (!getOutputAttr() || !getRecipeAttr()))
+  // The quantizer's attributes: the forward's, or a quantized backward's
+  // (output and recipe together; the plain backward has none).
+  const bool quantizer = getOutputAttr() || getRecipeAttr() ||
+                         getRowwiseAttr() || getColumnwiseAttr() || getPow2();
+  if (quantizer && (!getOutputAttr() || !getRecipeAttr()))
+    return emitOpError() << "quantize: needs an output type and a recipe";
+  if (!getBackward() && !quantizer)
     return emitOpError() << "quantize: the forward needs an output type and "
                             "a recipe";
   return report(getOperation(), ::qgemm::checkSwiglu(getContract()));

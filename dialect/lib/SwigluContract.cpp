@@ -23,20 +23,30 @@ std::optional<Violation> qgemm::checkSwiglu(const SwigluContract &c) {
                                     " is out of range; allowed: 1.." +
                                     std::to_string(kMaxDim / 2) +
                                     " (or leave it out for a run-time I)"};
-  if (c.backward) {
-    if (c.bf16Output)
-      return Violation{"bf16_output", "swiglu_backward writes only the bf16 "
-                                      "gradient of x; remove bf16_output"};
+  if (c.backward && c.bf16Output)
+    return Violation{"bf16_output", "swiglu_backward writes only the "
+                                    "gradient of x; remove bf16_output"};
+  if (!swigluQuantizes(c))
     return std::nullopt;
-  }
+  const char *op = c.backward ? "swiglu_backward" : "swiglu_quantize";
   if (c.quant.input != ElemType::BF16)
-    return Violation{"input", "swiglu_quantize reads a bf16 (M, 2I) input"};
+    return Violation{"input", std::string(op) + " reads a bf16 (M, 2I) input"};
   if (c.quant.multiTensor)
     return Violation{"multi_tensor",
-                     "swiglu_quantize runs over one activation tensor; "
+                     std::string(op) + " runs over one activation tensor; "
                      "multi_tensor is for weights (op quantize)"};
-  if (c.quant.k != c.i)
-    return Violation{"shape.i", "the quantizer's width must be I"};
+  if (c.quant.k != (c.backward ? 2 * c.i : c.i))
+    return Violation{"shape.i", c.backward
+                                    ? "the quantizer's width must be 2I"
+                                    : "the quantizer's width must be I"};
+  // The quantized backward moves dx in chunks of 8 columns that never
+  // straddle the gate and up halves (SwigluABI.h).
+  if (c.backward && c.i % 8 != 0)
+    return Violation{"shape.i",
+                     std::to_string(c.i) +
+                         " is not a multiple of 8; the quantized "
+                         "swiglu_backward needs I a multiple of 8 (or a "
+                         "run-time I, checked at launch)"};
   auto v = checkQuantize(c.quant);
   // The quantizer's width is I: name it as the swiglu spec spells it.
   if (v && v->field == "shape.k")

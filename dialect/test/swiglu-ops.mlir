@@ -1,6 +1,7 @@
 // RUN: qgemm-opt %s -split-input-file -verify-diagnostics | FileCheck %s
 
-// The forward with its quantizer round-trips; the backward has none.
+// The forward with its quantizer round-trips; the plain backward has none,
+// the quantized backward has the forward's.
 // CHECK: qgemm.swiglu @act i = 2048 quantize <e4m3> recipe = <deepseek> rowwise = #qgemm.scale<[1, 128], f32, COMPACT> {bf16_output}
 qgemm.swiglu @act i = 2048 quantize <e4m3> recipe = <deepseek>
     rowwise = #qgemm.scale<[1, 128], f32, COMPACT> {bf16_output}
@@ -12,8 +13,21 @@ qgemm.swiglu @bwd i = 0 backward {interleaved}
 
 // -----
 
-// expected-error @+1 {{backward: takes no quantizer attributes}}
+// CHECK: qgemm.swiglu @bwdq i = 2048 backward quantize <e4m3> recipe = <deepseek> columnwise = #qgemm.scale<[128, 1], f32, GEMM_READY>
+qgemm.swiglu @bwdq i = 2048 backward quantize <e4m3> recipe = <deepseek>
+    columnwise = #qgemm.scale<[128, 1], f32, GEMM_READY>
+
+// -----
+
+// The quantized backward follows the quantizer's rules.
+// expected-error @+1 {{rowwise: a quantizer needs a rowwise or a columnwise output}}
 qgemm.swiglu @bad_bwd i = 2048 backward quantize <e4m3> recipe = <deepseek>
+
+// -----
+
+// expected-error @+1 {{shape.i: 2052 is not a multiple of 8}}
+qgemm.swiglu @odd_bwd i = 2052 backward quantize <e4m3> recipe = <deepseek>
+    rowwise = #qgemm.scale<[1, 128], f32, COMPACT>
 
 // -----
 

@@ -136,7 +136,7 @@ int main(void) {
   CUdeviceptr dx, dw13, dw2, dids, dprobs, ddout;
   CUdeviceptr w13q, w13s, w13qt, w13st, w2q, w2s, w2qt, w2st;
   CUdeviceptr out, offs, rowg, rowm, h, acol, acols, o, rerr, err, ws;
-  CUdeviceptr gx, gprobs, gw13, gw2, grows, dhr, dhrs, dhc, dhcs;
+  CUdeviceptr gx, gprobs, gw13, gw2, dhr, dhrs, dhc, dhcs;
   const size_t sc13 = (size_t)s.weight_scales13 * 4,
                sc2 = (size_t)s.weight_scales2 * 4;
   size_t wsBytes = (size_t)(s.forward_workspace > s.backward_workspace
@@ -157,7 +157,7 @@ int main(void) {
       dev(&ws, wsBytes, NULL) || dev(&gx, 2 * T * H, NULL) ||
       dev(&gprobs, 4 * T * K, NULL) ||
       dev(&gw13, 2 * (size_t)E * 2 * I * H, NULL) ||
-      dev(&gw2, 2 * (size_t)E * H * I, NULL) || dev(&grows, 2 * R * H, NULL) ||
+      dev(&gw2, 2 * (size_t)E * H * I, NULL) ||
       dev(&dhr, R * 2 * I, NULL) ||
       dev(&dhrs, 4 * (size_t)s.dh_row_scales, NULL) ||
       dev(&dhc, R * 2 * I, NULL) ||
@@ -184,7 +184,7 @@ int main(void) {
   b.a_col = acol, b.a_col_scales = acols, b.o = o;
   b.w13q_t = w13qt, b.w13s_t = w13st, b.w2q_t = w2qt, b.w2s_t = w2st;
   b.grad_x = gx, b.grad_probs = gprobs, b.grad_w13 = gw13, b.grad_w2 = gw2;
-  b.grad_rows = grows, b.dh_rows = dhr, b.dh_row_scales = dhrs;
+  b.dh_rows = dhr, b.dh_row_scales = dhrs;
   b.dh_cols = dhc, b.dh_col_scales = dhcs; /* between the parts */
   b.error_flag = err, b.workspace = ws;
   b.workspace_bytes = s.backward_workspace, b.tokens = T;

@@ -27,6 +27,10 @@ namespace {
 /// device-groups fields (API 1.2) checked and copied when the caller's
 /// struct reaches them. `fn` names the launch in errors.
 #define QGEMM_FIELD(C_NAME, CPP_NAME) a.CPP_NAME = c.C_NAME;
+#define QGEMM_FIELD_SINCE(C_NAME, CPP_NAME)                                    \
+  if (c.struct_size >= offsetof(std::remove_reference_t<decltype(c)>, C_NAME) + \
+                           sizeof(c.C_NAME))                                   \
+    a.CPP_NAME = c.C_NAME;
 #define QGEMM_DEVICE_GROUPS                                                    \
   using CArgs = std::remove_reference_t<decltype(c)>;                          \
   if (c.struct_size >= offsetof(CArgs, workspace) + sizeof(c.workspace)) {     \

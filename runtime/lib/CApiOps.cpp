@@ -87,8 +87,13 @@ qgemm_status qgemm_kernel_quantize_info(const qgemm_kernel *k,
                        setQuantizeInfo(i, c);
                        i.multi_tensor = c.multiTensor ? 1 : 0;
                        i.k = c.k;
+                       if (c.gather) {
+                         i.gather_topk = int32_t(c.gather->topk);
+                         i.gather_probs = c.gather->probs ? 1 : 0;
+                       }
                        return QGEMM_OK;
-                     });
+                     },
+                     offsetof(qgemm_quantize_info, gather_topk));
 }
 
 qgemm_status qgemm_kernel_quantize_sizes(const qgemm_kernel *k, int64_t rows,

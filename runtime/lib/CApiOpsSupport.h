@@ -14,10 +14,12 @@
 
 #include "CApiInternal.h"
 #include "qgemm/Kernels/QuantizeABI.h"
+#include "qgemm/QuantizeArgs.h"
 
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 namespace qgemm::capi {
 
@@ -193,6 +195,13 @@ void quantizeStandIns(Args &a, const QuantizeContract &c, int64_t numGroups,
     a.errorFlag = 512;
     a.workspace = 768;
   }
+  // Gathered rows: the permute's index outputs and the scratch.
+  if constexpr (std::is_same_v<Args, QuantizeArgs>)
+    if (c.gather) {
+      a.rowMap = a.rowGroup = a.sources = 1024;
+      if (c.gather->probs)
+        a.probs = 1024;
+    }
 }
 
 /// A size query's answer for the launch `a` of a kernel whose quantizer is

@@ -135,7 +135,9 @@ Status qgemm::validateUnpermuteArgs(const UnpermuteContract &c,
   }
   ck.pointer(a.gradOut, "gradOut", 16, "the (T, k) bf16 output gradient");
   ck.pointer(a.rowGroup, "rowGroup", 4, "the [R] int32 row groups");
-  ck.pointer(a.gradY, "gradY", 16, "the (R, k) bf16 expert-row gradient");
+  // With probs, gradY may be 0: the launch then computes gradProbs alone.
+  if (!c.probs || a.gradY != 0)
+    ck.pointer(a.gradY, "gradY", 16, "the (R, k) bf16 expert-row gradient");
   if (c.probs) {
     ck.pointer(a.probs, "probs", 4, "the (T, topk) f32 probabilities");
     ck.pointer(a.y, "y", 16, "the forward's (R, k) bf16 expert rows");

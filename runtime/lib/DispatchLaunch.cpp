@@ -38,7 +38,8 @@ Status launchStages(const CudaDriver &d, const Kernel::State::Module &m,
       spec.op == OpKind::Permute ? spec.permute.alignment : 1;
   for (size_t i = 0; i < stages.size(); ++i) {
     int64_t grid = dispatchGrid(stages[i], alignment, tokens, experts, rows);
-    if (grid == 0)
+    // The unpermute backward without rows (gradProbs alone) zeroes none.
+    if (grid == 0 || (stages[i] == DispatchStage::ZeroRows && !ptrs[kDpDst]))
       continue;
     if (grid > std::numeric_limits<int32_t>::max())
       return Status::user(name + ": launch grid " + std::to_string(grid) +

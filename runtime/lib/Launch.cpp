@@ -141,6 +141,14 @@ Status loadModule(const CudaDriver &d, const Kernel::State &k,
   else
     st = d.check(d.moduleGetFunction(&m.function, m.module, k.name.c_str()),
                  "cuModuleGetFunction(" + k.name + ")");
+  // A quantizer with gathered rows launches its sources kernel first.
+  if (st.ok() && k.spec.op == OpKind::Quantize && k.spec.quantize.gather) {
+    const std::string entry = gatherSourcesEntryName(k.name);
+    CUfunction fn = nullptr;
+    st = d.check(d.moduleGetFunction(&fn, m.module, entry.c_str()),
+                 "cuModuleGetFunction(" + entry + ")");
+    m.stages = {fn};
+  }
   // A family's dynamic shared memory (a ring of stages) may pass the
   // default 48 KB: raise the function's limit once, here, not per launch.
   if (st.ok() && k.spec.op == OpKind::GroupedGemm) {
@@ -154,10 +162,14 @@ Status loadModule(const CudaDriver &d, const Kernel::State &k,
     if (st.ok() && gemmFamily(cfg.family).persistent())
       st = residentCtas(d, m.function, cfg, m.residentCtas);
   }
-  // The quantize kernel (and swiglu_quantize, the same kernel with a SwiGLU
-  // input stage) stages a 128 x 128 f32 tile: past the default 48 KB.
+  // The quantize kernel (and the swiglu kernels that are the same kernel
+  // with a SwiGLU input stage) stages a 128 x 128 f32 tile: past the
+  // default 48 KB.
   if (st.ok() &&
-      (k.spec.op == OpKind::Quantize || k.spec.op == OpKind::SwigluQuantize))
+      (k.spec.op == OpKind::Quantize ||
+       ((k.spec.op == OpKind::SwigluQuantize ||
+         k.spec.op == OpKind::SwigluBackward) &&
+        swigluQuantizes(k.spec.swiglu))))
     st = d.check(d.funcSetAttribute(
                      m.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                      int(kQuantSharedBytes)),

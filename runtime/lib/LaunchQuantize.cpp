@@ -26,22 +26,31 @@ Status Runtime::launch(const Kernel &kernel, const QuantizeArgs &args,
     return Status::user(spec.name + ": " + st.message);
   if (args.rows == 0)
     return Status();
-  return launchQuantizeFamily(kernel, args, /*swiglu=*/false, 0, stream);
+  if (spec.quantize.gather)
+    return launchQuantizeFamily(kernel, args,
+                                {args.rowMap, args.rowGroup, args.probs,
+                                 args.sources, uint64_t(args.tokens)},
+                                stream);
+  return launchQuantizeFamily(kernel, args, {}, stream);
 }
 
 Status Runtime::launchQuantizeFamily(const Kernel &kernel,
-                                     const QuantizeArgs &args, bool swiglu,
-                                     DevicePtr swigluY, void *stream) {
+                                     const QuantizeArgs &args,
+                                     std::initializer_list<uint64_t> extra,
+                                     void *stream) {
   Kernel::State::Module m;
   if (Status st = impl->functionFor(*kernel.state, m); !st.ok())
     return st;
 
   const auto grid =
       quantizeGrid(args.rows, args.cols, args.numGroups, args.numTensors);
-  // swiglu_quantize's parameters are quantize's, then y (SwigluABI.h).
-  CUdeviceptr ptrs[kNumSwigluQuantizeParams] = {};
-  const unsigned numParams =
-      swiglu ? unsigned(kNumSwigluQuantizeParams) : unsigned(kNumQuantizeParams);
+  // Past quantize's parameters, the kernel's own (pointers, or i64 values
+  // passed the same way).
+  constexpr unsigned kMaxExtra = 8;
+  if (extra.size() > kMaxExtra)
+    return Status::internal(kernel.name() + ": too many extra parameters");
+  CUdeviceptr ptrs[kNumQuantizeParams + kMaxExtra] = {};
+  const unsigned numParams = kNumQuantizeParams + unsigned(extra.size());
   ptrs[kQParamInput] = args.input;
   ptrs[kQParamInputTable] = args.inputTable;
   ptrs[kQParamRowData] = args.rowData;
@@ -49,8 +58,9 @@ Status Runtime::launchQuantizeFamily(const Kernel &kernel,
   ptrs[kQParamColData] = args.colData;
   ptrs[kQParamColScales] = args.colScales;
   ptrs[kQParamOffsets] = args.numGroups > 0 ? args.groupOffsets : 0;
-  if (swiglu)
-    ptrs[kSQParamBf16Out] = swigluY;
+  unsigned e = kNumQuantizeParams;
+  for (uint64_t v : extra)
+    ptrs[e++] = CUdeviceptr(v);
   const CudaDriver *d = impl->driver.load(std::memory_order_acquire);
   // Device-only token groups: the offsets check (alignment 1) first, the
   // kernel then reads its checked copy.
@@ -73,12 +83,25 @@ Status Runtime::launchQuantizeFamily(const Kernel &kernel,
   // All three fit i32 after validation (at most 2^24 and 65535).
   int32_t rows = int32_t(args.rows), cols = int32_t(args.cols),
           groups = int32_t(args.numGroups);
-  void *params[kNumSwigluQuantizeParams];
+  void *params[kNumQuantizeParams + kMaxExtra];
   for (unsigned i = 0; i < numParams; ++i)
     params[i] = &ptrs[i];
   params[kQParamRows] = &rows;
   params[kQParamCols] = &cols;
   params[kQParamNumGroups] = &groups;
+  // Gathered rows: the sources kernel (the module's first stage, the same
+  // parameters) writes each row's copy before the quantize kernel reads it.
+  if (!m.stages.empty() && args.tokens > 0) {
+    const int64_t topk = kernel.spec().quantize.gather->topk;
+    if (Status st = d->check(
+            d->launchKernel(m.stages.front(),
+                            unsigned(gatherSourcesGrid(args.tokens, topk)), 1,
+                            1, kGatherSourcesThreads, 1, 1, 0,
+                            static_cast<CUstream>(stream), params, nullptr),
+            "cuLaunchKernel(" + gatherSourcesEntryName(kernel.name()) + ")");
+        !st.ok())
+      return st;
+  }
   Status st = d->check(d->launchKernel(m.function, unsigned(grid[0]),
                                        unsigned(grid[1]), unsigned(grid[2]),
                                        kQuantThreads, 1, 1,

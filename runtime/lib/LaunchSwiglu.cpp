@@ -2,8 +2,9 @@
 //
 // swiglu_quantize: the quantize kernel family's launch (LaunchQuantize.cpp:
 // QuantizeABI.h's grid over the (M, I) output, the bf16 y as one more
-// parameter, device-only token groups checked first). swiglu_backward: the elementwise grid of
-// SwigluABI.h.
+// parameter, device-only token groups checked first); the quantized
+// swiglu_backward the same over the (M, 2I) dx, dy the extra parameter.
+// swiglu_backward: the elementwise grid of SwigluABI.h.
 //
 //===----------------------------------------------------------------------===//
 #include "RuntimeImpl.h"
@@ -39,8 +40,8 @@ Status Runtime::launch(const Kernel &kernel, const SwigluQuantizeArgs &args,
     return Status::user(spec.name + ": " + st.message);
   if (args.rows == 0)
     return Status();
-  return launchQuantizeFamily(kernel, quantizeArgsOf(args), /*swiglu=*/true,
-                              args.bf16Output, stream);
+  return launchQuantizeFamily(kernel, quantizeArgsOf(args), {args.bf16Output},
+                              stream);
 }
 
 Status Runtime::launch(const Kernel &kernel, const SwigluBackwardArgs &args,
@@ -54,6 +55,11 @@ Status Runtime::launch(const Kernel &kernel, const SwigluBackwardArgs &args,
     return Status::user(spec.name + ": " + st.message);
   if (args.rows == 0)
     return Status();
+  // The quantized backward is the quantize kernel over dx, dy its one
+  // extra parameter (SwigluABI.h).
+  if (spec.swiglu.quantized)
+    return launchQuantizeFamily(kernel, quantizeArgsOf(args),
+                                {args.gradOutput}, stream);
   Kernel::State::Module m;
   if (Status st = impl->functionFor(*kernel.state, m); !st.ok())
     return st;

@@ -11,17 +11,22 @@
 //                         column-wise (w2's weight gradient)
 //             4 gemm      o = a @ w2^T                       (R, H) bf16
 //             5 unpermute out = sum_j probs[t, j] * o[row of (t, j)]
-//   backward  1 unpermute^T  do (R, H), dprobs          part kMoeUnpermute
-//             2 quantize  do -> FP8 row- and column-wise   part kMoeDown
+//   backward  1 unpermute^T  dprobs from grad_out and o (no rows written)
+//                                                       part kMoeUnpermute
+//             2 quantize  do, the rows of grad_out weighted by probs, gathered
+//                         by row_map into FP8 row- and column-wise (never
+//                         written in bf16)          part kMoeDown
 //             3 gemm      da = do @ w2                       (R, I)
 //             4 wgrad     dw2 = do^T a per expert
-//             5 swiglu^T  dh (R, 2I)
-//             6 quantize  dh -> FP8 row- and column-wise
-//             7 gemm      dy = dh @ w13          (R, H)   part kMoeUpData
-//             8 permute^T dx: each token's copies summed
-//             9 permute   x again in bf16 (R rows)  part kMoeUpWeight
-//            10 quantize  y column-wise
-//            11 wgrad     dw13 = dh^T y per expert
+//             5 swiglu^T  dh from da and h, quantized row- and column-wise
+//                         in the same pass (never written in bf16)
+//             6 gemm      dy = dh @ w13          (R, H)   part kMoeUpData
+//             7 permute^T dx: each token's copies summed
+//             8 quantize  x's rows gathered column-wise  part kMoeUpWeight
+//             9 wgrad     dw13 = dh^T y per expert
+//
+// Stages 2, 5 and 8 give the bytes the unfused kernels give (the bf16 rows
+// or dh, then quantize): the same values reach the same quantizer.
 //
 // Group offsets come from stage 1's permute on the device, which writes valid
 // offsets for any routing (all groups empty for a bad one, with its error
@@ -49,8 +54,8 @@ struct ForwardLayout {
   int yq, ys, counts, aq, as, groupWs;
 };
 struct BackwardLayout {
-  int doq, dos, doCol, doColS, da, dh, dy, y, yOffsets, yCounts, yRowGroup,
-      yRowMap, yError, yCol, yColS, groupWs;
+  int doq, dos, doCol, doColS, doSources, da, dy, ySources, yCol, yColS,
+      groupWs;
 };
 
 struct Layouts {
@@ -73,8 +78,8 @@ struct MoePlan::Impl {
   MoePlanDesc d;
   bool restart = false; ///< column-wise blocks restart at each expert
   Kernel weights13, weights2, permuteQ, gemmUp, swiglu, gemmDown, unpermute;
-  Kernel unpermuteBwd, quantRowCol, gemmDgradDown, wgradDown, swigluBwd,
-      gemmDgradUp, permuteX, quantCol, wgradUp, permuteBwd;
+  Kernel unpermuteBwd, gatherDo, gemmDgradDown, wgradDown, swigluBwd,
+      gemmDgradUp, gatherX, wgradUp, permuteBwd;
   ScaleRecipe rowRecipe, colRecipe;
 
   mutable std::mutex mutex;
@@ -89,13 +94,26 @@ struct MoePlan::Impl {
                              d.experts, errorFlag, ws, Offsets::OwnPermute,
                              debugSync, stream);
   }
-  Status quantize(const Kernel &k, DevicePtr in, int64_t rows, int64_t cols,
-                  DevicePtr rd, DevicePtr rs, DevicePtr cd, DevicePtr cs,
-                  DevicePtr offsets, DevicePtr errorFlag, DevicePtr ws,
-                  bool debugSync, void *stream) const {
-    return launchQuantizeRows(*rt, k, in, rows, cols, {rd, rs, cd, cs},
-                              restart ? offsets : 0, d.experts, errorFlag, ws,
-                              Offsets::OwnPermute, debugSync, stream);
+  /// The rows of `tokens` (weighted by probs when given) gathered by the
+  /// forward's permute outputs and quantized, `sources` the R int32 of
+  /// scratch the launch fills.
+  Status gather(const Kernel &k, DevicePtr tokensX, DevicePtr probs,
+                int64_t tokens, int64_t rows, DevicePtr rowMap,
+                DevicePtr rowGroup, DevicePtr sources, DevicePtr rd,
+                DevicePtr rs, DevicePtr cd, DevicePtr cs, DevicePtr offsets,
+                DevicePtr errorFlag, DevicePtr ws, bool debugSync,
+                void *stream) const {
+    QuantizeArgs q = quantizeRowsArgs(0, rows, d.hidden, {rd, rs, cd, cs},
+                                      restart ? offsets : 0, d.experts,
+                                      errorFlag, ws, Offsets::OwnPermute,
+                                      debugSync);
+    q.input = tokensX;
+    q.rowMap = rowMap;
+    q.rowGroup = rowGroup;
+    q.probs = probs;
+    q.sources = sources;
+    q.tokens = tokens;
+    return rt->launch(k, q, stream);
   }
 };
 
@@ -155,18 +173,18 @@ Status MoePlan::create(Runtime &rt, const MoePlanDesc &d,
        "down GEMM"},
       {&impl->unpermute, unpermuteSpec(H, K, false), "unpermute"},
       {&impl->unpermuteBwd, unpermuteSpec(H, K, true), "unpermute backward"},
-      {&impl->quantRowCol, quantizeSpec("bf16", true, true),
-       "quantize (row- and column-wise)"},
+      {&impl->gatherDo, gatherQuantizeSpec(K, true, true),
+       "quantize (the output gradient's rows, gathered)"},
       {&impl->gemmDgradDown, gemmSpec("m_contiguous", I, H, "bf16", A, false),
        "down data-gradient GEMM"},
       {&impl->wgradDown, gemmSpec("k_contiguous", H, I, wdt, A, false),
        "down weight-gradient GEMM"},
-      {&impl->swigluBwd, swigluBackwardSpec(), "swiglu_backward"},
+      {&impl->swigluBwd, swigluBackwardQuantizeSpec(),
+       "swiglu_backward (quantized)"},
       {&impl->gemmDgradUp, gemmSpec("m_contiguous", H, 2 * I, "bf16", A, false),
        "gate/up data-gradient GEMM"},
-      {&impl->permuteX, permuteSpec(H, K, A, false), "permute (bf16 x)"},
-      {&impl->quantCol, quantizeSpec("bf16", false, true),
-       "quantize (column-wise)"},
+      {&impl->gatherX, gatherQuantizeSpec(K, false, false),
+       "quantize (x's rows, gathered, column-wise)"},
       {&impl->wgradUp, gemmSpec("k_contiguous", 2 * I, H, wdt, A, false),
        "gate/up weight-gradient GEMM"},
       {&impl->permuteBwd, permuteSpec(H, K, A, true), "permute backward"},
@@ -176,8 +194,8 @@ Status MoePlan::create(Runtime &rt, const MoePlanDesc &d,
             resolve(rt, it.spec, std::string("moe plan: ") + it.what, *it.k);
         !st.ok())
       return st;
-  impl->rowRecipe = *impl->quantRowCol.spec().quantize.rowwise;
-  impl->colRecipe = *impl->quantRowCol.spec().quantize.columnwise;
+  impl->rowRecipe = *impl->gatherDo.spec().quantize.rowwise;
+  impl->colRecipe = *impl->gatherDo.spec().quantize.columnwise;
   out.reset(new MoePlan(std::move(impl)));
   return {};
 }
@@ -210,9 +228,9 @@ const Layouts &MoePlan::Impl::layoutFor(int64_t T) const {
   fw.place();
   s.forwardWorkspace = fw.size();
 
-  // One layout for the backward's stages 2..11: no scratch buffer lives
-  // across two parts (what does is the caller's: gradRows, dh), so any part
-  // runs alone in the same workspace.
+  // One layout for the backward's stages 2..9: no scratch buffer lives
+  // across two parts (what does is the caller's: dh), so any part runs
+  // alone in the same workspace.
   s.dhRowScales = scaleElements(rowRecipe, R, 2 * I, 0);
   s.dhColScales = scaleElements(colRecipe, R, 2 * I, G);
   BackwardLayout &b = L->b;
@@ -221,18 +239,13 @@ const Layouts &MoePlan::Impl::layoutFor(int64_t T) const {
   b.dos = bw.add(f32 * scaleElements(rowRecipe, R, H, 0), 2, 3);
   b.doCol = bw.add(R * H, 2, 4);
   b.doColS = bw.add(f32 * scaleElements(colRecipe, R, H, G), 2, 4);
+  b.doSources = bw.add(f32 * R, 2, 2);
   b.da = bw.add(bf16 * R * I, 3, 5);
-  b.dh = bw.add(bf16 * R * 2 * I, 5, 6);
-  b.dy = bw.add(bf16 * R * H, 7, 8);
-  b.y = bw.add(bf16 * R * H, 9, 10);
-  b.yOffsets = bw.add(f32 * E, 9, 9);
-  b.yCounts = bw.add(f32 * E, 9, 9);
-  b.yRowGroup = bw.add(f32 * R, 9, 9);
-  b.yRowMap = bw.add(f32 * T * K, 9, 9);
-  b.yError = bw.add(f32, 9, 9);
-  b.yCol = bw.add(R * H, 10, 11);
-  b.yColS = bw.add(f32 * scaleElements(colRecipe, R, H, G), 10, 11);
-  b.groupWs = bw.add(f32 * E, 0, 11);
+  b.dy = bw.add(bf16 * R * H, 6, 7);
+  b.ySources = bw.add(f32 * R, 8, 8);
+  b.yCol = bw.add(R * H, 8, 9);
+  b.yColS = bw.add(f32 * scaleElements(colRecipe, R, H, G), 8, 9);
+  b.groupWs = bw.add(f32 * E, 0, 9);
   bw.place();
   s.backwardWorkspace = bw.size();
   return *(layouts[T] = std::move(L));
@@ -371,15 +384,15 @@ Status MoePlan::backward(const MoeBackwardArgs &a, void *stream) const {
   // every part after the unpermute reads.
   static const std::pair<unsigned, std::vector<const char *>> kNeeds[] = {
       {kMoeUnpermute,
-       {"grad_out", "row_map", "row_group", "probs", "o", "grad_rows",
-        "grad_probs"}},
+       {"grad_out", "row_map", "row_group", "probs", "o", "grad_probs"}},
       {kMoeDown,
-       {"grad_rows", "h", "a_col", "a_col_scales", "w2q_t", "w2s_t", "grad_w2",
-        "dh_rows", "dh_row_scales", "dh_cols", "dh_col_scales"}},
+       {"grad_out", "row_map", "row_group", "probs", "h", "a_col",
+        "a_col_scales", "w2q_t", "w2s_t", "grad_w2", "dh_rows",
+        "dh_row_scales", "dh_cols", "dh_col_scales"}},
       {kMoeUpData,
        {"dh_rows", "dh_row_scales", "w13q_t", "w13s_t", "row_map", "grad_x"}},
       {kMoeUpWeight,
-       {"dh_cols", "dh_col_scales", "x", "expert_ids", "grad_w13"}},
+       {"dh_cols", "dh_col_scales", "x", "row_map", "row_group", "grad_w13"}},
       {kMoeDown | kMoeUpData | kMoeUpWeight, {"offsets", "error_flag"}}};
   for (const auto &[bits, names] : kNeeds)
     if (a.parts & bits)
@@ -399,11 +412,11 @@ Status MoePlan::backward(const MoeBackwardArgs &a, void *stream) const {
   Sequence seq{kPlan, fn, {}};
   if (unpermute)
     seq.then("unpermute backward", [&] {
+      // dprobs alone: stage 2 makes the rows' FP8 forms from grad_out.
       UnpermuteArgs u;
       u.gradOut = a.gradOut;
       u.rowMap = a.rowMap;
       u.rowGroup = a.rowGroup;
-      u.gradY = a.gradRows;
       u.probs = a.probs;
       u.y = a.o;
       u.gradProbs = a.gradProbs;
@@ -414,9 +427,11 @@ Status MoePlan::backward(const MoeBackwardArgs &a, void *stream) const {
   if (down)
     seq.then("quantize do",
              [&] {
-               return p.quantize(p.quantRowCol, a.gradRows, R, H, at(b.doq),
-                                 at(b.dos), at(b.doCol), at(b.doColS),
-                                 a.offsets, a.errorFlag, ws, dbg, stream);
+               return p.gather(p.gatherDo, a.gradOut, a.probs, a.tokens, R,
+                               a.rowMap, a.rowGroup, at(b.doSources),
+                               at(b.doq), at(b.dos), at(b.doCol),
+                               at(b.doColS), a.offsets, a.errorFlag, ws, dbg,
+                               stream);
              })
         .then("down data-gradient GEMM",
               [&] {
@@ -430,20 +445,26 @@ Status MoePlan::backward(const MoeBackwardArgs &a, void *stream) const {
                               a.aColScales, a.gradW2, a.offsets, R, a.errorFlag,
                               ws, dbg, stream);
               })
-        .then("swiglu_backward",
-              [&] {
-                SwigluBackwardArgs sb;
-                sb.gradOutput = at(b.da);
-                sb.input = a.h;
-                sb.gradInput = at(b.dh);
-                sb.rows = R;
-                sb.intermediate = I;
-                return p.rt->launch(p.swigluBwd, sb, stream);
-              })
-        .then("quantize dh", [&] {
-          return p.quantize(p.quantRowCol, at(b.dh), R, 2 * I, a.dhRows,
-                            a.dhRowScales, a.dhCols, a.dhColScales, a.offsets,
-                            a.errorFlag, ws, dbg, stream);
+        .then("swiglu_backward", [&] {
+          SwigluBackwardArgs sb;
+          sb.gradOutput = at(b.da);
+          sb.input = a.h;
+          sb.rows = R;
+          sb.intermediate = I;
+          sb.rowData = a.dhRows;
+          sb.rowScales = a.dhRowScales;
+          sb.colData = a.dhCols;
+          sb.colScales = a.dhColScales;
+          if (p.restart) {
+            sb.groupOffsets = a.offsets;
+            sb.numGroups = E;
+            sb.deviceGroups = true;
+            sb.groupsTrusted = true; // the permute's offsets
+            sb.errorFlag = a.errorFlag;
+            sb.workspace = ws;
+          }
+          sb.debugSync = dbg;
+          return p.rt->launch(p.swigluBwd, sb, stream);
         });
   if (upData)
     seq.then("gate/up data-gradient GEMM",
@@ -462,28 +483,13 @@ Status MoePlan::backward(const MoeBackwardArgs &a, void *stream) const {
           return p.rt->launch(p.permuteBwd, m, stream);
         });
   if (upWeight)
-    seq.then("permute x",
+    seq.then("quantize x column-wise",
              [&] {
-               PermuteArgs m;
-               m.routing = a.expertIds;
-               m.x = a.x;
-               m.y = at(b.y);
-               m.offsets = at(b.yOffsets);
-               m.counts = at(b.yCounts);
-               m.rowGroup = at(b.yRowGroup);
-               m.rowMap = at(b.yRowMap);
-               m.error = at(b.yError);
-               m.tokens = a.tokens;
-               m.experts = E;
-               m.rows = R;
-               return p.rt->launch(p.permuteX, m, stream);
+               return p.gather(p.gatherX, a.x, 0, a.tokens, R, a.rowMap,
+                               a.rowGroup, at(b.ySources), 0, 0, at(b.yCol),
+                               at(b.yColS), a.offsets, a.errorFlag, ws, dbg,
+                               stream);
              })
-        .then("quantize x column-wise",
-              [&] {
-                return p.quantize(p.quantCol, at(b.y), R, H, 0, 0, at(b.yCol),
-                                  at(b.yColS), a.offsets, a.errorFlag, ws, dbg,
-                                  stream);
-              })
         .then("gate/up weight-gradient GEMM", [&] {
           return p.gemm(p.wgradUp, a.dhCols, a.dhColScales, at(b.yCol),
                         at(b.yColS), a.gradW13, a.offsets, R, a.errorFlag, ws,
@@ -497,9 +503,9 @@ std::vector<std::string> MoePlan::kernelNames() const {
   std::vector<std::string> out;
   for (const Kernel *k :
        {&p.weights13, &p.weights2, &p.permuteQ, &p.gemmUp, &p.swiglu,
-        &p.gemmDown, &p.unpermute, &p.unpermuteBwd, &p.quantRowCol,
+        &p.gemmDown, &p.unpermute, &p.unpermuteBwd, &p.gatherDo,
         &p.gemmDgradDown, &p.wgradDown, &p.swigluBwd, &p.gemmDgradUp,
-        &p.permuteBwd, &p.permuteX, &p.quantCol, &p.wgradUp})
+        &p.permuteBwd, &p.gatherX, &p.wgradUp})
     out.push_back(k->name());
   return out;
 }

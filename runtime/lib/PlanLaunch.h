@@ -137,12 +137,11 @@ inline QuantizeArgs quantizeArgs(DevicePtr input, int64_t rows, int64_t cols,
 
 /// A quantize of (rows, cols); with `offsets` non-zero the column-wise
 /// blocks restart at each of `groups` device-side groups.
-inline Status launchQuantizeRows(Runtime &rt, const Kernel &k, DevicePtr in,
-                                 int64_t rows, int64_t cols,
-                                 const QuantOut &out, DevicePtr offsets,
-                                 int64_t groups, DevicePtr errorFlag,
-                                 DevicePtr ws, Offsets whose, bool debugSync,
-                                 void *stream) {
+inline QuantizeArgs quantizeRowsArgs(DevicePtr in, int64_t rows, int64_t cols,
+                                     const QuantOut &out, DevicePtr offsets,
+                                     int64_t groups, DevicePtr errorFlag,
+                                     DevicePtr ws, Offsets whose,
+                                     bool debugSync) {
   QuantizeArgs q = quantizeArgs(in, rows, cols, out, debugSync);
   if (offsets) {
     q.groupOffsets = offsets;
@@ -152,7 +151,18 @@ inline Status launchQuantizeRows(Runtime &rt, const Kernel &k, DevicePtr in,
     q.errorFlag = errorFlag;
     q.workspace = ws;
   }
-  return rt.launch(k, q, stream);
+  return q;
+}
+inline Status launchQuantizeRows(Runtime &rt, const Kernel &k, DevicePtr in,
+                                 int64_t rows, int64_t cols,
+                                 const QuantOut &out, DevicePtr offsets,
+                                 int64_t groups, DevicePtr errorFlag,
+                                 DevicePtr ws, Offsets whose, bool debugSync,
+                                 void *stream) {
+  return rt.launch(k,
+                   quantizeRowsArgs(in, rows, cols, out, offsets, groups,
+                                    errorFlag, ws, whose, debugSync),
+                   stream);
 }
 
 /// Both 128x128 FP8 forms of (groups, rows, cols) weights, one launch.

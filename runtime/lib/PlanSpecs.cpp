@@ -53,6 +53,17 @@ std::string quantizeSpec(const char *input, bool rowwise, bool columnwise) {
   return s + "}";
 }
 
+std::string gatherQuantizeSpec(int64_t topk, bool probs, bool rowwise) {
+  std::string s = "{\"qgemm\":1,\"name\":\"torch_gather_quantize_deepseek\","
+                  "\"op\":\"quantize\",\"input\":\"bf16\",\"output\":"
+                  "\"e4m3\",\"recipe\":\"deepseek\"";
+  if (rowwise)
+    s += ",\"rowwise\":{\"block\":[1,128],\"layout\":\"COMPACT\"}";
+  s += ",\"columnwise\":{\"block\":[128,1],\"layout\":\"GEMM_READY\"}";
+  return s + ",\"gather\":{\"topk\":" + num(topk) +
+         ",\"probs\":" + (probs ? "true" : "false") + "}}";
+}
+
 std::string weightsSpec(const char *input) {
   return "{\"qgemm\":1,\"name\":\"torch_quantize_weights_deepseek\","
          "\"op\":\"quantize\",\"input\":\"" +
@@ -98,6 +109,14 @@ std::string swigluQuantizeSpec() {
 std::string swigluBackwardSpec() {
   return "{\"qgemm\":1,\"name\":\"torch_swiglu_backward\",\"op\":"
          "\"swiglu_backward\",\"halves\":\"stacked\"}";
+}
+
+std::string swigluBackwardQuantizeSpec() {
+  return "{\"qgemm\":1,\"name\":\"torch_swiglu_backward_deepseek\",\"op\":"
+         "\"swiglu_backward\",\"halves\":\"stacked\",\"output\":\"e4m3\","
+         "\"recipe\":\"deepseek\",\"rowwise\":{\"block\":[1,128],"
+         "\"layout\":\"COMPACT\"},\"columnwise\":{\"block\":[128,1],"
+         "\"layout\":\"GEMM_READY\"}}";
 }
 
 Status resolve(Runtime &rt, const std::string &json, const std::string &what,

@@ -31,6 +31,11 @@ std::string gemmSpec(const char *grouping, int64_t n, int64_t k,
 /// quantize of bf16/f32 `input`: row-wise 1x128 COMPACT and/or column-wise
 /// 128x1 GEMM_READY (stored transposed), e4m3, the deepseek recipe.
 std::string quantizeSpec(const char *input, bool rowwise, bool columnwise);
+/// quantize with rows gathered from bf16 tokens by a permute's index
+/// outputs (`probs`: weighted, the unpermute backward's rows): column-wise
+/// 128x1 GEMM_READY, and row-wise 1x128 COMPACT with `rowwise`; the same
+/// bytes as quantizeSpec's kernel over the permuted rows.
+std::string gatherQuantizeSpec(int64_t topk, bool probs, bool rowwise);
 /// Both 128x128 forms of every expert's weights in one launch.
 std::string weightsSpec(const char *input);
 /// The fused bf16 -> FP8 permute (1x128 COMPACT scales), no probs.
@@ -44,6 +49,9 @@ std::string unpermuteSpec(int64_t k, int64_t topk, bool backward);
 /// 128x1 GEMM_READY, no bf16 y) and swiglu_backward.
 std::string swigluQuantizeSpec();
 std::string swigluBackwardSpec();
+/// swiglu_backward whose bf16 dx is quantized in the same pass, as
+/// quantizeSpec("bf16", true, true) would quantize it.
+std::string swigluBackwardQuantizeSpec();
 
 /// The kernel of `json` through `rt` (memory, disk or compiled). `what`
 /// names the stage in errors ("moe plan: gate/up GEMM: ...").

@@ -169,6 +169,58 @@ Status checkGroups(const QuantizeContract &c, const QuantizeArgs &a) {
   return Status();
 }
 
+/// Gathered rows: the tokens and the permute's index outputs they are
+/// picked by; none of them for other specs.
+Status checkGather(const QuantizeContract &c, const QuantizeArgs &a) {
+  if (!c.gather) {
+    const std::string why = "the spec gathers no rows (no gather)";
+    for (auto [p, arg] : {std::pair{a.rowMap, "rowMap"},
+                          {a.rowGroup, "rowGroup"},
+                          {a.probs, "probs"},
+                          {a.sources, "sources"}})
+      if (Status st = noPointer(p, arg, why); !st.ok())
+        return st;
+    if (a.tokens != 0)
+      return Status::user("tokens = " + num(a.tokens) + " must be 0: " + why);
+    return Status();
+  }
+  if (a.tokens < 0 || a.tokens > kMaxDim)
+    return Status::user("tokens = " + num(a.tokens) +
+                        " is out of range; allowed: 0.." + num(kMaxDim));
+  if (a.cols % 8 != 0)
+    return Status::user("cols = " + num(a.cols) +
+                        " is not a multiple of 8: gathered rows move in "
+                        "16-byte vectors");
+  if (a.rows == 0)
+    return Status();
+  if (Status st = needPointer(a.input, "input",
+                              "the bf16 tokens (tokens, cols), 16-byte "
+                              "aligned",
+                              16);
+      !st.ok())
+    return st;
+  if (Status st = needPointer(a.rowMap, "rowMap",
+                              "the permute's int32 (tokens, topk) row_map", 4);
+      !st.ok())
+    return st;
+  if (Status st = needPointer(a.rowGroup, "rowGroup",
+                              "the permute's int32 [rows] row_group", 4);
+      !st.ok())
+    return st;
+  if (Status st = needPointer(a.sources, "sources",
+                              "int32 [rows] device scratch for each row's "
+                              "copy",
+                              4);
+      !st.ok())
+    return st;
+  if (c.gather->probs)
+    return needPointer(a.probs, "probs",
+                       "the f32 (tokens, topk) probabilities of a gather "
+                       "with probs",
+                       4);
+  return noPointer(a.probs, "probs", "the spec's gather has no probs");
+}
+
 } // namespace
 
 Status qgemm::validateQuantizeArgs(const QuantizeContract &c,
@@ -179,6 +231,8 @@ Status qgemm::validateQuantizeArgs(const QuantizeContract &c,
     return st;
   // An empty input has nothing to read or write; frameworks hand out null
   // pointers for empty tensors.
+  if (Status st = checkGather(c, a); !st.ok())
+    return st;
   if (a.rows == 0)
     return Status();
   if (Status st = checkInput(c, a); !st.ok())

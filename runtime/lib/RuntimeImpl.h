@@ -42,7 +42,9 @@ struct Kernel::State {
     /// context's device (the persistent grid's cap), queried at load.
     int residentCtas = 0;
     /// permute / unpermute: the stage entry points in launch order
-    /// (DispatchABI.h); `function` is the first.
+    /// (DispatchABI.h); `function` is the first. A quantizer with gathered
+    /// rows: its sources kernel, launched before `function`
+    /// (QuantizeABI.h).
     std::vector<CUfunction> stages;
     /// grouped_gemm with device-only group metadata: the group check
     /// module (GroupCheckABI.h) loaded next to the kernel in this context

@@ -13,6 +13,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <string>
+#include <tuple>
 
 using namespace qgemm;
 
@@ -45,6 +46,36 @@ Status needBf16(DevicePtr p, const std::string &arg, const std::string &what) {
   return Status();
 }
 
+/// The quantized backward: dx's FP8 outputs through the quantize checks
+/// (over (rows, 2I)), and what its 16-byte staging needs.
+Status validateQuantizedBackward(const SwigluContract &c,
+                                 const SwigluBackwardArgs &a) {
+  if (a.gradInput != 0)
+    return Status::user("gradInput = " + hex(a.gradInput) +
+                        " must be 0: the spec quantizes dx (its FP8 outputs "
+                        "are rowData / colData)");
+  if (a.intermediate % 8 != 0)
+    return Status::user("intermediate = " + num(a.intermediate) +
+                        " is not a multiple of 8: the quantized "
+                        "swiglu_backward moves dx in chunks of 8 columns");
+  if (Status st = validateQuantizeArgs(c.quant, quantizeArgsOf(a)); !st.ok())
+    return st;
+  if (a.rows == 0)
+    return Status();
+  for (auto [p, arg, what] :
+       {std::tuple<DevicePtr, const char *, const char *>{
+            a.gradOutput, "gradOutput", "dy, bf16 (rows, intermediate)"},
+        {a.input, "input", "x, bf16 (rows, 2I)"}}) {
+    if (Status st = needBf16(p, arg, what); !st.ok())
+      return st;
+    if (p % 16 != 0)
+      return Status::user(std::string(arg) + " = " + hex(p) +
+                          " is not 16-byte aligned: the quantized "
+                          "swiglu_backward reads it in 16-byte vectors");
+  }
+  return Status();
+}
+
 } // namespace
 
 QuantizeArgs qgemm::quantizeArgsOf(const SwigluQuantizeArgs &a) {
@@ -57,6 +88,27 @@ QuantizeArgs qgemm::quantizeArgsOf(const SwigluQuantizeArgs &a) {
   q.groupOffsets = a.groupOffsets;
   q.rows = a.rows;
   q.cols = a.intermediate;
+  q.numTensors = 1;
+  q.numGroups = a.numGroups;
+  q.hostGroupOffsets = a.hostGroupOffsets;
+  q.deviceGroups = a.deviceGroups;
+  q.groupsTrusted = a.groupsTrusted;
+  q.errorFlag = a.errorFlag;
+  q.workspace = a.workspace;
+  q.debugSync = a.debugSync;
+  return q;
+}
+
+QuantizeArgs qgemm::quantizeArgsOf(const SwigluBackwardArgs &a) {
+  QuantizeArgs q;
+  q.input = a.input;
+  q.rowData = a.rowData;
+  q.rowScales = a.rowScales;
+  q.colData = a.colData;
+  q.colScales = a.colScales;
+  q.groupOffsets = a.groupOffsets;
+  q.rows = a.rows;
+  q.cols = 2 * a.intermediate;
   q.numTensors = 1;
   q.numGroups = a.numGroups;
   q.hostGroupOffsets = a.hostGroupOffsets;
@@ -99,6 +151,13 @@ Status qgemm::validateSwigluBackwardArgs(const SwigluContract &c,
                         "0.." + num(kMaxDim));
   if (Status st = checkIntermediate(c, a.intermediate); !st.ok())
     return st;
+  if (c.quantized)
+    return validateQuantizedBackward(c, a);
+  if (a.rowData || a.rowScales || a.colData || a.colScales || a.groupOffsets ||
+      a.numGroups)
+    return Status::user("rowData, rowScales, colData, colScales and the "
+                        "token groups must be 0: the spec has no recipe (it "
+                        "writes the bf16 dx to gradInput)");
   const auto grid = swigluBackwardGrid(a.rows, a.intermediate);
   if (grid[1] > 65535)
     return Status::user("rows = " + num(a.rows) + " needs " + num(grid[1]) +

@@ -13,6 +13,7 @@
 #include "QuantizeGpu.h"
 #include "GpuCheck.h"
 
+#include "qgemm/Dispatch.h"
 #include "qgemm/Fp8.h"
 #include "qgemm/Quantize.h"
 #include "qgemm/QuantizeEdges.h"
@@ -37,9 +38,43 @@ struct QCase {
   bool edges = false;
   bool table = false;             ///< multi_tensor through a pointer table
   std::vector<int32_t> offsets;   ///< token groups
+  /// Gathered rows: T tokens routed to E experts, each expert's rows
+  /// padded to `alignment` (the column-wise blocks restart at each expert
+  /// below 128); rows is then the permute's capacity.
+  int64_t tokens = 0, experts = 0, alignment = 0;
 };
 
+/// Gathered rows: routings with dropped copies, alignments with and
+/// without restarting blocks, a token count of one, the edge matrix.
+std::vector<QCase> gatherCases(const QuantizeContract &c) {
+  std::vector<QCase> out;
+  const int64_t sets[][4] = {
+      // tokens, experts, alignment, cols
+      {300, 8, 16, 256}, {97, 5, 128, 200}, {1, 4, 16, 128}, {257, 16, 32, 384}};
+  for (auto &g : sets)
+    for (bool edges : {false, true}) {
+      QCase q;
+      q.tokens = g[0];
+      q.experts = g[1];
+      q.alignment = g[2];
+      q.cols = c.k > 0 ? c.k : g[3];
+      q.edges = edges && g[0] >= kEdgeRows;
+      const int64_t bound = q.tokens * c.gather->topk +
+                            q.experts * (q.alignment - 1);
+      q.rows = (bound + 127) / 128 * 128;
+      q.name = std::string(q.edges ? "edges" : "random") + "_gather_t" +
+               std::to_string(q.tokens) + "_e" + std::to_string(q.experts) +
+               "_a" + std::to_string(q.alignment);
+      if (edges && !q.edges)
+        continue;
+      out.push_back(q);
+    }
+  return out;
+}
+
 std::vector<QCase> casesFor(const QuantizeContract &c) {
+  if (c.gather)
+    return gatherCases(c);
   std::vector<QCase> out;
   const int64_t shapes[][2] = {{1, 16}, {128, 128}, {130, 200}, {257, 384},
                                {300, 1000}};
@@ -113,6 +148,139 @@ std::vector<uint8_t> inputBytes(const std::vector<float> &x, bool bf16) {
     }
   }
   return b;
+}
+
+/// A case of gathered rows: the CPU permute of random tokens (and, with
+/// probs, the unpermute backward's weighted rows) gives the rows the GPU
+/// gathers; the CPU quantizer over those rows gives the expected bytes.
+std::string runGatherCase(Runtime &rt, const CudaDriver &drv, const Kernel &k,
+                          const QuantizeContract &c, const QCase &q) {
+  const GatherRows &g = *c.gather;
+  QCase tokensCase = q;
+  tokensCase.rows = q.tokens;
+  const std::vector<float> x = inputMatrix(tokensCase, 0, true);
+  PermuteContract pc;
+  pc.dtype = ElemType::BF16;
+  pc.k = q.cols;
+  pc.topk = g.topk;
+  pc.alignment = q.alignment;
+  pc.probs = g.probs;
+  PermuteInputs in;
+  in.tokens = q.tokens;
+  in.experts = q.experts;
+  in.routing = randomRouting(q.tokens, g.topk, q.experts, 0.1,
+                             uint64_t(q.tokens * 7 + q.experts));
+  if (g.probs) {
+    std::mt19937 rng(unsigned(q.tokens));
+    std::uniform_real_distribution<float> u(0.0f, 1.0f);
+    in.probs.resize(size_t(q.tokens * g.topk));
+    for (float &p : in.probs)
+      p = u(rng);
+  }
+  in.data = inputBytes(x, true);
+  PermuteOutputs perm =
+      allocPermuteOutputs(pc, q.tokens, q.experts, q.rows, 0);
+  referencePermute(pc, in, perm);
+  if (perm.error)
+    return "the CPU permute refused the routing";
+  std::vector<uint16_t> rows(size_t(q.rows * q.cols));
+  std::memcpy(rows.data(), perm.data.data(), rows.size() * 2);
+  if (g.probs) {
+    std::vector<uint16_t> tokens(size_t(q.tokens * q.cols)), weighted(rows.size());
+    std::memcpy(tokens.data(), in.data.data(), tokens.size() * 2);
+    std::vector<float> dprobs;
+    referenceUnpermuteBackward(q.tokens, q.cols, g.topk, tokens, perm.rowMap,
+                               perm.rowGroup, in.probs, rows, weighted,
+                               dprobs);
+    rows = weighted;
+  }
+  std::vector<float> values(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i)
+    values[i] = decodeBF16(rows[i]);
+  // The column-wise blocks restart at each expert below alignment 128 (the
+  // MoE layer's rule).
+  const std::vector<int32_t> groups =
+      q.alignment % 128 != 0 ? perm.offsets : std::vector<int32_t>{};
+  const QuantizeParams p = quantizeParams(c);
+  Expected rowWant, colWant;
+  if (c.rowwise)
+    rowWant = expectRow(values, q.rows, q.cols, *c.rowwise, p);
+  if (c.columnwise)
+    colWant = expectCol(values, q.rows, q.cols, groups, *c.columnwise, p);
+  if ((c.rowwise && rowWant.data.empty()) ||
+      (c.columnwise && colWant.data.empty()))
+    return "the CPU quantizer refused the recipe";
+
+  Buf xBuf(drv), rowMap(drv), rowGroup(drv), probs(drv), sources(drv),
+      rowData(drv), rowScales(drv), colData(drv), colScales(drv),
+      offsets(drv);
+  Status st;
+  QuantizeArgs a;
+  if (!(st = xBuf.upload(in.data.data(), in.data.size())).ok() ||
+      !(st = rowMap.upload(perm.rowMap.data(), perm.rowMap.size() * 4)).ok() ||
+      !(st = rowGroup.upload(perm.rowGroup.data(), perm.rowGroup.size() * 4))
+           .ok() ||
+      !(st = sources.alloc(size_t(q.rows) * 4, true)).ok())
+    return st.message;
+  if (g.probs &&
+      !(st = probs.upload(in.probs.data(), in.probs.size() * 4)).ok())
+    return st.message;
+  a.input = xBuf.ptr;
+  a.rowMap = rowMap.ptr;
+  a.rowGroup = rowGroup.ptr;
+  a.probs = g.probs ? probs.ptr : 0;
+  a.sources = sources.ptr;
+  a.tokens = q.tokens;
+  if (c.rowwise) {
+    if (!(st = rowData.alloc(rowWant.data.size(), true)).ok() ||
+        !(st = rowScales.alloc(rowWant.scales.size(), true)).ok())
+      return st.message;
+    a.rowData = rowData.ptr;
+    a.rowScales = rowScales.ptr;
+  }
+  if (c.columnwise) {
+    if (!(st = colData.alloc(colWant.data.size(), true)).ok() ||
+        !(st = colScales.alloc(colWant.scales.size(), true)).ok())
+      return st.message;
+    a.colData = colData.ptr;
+    a.colScales = colScales.ptr;
+  }
+  if (!groups.empty()) {
+    if (!(st = offsets.upload(groups.data(), groups.size() * 4)).ok())
+      return st.message;
+    a.groupOffsets = offsets.ptr;
+    a.numGroups = int64_t(groups.size());
+    a.hostGroupOffsets = groups.data();
+  }
+  a.rows = q.rows;
+  a.cols = q.cols;
+  if (!(st = rt.launch(k, a, nullptr)).ok())
+    return st.message;
+  if (!(st = drv.check(drv.ctxSynchronize(), "kernel execution")).ok())
+    return st.message;
+  auto check = [&](const char *what, Buf &buf, const std::vector<uint8_t> &want,
+                   bool f32) -> std::string {
+    std::vector<uint8_t> got;
+    if (Status s2 = buf.download(got, want.size()); !s2.ok())
+      return s2.message;
+    std::string first;
+    int64_t bad = mismatches(want, got, 0, f32, first);
+    return bad ? std::string(what) + ": " + std::to_string(bad) +
+                     " mismatches, " + first
+               : std::string();
+  };
+  std::string err;
+  if (c.rowwise && err.empty())
+    err = check("row data", rowData, rowWant.data, false);
+  if (c.rowwise && err.empty())
+    err = check("row scales", rowScales, rowWant.scales,
+                c.rowwise->dtype == ElemType::F32);
+  if (c.columnwise && err.empty())
+    err = check("col data", colData, colWant.data, false);
+  if (c.columnwise && err.empty())
+    err = check("col scales", colScales, colWant.scales,
+                c.columnwise->dtype == ElemType::F32);
+  return err;
 }
 
 /// One case: returns an error message, empty when every byte matched.
@@ -251,7 +419,9 @@ QuantizeTally runQuantizeSpecs(Runtime &rt, const CudaDriver &drv,
       if (maxCases && total >= maxCases)
         return tally;
       ++total;
-      std::string err = k.ok() ? runCase(rt, drv, *k, c, q) : k.status.message;
+      std::string err = !k.ok()   ? k.status.message
+                        : c.gather ? runGatherCase(rt, drv, *k, c, q)
+                                   : runCase(rt, drv, *k, c, q);
       const bool ok = err.empty();
       (ok ? tally.passed : tally.failed)++;
       json jc = {{"name", spec.name + "/" + q.name},

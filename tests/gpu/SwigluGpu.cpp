@@ -4,7 +4,8 @@
 // the CPU reference's f32 y (qgemm/Swiglu.h) through the CPU quantizer,
 // output buffers poisoned (GpuCheck.h) so stray and missing writes fail.
 // swiglu_backward: dx byte for byte against swigluBackward, out of place
-// and in place (dx = x). Both kernels and the reference compute the same
+// and in place (dx = x); the quantized backward's FP8 dx against the CPU
+// quantizer over swigluBackward's bf16 dx. Both kernels and the reference compute the same
 // f32 operations (SwigluContract.h), so no tolerance is allowed: a NaN is
 // the canonical bf16 NaN on both sides (cvt.rn.bf16.f32, encodeBF16); f32
 // scales compare NaN == NaN as in QuantizeGpu.cpp.
@@ -49,14 +50,14 @@ std::vector<SCase> casesFor(const SwigluContract &c) {
       q.name = std::string(edges ? "edges" : "random") + "_" +
                std::to_string(q.rows) + "x" + std::to_string(q.inter);
       out.push_back(q);
-      if (c.backward && edges) {
+      if (c.backward && !c.quantized && edges) {
         q.inPlace = true;
         q.name += "_inplace";
         out.push_back(q);
       }
     }
   const QuantizeContract &qc = c.quant;
-  if (!c.backward && qc.columnwise && qc.columnwise->blockCols == 1 &&
+  if (swigluQuantizes(c) && qc.columnwise && qc.columnwise->blockCols == 1 &&
       (!qc.rowwise || qc.rowwise->blockRows == 1)) {
     const std::vector<std::vector<int32_t>> sets = {
         {16, 48, 48, 208, 240}, {32, 32, 96, 288}, {144, 160, 300}};
@@ -130,57 +131,92 @@ std::string compare(const char *what, Buf &buf, const std::vector<uint8_t> &want
              : std::string();
 }
 
+/// The FP8 outputs of a quantizing launch: the CPU quantizer's bytes over
+/// the f32 `values` (rows, cols) and poisoned device buffers for the GPU's.
+struct QuantOutputs {
+  explicit QuantOutputs(const CudaDriver &drv)
+      : rowData(drv), rowScales(drv), colData(drv), colScales(drv),
+        offsets(drv) {}
+  Expected rowWant, colWant;
+  Buf rowData, rowScales, colData, colScales, offsets;
+
+  std::string prepare(const QuantizeContract &qc,
+                      const std::vector<float> &values, int64_t rows,
+                      int64_t cols, const std::vector<int32_t> &groups) {
+    const QuantizeParams p = quantizeParams(qc);
+    if (qc.rowwise)
+      rowWant = expectRow(values, rows, cols, *qc.rowwise, p);
+    if (qc.columnwise)
+      colWant = expectCol(values, rows, cols, groups, *qc.columnwise, p);
+    if ((qc.rowwise && rowWant.data.empty()) ||
+        (qc.columnwise && colWant.data.empty()))
+      return "the CPU quantizer refused the recipe";
+    Status st;
+    if (qc.rowwise &&
+        (!(st = rowData.alloc(rowWant.data.size(), true)).ok() ||
+         !(st = rowScales.alloc(rowWant.scales.size(), true)).ok()))
+      return st.message;
+    if (qc.columnwise &&
+        (!(st = colData.alloc(colWant.data.size(), true)).ok() ||
+         !(st = colScales.alloc(colWant.scales.size(), true)).ok()))
+      return st.message;
+    if (!groups.empty() &&
+        !(st = offsets.upload(groups.data(), groups.size() * 4)).ok())
+      return st.message;
+    return "";
+  }
+  /// The outputs and the token groups into a launch's args.
+  template <typename Args>
+  void into(Args &a, const std::vector<int32_t> &groups) const {
+    a.rowData = rowData.ptr;
+    a.rowScales = rowScales.ptr;
+    a.colData = colData.ptr;
+    a.colScales = colScales.ptr;
+    if (!groups.empty()) {
+      a.groupOffsets = offsets.ptr;
+      a.numGroups = int64_t(groups.size());
+      a.hostGroupOffsets = groups.data();
+    }
+  }
+  std::string check(const QuantizeContract &qc) {
+    std::string err;
+    if (qc.rowwise && err.empty())
+      err = compare("row data", rowData, rowWant.data, false);
+    if (qc.rowwise && err.empty())
+      err = compare("row scales", rowScales, rowWant.scales,
+                    qc.rowwise->dtype == ElemType::F32);
+    if (qc.columnwise && err.empty())
+      err = compare("col data", colData, colWant.data, false);
+    if (qc.columnwise && err.empty())
+      err = compare("col scales", colScales, colWant.scales,
+                    qc.columnwise->dtype == ElemType::F32);
+    return err;
+  }
+};
+
 std::string runForward(Runtime &rt, const CudaDriver &drv, const Kernel &k,
                        const SwigluContract &c, const SCase &q) {
   const std::vector<uint16_t> x = inputFor(q, c, 0);
   const std::vector<float> y =
       swigluForward(x.data(), q.rows, q.inter, c.halves);
-  const QuantizeParams p = quantizeParams(c.quant);
-  const QuantizeContract &qc = c.quant;
-  Expected rowWant, colWant;
-  if (qc.rowwise)
-    rowWant = expectRow(y, q.rows, q.inter, *qc.rowwise, p);
-  if (qc.columnwise)
-    colWant = expectCol(y, q.rows, q.inter, q.offsets, *qc.columnwise, p);
-  if ((qc.rowwise && rowWant.data.empty()) ||
-      (qc.columnwise && colWant.data.empty()))
-    return "the CPU quantizer refused the recipe";
-
-  Buf in(drv), rowData(drv), rowScales(drv), colData(drv), colScales(drv),
-      yOut(drv), offsets(drv);
+  QuantOutputs outs(drv);
+  if (std::string e = outs.prepare(c.quant, y, q.rows, q.inter, q.offsets);
+      !e.empty())
+    return e;
+  Buf in(drv), yOut(drv);
   Status st;
   SwigluQuantizeArgs a;
   std::vector<uint8_t> xb = bytesOf(x);
   if (!(st = in.upload(xb.data(), xb.size())).ok())
     return st.message;
   a.input = in.ptr;
-  if (qc.rowwise) {
-    if (!(st = rowData.alloc(rowWant.data.size(), true)).ok() ||
-        !(st = rowScales.alloc(rowWant.scales.size(), true)).ok())
-      return st.message;
-    a.rowData = rowData.ptr;
-    a.rowScales = rowScales.ptr;
-  }
-  if (qc.columnwise) {
-    if (!(st = colData.alloc(colWant.data.size(), true)).ok() ||
-        !(st = colScales.alloc(colWant.scales.size(), true)).ok())
-      return st.message;
-    a.colData = colData.ptr;
-    a.colScales = colScales.ptr;
-  }
+  outs.into(a, q.offsets);
   std::vector<uint8_t> yWant;
   if (c.bf16Output) {
     yWant = bytesOf(swigluForwardBf16(y));
     if (!(st = yOut.alloc(yWant.size(), true)).ok())
       return st.message;
     a.bf16Output = yOut.ptr;
-  }
-  if (!q.offsets.empty()) {
-    if (!(st = offsets.upload(q.offsets.data(), q.offsets.size() * 4)).ok())
-      return st.message;
-    a.groupOffsets = offsets.ptr;
-    a.numGroups = int64_t(q.offsets.size());
-    a.hostGroupOffsets = q.offsets.data();
   }
   a.rows = q.rows;
   a.intermediate = q.inter;
@@ -189,35 +225,66 @@ std::string runForward(Runtime &rt, const CudaDriver &drv, const Kernel &k,
   if (!(st = drv.check(drv.ctxSynchronize(), "kernel execution")).ok())
     return st.message;
   std::string err;
-  if (c.bf16Output && err.empty())
+  if (c.bf16Output)
     err = compare("bf16 y", yOut, yWant, false);
-  if (qc.rowwise && err.empty())
-    err = compare("row data", rowData, rowWant.data, false);
-  if (qc.rowwise && err.empty())
-    err = compare("row scales", rowScales, rowWant.scales,
-                  qc.rowwise->dtype == ElemType::F32);
-  if (qc.columnwise && err.empty())
-    err = compare("col data", colData, colWant.data, false);
-  if (qc.columnwise && err.empty())
-    err = compare("col scales", colScales, colWant.scales,
-                  qc.columnwise->dtype == ElemType::F32);
+  if (err.empty())
+    err = outs.check(c.quant);
   return err;
+}
+
+/// dy for a backward case: another draw of the same generator, so its
+/// specials land on other elements than x's.
+std::vector<uint16_t> gradFor(const SCase &q, const SwigluContract &c) {
+  std::vector<uint16_t> dy(size_t(q.rows * q.inter));
+  std::vector<uint16_t> other = inputFor(q, c, 1);
+  for (int64_t r = 0; r < q.rows; ++r)
+    for (int64_t col = 0; col < q.inter; ++col)
+      dy[size_t(r * q.inter + col)] =
+          other[size_t(r * 2 * q.inter +
+                       swigluUpColumn(c.halves, q.inter, col))];
+  return dy;
+}
+
+/// The quantized backward: the CPU quantizer over swigluBackward's bf16 dx
+/// (rows, 2I) widened to f32, the GPU's FP8 bytes against it.
+std::string runBackwardQuantized(Runtime &rt, const CudaDriver &drv,
+                                 const Kernel &k, const SwigluContract &c,
+                                 const SCase &q) {
+  const std::vector<uint16_t> x = inputFor(q, c, 0);
+  const std::vector<uint16_t> dy = gradFor(q, c);
+  const std::vector<uint16_t> dx =
+      swigluBackward(dy.data(), x.data(), q.rows, q.inter, c.halves);
+  std::vector<float> dxf(dx.size());
+  for (size_t i = 0; i < dx.size(); ++i)
+    dxf[i] = decodeBF16(dx[i]);
+  QuantOutputs outs(drv);
+  if (std::string e =
+          outs.prepare(c.quant, dxf, q.rows, 2 * q.inter, q.offsets);
+      !e.empty())
+    return e;
+  Buf in(drv), dyBuf(drv);
+  Status st;
+  std::vector<uint8_t> xb = bytesOf(x), dyb = bytesOf(dy);
+  if (!(st = in.upload(xb.data(), xb.size())).ok() ||
+      !(st = dyBuf.upload(dyb.data(), dyb.size())).ok())
+    return st.message;
+  SwigluBackwardArgs a;
+  a.gradOutput = dyBuf.ptr;
+  a.input = in.ptr;
+  outs.into(a, q.offsets);
+  a.rows = q.rows;
+  a.intermediate = q.inter;
+  if (!(st = rt.launch(k, a, nullptr)).ok())
+    return st.message;
+  if (!(st = drv.check(drv.ctxSynchronize(), "kernel execution")).ok())
+    return st.message;
+  return outs.check(c.quant);
 }
 
 std::string runBackward(Runtime &rt, const CudaDriver &drv, const Kernel &k,
                         const SwigluContract &c, const SCase &q) {
   const std::vector<uint16_t> x = inputFor(q, c, 0);
-  // dy from another draw of the same generator: its specials land on
-  // other elements than x's.
-  std::vector<uint16_t> dy(size_t(q.rows * q.inter));
-  {
-    std::vector<uint16_t> other = inputFor(q, c, 1);
-    for (int64_t r = 0; r < q.rows; ++r)
-      for (int64_t col = 0; col < q.inter; ++col)
-        dy[size_t(r * q.inter + col)] =
-            other[size_t(r * 2 * q.inter +
-                         swigluUpColumn(c.halves, q.inter, col))];
-  }
+  const std::vector<uint16_t> dy = gradFor(q, c);
   const std::vector<uint8_t> want =
       bytesOf(swigluBackward(dy.data(), x.data(), q.rows, q.inter, c.halves));
   Buf in(drv), dyBuf(drv), dx(drv);
@@ -261,12 +328,16 @@ QuantizeTally runSwigluSpecs(Runtime &rt, const CudaDriver &drv,
       if (maxCases && total >= maxCases)
         return tally;
       ++total;
-      std::string err = !k.ok()      ? k.status.message
-                        : c.backward ? runBackward(rt, drv, *k, c, q)
-                                     : runForward(rt, drv, *k, c, q);
+      std::string err =
+          !k.ok()        ? k.status.message
+          : c.quantized  ? runBackwardQuantized(rt, drv, *k, c, q)
+          : c.backward   ? runBackward(rt, drv, *k, c, q)
+                         : runForward(rt, drv, *k, c, q);
       const bool ok = err.empty();
       (ok ? tally.passed : tally.failed)++;
-      const char *op = c.backward ? "swiglu_backward" : "swiglu_quantize";
+      const char *op = c.quantized  ? "swiglu_backward (FP8 dx)"
+                       : c.backward ? "swiglu_backward"
+                                    : "swiglu_quantize";
       json jc = {{"name", spec.name + "/" + q.name},
                  {"spec", spec.name},
                  {"case", q.name},
@@ -276,7 +347,7 @@ QuantizeTally runSwigluSpecs(Runtime &rt, const CudaDriver &drv,
                  {"intermediate", q.inter},
                  {"groups", int64_t(q.offsets.size())},
                  {"passed", ok}};
-      if (!c.backward)
+      if (swigluQuantizes(c))
         jc["recipe"] = std::string(toString(c.quant.recipe));
       if (!ok)
         jc["error"] = err;

@@ -221,8 +221,8 @@ TEST_CASE("C API: swiglu_quantize sizes are quantize's over y",
   CHECK(qgemm_kernel_swiglu_sizes(b.kernel, rows, 0, 0, nullptr, &s) ==
         QGEMM_ERROR_USER);
   CHECK_THAT(lastMessage(),
-             Catch::Contains("is a swiglu_backward kernel, not a "
-                             "swiglu_quantize kernel"));
+             Catch::Contains("writes a bf16 dx (rows * 2I elements); only a "
+                             "swiglu_backward with a recipe has FP8 outputs"));
   CHECK(qgemm_kernel_swiglu_sizes(f.kernel, rows, 0, 0, nullptr, nullptr) ==
         QGEMM_ERROR_INVALID_ARGUMENT);
 }
@@ -377,10 +377,23 @@ TEST_CASE("C API: swiglu_backward launches", "[capi][swiglu]") {
   a.rows = 0;
   CHECK(qgemm_launch_swiglu_backward(b.rt, b.kernel, &a, nullptr) ==
         QGEMM_OK);
-  a.struct_size = sizeof(a) - 8;
+  // A program built against 1.3's struct (up to intermediate) still
+  // launches; a smaller one is refused.
+  a.struct_size = offsetof(qgemm_swiglu_backward_args, row_data);
+  CHECK(qgemm_launch_swiglu_backward(b.rt, b.kernel, &a, nullptr) ==
+        QGEMM_OK);
+  a.struct_size = offsetof(qgemm_swiglu_backward_args, row_data) - 8;
   CHECK(qgemm_launch_swiglu_backward(b.rt, b.kernel, &a, nullptr) ==
         QGEMM_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(lastMessage(), Catch::Contains("qgemm_swiglu_backward_args"));
+  a.struct_size = sizeof(a);
+  // 1.8's fields: FP8 outputs on a bf16 backward are refused.
+  a.rows = 64;
+  a.row_data = addr(5);
+  CHECK(qgemm_launch_swiglu_backward(b.rt, b.kernel, &a, nullptr) ==
+        QGEMM_ERROR_USER);
+  CHECK_THAT(lastMessage(), Catch::Contains("the spec has no recipe"));
+  a.row_data = 0;
   CHECK(qgemm_launch_swiglu_backward(b.rt, b.kernel, nullptr, nullptr) ==
         QGEMM_ERROR_INVALID_ARGUMENT);
 }

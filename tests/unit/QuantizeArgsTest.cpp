@@ -114,3 +114,45 @@ TEST_CASE("quantize arguments: pointers, sizes, groups", "[runtime][quantize]") 
   a.input = 0;
   CHECK(validateQuantizeArgs(multi, a).ok());
 }
+
+TEST_CASE("gathered rows: the tokens, the permute's index outputs, scratch",
+          "[runtime][quantize]") {
+  QuantizeContract c = act();
+  c.gather = GatherRows{8, true};
+  QuantizeArgs a = good();
+  a.rowMap = 0x6000;
+  a.rowGroup = 0x7000;
+  a.probs = 0x8000;
+  a.sources = 0x9000;
+  a.tokens = 40;
+  CHECK(validateQuantizeArgs(c, a).ok());
+  QuantizeArgs b = a;
+  b.sources = 0;
+  CHECK_THAT(why(c, b), Catch::StartsWith("sources is null"));
+  b = a;
+  b.rowMap = 0x6002;
+  CHECK_THAT(why(c, b), Catch::StartsWith("rowMap = 0x6002 is not 4-byte"));
+  b = a;
+  b.input = 0x1008;
+  CHECK_THAT(why(c, b), Catch::StartsWith("input = 0x1008 is not 16-byte"));
+  b = a;
+  b.tokens = -1;
+  CHECK_THAT(why(c, b), Catch::StartsWith("tokens = -1 is out of range"));
+  b = a;
+  b.cols = 7164;
+  CHECK_THAT(why(c, b), Catch::Contains("not a multiple of 8"));
+  // probs exactly when the gather weights its rows.
+  b = a;
+  b.probs = 0;
+  CHECK_THAT(why(c, b), Catch::StartsWith("probs is null"));
+  c.gather->probs = false;
+  CHECK_THAT(why(c, a), Catch::StartsWith("probs = 0x8000 must be 0"));
+  // A quantizer without gather takes none of them.
+  QuantizeContract plain = act();
+  b = good();
+  b.rowGroup = 0x7000;
+  CHECK_THAT(why(plain, b), Catch::StartsWith("rowGroup = 0x7000 must be 0"));
+  b = good();
+  b.tokens = 3;
+  CHECK_THAT(why(plain, b), Catch::StartsWith("tokens = 3 must be 0"));
+}

@@ -147,3 +147,48 @@ TEST_CASE("the published suite's quantizer rows all parse", "[quantize][bench]")
   REQUIRE(st.ok());
   CHECK(rows.size() >= 6);
 }
+
+TEST_CASE("the suite's fused data-path rows become specs and byte counts",
+          "[quantize][bench]") {
+  const char *const text = R"({
+    "swiglu_backward_quantize": [
+      {"label": "b", "M": 1024, "I": 256, "outputs": ["rowwise", "columnwise"], "layout": "GEMM_READY"}],
+    "quantize_gather": [
+      {"label": "g", "T": 100, "topk": 4, "E": 8, "K": 256, "alignment": 16, "probs": true, "outputs": ["rowwise", "columnwise"]},
+      {"label": "x", "T": 100, "topk": 4, "E": 8, "K": 256, "alignment": 128, "outputs": ["columnwise"]}]})";
+  std::vector<QuantizeSuiteRow> rows;
+  Status st = parseQuantizeSuiteText(text, "s.json", rows);
+  INFO(st.message);
+  REQUIRE(st.ok());
+  REQUIRE(rows.size() == 3);
+
+  Spec bwd = specOf(rows[0]);
+  CHECK(bwd.op == OpKind::SwigluBackward);
+  CHECK(bwd.swiglu.quantized);
+  // dy (M, I) and x (M, 2I) read once, FP8 dx (M, 2I) twice with scales.
+  const double dx = 1024.0 * 512;
+  const double rowScales = 1024.0 * (512 / 128) * 4;
+  const double colScales = (1024.0 / 128) * 512 * 4;
+  CHECK(quantizeSuiteBytes(bwd, rows[0]) ==
+        1024.0 * 256 * 2 + dx * 2 + dx + rowScales + dx + colScales);
+
+  Spec g = specOf(rows[1]);
+  REQUIRE(g.quantize.gather);
+  CHECK(g.quantize.gather->topk == 4);
+  CHECK(g.quantize.gather->probs);
+  // The rows are the permute's capacity; alignment 16 restarts the
+  // column-wise blocks at each expert.
+  const int64_t R = quantizeSuiteRows(rows[1]);
+  CHECK(R % 128 == 0);
+  CHECK(R >= 100 * 4 + 8 * 15);
+  CHECK(quantizeSuiteOffsets(rows[1]).size() == 8);
+  CHECK(quantizeSuiteOffsets(rows[2]).empty());
+  Spec x = specOf(rows[2]);
+  CHECK_FALSE(x.quantize.gather->probs);
+  CHECK_FALSE(x.quantize.rowwise);
+  // Tokens once, row_map and row_group, the column-wise output.
+  const int64_t R2 = quantizeSuiteRows(rows[2]);
+  const double col2 = double(R2) * 256 + double(R2 / 128) * 256 * 4;
+  CHECK(quantizeSuiteBytes(x, rows[2]) ==
+        100.0 * 256 * 2 + 100.0 * 4 * 4 + double(R2) * 4 + col2);
+}

@@ -831,6 +831,44 @@ TEST_CASE("quantize specs", "[spec]") {
   CHECK(k0.canonicalJson == kOmitted.canonicalJson);
 }
 
+TEST_CASE("quantize specs with gathered rows", "[spec]") {
+  Spec g = parseOne(patched(kQuantBase, R"({"gather": {"topk": 8,
+      "probs": true}})"));
+  REQUIRE(g.quantize.gather);
+  CHECK(g.quantize.gather->topk == 8);
+  CHECK(g.quantize.gather->probs);
+  CHECK_THAT(g.canonicalJson,
+             Catch::Contains(R"("gather":{"probs":true,"topk":8})"));
+  CHECK(parseOne(g.canonicalJson).hash == g.hash); // reads back
+  Spec plain = parseOne(kQuantBase);
+  CHECK_FALSE(plain.quantize.gather);
+  CHECK_THAT(plain.canonicalJson, !Catch::Contains("gather"));
+  Spec unweighted = parseOne(patched(kQuantBase, R"({"gather": {"topk": 2}})"));
+  CHECK_FALSE(unweighted.quantize.gather->probs);
+  CHECK(unweighted.hash != g.hash);
+
+  auto error = [](const std::string &text) {
+    auto r = parseSpecText(text, "g.json");
+    REQUIRE_FALSE(r.ok());
+    return r.error().path + ": " + r.error().message;
+  };
+  CHECK_THAT(error(patched(kQuantBase, R"({"gather": {}})")),
+             Catch::StartsWith("gather.topk: missing required key"));
+  CHECK_THAT(error(patched(kQuantBase, R"({"gather": {"topk": 17}})")),
+             Catch::StartsWith("gather.topk: "));
+  CHECK_THAT(error(patched(kQuantBase, R"({"gather": {"topk": 2, "x": 1}})")),
+             Catch::Contains("unknown"));
+  CHECK_THAT(error(patched(kQuantBase, R"({"input": "f32",
+      "gather": {"topk": 2}})")),
+             Catch::StartsWith("input: gathered rows are bf16 tokens"));
+  CHECK_THAT(error(patched(kQuantBase, R"({"multi_tensor": true,
+      "gather": {"topk": 2}})")),
+             Catch::StartsWith("multi_tensor: gathered rows form one tensor"));
+  CHECK_THAT(error(patched(kQuantBase, R"({"rowwise": {"block": [128, 128]},
+      "gather": {"topk": 2}})")),
+             Catch::StartsWith("rowwise.block: [128, 128] is the weights'"));
+}
+
 TEST_CASE("sweeps expand to the cross product", "[spec]") {
   auto r = parseSpecText(patched(kGemmBase, R"({"sweep": {
       "grouping.alignment": [32, 128, 64],

@@ -121,6 +121,60 @@ TEST_CASE("swiglu_backward arguments", "[runtime][swiglu]") {
   CHECK(validateSwigluBackwardArgs(c, a).ok());
 }
 
+TEST_CASE("quantized swiglu_backward arguments", "[runtime][swiglu]") {
+  const SwigluContract c =
+      parseOne(R"({"qgemm": 1, "name": "sbq", "op": "swiglu_backward",
+        "halves": "stacked", "recipe": "deepseek", "rowwise": {},
+        "columnwise": {}})")
+          .swiglu;
+  REQUIRE(c.quantized);
+  SwigluBackwardArgs a;
+  a.gradOutput = 0x1000;
+  a.input = 0x100000;
+  a.rowData = 0x200000;
+  a.rowScales = 0x300000;
+  a.colData = 0x400000;
+  a.colScales = 0x500000;
+  a.rows = 300;
+  a.intermediate = 2048;
+  CHECK(validateSwigluBackwardArgs(c, a).ok());
+  CHECK(quantizeArgsOf(a).cols == 4096); // the quantizer sees dx (rows, 2I)
+  SwigluBackwardArgs b = a;
+  b.gradInput = 0x600000;
+  CHECK_THAT(validateSwigluBackwardArgs(c, b).message,
+             Catch::StartsWith("gradInput = 0x600000 must be 0"));
+  b = a;
+  b.colScales = 0;
+  CHECK_THAT(validateSwigluBackwardArgs(c, b).message,
+             Catch::StartsWith("colScales is null"));
+  b = a;
+  b.intermediate = 2052;
+  CHECK_THAT(validateSwigluBackwardArgs(c, b).message,
+             Catch::Contains("not a multiple of 8"));
+  b = a;
+  b.gradOutput = 0x1008;
+  CHECK_THAT(validateSwigluBackwardArgs(c, b).message,
+             Catch::StartsWith("gradOutput = 0x1008 is not 16-byte aligned"));
+  b = a;
+  b.input = 0x100002;
+  CHECK_THAT(validateSwigluBackwardArgs(c, b).message,
+             Catch::Contains("input = 0x100002 is not 16-byte aligned"));
+  // Token groups go through the quantizer's checks.
+  const int32_t offsets[] = {100, 50};
+  b = a;
+  b.groupOffsets = 0x7000;
+  b.numGroups = 2;
+  b.hostGroupOffsets = offsets;
+  CHECK_THAT(validateSwigluBackwardArgs(c, b).message,
+             Catch::StartsWith("groupOffsets[1] = 50 is invalid"));
+  // A bf16 backward takes no FP8 outputs.
+  const SwigluContract plain = parseOne(kBackward).swiglu;
+  SwigluBackwardArgs p = goodBackward();
+  p.rowData = 0x700000;
+  CHECK_THAT(validateSwigluBackwardArgs(plain, p).message,
+             Catch::Contains("must be 0: the spec has no recipe"));
+}
+
 TEST_CASE("swiglu kernels compile without a driver; launches check first",
           "[runtime][swiglu]") {
   TempDir dir;

@@ -132,13 +132,56 @@ TEST_CASE("swiglu spec errors name the field and what is allowed",
   CHECK_THAT(errorOf(patched(kForward, R"({"tuning": {"stages": 2}})")),
              Catch::StartsWith("tuning: swiglu_quantize kernels have no "
                                "tuning knobs yet"));
-  // The backward has no quantizer: its keys are unknown there.
+  // A recipe makes the backward quantize its dx: the quantizer's rules
+  // apply, and bf16_output stays the forward's.
   CHECK_THAT(errorOf(patched(kBackward, R"({"recipe": "deepseek"})")),
-             Catch::Contains("recipe") && Catch::Contains("unknown"));
+             Catch::StartsWith("rowwise: a quantizer needs a rowwise or a "
+                               "columnwise output"));
+  CHECK_THAT(errorOf(patched(kBackward, R"({"rowwise": {}})")),
+             Catch::StartsWith("recipe: missing required key"));
   CHECK_THAT(errorOf(patched(kBackward, R"({"bf16_output": true})")),
              Catch::Contains("bf16_output") && Catch::Contains("unknown"));
+  CHECK_THAT(errorOf(patched(kBackward, R"({"recipe": "deepseek",
+    "rowwise": {"block": [2, 64]}})")),
+             Catch::StartsWith("rowwise.block"));
   CHECK_THAT(errorOf(R"({"qgemm": 1, "name": "s", "op": "swiglu"})"),
              Catch::Contains("swiglu_quantize, swiglu_backward"));
+}
+
+TEST_CASE("a swiglu_backward spec with a recipe quantizes its dx",
+          "[swiglu][spec]") {
+  Spec q = parseOne(patched(kBackward, R"({"recipe": "deepseek",
+    "rowwise": {}, "columnwise": {"layout": "GEMM_READY"}})"));
+  const SwigluContract &c = q.swiglu;
+  CHECK(c.backward);
+  CHECK(c.quantized);
+  CHECK(swigluQuantizes(c));
+  CHECK(c.quant.k == 2 * 2048); // over dx's 2I columns
+  REQUIRE(c.quant.rowwise);
+  CHECK(c.quant.rowwise->blockCols == 128);
+  REQUIRE(c.quant.columnwise);
+  CHECK(c.quant.columnwise->blockRows == 128);
+  json canon = json::parse(q.canonicalJson);
+  CHECK(canon["recipe"] == "deepseek");
+  CHECK(canon["columnwise"]["layout"] == "GEMM_READY");
+  CHECK(canon.find("bf16_output") == canon.end());
+  // The canonical form reads back to the same spec.
+  Spec again = parseOne(q.canonicalJson);
+  CHECK(again.hash == q.hash);
+  // The plain backward keeps its identity (nothing of the quantizer).
+  Spec plain = parseOne(kBackward);
+  CHECK_FALSE(plain.swiglu.quantized);
+  CHECK(plain.hash != q.hash);
+  // A run-time I is allowed; a fixed one must keep 8-column chunks whole.
+  Spec rt = parseOne(R"({"qgemm": 1, "name": "r", "op": "swiglu_backward",
+    "halves": "stacked", "recipe": "te", "columnwise": {}})");
+  CHECK(rt.swiglu.quantized);
+  CHECK(rt.swiglu.quant.k == 0);
+  SwigluContract odd = c;
+  odd.i = 2052;
+  odd.quant.k = 2 * 2052;
+  REQUIRE(checkSwiglu(odd));
+  CHECK(checkSwiglu(odd)->field == "shape.i");
 }
 
 TEST_CASE("checkSwiglu applies the quantize rules to the forward",

@@ -1,6 +1,8 @@
 //===- QuantizeDataPath.cpp - qgemmc bench of quantize ops ----------------===//
 //
-// The suite's quantize and swiglu_quantize rows (bench/lib/QuantizeBench.cpp).
+// The suite's rows of the quantize kernel family: quantize, swiglu_quantize,
+// the quantized swiglu_backward, quantize with gathered rows
+// (bench/lib/QuantizeBench.cpp).
 //
 //===----------------------------------------------------------------------===//
 #include "DataPathBench.h"
@@ -32,7 +34,8 @@ void describeQuantize(const qgemm::QuantizeSuiteRow &row,
 }
 
 [[maybe_unused]] const bool kRegistered = registerDataPathBench(
-    {{"quantize", "swiglu_quantize"},
+    {{"quantize", "swiglu_quantize", "swiglu_backward_quantize",
+      "quantize_gather"},
      [](const std::string &suite, const Select &selected,
         std::vector<DataPathJob> &out) {
        return collect(qgemm::parseQuantizeSuiteFile, qgemm::measureQuantizeRow,

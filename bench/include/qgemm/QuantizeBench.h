@@ -24,13 +24,22 @@
 
 namespace qgemm {
 
-/// One row of the suite's "quantize" or "swiglu_quantize" section.
+/// One row of the suite's "quantize", "swiglu_quantize",
+/// "swiglu_backward_quantize" or "quantize_gather" section.
 struct QuantizeSuiteRow {
-  std::string section; ///< "quantize" or "swiglu_quantize"
+  std::string section; ///< one of the four
   std::string label;
   /// quantize: rows M (N per tensor for multi-tensor), cols K;
-  /// swiglu_quantize: rows M, cols I (the input is (M, 2I)).
+  /// swiglu_quantize: rows M, cols I (the input is (M, 2I));
+  /// swiglu_backward_quantize: rows M, cols I (dy (M, I) and x (M, 2I) in,
+  /// FP8 dx (M, 2I) out); quantize_gather: cols K, the rows the permute of
+  /// `tokens` routed to `experts` lays out (quantizeSuiteRows).
   int64_t rows = 0, cols = 0;
+  /// quantize_gather: T tokens, each to topk of E experts ("T", "topk",
+  /// "E"), the rows weighted by the routing probabilities with `probs`;
+  /// groups padded to `alignment` (restarting column blocks below 128).
+  int64_t tokens = 0, topk = 0, experts = 0;
+  bool probs = false;
   bool rowwise = false, columnwise = false;
   ScaleLayout layout = ScaleLayout::Compact;
   int64_t block = 128;   ///< 128 (1x128 / 128x1), 32 (MXFP8)

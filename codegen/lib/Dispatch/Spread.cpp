@@ -9,7 +9,8 @@
 // combine by shfl.down 16, 8, 4, 2, 1.
 //
 // ZeroRows: rows that hold no copy (row_group -1) get a zero gradient, so a
-// weight-gradient GEMM over the padded groups reads zeros there.
+// weight-gradient GEMM over the padded groups reads zeros there. Without
+// grad_y (probs only) Spread writes no rows and ZeroRows is not launched.
 //
 //===----------------------------------------------------------------------===//
 #include "DispatchIR.h"
@@ -26,6 +27,14 @@ void mlir::qgemm::buildSpread(DispatchIR &d, const UnpermuteContract &c) {
   KernelIR &ir = d.ir;
   Value t = d.ctaid(), warp = d.warp(), lane = d.lane();
   const int64_t nvec = c.k / 8;
+  // With probs the rows are optional (grad_y 0: the probabilities'
+  // gradient alone, for a caller that quantizes the rows from grad_out
+  // itself); a uniform branch around each row store.
+  Value writeRows =
+      c.probs ? ir.cmp(P::ne,
+                       LLVM::PtrToIntOp::create(b, ir.i64T(), d.arg(kDpDst)),
+                       ir.i64(0))
+              : Value();
   const int warps = kDispatchThreads / 32;
   for (int64_t j = 0; j < c.topk; ++j) {
     // Warp-uniform: the shuffles below run with all 32 lanes.
@@ -53,7 +62,9 @@ void mlir::qgemm::buildSpread(DispatchIR &d, const UnpermuteContract &c) {
             std::array<Value, 8> scaled;
             for (int i = 0; i < 8; ++i)
               scaled[i] = arith::MulFOp::create(b, gf[i], p);
-            d.storeVec(d.packBf16(scaled), d.arg(kDpDst), at);
+            d.ifThen(writeRows, [&] {
+              d.storeVec(d.packBf16(scaled), d.arg(kDpDst), at);
+            });
             std::array<Value, 8> yf = d.unpackBf16(d.loadVec(d.arg(kDpAux), at));
             for (int i = 0; i < 8; ++i)
               acc = LLVM::FMAOp::create(b, gf[i], yf[i], acc);

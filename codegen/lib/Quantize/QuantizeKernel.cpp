@@ -30,7 +30,13 @@
 // swiglu_quantize (SwigluABI.h) is this kernel with another step 2: each
 // staged cell is y = silu(gate) * up computed from the (M, 2I) input
 // (codegen/lib/Swiglu/SwigluMath.cpp), optionally also written as bf16;
-// the passes that follow see an f32 tile like any other.
+// the passes that follow see an f32 tile like any other. The quantized
+// swiglu_backward is the same with SwiGLU's gradient: each staged cell is
+// the bf16 dx (dg or du) computed from dy and the saved x, over the
+// (M, 2I) dx (stageSwigluBackward). A quantizer with gathered rows
+// (QuantizeContract::gather) stages token rows picked by a permute's index
+// outputs instead (stageGather), after its sources kernel
+// (buildGatherSources) has written the copy each row holds.
 //
 // K (cols) is a run-time parameter, not a compile-time constant, even when
 // the spec fixes shape.k (the launch then checks it): the kernel is bound
@@ -151,6 +157,7 @@ private:
     body(loop.getInductionVar());
   }
   Value andI(Value x, Value y) { return arith::AndIOp::create(b, x, y); }
+  Value trueV() { return arith::ConstantIntOp::create(b, 1, 1); }
   Value lt(Value x, Value y) { return ir.cmp(arith::CmpIPredicate::slt, x, y); }
   Value maxF(Value x, Value y) { return arith::MaximumFOp::create(b, x, y); }
   Value absF(Value x) { return LLVM::FAbsOp::create(b, x); }
@@ -182,6 +189,26 @@ private:
   Value loadInput(Value base, Value index);
   /// swiglu_quantize: y at (gr, gc) (i64) from the (rows, 2 cols) input.
   Value swigluInput(Value base, Value gr, Value gc);
+  /// The quantized swiglu_backward's step 2: the tile of the bf16 dx
+  /// (rows, cols = 2I) from dy (kSBQParamGradOut) and x, 16-byte loads
+  /// only (the launch checks the alignment and I % 8 they need).
+  Value stageSwigluBackward(Value xPtr, Value row0, Value col0,
+                            Value tileRows, Value tileCols);
+  /// Gathered rows (c.gather): the tile from the tokens x, row r being the
+  /// copy kQGParamSources names (weighted by its probability when
+  /// gather.probs), zeros where row_group is -1, NaN where the source is
+  /// not a copy (only an inconsistent row_map / row_group can do that).
+  Value stageGather(Value xPtr, Value row0, Value col0, Value tileRows,
+                    Value tileCols);
+  /// f32 -> bf16 (round to nearest even) -> f32, exactly.
+  Value roundBf16(Value x) {
+    Value h = arith::BitcastOp::create(
+        b, ir.i16T(), arith::TruncFOp::create(b, ir.bf16T(), x));
+    return arith::BitcastOp::create(
+        b, ir.f32T(),
+        arith::ShLIOp::create(b, arith::ExtUIOp::create(b, ir.i32T(), h),
+                              ir.i32(16)));
+  }
   /// Stage the tile in shared memory as f32; returns this thread's max |x|
   /// over what it staged. 16-byte loads where the rows allow them
   /// (stageVector), element loads otherwise (stageScalar).
@@ -779,8 +806,185 @@ Value QuantizeBuilder::stageScalar(Value inPtr, Value inBase, Value row0,
   return loop.getResult(0);
 }
 
+Value QuantizeBuilder::stageSwigluBackward(Value xPtr, Value row0, Value col0,
+                                           Value tileRows, Value tileCols) {
+  // The chunks of stageVector (8 columns of dx, rows 16 apart). A chunk
+  // never straddles the gate and up halves (I % 8 == 0): stacked, it is
+  // dg (columns < I) or du of the same 8 columns c of dy, g and u (three
+  // 16-byte loads); interleaved, it is dg and du of 4 columns (an 8-byte
+  // load of dy, a 16-byte one of the (g, u) pairs). The bf16 rounding of
+  // dx is applied before the amaxes, so the tile holds exactly the values
+  // a bf16 dx would (SwigluContract.h). Two chunks a round keep the
+  // backward's temporaries (two divisions a cell) clear of spills.
+  constexpr int perRound = 2;
+  const bool interleaved = sw->halves != SwigluHalves::Stacked;
+  Value dyPtr = arg(kSBQParamGradOut);
+  Value r0 = arith::ShRUIOp::create(b, tid, ir.i32(4));
+  Value cc = ir.mul(andI(tid, ir.i32(kChunksPerRow - 1)), ir.i32(kChunk));
+  Value colOk = lt(cc, tileCols);
+  Value rowsLeft = ir.sub(tileRows, r0);
+  Value inter = arith::ShRUIOp::create(b, shape.cols, ir.i64(1)); // I
+  Value gRow0 = ir.toI64(ir.add(row0, r0));
+  Value gCol = ir.toI64(ir.add(col0, cc)); // dx's column
+  Value dyRow = ir.mul(gRow0, inter), xRow = ir.mul(gRow0, shape.cols);
+  // Byte offsets of the thread's first chunk; each next chunk is 16 rows on.
+  Value upHalf, dyAt, gAt, uAt;
+  if (interleaved) {
+    dyAt = ir.mul(ir.add(dyRow, arith::ShRUIOp::create(b, gCol, ir.i64(1))),
+                  ir.i64(2));
+    gAt = ir.mul(ir.add(xRow, gCol), ir.i64(2));
+  } else {
+    upHalf = ir.cmp(arith::CmpIPredicate::sge, gCol, inter);
+    Value c = ir.select(upHalf, ir.sub(gCol, inter), gCol);
+    dyAt = ir.mul(ir.add(dyRow, c), ir.i64(2));
+    gAt = ir.mul(ir.add(xRow, c), ir.i64(2));
+    uAt = ir.add(gAt, ir.mul(inter, ir.i64(2)));
+  }
+  Value dyStep = ir.mul(inter, ir.i64(kRowsPerPass * 2));
+  Value xStep = ir.mul(shape.cols, ir.i64(kRowsPerPass * 2));
+  Value cellAt[2] = {smemPtr(cell(r0, cc)),
+                     smemPtr(cell(ir.add(r0, ir.i32(64)), cc))};
+  auto words2T = VectorType::get({2}, ir.i32T());
+  Value acc = ir.f32(0.0);
+  for (int round = 0; round < kChunksPerThread / perRound; ++round) {
+    Value dyRaw[perRound], gRaw[perRound], uRaw[perRound], valid[perRound];
+    for (int u = 0; u < perRound; ++u) {
+      int i = round * perRound + u;
+      valid[u] = andI(lt(ir.i32(i * kRowsPerPass), rowsLeft), colOk);
+      // A chunk past the tile loads the tensors' first bytes (always
+      // inside: rows >= 1) and becomes 0.
+      auto at = [&](Value first, Value step) {
+        Value off = ir.add(first, ir.mul(step, ir.i64(i)));
+        return ir.select(valid[u], off, ir.i64(0));
+      };
+      Value dyOff = at(dyAt, dyStep);
+      if (interleaved)
+        dyRaw[u] = LLVM::LoadOp::create(b, words2T, bytePtr(dyPtr, dyOff),
+                                        /*alignment=*/8);
+      else
+        dyRaw[u] = loadGlobal4(dyPtr, dyOff);
+      gRaw[u] = loadGlobal4(xPtr, at(gAt, xStep));
+      if (!interleaved)
+        uRaw[u] = loadGlobal4(xPtr, at(uAt, xStep));
+    }
+    for (int u = 0; u < perRound; ++u) {
+      int i = round * perRound + u;
+      Value x[kChunk];
+      if (interleaved) {
+        Value pairs[kChunk], dy[4];
+        widenChunk(gRaw[u], 0, pairs); // g0 u0 g1 u1 ...
+        for (int w = 0; w < 2; ++w) {
+          Value word = LLVM::ExtractElementOp::create(b, dyRaw[u], ir.i32(w));
+          dy[2 * w] = arith::BitcastOp::create(
+              b, ir.f32T(), arith::ShLIOp::create(b, word, ir.i32(16)));
+          dy[2 * w + 1] = arith::BitcastOp::create(
+              b, ir.f32T(), andI(word, ir.i32(int32_t(0xFFFF0000u))));
+        }
+        for (int k = 0; k < 4; ++k) {
+          auto [dg, du] =
+              swiglu::emitBackward(ir, dy[k], pairs[2 * k], pairs[2 * k + 1]);
+          x[2 * k] = roundBf16(dg);
+          x[2 * k + 1] = roundBf16(du);
+        }
+      } else {
+        Value dy[kChunk], g[kChunk], up[kChunk];
+        widenChunk(dyRaw[u], 0, dy);
+        widenChunk(gRaw[u], 0, g);
+        widenChunk(uRaw[u], 0, up);
+        for (int j = 0; j < kChunk; ++j) {
+          auto [dg, du] = swiglu::emitBackward(ir, dy[j], g[j], up[j]);
+          x[j] = roundBf16(ir.select(upHalf, du, dg));
+        }
+      }
+      for (int j = 0; j < kChunk; ++j) {
+        x[j] = ir.select(valid[u], x[j], ir.f32(0.0));
+        acc = maxF(acc, absF(x[j]));
+      }
+      const int32_t at0 = (i % 4) * kRowsPerPass * int32_t(kQuantSmemStride);
+      smemStore4({x[0], x[1], x[2], x[3]}, cellAt[i / 4], at0);
+      smemStore4({x[4], x[5], x[6], x[7]}, cellAt[i / 4], at0 + 4);
+    }
+  }
+  return acc;
+}
+
+Value QuantizeBuilder::stageGather(Value xPtr, Value row0, Value col0,
+                                   Value tileRows, Value tileCols) {
+  // The chunks of stageVector (8 columns, rows 16 apart). Per round, the
+  // rows' group and source words are loaded first (16 threads share each,
+  // one line), then every chunk's 16 bytes of its token row: all of a
+  // round's loads independent and in flight together. Four chunks a round
+  // (eight held the index words and the data past kQuantMaxRegisters).
+  // Copy and token indices stay i32 (tokens * topk < 2^31, the launch
+  // checks): with 64-bit ones the weighted form spilled under the bound.
+  const GatherRows &g = *c.gather;
+  constexpr int perRound = 4;
+  Value r0 = arith::ShRUIOp::create(b, tid, ir.i32(4));
+  Value cc = ir.mul(andI(tid, ir.i32(kChunksPerRow - 1)), ir.i32(kChunk));
+  Value colOk = lt(cc, tileCols);
+  Value rowsLeft = ir.sub(tileRows, r0);
+  Value copies = arith::TruncIOp::create(
+      b, ir.i32T(), ir.mul(arg(kQGParamTokens), ir.i64(g.topk)));
+  Value rowBytes = ir.mul(shape.cols, ir.i64(2));
+  Value colBytes = ir.mul(ir.toI64(ir.add(col0, cc)), ir.i64(2));
+  Value cellAt[2] = {smemPtr(cell(r0, cc)),
+                     smemPtr(cell(ir.add(r0, ir.i32(64)), cc))};
+  auto wordsT = VectorType::get({4}, ir.i32T());
+  Value acc = ir.f32(0.0);
+  for (int round = 0; round < kChunksPerThread / perRound; ++round) {
+    Value inTile[perRound], group[perRound], src[perRound];
+    for (int u = 0; u < perRound; ++u) {
+      int i = round * perRound + u;
+      inTile[u] = andI(lt(ir.i32(i * kRowsPerPass), rowsLeft), colOk);
+      Value r = ir.add(ir.add(row0, r0), ir.i32(i * kRowsPerPass));
+      Value at = ir.toI64(ir.select(inTile[u], r, ir.i32(0)));
+      group[u] = ir.load(ir.i32T(), arg(kQGParamRowGroup), at);
+      src[u] = ir.load(ir.i32T(), arg(kQGParamSources), at);
+    }
+    Value raw[perRound], p[perRound], take[perRound], bad[perRound];
+    for (int u = 0; u < perRound; ++u) {
+      Value real = andI(inTile[u], ir.cmp(arith::CmpIPredicate::sge, group[u],
+                                          ir.i32(0)));
+      // Unsigned: a negative word is no copy either.
+      Value isCopy = ir.cmp(arith::CmpIPredicate::ult, src[u], copies);
+      take[u] = andI(real, isCopy);
+      bad[u] = andI(real, arith::XOrIOp::create(b, isCopy, trueV()));
+      Value s = ir.select(take[u], src[u], ir.i32(0));
+      Value token = ir.toI64(ir.divU(s, ir.i32(g.topk)));
+      raw[u] = loadGlobal4(xPtr, ir.add(ir.mul(token, rowBytes), colBytes));
+      if (g.probs)
+        p[u] = ir.load(ir.f32T(), arg(kQGParamProbs), ir.toI64(s));
+    }
+    for (int u = 0; u < perRound; ++u) {
+      int i = round * perRound + u;
+      Value x[kChunk];
+      // Zero words widen to +0.0 pairs.
+      widenChunk(ir.select(take[u], raw[u], LLVM::ZeroOp::create(b, wordsT)),
+                 0, x);
+      for (int j = 0; j < kChunk; ++j) {
+        // The unpermute backward's row: one f32 multiply, one bf16
+        // rounding (padding rows stay +0: 0 * p is not taken).
+        if (g.probs)
+          x[j] = ir.select(take[u],
+                           roundBf16(arith::MulFOp::create(b, x[j], p[u])),
+                           x[j]);
+        x[j] = ir.select(bad[u], ir.f32(NAN), x[j]);
+        acc = maxF(acc, absF(x[j]));
+      }
+      const int32_t at0 = (i % 4) * kRowsPerPass * int32_t(kQuantSmemStride);
+      smemStore4({x[0], x[1], x[2], x[3]}, cellAt[i / 4], at0);
+      smemStore4({x[4], x[5], x[6], x[7]}, cellAt[i / 4], at0 + 4);
+    }
+  }
+  return acc;
+}
+
 Value QuantizeBuilder::stage(Value inPtr, Value inBase, Value row0, Value col0,
                              Value tileRows, Value tileCols) {
+  if (c.gather)
+    return stageGather(inPtr, row0, col0, tileRows, tileCols);
+  if (sw && sw->backward)
+    return stageSwigluBackward(inPtr, row0, col0, tileRows, tileCols);
   // 16-byte loads need rows of a multiple of 8 elements and 16-byte aligned
   // tensors (a uniform test: every thread of every CTA takes one branch).
   Value vec = ir.cmp(arith::CmpIPredicate::eq,
@@ -1093,8 +1297,9 @@ void QuantizeBuilder::build() {
     // multi_tensor: tensor z from the pointer table when there is one,
     // else at z * rows * cols in the stacked input.
     Value inPtr, inBase;
-    if (sw) {
-      // One tensor (checkSwiglu refuses multi_tensor): no table to read.
+    if (sw || c.gather) {
+      // One tensor (checkSwiglu and checkGather refuse multi_tensor): no
+      // table to read.
       inPtr = arg(kQParamInput);
       inBase = ir.i64(0);
     } else {
@@ -1143,8 +1348,49 @@ IntegerAttr b32Attr(MLIRContext *ctx, int32_t v) {
   return IntegerAttr::get(IntegerType::get(ctx, 32), v);
 }
 
+/// The gathering quantizer's first kernel (QuantizeABI.h): thread c of the
+/// launch takes copy c, and where row_map puts it on a row of the matrix,
+/// writes c into that row's source word. Rows no copy reaches keep stale
+/// words, which the quantize kernel never reads (their row_group is -1).
+void buildGatherSources(Operation *op, const std::string &name,
+                        LLVM::LLVMFunctionType fnT, const GatherRows &g) {
+  MLIRContext *ctx = op->getContext();
+  OpBuilder mb(op);
+  auto fn = LLVM::LLVMFuncOp::create(mb, op->getLoc(), name, fnT);
+  fn->setAttr(NVVM::NVVMDialect::getKernelFuncAttrName(), UnitAttr::get(ctx));
+  fn->setAttr(NVVM::NVVMDialect::getReqntidAttrName(),
+              DenseI32ArrayAttr::get(ctx, {kGatherSourcesThreads, 1, 1}));
+  Block *entry = fn.addEntryBlock(mb);
+  ImplicitLocOpBuilder b(op->getLoc(), ctx);
+  b.setInsertionPointToStart(entry);
+  KernelIR ir(b);
+  HopperIR hw(ir);
+  auto arg = [&](unsigned i) { return entry->getArgument(i); };
+  Value copy = ir.add(ir.mul(ir.toI64(hw.blockIdX()),
+                             ir.i64(kGatherSourcesThreads)),
+                      ir.toI64(hw.threadIdX()));
+  Value copies = ir.mul(arg(kQGParamTokens), ir.i64(g.topk));
+  auto inRange = scf::IfOp::create(
+      b, ir.cmp(arith::CmpIPredicate::slt, copy, copies), false);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&inRange.getThenRegion().front());
+    Value row = ir.load(ir.i32T(), arg(kQGParamRowMap), copy);
+    Value onRow = arith::AndIOp::create(
+        b, ir.cmp(arith::CmpIPredicate::sge, row, ir.i32(0)),
+        ir.cmp(arith::CmpIPredicate::slt, row, arg(kQParamRows)));
+    auto store = scf::IfOp::create(b, onRow, false);
+    b.setInsertionPointToStart(&store.getThenRegion().front());
+    ir.store(arith::TruncIOp::create(b, ir.i32T(), copy),
+             arg(kQGParamSources), ir.toI64(row));
+  }
+  b.setInsertionPointToEnd(entry);
+  LLVM::ReturnOp::create(b, ValueRange{});
+}
+
 /// Declares the kernel named `name` next to `op` and builds its body:
-/// kNumQuantizeParams parameters, plus the bf16 y for swiglu_quantize.
+/// kNumQuantizeParams parameters, plus the bf16 y for swiglu_quantize or
+/// dy for the quantized swiglu_backward.
 void buildQuantizeKernel(Operation *op, StringRef name,
                          const QuantizeContract &contract,
                          const SwigluContract *sw) {
@@ -1163,11 +1409,18 @@ void buildQuantizeKernel(Operation *op, StringRef name,
                            /*alignment=*/16, /*addrSpace=*/3);
   }
 
-  const unsigned numParams = sw ? unsigned(kNumSwigluQuantizeParams)
-                                : unsigned(kNumQuantizeParams);
+  const unsigned numParams =
+      contract.gather ? unsigned(kNumQuantizeGatherParams)
+      : !sw           ? unsigned(kNumQuantizeParams)
+      : sw->backward  ? unsigned(kNumSwigluBackwardQuantizeParams)
+                      : unsigned(kNumSwigluQuantizeParams);
   SmallVector<Type> params(numParams, globalPtr);
   params[kQParamRows] = params[kQParamCols] = params[kQParamNumGroups] = i32T;
+  if (contract.gather)
+    params[kQGParamTokens] = IntegerType::get(ctx, 64);
   auto fnT = LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx), params);
+  if (contract.gather)
+    buildGatherSources(op, (name + "_sources").str(), fnT, *contract.gather);
   auto fn = LLVM::LLVMFuncOp::create(mb, op->getLoc(), name, fnT);
   fn->setAttr(NVVM::NVVMDialect::getKernelFuncAttrName(), UnitAttr::get(ctx));
   fn->setAttr(NVVM::NVVMDialect::getReqntidAttrName(),
@@ -1199,7 +1452,8 @@ void mlir::qgemm::lowerQuantize(QuantizeOp op) {
 
 void mlir::qgemm::lowerSwigluQuantize(SwigluOp op) {
   SwigluContract sw = op.getContract();
-  // The quantizer sees y as a bf16-sourced (M, I) tensor of one tensor.
+  // The quantizer sees y as a bf16-sourced (M, I) tensor of one tensor (the
+  // quantized backward: its bf16 dx, (M, 2I)).
   QuantizeContract q = sw.quant;
   q.input = ElemType::BF16;
   q.multiTensor = false;

@@ -152,6 +152,21 @@ struct GemmContract {
 };
 
 /// A quantizer: bf16/f32 in, FP8 out with row-wise and/or column-wise scales.
+/// A quantizer whose rows are gathered from tokens by a permute's index
+/// outputs: the permuted activations (or, weighted, the permuted output
+/// gradient) of an MoE layer, quantized without a bf16 copy in expert order.
+/// Row r of the (rows, k) matrix is token t's row x[t], the copy (t, j)
+/// whose row_map[t, j] is r, or bf16_rn(x[t] * probs[t, j]) with `probs`
+/// (the unpermute backward's rows, DispatchContract.h); rows whose
+/// row_group is -1 are zeros (LAYOUTS.md "Gathered rows").
+struct GatherRows {
+  int64_t topk = 1;   ///< copies per token (row_map's columns), 1..16
+  bool probs = false; ///< weight each row by its copy's probability
+  bool operator==(const GatherRows &o) const {
+    return topk == o.topk && probs == o.probs;
+  }
+};
+
 struct QuantizeContract {
   ElemType input = ElemType::BF16;
   ElemType output = ElemType::E4M3;
@@ -161,6 +176,9 @@ struct QuantizeContract {
   std::optional<ScaleRecipe> rowwise, columnwise;
   bool multiTensor = false;
   int64_t k = 0;       ///< Columns (fixed at compile time).
+  /// Rows gathered from tokens (op quantize only); absent: the input is the
+  /// (rows, k) matrix itself.
+  std::optional<GatherRows> gather;
 };
 
 /// A broken rule: `field` is a dotted path in the spec's vocabulary

@@ -29,7 +29,11 @@
 //   du   = dy * silu(g)
 //   dx   = bf16_rn(dg), bf16_rn(du)
 // which is PyTorch's silu_backward formula, dy * sig * (1 + g * (1 - sig)),
-// evaluated in a stated order.
+// evaluated in a stated order. The quantized backward (`quantized`, the
+// forward's quantizer keys on a swiglu_backward spec) writes no bf16 dx:
+// it quantizes the bf16 dx above, an (M, 2I) bf16 tensor in x's layout,
+// exactly as a `quantize` kernel with a bf16 input would, in the same pass
+// (so its bytes are those of swiglu_backward followed by quantize).
 //
 // swigluExp(x), f32 (Cody-Waite reduction and a degree-7 polynomial, the
 // coefficients of Cephes' expf):
@@ -70,8 +74,11 @@ struct SwigluContract {
   int64_t i = 0;
   /// Forward only: also write bf16_rn(y), bf16 (M, I) row-major.
   bool bf16Output = false;
-  /// Forward only: the quantizer applied to y. input is BF16 (x's type),
-  /// multiTensor false, k = i.
+  /// Backward only: dx is quantized with `quant` instead of written as bf16.
+  bool quantized = false;
+  /// The quantizer: over y (forward; k = i) or over the bf16 dx of the
+  /// quantized backward (k = 2i, x's layout). input is BF16, multiTensor
+  /// false. Unused by the plain backward.
   QuantizeContract quant;
 };
 
@@ -79,6 +86,13 @@ struct SwigluContract {
 QGEMM_API const char *toString(SwigluHalves h);
 
 QGEMM_API std::optional<Violation> checkSwiglu(const SwigluContract &c);
+
+/// Whether the kernel of `c` is the quantize kernel with a SwiGLU input
+/// stage (the forward, and the quantized backward): the quantize kernel's
+/// tile, grid, shared memory and parameters (SwigluABI.h).
+inline bool swigluQuantizes(const SwigluContract &c) {
+  return !c.backward || c.quantized;
+}
 
 // The shared swigluExp constants (see the header comment).
 constexpr float kSwigluExpOverflow = 88.0f;

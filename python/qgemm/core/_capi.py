@@ -90,7 +90,9 @@ class QuantizeInfo(Structure):
                 ("has_columnwise", c_int32), ("rowwise", ScaleInfo),
                 ("columnwise", ScaleInfo),
                 ("columnwise_transposed", c_int32),
-                ("multi_tensor", c_int32), ("k", c_int64)]
+                ("multi_tensor", c_int32), ("k", c_int64),
+                # API 1.8: gathered rows.
+                ("gather_topk", c_int32), ("gather_probs", c_int32)]
 
 
 class QuantizeSizes(Structure):

@@ -188,20 +188,19 @@ def _run_backward(part, p, tokens, dev, ptr):
 def _unpermute_backward_impl(dout: torch.Tensor, row_map: torch.Tensor,
                              row_group: torch.Tensor, probs: torch.Tensor,
                              o: torch.Tensor, experts: int, inter: int,
-                             alignment: int, w_dtype: torch.dtype) -> tuple[
-                                 torch.Tensor, torch.Tensor]:
-    """(grad_rows (R, H) bf16, dprobs (T, topk) f32): part 1."""
+                             alignment: int,
+                             w_dtype: torch.dtype) -> torch.Tensor:
+    """dprobs (T, topk) f32: part 1 (the rows' gradient is never written in
+    bf16: part 2 quantizes it from dout)."""
     tokens, hidden = dout.shape
     topk = row_map.shape[1]
     p = _moe_plan(experts, hidden, inter, topk, alignment, w_dtype)
-    grad_rows = dout.new_empty((row_group.shape[0], hidden))
     dprobs = dout.new_empty((tokens, topk), dtype=_F32)
     _run_backward(_capi.MOE_UNPERMUTE, p, tokens, dout.device, {
         "grad_out": dout.data_ptr(), "row_map": row_map.data_ptr(),
         "row_group": row_group.data_ptr(), "probs": probs.data_ptr(),
-        "o": o.data_ptr(), "grad_rows": grad_rows.data_ptr(),
-        "grad_probs": dprobs.data_ptr()})
-    return grad_rows, dprobs
+        "o": o.data_ptr(), "grad_probs": dprobs.data_ptr()})
+    return dprobs
 
 
 unpermute_backward = torch.library.custom_op(
@@ -212,38 +211,41 @@ unpermute_backward = torch.library.custom_op(
 @unpermute_backward.register_fake
 def _(dout, row_map, row_group, probs, o, experts, inter, alignment,
       w_dtype):
-    return (dout.new_empty((row_group.shape[0], dout.shape[1])),
-            dout.new_empty((dout.shape[0], row_map.shape[1]), dtype=_F32))
+    return dout.new_empty((dout.shape[0], row_map.shape[1]), dtype=_F32)
 
 
-def _dh_forms(grad_rows, inter, experts, alignment):
+def _dh_forms(h, inter, experts, alignment):
     """Empty (dh_rows (R, 2I) e4m3, scales, dh_cols (2I, R) e4m3, scales)."""
-    rows = grad_rows.shape[0]
+    rows = h.shape[0]
     groups = experts if alignment % 128 != 0 else 0
-    return (grad_rows.new_empty((rows, 2 * inter), dtype=_FP8),
-            grad_rows.new_empty((_scale_elems(rows, 2 * inter, (1, 128),
-                                              "COMPACT"),), dtype=_F32),
-            grad_rows.new_empty((2 * inter, rows), dtype=_FP8),
-            grad_rows.new_empty((_scale_elems(rows + groups * 128, 2 * inter,
-                                              (128, 1), "GEMM_READY"),),
-                                dtype=_F32))
+    return (h.new_empty((rows, 2 * inter), dtype=_FP8),
+            h.new_empty((_scale_elems(rows, 2 * inter, (1, 128),
+                                      "COMPACT"),), dtype=_F32),
+            h.new_empty((2 * inter, rows), dtype=_FP8),
+            h.new_empty((_scale_elems(rows + groups * 128, 2 * inter,
+                                      (128, 1), "GEMM_READY"),),
+                        dtype=_F32))
 
 
-def _down_backward_impl(grad_rows: torch.Tensor, offs: torch.Tensor,
-                        h: torch.Tensor, acol: torch.Tensor,
-                        acols: torch.Tensor, w2q_t: torch.Tensor,
-                        w2s_t: torch.Tensor, tokens: int, topk: int,
+def _down_backward_impl(dout: torch.Tensor, row_map: torch.Tensor,
+                        row_group: torch.Tensor, probs: torch.Tensor,
+                        offs: torch.Tensor, h: torch.Tensor,
+                        acol: torch.Tensor, acols: torch.Tensor,
+                        w2q_t: torch.Tensor, w2s_t: torch.Tensor,
                         alignment: int, w_dtype: torch.dtype) -> tuple[
                             torch.Tensor, torch.Tensor, torch.Tensor,
                             torch.Tensor, torch.Tensor]:
-    """(dh_rows, dh_row_scales, dh_cols, dh_col_scales, dw2): part 2."""
+    """(dh_rows, dh_row_scales, dh_cols, dh_col_scales, dw2): part 2, from
+    dout's rows gathered by the routing and weighted by probs."""
     experts, inter, hidden = w2q_t.shape
+    tokens, topk = row_map.shape
     p = _moe_plan(experts, hidden, inter, topk, alignment, w_dtype)
-    dhq, dhs, dhcol, dhcols = forms = _dh_forms(grad_rows, inter, experts,
-                                                alignment)
-    dw2 = grad_rows.new_empty((experts, hidden, inter), dtype=w_dtype)
-    _run_backward(_capi.MOE_DOWN, p, tokens, grad_rows.device, {
-        "grad_rows": grad_rows.data_ptr(), "offsets": offs.data_ptr(),
+    dhq, dhs, dhcol, dhcols = forms = _dh_forms(h, inter, experts, alignment)
+    dw2 = h.new_empty((experts, hidden, inter), dtype=w_dtype)
+    _run_backward(_capi.MOE_DOWN, p, tokens, h.device, {
+        "grad_out": dout.data_ptr(), "row_map": row_map.data_ptr(),
+        "row_group": row_group.data_ptr(), "probs": probs.data_ptr(),
+        "offsets": offs.data_ptr(),
         "h": h.data_ptr(), "a_col": acol.data_ptr(),
         "a_col_scales": acols.data_ptr(), "w2q_t": w2q_t.data_ptr(),
         "w2s_t": w2s_t.data_ptr(), "grad_w2": dw2.data_ptr(),
@@ -257,11 +259,11 @@ down_backward = torch.library.custom_op(
 
 
 @down_backward.register_fake
-def _(grad_rows, offs, h, acol, acols, w2q_t, w2s_t, tokens, topk,
+def _(dout, row_map, row_group, probs, offs, h, acol, acols, w2q_t, w2s_t,
       alignment, w_dtype):
     experts, inter, hidden = w2q_t.shape
-    return _dh_forms(grad_rows, inter, experts, alignment) + (
-        grad_rows.new_empty((experts, hidden, inter), dtype=w_dtype),)
+    return _dh_forms(h, inter, experts, alignment) + (
+        h.new_empty((experts, hidden, inter), dtype=w_dtype),)
 
 
 def _up_data_backward_impl(dhq: torch.Tensor, dhs: torch.Tensor,
@@ -294,19 +296,22 @@ def _(dhq, dhs, offs, row_map, w13q_t, w13s_t, alignment, w_dtype):
 
 
 def _up_weight_backward_impl(dhcol: torch.Tensor, dhcols: torch.Tensor,
-                             x: torch.Tensor, ids: torch.Tensor,
-                             offs: torch.Tensor, alignment: int,
+                             x: torch.Tensor, row_map: torch.Tensor,
+                             row_group: torch.Tensor, offs: torch.Tensor,
+                             alignment: int,
                              w_dtype: torch.dtype) -> torch.Tensor:
-    """dw13 (E, 2I, H): part 4 (x permuted again, column-wise FP8)."""
+    """dw13 (E, 2I, H): part 4 (x's rows gathered by the routing, quantized
+    column-wise)."""
     tokens, hidden = x.shape
-    topk = ids.shape[1]
+    topk = row_map.shape[1]
     experts, two_i = offs.shape[0], dhcol.shape[0]
     p = _moe_plan(experts, hidden, two_i // 2, topk, alignment, w_dtype)
     dw13 = x.new_empty((experts, two_i, hidden), dtype=w_dtype)
     _run_backward(_capi.MOE_UP_WEIGHT, p, tokens, x.device, {
         "dh_cols": dhcol.data_ptr(), "dh_col_scales": dhcols.data_ptr(),
-        "x": x.data_ptr(), "expert_ids": ids.data_ptr(),
-        "offsets": offs.data_ptr(), "grad_w13": dw13.data_ptr()})
+        "x": x.data_ptr(), "row_map": row_map.data_ptr(),
+        "row_group": row_group.data_ptr(), "offsets": offs.data_ptr(),
+        "grad_w13": dw13.data_ptr()})
     return dw13
 
 
@@ -316,7 +321,7 @@ up_weight_backward = torch.library.custom_op(
 
 
 @up_weight_backward.register_fake
-def _(dhcol, dhcols, x, ids, offs, alignment, w_dtype):
+def _(dhcol, dhcols, x, row_map, row_group, offs, alignment, w_dtype):
     return x.new_empty((offs.shape[0], dhcol.shape[0], x.shape[1]),
                        dtype=w_dtype)
 
@@ -327,23 +332,23 @@ def moe_backward(dout, saved, alignment, w_dtype, eager):
     (x, ids, probs, offs, row_group, row_map, h, acol, acols, o, w13q_t,
      w13s_t, w2q_t, w2s_t) = saved
     experts, hidden, two_i = w13q_t.shape
-    tokens, topk = ids.shape
     if eager:
         ops = (_unpermute_backward_impl, _down_backward_impl,
                _up_data_backward_impl, _up_weight_backward_impl)
     else:
         ops = (unpermute_backward, down_backward, up_data_backward,
                up_weight_backward)
-    grad_rows, dprobs = ops[0](dout, row_map, row_group, probs, o, experts,
-                               two_i // 2, alignment, w_dtype)
+    dprobs = ops[0](dout, row_map, row_group, probs, o, experts, two_i // 2,
+                    alignment, w_dtype)
     del o
-    dhq, dhs, dhcol, dhcols, dw2 = ops[1](grad_rows, offs, h, acol, acols,
-                                          w2q_t, w2s_t, tokens, topk,
+    dhq, dhs, dhcol, dhcols, dw2 = ops[1](dout, row_map, row_group, probs,
+                                          offs, h, acol, acols, w2q_t, w2s_t,
                                           alignment, w_dtype)
-    del grad_rows, h, acol, acols
+    del h, acol, acols
     dx = ops[2](dhq, dhs, offs, row_map, w13q_t, w13s_t, alignment, w_dtype)
     del dhq, dhs
-    dw13 = ops[3](dhcol, dhcols, x, ids, offs, alignment, w_dtype)
+    dw13 = ops[3](dhcol, dhcols, x, row_map, row_group, offs, alignment,
+                  w_dtype)
     return dx, dprobs, dw13, dw2
 
 

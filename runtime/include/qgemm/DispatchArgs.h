@@ -43,7 +43,9 @@ struct PermuteArgs {
 /// Device pointers of an unpermute launch. Forward: y (R, k) bf16, rowMap,
 /// probs (with the spec's probs) in; out (T, k) bf16 out. Backward:
 /// gradOut (T, k), rowMap, rowGroup [R], and with probs also probs and y,
-/// in; gradY (R, k) bf16 out, gradProbs (T, topk) out with probs.
+/// in; gradY (R, k) bf16 out, gradProbs (T, topk) out with probs. With
+/// probs gradY may be 0: only gradProbs is computed (a quantizer with
+/// gathered, weighted rows then makes the rows' FP8 forms from gradOut).
 struct UnpermuteArgs {
   DevicePtr y = 0, rowMap = 0, probs = 0, out = 0;
   DevicePtr gradOut = 0, rowGroup = 0, gradY = 0, gradProbs = 0;

@@ -14,10 +14,13 @@
 //   if (Status st = qgemm::MoePlan::create(rt, d, plan); !st.ok()) ...
 //   qgemm::MoeSizes s = plan->sizes(tokens);   // what to allocate
 //   plan->forward(fwdArgs, stream);            // 5 kernels (+2 weights)
-//   plan->backward(bwdArgs, stream);           // 11 kernels
+//   plan->backward(bwdArgs, stream);           // 9 kernels
 //
-// The kernels are exactly those qgemm.torch's single ops launch for the same
-// step (same specs, so the same PTX and bit-identical results). Nothing
+// The forward's kernels are exactly those qgemm.torch's single ops launch
+// for the same step (same specs, so the same PTX and bit-identical
+// results); the backward fuses three pairs of them (the output gradient's
+// rows and their quantizer, SwiGLU's gradient and its quantizer, x's rows
+// and their quantizer) into kernels that give the same bytes. Nothing
 // here allocates device memory or synchronizes: scratch comes from the
 // caller's allocator, so plans run inside CUDA graphs and under
 // torch.compile.
@@ -157,8 +160,8 @@ struct MoeForwardArgs {
 /// o dies after the first, h and a after the second, and so on; one call
 /// can run all four.
 enum MoeBackwardPart : unsigned {
-  kMoeUnpermute = 1, ///< gradOut, o -> gradRows (R, H) bf16, gradProbs
-  kMoeDown = 2,      ///< gradRows, h, a -> dh (row- and column-wise), gradW2
+  kMoeUnpermute = 1, ///< gradOut, o -> gradProbs
+  kMoeDown = 2,      ///< gradOut, h, a -> dh (row- and column-wise), gradW2
   kMoeUpData = 4,    ///< dh row-wise -> gradX
   kMoeUpWeight = 8,  ///< dh column-wise, x again -> gradW13
   kMoeAllParts = 15,
@@ -168,11 +171,12 @@ enum MoeBackwardPart : unsigned {
 /// forward saved (x, ids, probs, offsets, rowGroup, rowMap, h, aCol,
 /// aColScales, o, the transposed FP8 weights). Outputs: gradX (T, H) bf16,
 /// gradProbs (T, topk) f32, gradW13 (E, 2I, H) and gradW2 (E, H, I) in the
-/// weights' dtype. Between the parts: gradRows (R, H) bf16 (the permuted
-/// output gradient), dhRows (R, 2I) e4m3 + dhRowScales (f32, 1x128) and
-/// dhCols (2I, R) e4m3 + dhColScales (f32, 128x1): SwiGLU's gradient in
-/// both FP8 forms (MoeSizes says how many scales). Each part reads only
-/// its own pointers.
+/// weights' dtype. Between the parts: dhRows (R, 2I) e4m3 + dhRowScales
+/// (f32, 1x128) and dhCols (2I, R) e4m3 + dhColScales (f32, 128x1):
+/// SwiGLU's gradient in both FP8 forms (MoeSizes says how many scales).
+/// Each part reads only its own pointers. gradRows is not read (the
+/// permuted output gradient is never written in bf16); it stays for
+/// callers that pass it. expertIds is not read either.
 struct MoeBackwardArgs {
   DevicePtr gradOut = 0;
   DevicePtr x = 0, expertIds = 0, probs = 0;

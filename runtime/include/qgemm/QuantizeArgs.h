@@ -55,6 +55,14 @@ struct QuantizeArgs {
   DevicePtr workspace = 0;
   bool groupsTrusted = false; ///< as GemmArgs::groupsTrusted
   bool debugSync = false; ///< as GemmArgs::debugSync
+  /// Gathered rows (the spec's `gather`): `input` is the tokens x (tokens,
+  /// cols) bf16, 16-byte aligned, and these are a permute's index outputs
+  /// for the rows: rowMap int32 (tokens, topk), rowGroup int32 [rows]
+  /// (-1: a zero row), probs f32 (tokens, topk) with gather.probs (else 0),
+  /// and `sources`, int32 [rows] of device scratch the launch fills first
+  /// (QuantizeABI.h). All 0 for a spec without gather.
+  DevicePtr rowMap = 0, rowGroup = 0, probs = 0, sources = 0;
+  int64_t tokens = 0;
 };
 
 /// Check `args` against `contract`: the pointers each declared output needs

@@ -29,6 +29,7 @@
 #include "qgemm/Ops.def"
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -180,11 +181,13 @@ public:
 
 private:
   /// The quantize kernel family's launch, after validation: quantize, and
-  /// swiglu_quantize with its bf16 y (`swigluY`, SwigluABI.h's one extra
-  /// parameter; 0 and unused for quantize). Device-only token groups run
-  /// the offsets check first (LaunchQuantize.cpp).
+  /// the kernels that take more parameters past QuantizeABI.h's, in order
+  /// (`extra`: swiglu_quantize's bf16 y and the quantized swiglu_backward's
+  /// dy, SwigluABI.h; the gathered quantize's, QuantizeABI.h). Device-only
+  /// token groups run the offsets check first (LaunchQuantize.cpp).
   Status launchQuantizeFamily(const Kernel &kernel, const QuantizeArgs &args,
-                              bool swiglu, DevicePtr swigluY, void *stream);
+                              std::initializer_list<uint64_t> extra,
+                              void *stream);
 
   std::unique_ptr<Impl> impl;
 };

@@ -50,15 +50,30 @@ struct SwigluBackwardArgs {
   DevicePtr input = 0;      ///< x saved by the forward, bf16 (rows, 2I)
   /// dx, bf16 (rows, 2I) in x's layout. May be `input` itself (each thread
   /// reads g and u before writing dg and du at the same places); any other
-  /// overlap is refused.
+  /// overlap is refused. 0 for the quantized backward.
   DevicePtr gradInput = 0;
   int64_t rows = 0;
   int64_t intermediate = 0;
+  /// The quantized backward (a spec with a recipe): dx's FP8 outputs over
+  /// (rows, 2I), and its token groups, exactly as SwigluQuantizeArgs' over
+  /// (rows, intermediate); dy and x then need 16-byte alignment and the
+  /// intermediate size a multiple of 8. All 0 for the bf16 backward.
+  DevicePtr rowData = 0, rowScales = 0, colData = 0, colScales = 0;
+  DevicePtr groupOffsets = 0;
+  int64_t numGroups = 0;
+  const int32_t *hostGroupOffsets = nullptr;
+  bool deviceGroups = false;
+  DevicePtr errorFlag = 0;
+  DevicePtr workspace = 0;
+  bool groupsTrusted = false;
+  bool debugSync = false;
 };
 
 /// The QuantizeArgs of the quantize kernel underneath (cols = intermediate,
 /// one tensor), which validateQuantizeArgs checks.
 QGEMM_API QuantizeArgs quantizeArgsOf(const SwigluQuantizeArgs &a);
+/// The same for the quantized backward: input x, cols = 2 * intermediate.
+QGEMM_API QuantizeArgs quantizeArgsOf(const SwigluBackwardArgs &a);
 
 /// UserError naming the argument, its value and what was expected.
 QGEMM_API Status validateSwigluQuantizeArgs(const SwigluContract &c,

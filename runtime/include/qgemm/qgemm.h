@@ -97,9 +97,15 @@ extern "C" {
  * qgemm_op_args_size, qgemm_op_args_field_count, qgemm_op_args_field), for
  * bindings that build the structs from the library. Additions only.
  * 1.7: SMs the persistent GEMM kernels leave free for kernels beside them
- * (qgemm_set_reserved_sms). Additions only. */
+ * (qgemm_set_reserved_sms). Additions only.
+ * 1.8: the quantized swiglu_backward (a spec with a recipe): dx's FP8
+ * outputs and token groups at the end of qgemm_swiglu_backward_args, its
+ * outputs in qgemm_swiglu_info and qgemm_kernel_swiglu_sizes; quantizers
+ * with gathered rows (a spec with `gather`): the permute's index outputs at
+ * the end of qgemm_quantize_args, qgemm_quantize_info's gather_topk and
+ * gather_probs. Additions only. */
 #define QGEMM_API_VERSION_MAJOR 1
-#define QGEMM_API_VERSION_MINOR 7
+#define QGEMM_API_VERSION_MINOR 8
 #define QGEMM_API_VERSION \
   (QGEMM_API_VERSION_MAJOR * 1000 + QGEMM_API_VERSION_MINOR)
 
@@ -506,6 +512,10 @@ typedef struct qgemm_quantize_info {
   int32_t multi_tensor;       /* G tensors in one launch */
   int64_t k;                  /* shape.k: the columns of every input; 0
                                  when the spec leaves the width open */
+  /* API 1.8 (written only when struct_size covers them). */
+  int32_t gather_topk;        /* gathered rows: the permute's top-k; 0 for
+                                 a spec without gather */
+  int32_t gather_probs;       /* the gathered rows are weighted by probs */
 } qgemm_quantize_info;
 
 /* Fails with QGEMM_ERROR_USER for a kernel of another op. */
@@ -560,11 +570,20 @@ typedef struct qgemm_quantize_args {
   uint32_t flags;
   uint64_t error_flag;
   uint64_t workspace;
+  /* API 1.8 (read only when struct_size covers them): gathered rows (a spec
+   * with `gather`). `input` is then the bf16 tokens (tokens, cols), 16-byte
+   * aligned; row_map int32 (tokens, topk) and row_group int32 [rows] are a
+   * permute's outputs, which pick each row's token (row_group -1: a zero
+   * row); probs f32 (tokens, topk) weights the rows of a gather with probs
+   * (else 0); sources is int32 [rows] of device scratch the launch fills.
+   * All 0 for other specs. */
+  uint64_t row_map, row_group, probs, sources;
+  int64_t tokens;
 } qgemm_quantize_args;
 
 #define QGEMM_QUANTIZE_ARGS_INIT \
   { sizeof(qgemm_quantize_args), 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, NULL, \
-    0, 0, 0 }
+    0, 0, 0, 0, 0, 0, 0, 0 }
 
 /* Check `args` against the kernel's contract, then launch on `stream`, as
  * qgemm_launch_gemm does. */
@@ -686,13 +705,16 @@ typedef struct qgemm_swiglu_info {
                                  SWIGLU_BACKWARD */
   int32_t halves;             /* qgemm_swiglu_halves */
   int32_t input_dtype;        /* qgemm_dtype of x (and dy): BF16 */
-  int32_t output_dtype;       /* forward: E4M3 or E5M2 (the FP8 outputs);
-                                 backward: BF16 (dx) */
-  int32_t has_rowwise;        /* forward: the row-wise output */
-  int32_t has_columnwise;     /* forward: the column-wise output */
+  int32_t output_dtype;       /* forward and quantized backward: E4M3 or
+                                 E5M2 (the FP8 outputs); backward: BF16
+                                 (dx) */
+  int32_t has_rowwise;        /* the row-wise output (forward, quantized
+                                 backward) */
+  int32_t has_columnwise;     /* the column-wise output */
   qgemm_scale_info rowwise;   /* zero when absent */
   qgemm_scale_info columnwise;
-  int32_t columnwise_transposed; /* column-wise data stored (I, rows) */
+  int32_t columnwise_transposed; /* column-wise data stored (I, rows);
+                                    quantized backward: (2I, rows) */
   int32_t bf16_output;        /* forward: also writes bf16 y (rows, I) */
   int64_t intermediate;       /* shape.i: I, the columns of y (x has 2I);
                                  0 when the spec leaves it to run time */
@@ -704,15 +726,15 @@ QGEMM_C_API qgemm_status qgemm_kernel_swiglu_info(const qgemm_kernel *k,
                                                   qgemm_swiglu_info *out);
 
 /* Elements of each output of a swiglu_quantize launch of `rows` rows and
- * `intermediate` columns of y (0: the spec's shape.i), padding included:
+ * `intermediate` columns of y (0: the spec's shape.i), or of a quantized
+ * swiglu_backward's FP8 dx (rows, 2 * intermediate), padding included:
  * FP8 data in bytes, scales in floats (F32) or bytes (UE8M0), bf16_output
  * in bf16 elements; 0 for an output the spec does not declare. Token groups
  * size the column-wise scales exactly as qgemm_kernel_quantize_sizes does:
  * from the host offsets (num_groups entries, validated as a launch
  * validates them), or with host_offsets NULL the bound cd(rows, b) +
- * num_groups blocks of a device-groups launch. Needs no GPU. (A
- * swiglu_backward writes dx, rows * 2I bf16, whatever its spec: it has no
- * size query.) */
+ * num_groups blocks of a device-groups launch. Needs no GPU. (A bf16
+ * swiglu_backward writes dx, rows * 2I bf16: it has no size query.) */
 typedef struct qgemm_swiglu_sizes {
   size_t struct_size;         /* sizeof(qgemm_swiglu_sizes) */
   int64_t row_data, row_scales;
@@ -763,14 +785,28 @@ typedef struct qgemm_swiglu_backward_args {
   size_t struct_size;         /* sizeof(qgemm_swiglu_backward_args) */
   uint64_t grad_output;       /* dy */
   uint64_t input;             /* x, as the forward read it */
-  uint64_t grad_input;        /* dx */
+  uint64_t grad_input;        /* dx; 0 for the quantized backward */
   int64_t rows;               /* M; 0 launches nothing */
   int64_t intermediate;       /* I; must equal shape.i when the spec sets
                                  it */
+  /* API 1.8 (read only when struct_size covers them): the quantized
+   * backward (a spec with a recipe) writes dx (rows, 2I) as FP8 instead,
+   * exactly as qgemm_swiglu_quantize_args' outputs over (rows, I), with
+   * its token groups and flags; dy and x 16-byte aligned, I a multiple of
+   * 8. All 0 for a bf16 backward. */
+  uint64_t row_data, row_scales;
+  uint64_t col_data, col_scales;
+  uint64_t group_offsets;
+  int64_t num_groups;
+  const int32_t *host_group_offsets;
+  uint32_t flags;
+  uint64_t error_flag;
+  uint64_t workspace;
 } qgemm_swiglu_backward_args;
 
 #define QGEMM_SWIGLU_BACKWARD_ARGS_INIT \
-  { sizeof(qgemm_swiglu_backward_args), 0, 0, 0, 0, 0 }
+  { sizeof(qgemm_swiglu_backward_args), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
+    NULL, 0, 0, 0 }
 
 /* Check `args` against the kernel's contract, then launch on `stream`, as
  * qgemm_launch_gemm does. */
@@ -863,8 +899,8 @@ typedef struct qgemm_moe_forward_args {
  * the call that reads it returns runs them as four calls (o dies after the
  * first, h and a after the second, ...); 0 or QGEMM_MOE_ALL_PARTS runs all
  * four in one call. */
-#define QGEMM_MOE_UNPERMUTE 1u  /* grad_out, o -> grad_rows, grad_probs */
-#define QGEMM_MOE_DOWN 2u       /* grad_rows, h, a -> dh (both forms), grad_w2 */
+#define QGEMM_MOE_UNPERMUTE 1u  /* grad_out, o -> grad_probs */
+#define QGEMM_MOE_DOWN 2u       /* grad_out, h, a -> dh (both forms), grad_w2 */
 #define QGEMM_MOE_UP_DATA 4u    /* dh row-wise -> grad_x */
 #define QGEMM_MOE_UP_WEIGHT 8u  /* dh column-wise, x -> grad_w13 */
 #define QGEMM_MOE_ALL_PARTS 15u
@@ -872,9 +908,11 @@ typedef struct qgemm_moe_forward_args {
 /* One backward (the parts in `parts`): grad_out (T, H) bf16 and what the
  * forward read or wrote. Outputs: grad_x (T, H) bf16, grad_probs (T, topk)
  * f32, grad_w13 (E, 2I, H) and grad_w2 (E, H, I) in the weights' dtype.
- * Between the parts, the caller's buffers: grad_rows (R, H) bf16, dh_rows
- * (R, 2I) e4m3 + dh_row_scales, dh_cols (2I, R) e4m3 + dh_col_scales (f32,
- * counts in qgemm_moe_sizes). Each part reads only its own pointers. */
+ * Between the parts, the caller's buffers: dh_rows (R, 2I) e4m3 +
+ * dh_row_scales, dh_cols (2I, R) e4m3 + dh_col_scales (f32, counts in
+ * qgemm_moe_sizes). Each part reads only its own pointers. grad_rows and
+ * expert_ids are not read (since 1.8: the permuted output gradient is
+ * never written in bf16); they stay for callers that set them. */
 typedef struct qgemm_moe_backward_args {
   size_t struct_size;
   uint64_t grad_out;

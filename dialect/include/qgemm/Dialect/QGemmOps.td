@@ -61,7 +61,13 @@ def QGemm_QuantizeOp : QGemm_Op<"quantize", [Symbol]> {
     ```mlir
     qgemm.quantize @act <bf16> -> <e4m3> recipe = <deepseek>
         rowwise = #qgemm.scale<[1, 128], f32, COMPACT>
+    qgemm.quantize @spread <bf16> -> <e4m3> recipe = <deepseek>
+        rowwise = #qgemm.scale<[1, 128], f32, COMPACT>
+        {gather_topk = 8 : i64, gather_probs}
     ```
+    With `gather_topk` > 0 the rows are gathered from tokens by a permute's
+    row_map and row_group (weighted by their probabilities with
+    `gather_probs`): qgemm/Contract.h GatherRows.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, QGemm_ElemTypeAttr:$input,
                        QGemm_ElemTypeAttr:$output, QGemm_QuantRecipeAttr:$recipe,
@@ -69,7 +75,9 @@ def QGemm_QuantizeOp : QGemm_Op<"quantize", [Symbol]> {
                        OptionalAttr<QGemm_ScaleRecipeAttr>:$columnwise,
                        UnitAttr:$pow2, DefaultValuedAttr<F64Attr, "0.0">:$eps,
                        UnitAttr:$multi_tensor,
-                       DefaultValuedAttr<I64Attr, "0">:$k);
+                       DefaultValuedAttr<I64Attr, "0">:$k,
+                       DefaultValuedAttr<I64Attr, "0">:$gather_topk,
+                       UnitAttr:$gather_probs);
   let assemblyFormat = [{
     $sym_name $input `->` $output `recipe` `=` $recipe
     (`rowwise` `=` qualified($rowwise)^)?
@@ -149,14 +157,17 @@ def QGemm_SwigluOp : QGemm_Op<"swiglu", [Symbol]> {
     halves are stacked (default) or `interleaved`, quantized like
     `qgemm.quantize` would quantize an f32 y (`output`, `recipe`, `rowwise`,
     `columnwise`, `pow2`, `eps`), with `bf16_output` also writing bf16 y.
-    With `backward`: dy (M, I) and x -> dx (M, 2I) in x's layout, and no
-    quantizer attributes. The exact f32 math: qgemm/SwigluContract.h.
-    `i` = 0: I is a run-time argument.
+    With `backward`: dy (M, I) and x -> dx (M, 2I) in x's layout; with
+    quantizer attributes too, the bf16 dx is quantized in the same pass
+    instead of written (the quantized backward). The exact f32 math:
+    qgemm/SwigluContract.h. `i` = 0: I is a run-time argument.
 
     ```mlir
     qgemm.swiglu @act i = 2048 quantize <e4m3> recipe = <deepseek>
         rowwise = #qgemm.scale<[1, 128], f32, COMPACT> {bf16_output}
     qgemm.swiglu @act_bwd i = 2048 backward {interleaved}
+    qgemm.swiglu @act_bwdq i = 2048 backward quantize <e4m3>
+        recipe = <deepseek> rowwise = #qgemm.scale<[1, 128], f32, COMPACT>
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,

@@ -17,6 +17,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 
 namespace qgemm {
 
@@ -37,6 +38,30 @@ enum QuantizeParam : unsigned {
   kQParamNumGroups,  ///< i32: token groups when offsets are given, else 0
   kNumQuantizeParams
 };
+
+/// A quantizer with gathered rows (QuantizeContract::gather) takes these
+/// past the quantize parameters; kQParamInput is then the tokens x (tokens,
+/// cols) bf16, and kQParamInputTable is 0. Its module has a second kernel,
+/// gatherSourcesEntryName's, with the same parameters, launched first: it
+/// writes the copy c = t * topk + j that each row holds (row_map[c] = r)
+/// into kQGParamSources, which the quantize kernel then reads.
+enum QuantizeGatherParam : unsigned {
+  kQGParamRowMap = kNumQuantizeParams, ///< int32 (tokens, topk)
+  kQGParamRowGroup,                    ///< int32 [rows]; -1: a zero row
+  kQGParamProbs,                       ///< f32 (tokens, topk), or 0
+  kQGParamSources,                     ///< int32 [rows] scratch
+  kQGParamTokens,                      ///< i64 tokens
+  kNumQuantizeGatherParams
+};
+constexpr int kGatherSourcesThreads = 256;
+/// The sources kernel of gathering quantizer `kernel`.
+inline std::string gatherSourcesEntryName(const std::string &kernel) {
+  return kernel + "_sources";
+}
+/// Its grid: one thread per copy.
+inline int64_t gatherSourcesGrid(int64_t tokens, int64_t topk) {
+  return (tokens * topk + kGatherSourcesThreads - 1) / kGatherSourcesThreads;
+}
 
 /// Tile of one CTA: 128 rows (one 128-row column-wise block, four 32-row
 /// MX ones) by 128 columns (one 1x128 block, four 1x32 ones).

@@ -7,7 +7,8 @@
 // one more for the optional bf16 y, the same tile, grid and shared memory.
 //
 // swiglu_backward is elementwise: one thread per (row, c < I) pair reads
-// dy, g, u and writes dg, du.
+// dy, g, u and writes dg, du. The quantized swiglu_backward is the quantize
+// kernel again, over the (M, 2I) dx, with dy one more parameter.
 //
 //===----------------------------------------------------------------------===//
 #ifndef QGEMM_KERNELS_SWIGLUABI_H
@@ -24,6 +25,13 @@ namespace qgemm {
 enum SwigluQuantizeParam : unsigned {
   kSQParamBf16Out = kNumQuantizeParams,
   kNumSwigluQuantizeParams
+};
+
+/// The quantized swiglu_backward (SwigluContract::quantized): the quantize
+/// parameters over dx (kQParamInput is x, kQParamCols is 2I), then dy.
+enum SwigluBackwardQuantizeParam : unsigned {
+  kSBQParamGradOut = kNumQuantizeParams,
+  kNumSwigluBackwardQuantizeParams
 };
 
 /// swiglu_backward parameters, in order.
