@@ -184,6 +184,13 @@ Spec readSweepPoint(const json &doc, const std::string &name,
   std::string pointName = name;
   for (size_t a = 0; a < axes.size(); ++a)
     pointName += "__" + axes[a].path + "=" + axes[a].labels[choice[a]];
+  // The point's canonical form carries this name: one the reader refuses
+  // would print a spec that cannot be read back.
+  if (!isValidName(pointName))
+    fail("sweep", "the sweep point's name " +
+                      quote(cutText(pointName, kMaxNameInMessage)) +
+                      " is not a valid name; " + nameRule() +
+                      " (shorten the spec's name or its sweep)");
   try {
     Spec spec = readSpec(pointDocument(doc, axes, choice));
     spec.name = pointName;
