@@ -187,9 +187,9 @@ Spec readSweepPoint(const json &doc, const std::string &name,
   // The point's canonical form carries this name: one the reader refuses
   // would print a spec that cannot be read back.
   if (!isValidName(pointName))
-    fail("sweep", "the sweep point's name " +
-                      quote(cutText(pointName, kMaxNameInMessage)) +
-                      " is not a valid name; " + nameRule() +
+    fail("sweep", "the sweep point's name " + quote(pointName) + " (" +
+                      std::to_string(pointName.size()) +
+                      " characters) is not a valid name; " + nameRule() +
                       " (shorten the spec's name or its sweep)");
   try {
     Spec spec = readSpec(pointDocument(doc, axes, choice));

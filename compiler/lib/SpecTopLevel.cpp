@@ -18,7 +18,11 @@ using namespace qgemm::spec_detail;
 
 namespace {
 
-constexpr size_t kMaxNameChars = 128;
+/// A sweep point's name is its spec's name plus `__path=label` per axis,
+/// and the point's canonical form carries it: the limit leaves room for
+/// every axis of a long name (kernel and file names are cut elsewhere:
+/// kernelNameFor).
+constexpr size_t kMaxNameChars = 1024;
 
 /// Whether every knob of `t` says "the compiler picks".
 bool picksEverything(const Tuning &t) {
