@@ -73,9 +73,10 @@ qgemm_grouped_mm_plan_desc gmmDesc(int64_t g, int64_t n, int64_t k,
   return d;
 }
 
-/// Device addresses 1 TiB apart: no buffer of a large step reaches the
-/// next (the swiglu backward refuses partly overlapping buffers).
-uint64_t far(int i) { return uint64_t(i) << 40; }
+/// Device addresses 2^52 bytes apart: no buffer of the largest step of the
+/// largest plan reaches the next (the swiglu backward refuses partly
+/// overlapping buffers).
+uint64_t far(int i) { return uint64_t(i) << 52; }
 
 /// A run's args with every pointer set (distinct, aligned), the FP8
 /// weights given (no weight quantize), for `count` tokens or rows and a

@@ -389,10 +389,10 @@ bool qgemmc::ensureDirectory(const std::string &p) {
   if (::mkdir(p.c_str(), 0755) == 0 || (errno == EEXIST && isDirectory(p)))
     return true;
   std::string why = std::strerror(errno);
-  // EEXIST alone ("File exists") hides what is there: a FIFO, a file, a
-  // link to nowhere.
+  // Something that is not a directory stands there: "File exists" (or, for
+  // a link to nowhere, "No such file or directory") hides what it is.
   struct stat st;
-  if (errno == EEXIST && ::lstat(p.c_str(), &st) == 0)
+  if (::lstat(p.c_str(), &st) == 0)
     why = S_ISLNK(st.st_mode)
               ? "it is a symbolic link that does not lead to a directory"
               : std::string("it is ") + typeText(st.st_mode) +
