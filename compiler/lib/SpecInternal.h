@@ -288,6 +288,10 @@ ScaleRecipe readScale(const ObjectReader &r, Block dflt);
 /// Validates the keys every spec has and returns a reader of the top level
 /// (which has rejected unknown keys for the spec's op). SpecTopLevel.cpp.
 ObjectReader readHeader(const json &doc, Spec &spec);
+/// Whether `name` is one a spec may have (a sweep point's too), and the
+/// rule in words for messages. SpecTopLevel.cpp.
+bool isValidName(const std::string &name);
+std::string nameRule();
 /// One spec without a sweep (a sweep point once its values are applied).
 /// SpecTopLevel.cpp.
 Spec readSpec(const json &doc);

@@ -184,13 +184,22 @@ Spec readSweepPoint(const json &doc, const std::string &name,
   std::string pointName = name;
   for (size_t a = 0; a < axes.size(); ++a)
     pointName += "__" + axes[a].path + "=" + axes[a].labels[choice[a]];
+  Spec spec;
   try {
-    Spec spec = readSpec(pointDocument(doc, axes, choice));
-    spec.name = pointName;
-    return spec;
+    spec = readSpec(pointDocument(doc, axes, choice));
   } catch (const FieldError &e) {
     throw inSweepPoint(e, axes, choice, pointName);
   }
+  // The point's canonical form carries this name: one the reader refuses
+  // would print a spec that cannot be read back. (A bad value is reported
+  // first, as itself.)
+  if (!isValidName(pointName))
+    fail("sweep", "the sweep point's name " + quote(pointName) + " (" +
+                      std::to_string(pointName.size()) +
+                      " characters) is not a valid name; " + nameRule() +
+                      " (shorten the spec's name or its sweep)");
+  spec.name = pointName;
+  return spec;
 }
 
 /// The value at the dotted `path` of the spec body, or null when the body

@@ -18,18 +18,11 @@ using namespace qgemm::spec_detail;
 
 namespace {
 
-constexpr size_t kMaxNameChars = 128;
-
-/// Names end up in file and symbol names: plain ASCII only (no locale).
-bool isValidName(const std::string &name) {
-  if (name.empty() || name.size() > kMaxNameChars)
-    return false;
-  for (char ch : name)
-    if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
-          (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' || ch == '-'))
-      return false;
-  return true;
-}
+/// A sweep point's name is its spec's name plus `__path=label` per axis,
+/// and the point's canonical form carries it: the limit leaves room for
+/// every axis of a long name (kernel and file names are cut elsewhere:
+/// kernelNameFor).
+constexpr size_t kMaxNameChars = 1024;
 
 /// Whether every knob of `t` says "the compiler picks".
 bool picksEverything(const Tuning &t) {
@@ -81,6 +74,26 @@ Tuning readTuning(const ObjectReader &top) {
 
 } // namespace
 
+/// Names end up in file and symbol names: plain ASCII only (no locale).
+/// `=` and `+` are what a sweep point's name adds to its spec's
+/// (`name__shape.n=128`, a number label such as `1e+30`): the canonical
+/// form of every point must read back.
+bool spec_detail::isValidName(const std::string &name) {
+  if (name.empty() || name.size() > kMaxNameChars)
+    return false;
+  for (char ch : name)
+    if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+          (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' || ch == '-' ||
+          ch == '=' || ch == '+'))
+      return false;
+  return true;
+}
+
+std::string spec_detail::nameRule() {
+  return "use 1 to " + std::to_string(kMaxNameChars) +
+         " characters from A-Z a-z 0-9 _ . - = +";
+}
+
 ObjectReader spec_detail::readHeader(const json &doc, Spec &spec) {
   if (!doc.is_object())
     fail("",
@@ -110,9 +123,7 @@ ObjectReader spec_detail::readHeader(const json &doc, Spec &spec) {
   ObjectReader top(doc, "", topSchema(spec.op));
   spec.name = readString(top.require("name"), "name");
   if (!isValidName(spec.name))
-    fail("name", quote(spec.name) + " is not a valid name; use 1 to " +
-                     std::to_string(kMaxNameChars) +
-                     " characters from A-Z a-z 0-9 _ . -");
+    fail("name", quote(spec.name) + " is not a valid name; " + nameRule());
   spec.target = top.choice(
       "target", {std::begin(kSupportedTargets), std::end(kSupportedTargets)},
       kSupportedTargets[0]);

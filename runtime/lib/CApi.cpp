@@ -115,6 +115,21 @@ std::string qgemm::capi::cFieldNames(std::string_view message) {
 // Runtime
 //===----------------------------------------------------------------------===//
 
+namespace {
+
+/// A boolean of qgemm_runtime_options: 0 or 1, as documented; any other
+/// value is more likely a field set from the wrong variable than "true".
+qgemm_status runtimeFlag(const char *name, int32_t v, bool &out) {
+  if (v != 0 && v != 1)
+    return invalid("qgemm_runtime_create", std::string("options->") + name +
+                                               " = " + std::to_string(v) +
+                                               ": expected 0 or 1");
+  out = v == 1;
+  return QGEMM_OK;
+}
+
+} // namespace
+
 qgemm_status qgemm_runtime_create(const qgemm_runtime_options *options,
                                   qgemm_runtime **out) {
   return guarded("qgemm_runtime_create", [&] {
@@ -129,10 +144,18 @@ qgemm_status qgemm_runtime_create(const qgemm_runtime_options *options,
                            std::to_string(options->struct_size) +
                            " is smaller than qgemm_runtime_options of API "
                            "1.0; set it to sizeof(qgemm_runtime_options)");
+      if (qgemm_status st = runtimeFlag("disk_cache", options->disk_cache,
+                                        o.diskCache))
+        return st;
+      if (qgemm_status st = runtimeFlag("load_eagerly",
+                                        options->load_eagerly, o.loadEagerly))
+        return st;
+      if (options->device < 0)
+        return invalid("qgemm_runtime_create",
+                       "options->device = " + std::to_string(options->device) +
+                           ": expected a device ordinal, 0 or more");
       if (options->cache_directory)
         o.cacheDirectory = options->cache_directory;
-      o.diskCache = options->disk_cache != 0;
-      o.loadEagerly = options->load_eagerly != 0;
       o.device = options->device;
       if (options->libcuda)
         o.libcuda = options->libcuda;

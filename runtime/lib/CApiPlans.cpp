@@ -80,13 +80,27 @@ qgemm_status planCall(const char *fn, const Handle *plan, In *in,
   });
 }
 
-/// A plan's run: `run` of the plan with the C++ args of `a`.
+/// A plan's run: `run` of the plan with the C++ args of `a`. Bits of
+/// `flags` that no QGEMM_PLAN_* names are misuse (a newer caller's flag
+/// this library would silently ignore).
 template <typename Handle, typename CArgs, typename Run>
 qgemm_status planRun(const char *fn, const Handle *plan, const CArgs *a,
                      const char *type, Run run, void *stream) {
   return planCall(fn, plan, a, "args", type, [&] {
+    if (a->flags & ~uint32_t(QGEMM_PLAN_DEBUG_SYNC))
+      return invalid(fn, "args->flags = " + std::to_string(a->flags) +
+                             " has bits no QGEMM_PLAN_* flag names");
     return fromStatus(((*plan->plan).*run)(toArgs(*a), stream));
   });
+}
+
+/// A desc's boolean field (`name`): 0 or 1.
+qgemm_status boolean(const char *fn, const char *name, int32_t v, bool &out) {
+  if (v != 0 && v != 1)
+    return invalid(fn, std::string(name) + " = " + std::to_string(v) +
+                           ": expected 0 or 1");
+  out = v == 1;
+  return QGEMM_OK;
 }
 
 /// qgemm_*_plan_create: checks, the C++ desc from `fill`, then the plan,
@@ -194,7 +208,9 @@ qgemm_grouped_mm_plan_create(qgemm_runtime *rt,
         d.n = desc->n;
         d.k = desc->k;
         d.alignment = desc->alignment;
-        d.accumulate = desc->accumulate != 0;
+        if (qgemm_status st =
+                boolean(fn, "accumulate", desc->accumulate, d.accumulate))
+          return st;
         if (qgemm_status st = floatDtype(fn, "weight_dtype", desc->weight_dtype,
                                          d.weightDtype))
           return st;

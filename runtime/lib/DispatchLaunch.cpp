@@ -5,6 +5,7 @@
 // them, so a launch never synchronizes.
 //
 //===----------------------------------------------------------------------===//
+#include "LaunchChecks.h"
 #include "RuntimeImpl.h"
 
 #include "qgemm/DispatchArgs.h"
@@ -37,13 +38,11 @@ Status launchStages(const CudaDriver &d, const Kernel::State::Module &m,
   const int64_t alignment =
       spec.op == OpKind::Permute ? spec.permute.alignment : 1;
   for (size_t i = 0; i < stages.size(); ++i) {
+    // Within int32 (checkStageGrids, before the driver was touched).
     int64_t grid = dispatchGrid(stages[i], alignment, tokens, experts, rows);
     // The unpermute backward without rows (gradProbs alone) zeroes none.
     if (grid == 0 || (stages[i] == DispatchStage::ZeroRows && !ptrs[kDpDst]))
       continue;
-    if (grid > std::numeric_limits<int32_t>::max())
-      return Status::user(name + ": launch grid " + std::to_string(grid) +
-                          " is out of range");
     std::string entry = dispatchEntryName(name, stages[i]);
     if (Status st = d.check(
             d.launchKernel(m.stages[i], unsigned(grid), 1, 1,
@@ -52,6 +51,22 @@ Status launchStages(const CudaDriver &d, const Kernel::State::Module &m,
             "cuLaunchKernel(" + entry + ")");
         !st.ok())
       return st;
+  }
+  return Status();
+}
+
+/// Every stage's grid of a launch with these sizes fits the driver's grid
+/// x (the sizes are checked against the contract first).
+Status checkStageGrids(const Kernel &kernel, int64_t tokens, int64_t experts,
+                       int64_t rows) {
+  const Spec &spec = kernel.spec();
+  const int64_t alignment =
+      spec.op == OpKind::Permute ? spec.permute.alignment : 1;
+  for (DispatchStage s : stagesOf(spec)) {
+    int64_t grid = dispatchGrid(s, alignment, tokens, experts, rows);
+    if (grid > std::numeric_limits<int32_t>::max())
+      return Status::user(kernel.name() + ": launch grid " +
+                          std::to_string(grid) + " is out of range");
   }
   return Status();
 }
@@ -74,16 +89,35 @@ Status qgemm::loadDispatchStages(const CudaDriver &d, const Kernel::State &k,
   return Status();
 }
 
-Status Runtime::launch(const Kernel &kernel, const PermuteArgs &a,
-                       void *stream) {
+Status qgemm::checkLaunch(const Kernel &kernel, const PermuteArgs &a) {
   if (!kernel.valid())
     return Status::user("launch: the kernel handle is empty");
   const Spec &spec = kernel.spec();
   if (spec.op != OpKind::Permute)
     return Status::user("launch: " + spec.name + " is not a permute kernel");
-  const PermuteContract &c = spec.permute;
-  if (Status st = validatePermuteArgs(c, a); !st.ok())
+  if (Status st = validatePermuteArgs(spec.permute, a); !st.ok())
     return st;
+  return checkStageGrids(kernel, a.tokens,
+                         spec.permute.backward ? 1 : a.experts, a.rows);
+}
+
+Status qgemm::checkLaunch(const Kernel &kernel, const UnpermuteArgs &a) {
+  if (!kernel.valid())
+    return Status::user("launch: the kernel handle is empty");
+  const Spec &spec = kernel.spec();
+  if (spec.op != OpKind::Unpermute)
+    return Status::user("launch: " + spec.name + " is not an unpermute kernel");
+  if (Status st = validateUnpermuteArgs(spec.unpermute, a); !st.ok())
+    return st;
+  return checkStageGrids(kernel, a.tokens, 1, a.rows);
+}
+
+Status Runtime::launch(const Kernel &kernel, const PermuteArgs &a,
+                       void *stream) {
+  if (Status st = checkLaunch(kernel, a); !st.ok())
+    return st;
+  const Spec &spec = kernel.spec();
+  const PermuteContract &c = spec.permute;
   std::array<CUdeviceptr, kNumDispatchParams> p = {};
   if (c.backward) {
     p[kDpSrc] = a.gradY;
@@ -116,14 +150,10 @@ Status Runtime::launch(const Kernel &kernel, const PermuteArgs &a,
 
 Status Runtime::launch(const Kernel &kernel, const UnpermuteArgs &a,
                        void *stream) {
-  if (!kernel.valid())
-    return Status::user("launch: the kernel handle is empty");
-  const Spec &spec = kernel.spec();
-  if (spec.op != OpKind::Unpermute)
-    return Status::user("launch: " + spec.name + " is not an unpermute kernel");
-  const UnpermuteContract &c = spec.unpermute;
-  if (Status st = validateUnpermuteArgs(c, a); !st.ok())
+  if (Status st = checkLaunch(kernel, a); !st.ok())
     return st;
+  const Spec &spec = kernel.spec();
+  const UnpermuteContract &c = spec.unpermute;
   std::array<CUdeviceptr, kNumDispatchParams> p = {};
   p[kDpRowMap] = a.rowMap;
   p[kDpProbs] = c.probs ? a.probs : 0;

@@ -11,6 +11,11 @@
 // The offsets are the caller's: every launch that reads them checks them on
 // the device first, ORing into the error word.
 //
+// A row count is checked against every launch of both directions (their own
+// checks, with stand-in pointers) before its sizes are answered or a
+// direction runs, and each run checks all of its launches with the real
+// pointers before the first is enqueued.
+//
 //===----------------------------------------------------------------------===//
 #include "qgemm/Plans.h"
 
@@ -42,66 +47,90 @@ struct GroupedMmPlan::Impl {
   Kernel weights, quant, gemm, dgrad, wgrad;
   ScaleRecipe rowRecipe, colRecipe;
   mutable std::mutex mutex;
+  /// Only row counts every launch takes: a refused one is not kept.
   mutable std::unordered_map<int64_t, std::unique_ptr<GmmLayouts>> layouts;
+  /// The most rows a step may have, found on the first refusal.
+  mutable int64_t maxRows = -1;
 
-  const GmmLayouts &layoutFor(int64_t rows) const {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = layouts.find(rows);
-    if (it != layouts.end())
-      return *it->second;
-    auto L = std::make_unique<GmmLayouts>();
-    const int64_t M = rows, N = d.n, K = d.k, G = restart ? d.groups : 0;
-    GroupedMmSizes &s = L->sizes;
-    s.rows = M;
-    s.xColScales = scaleElements(colRecipe, M, K, G);
-    s.weightScales = d.groups * (N / 128) * (K / 128);
-    L->xq = L->fwd.add(M * K, 1, 2);
-    L->xs = L->fwd.add(4 * scaleElements(rowRecipe, M, K, 0), 1, 2);
-    L->fwdWs = L->fwd.add(4 * d.groups, 0, 2);
-    L->fwd.place();
-    s.forwardWorkspace = L->fwd.size();
-    L->dyq = L->bwd.add(M * N, 1, 2);
-    L->dys = L->bwd.add(4 * scaleElements(rowRecipe, M, N, 0), 1, 2);
-    L->dyCol = L->bwd.add(M * N, 1, 3);
-    L->dyColS = L->bwd.add(4 * scaleElements(colRecipe, M, N, G), 1, 3);
-    L->bwdWs = L->bwd.add(4 * d.groups, 0, 3);
-    L->bwd.place();
-    s.backwardWorkspace = L->bwd.size();
-    return *(layouts[rows] = std::move(L));
-  }
+  /// The layouts of `rows` rows, or why a step of that many cannot run.
+  Status layoutFor(const char *fn, int64_t rows, const GmmLayouts *&out) const;
+  std::unique_ptr<GmmLayouts> layoutsOf(int64_t rows) const;
+  /// Every launch of both directions for `L`'s row count, with stand-in
+  /// pointers.
+  Status checkCount(const GmmLayouts &L) const;
+  int64_t largestCount() const;
+
+  /// A direction's launches; `where` begins their messages.
+  Stages forwardStages(const GroupedMmForwardArgs &a, const GmmLayouts &L,
+                       std::string where) const;
+  Stages backwardStages(const GroupedMmBackwardArgs &a, const GmmLayouts &L,
+                        std::string where) const;
 };
+
+std::unique_ptr<GmmLayouts> GroupedMmPlan::Impl::layoutsOf(int64_t rows) const {
+  auto L = std::make_unique<GmmLayouts>();
+  const int64_t M = rows, N = d.n, K = d.k, G = restart ? d.groups : 0;
+  GroupedMmSizes &s = L->sizes;
+  s.rows = M;
+  s.xColScales = scaleElements(colRecipe, M, K, G);
+  s.weightScales = d.groups * (N / 128) * (K / 128);
+  L->xq = L->fwd.add(M * K, 1, 2);
+  L->xs = L->fwd.add(4 * scaleElements(rowRecipe, M, K, 0), 1, 2);
+  L->fwdWs = L->fwd.add(4 * d.groups, 0, 2);
+  L->fwd.place();
+  s.forwardWorkspace = L->fwd.size();
+  L->dyq = L->bwd.add(M * N, 1, 2);
+  L->dys = L->bwd.add(4 * scaleElements(rowRecipe, M, N, 0), 1, 2);
+  L->dyCol = L->bwd.add(M * N, 1, 3);
+  L->dyColS = L->bwd.add(4 * scaleElements(colRecipe, M, N, G), 1, 3);
+  L->bwdWs = L->bwd.add(4 * d.groups, 0, 3);
+  L->bwd.place();
+  s.backwardWorkspace = L->bwd.size();
+  return L;
+}
 
 GroupedMmPlan::GroupedMmPlan(std::unique_ptr<Impl> i) : impl(std::move(i)) {}
 GroupedMmPlan::~GroupedMmPlan() = default;
 const GroupedMmPlanDesc &GroupedMmPlan::desc() const { return impl->d; }
 
+namespace {
+
+/// What every kernel of the op takes, field by field: "" or the first field
+/// that is out of range, its value and what is allowed.
+std::string descRefusal(const GroupedMmPlanDesc &d) {
+  if (d.groups < 1 || d.groups > kMaxGroups)
+    return "groups = " + std::to_string(d.groups) + ": expected 1.." +
+           std::to_string(kMaxGroups);
+  if (std::string why = blocksRefusal("n", d.n, kMaxWeightRows,
+                                      "w's rows, which the weights quantizer "
+                                      "takes in at most 65535 tiles of 128");
+      !why.empty())
+    return why;
+  if (std::string why = blocksRefusal("k", d.k, kMaxDim / 128 * 128,
+                                      "the GEMMs' largest K and N");
+      !why.empty())
+    return why;
+  if (std::string why = alignmentRefusal(d.alignment); !why.empty())
+    return why;
+  if (d.recipe != "deepseek")
+    return "recipe \"" + d.recipe + "\": only \"deepseek\"";
+  if (!*dtypeName(d.weightDtype))
+    return "weight dtype " + std::string(spellingOf(d.weightDtype)) +
+           ": expected bf16 or f32";
+  if (!*dtypeName(d.inputDtype))
+    return "input dtype " + std::string(spellingOf(d.inputDtype)) +
+           ": expected bf16 or f32";
+  return "";
+}
+
+} // namespace
+
 Status GroupedMmPlan::create(Runtime &rt, const GroupedMmPlanDesc &d,
                              std::unique_ptr<GroupedMmPlan> &out) {
-  auto bad = [](const std::string &what) {
-    return Status::user(std::string(kPlan) + ": " + what);
-  };
-  if (d.groups < 1 || d.groups > kMaxGroups)
-    return bad("groups = " + std::to_string(d.groups) + ": expected 1.." +
-               std::to_string(kMaxGroups));
-  if (d.n < 128 || d.n % 128 || d.k < 128 || d.k % 128)
-    return bad("weights (G, N, K) = (" + std::to_string(d.groups) + ", " +
-               std::to_string(d.n) + ", " + std::to_string(d.k) +
-               "): N and K must be positive multiples of 128 (128x128 "
-               "scale blocks)");
-  if (d.alignment < 1 || d.alignment > 4096 ||
-      (d.alignment & (d.alignment - 1)))
-    return bad("alignment = " + std::to_string(d.alignment) +
-               ": expected a power of two in 1..4096");
-  if (d.recipe != "deepseek")
-    return bad("recipe \"" + d.recipe + "\": only \"deepseek\"");
+  if (std::string why = descRefusal(d); !why.empty())
+    return Status::user(std::string(kPlan) + ": " + why);
   const char *wdt = dtypeName(d.weightDtype);
-  if (!*wdt)
-    return bad("weight dtype " + std::string(spellingOf(d.weightDtype)) +
-               ": expected bf16 or f32");
   const char *xdt = dtypeName(d.inputDtype);
-  if (!*xdt)
-    return bad("input dtype " + std::string(spellingOf(d.inputDtype)) +
-               ": expected bf16 or f32");
   auto impl = std::make_unique<Impl>();
   impl->rt = &rt;
   impl->d = d;
@@ -130,35 +159,86 @@ Status GroupedMmPlan::create(Runtime &rt, const GroupedMmPlanDesc &d,
       return st;
   impl->rowRecipe = *impl->quant.spec().quantize.rowwise;
   impl->colRecipe = *impl->quant.spec().quantize.columnwise;
+  // What the checks above let through runs at least an empty step.
+  if (Status st = impl->checkCount(*impl->layoutsOf(0)); !st.ok())
+    return Status::user(std::string(kPlan) +
+                        ": this description cannot run even an empty step: " +
+                        st.message);
   out.reset(new GroupedMmPlan(std::move(impl)));
   return {};
 }
 
-namespace {
-Status checkRows(const char *fn, int64_t rows) {
-  if (rows < 0 || rows % 16)
+Status GroupedMmPlan::Impl::checkCount(const GmmLayouts &L) const {
+  GroupedMmForwardArgs f;
+  fillStandIns(f); // w too: its quantize is checked as well
+  f.rows = L.sizes.rows;
+  if (Status st = forwardStages(f, L, "forward").check(); !st.ok())
+    return st;
+  GroupedMmBackwardArgs b;
+  fillStandIns(b);
+  b.rows = L.sizes.rows;
+  return backwardStages(b, L, "backward").check();
+}
+
+int64_t GroupedMmPlan::Impl::largestCount() const {
+  // Every limit bounds a size that grows with the rows: the multiples of
+  // 16 that run are 0..max.
+  int64_t lo = 0, hi = kMaxDim / 16;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (checkCount(*layoutsOf(16 * mid)).ok())
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return 16 * lo;
+}
+
+Status GroupedMmPlan::Impl::layoutFor(const char *fn, int64_t rows,
+                                      const GmmLayouts *&out) const {
+  // The GEMMs' own row limit first: every size below is then far from
+  // overflowing.
+  if (rows < 0 || rows > kMaxDim || rows % 16)
     return planError(kPlan, fn,
                      "rows = " + std::to_string(rows) +
-                         ": expected a multiple of 16 (the weight "
-                         "gradient's token count; pad x with zero rows)");
+                         ": expected a multiple of 16 in 0.." +
+                         std::to_string(kMaxDim) +
+                         " (the weight gradient's token count; pad x with "
+                         "zero rows)");
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = layouts.find(rows); it != layouts.end()) {
+    out = it->second.get();
+    return {};
+  }
+  std::unique_ptr<GmmLayouts> L = layoutsOf(rows);
+  if (Status st = checkCount(*L); !st.ok()) {
+    if (maxRows < 0)
+      maxRows = largestCount();
+    return planError(kPlan, fn,
+                     "rows = " + std::to_string(rows) +
+                         " is more than this plan's kernels take (at most " +
+                         std::to_string(maxRows) + "): " + st.message);
+  }
+  out = L.get();
+  layouts[rows] = std::move(L);
   return {};
 }
-} // namespace
 
 Status GroupedMmPlan::sizes(int64_t rows, GroupedMmSizes &out) const {
-  if (Status st = checkRows("sizes", rows); !st.ok())
+  const GmmLayouts *L = nullptr;
+  if (Status st = impl->layoutFor("sizes", rows, L); !st.ok())
     return st;
-  out = impl->layoutFor(rows).sizes;
+  out = L->sizes;
   return {};
 }
 
 Status GroupedMmPlan::forward(const GroupedMmForwardArgs &a,
                               void *stream) const {
   const char *fn = "forward";
-  if (Status st = checkRows(fn, a.rows); !st.ok())
-    return st;
   const Impl &p = *impl;
-  const GmmLayouts &L = p.layoutFor(a.rows);
+  const GmmLayouts *L = nullptr;
+  if (Status st = p.layoutFor(fn, a.rows, L); !st.ok())
+    return st;
   if (Status st = requirePointers(kPlan, fn, a,
                                   {"x", "offsets", "wq", "ws", "y", "x_col",
                                    "x_col_scales", "error_flag"});
@@ -169,42 +249,42 @@ Status GroupedMmPlan::forward(const GroupedMmForwardArgs &a,
                      "w is given (quantize it), but wq_t or "
                      "ws_t is null");
   if (Status st = checkWorkspace(kPlan, fn, a.workspace, a.workspaceBytes,
-                                 L.sizes.forwardWorkspace);
+                                 L->sizes.forwardWorkspace);
       !st.ok())
     return st;
-  const GroupedMmPlanDesc &d = p.d;
+  return p.forwardStages(a, *L, std::string(kPlan) + ": " + fn)
+      .run(*p.rt, stream);
+}
+
+Stages GroupedMmPlan::Impl::forwardStages(const GroupedMmForwardArgs &a,
+                                          const GmmLayouts &L,
+                                          std::string where) const {
   auto at = [&](int i) { return a.workspace + DevicePtr(L.fwd.offsetOf(i)); };
   const DevicePtr ws = at(L.fwdWs);
-  Sequence seq{kPlan, fn, {}};
+  Stages seq(std::move(where));
   if (a.w)
-    seq.then("quantize w", [&] {
-      return launchWeights(*p.rt, p.weights, a.w, d.groups, d.n, d.k,
-                           {a.wq, a.ws, a.wqT, a.wsT}, a.debugSync, stream);
-    });
-  seq.then("quantize x",
-           [&] {
-             return launchQuantizeRows(
-                 *p.rt, p.quant, a.x, a.rows, d.k,
-                 {at(L.xq), at(L.xs), a.xCol, a.xColScales},
-                 p.restart ? a.offsets : 0, d.groups, a.errorFlag, ws,
-                 Offsets::Caller, a.debugSync, stream);
-           })
-      .then("forward GEMM", [&] {
-        return launchGroupedGemm(*p.rt, p.gemm,
-                                 {at(L.xq), at(L.xs), a.wq, a.ws, a.y, 0},
-                                 a.offsets, a.rows, d.groups, a.errorFlag, ws,
-                                 Offsets::Caller, a.debugSync, stream);
-      });
-  return seq.st;
+    seq.add("quantize w", weights,
+            weightsArgs(a.w, d.groups, d.n, d.k, {a.wq, a.ws, a.wqT, a.wsT},
+                        a.debugSync));
+  seq.add("quantize x", quant,
+          quantizeRowsArgs(a.x, a.rows, d.k,
+                           {at(L.xq), at(L.xs), a.xCol, a.xColScales},
+                           restart ? a.offsets : 0, d.groups, a.errorFlag, ws,
+                           Offsets::Caller, a.debugSync));
+  seq.add("forward GEMM", gemm,
+          groupedGemmArgs({at(L.xq), at(L.xs), a.wq, a.ws, a.y, 0}, a.offsets,
+                          a.rows, d.groups, a.errorFlag, ws, Offsets::Caller,
+                          a.debugSync));
+  return seq;
 }
 
 Status GroupedMmPlan::backward(const GroupedMmBackwardArgs &a,
                                void *stream) const {
   const char *fn = "backward";
-  if (Status st = checkRows(fn, a.rows); !st.ok())
-    return st;
   const Impl &p = *impl;
-  const GmmLayouts &L = p.layoutFor(a.rows);
+  const GmmLayouts *L = nullptr;
+  if (Status st = p.layoutFor(fn, a.rows, L); !st.ok())
+    return st;
   if (Status st =
           requirePointers(kPlan, fn, a,
                           {"grad_y", "offsets", "x_col", "x_col_scales", "wq_t",
@@ -212,40 +292,36 @@ Status GroupedMmPlan::backward(const GroupedMmBackwardArgs &a,
       !st.ok())
     return st;
   if (Status st = checkWorkspace(kPlan, fn, a.workspace, a.workspaceBytes,
-                                 L.sizes.backwardWorkspace);
+                                 L->sizes.backwardWorkspace);
       !st.ok())
     return st;
-  const GroupedMmPlanDesc &d = p.d;
+  return p.backwardStages(a, *L, std::string(kPlan) + ": " + fn)
+      .run(*p.rt, stream);
+}
+
+Stages GroupedMmPlan::Impl::backwardStages(const GroupedMmBackwardArgs &a,
+                                           const GmmLayouts &L,
+                                           std::string where) const {
   auto at = [&](int i) { return a.workspace + DevicePtr(L.bwd.offsetOf(i)); };
   const DevicePtr ws = at(L.bwdWs);
-  Sequence seq{kPlan, fn, {}};
-  seq.then("quantize dy",
-           [&] {
-             return launchQuantizeRows(
-                 *p.rt, p.quant, a.gradY, a.rows, d.n,
-                 {at(L.dyq), at(L.dys), at(L.dyCol), at(L.dyColS)},
-                 p.restart ? a.offsets : 0, d.groups, a.errorFlag, ws,
-                 Offsets::Caller, a.debugSync, stream);
-           })
-      .then("data-gradient GEMM",
-            [&] {
-              return launchGroupedGemm(
-                  *p.rt, p.dgrad,
-                  {at(L.dyq), at(L.dys), a.wqT, a.wsT, a.gradX, 0}, a.offsets,
-                  a.rows, d.groups, a.errorFlag, ws, Offsets::Caller,
-                  a.debugSync, stream);
-            })
-      .then("weight-gradient GEMM", [&] {
-        // D = C + A.B in place when accumulating: each element is read,
-        // then written, by the same thread.
-        return launchGroupedGemm(*p.rt, p.wgrad,
-                                 {at(L.dyCol), at(L.dyColS), a.xCol,
-                                  a.xColScales, a.gradW,
-                                  d.accumulate ? a.gradW : 0},
-                                 a.offsets, a.rows, d.groups, a.errorFlag, ws,
-                                 Offsets::Caller, a.debugSync, stream);
-      });
-  return seq.st;
+  Stages seq(std::move(where));
+  seq.add("quantize dy", quant,
+          quantizeRowsArgs(a.gradY, a.rows, d.n,
+                           {at(L.dyq), at(L.dys), at(L.dyCol), at(L.dyColS)},
+                           restart ? a.offsets : 0, d.groups, a.errorFlag, ws,
+                           Offsets::Caller, a.debugSync));
+  seq.add("data-gradient GEMM", dgrad,
+          groupedGemmArgs({at(L.dyq), at(L.dys), a.wqT, a.wsT, a.gradX, 0},
+                          a.offsets, a.rows, d.groups, a.errorFlag, ws,
+                          Offsets::Caller, a.debugSync));
+  // D = C + A.B in place when accumulating: each element is read, then
+  // written, by the same thread.
+  seq.add("weight-gradient GEMM", wgrad,
+          groupedGemmArgs({at(L.dyCol), at(L.dyColS), a.xCol, a.xColScales,
+                           a.gradW, d.accumulate ? a.gradW : 0},
+                          a.offsets, a.rows, d.groups, a.errorFlag, ws,
+                          Offsets::Caller, a.debugSync));
+  return seq;
 }
 
 std::vector<std::string> GroupedMmPlan::kernelNames() const {

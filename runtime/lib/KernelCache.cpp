@@ -10,6 +10,8 @@
 
 #include "CacheFormat.h"
 
+#include "qgemm/DisplayPath.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -43,8 +45,13 @@ constexpr const char *kStaleSuffix = ".stale";
 /// Nesting at which removing a moved-aside directory gives up.
 constexpr int kMaxRemoveDepth = 16;
 
+/// Paths in messages and notes as file names are shown everywhere
+/// (DisplayPath.h): escaped, and cut, so that a cache directory near
+/// PATH_MAX does not make a note of kilobytes.
+std::string shown(const std::string &path) { return displayPath(path); }
+
 std::string errnoText(const std::string &what, const std::string &path) {
-  return what + " " + path + ": " + std::strerror(errno);
+  return what + " " + shown(path) + ": " + std::strerror(errno);
 }
 
 /// "a FIFO", "a directory", ... for messages about files that are not
@@ -83,10 +90,11 @@ Status checkDirectoryTrusted(const std::string &dir, bool *missing = nullptr) {
     return Status::user(errnoText("cannot use kernel cache directory", dir));
   }
   if (!S_ISDIR(st.st_mode))
-    return Status::user("kernel cache path " + dir + " is not a directory");
+    return Status::user("kernel cache path " + shown(dir) +
+                        " is not a directory");
   uid_t me = geteuid();
   if (st.st_uid != me && st.st_uid != 0)
-    return Status::user("cache directory " + dir + " is owned by uid " +
+    return Status::user("cache directory " + shown(dir) + " is owned by uid " +
                         std::to_string(st.st_uid) + ", not by this user (uid " +
                         std::to_string(me) + "); not using it");
   if (st.st_mode & (S_IWGRP | S_IWOTH)) {
@@ -97,8 +105,9 @@ Status checkDirectoryTrusted(const std::string &dir, bool *missing = nullptr) {
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o",
                   static_cast<unsigned>(st.st_mode & 07777));
-    return Status::user("cache directory " + dir + " is writable by " + who +
-                        " (mode " + mode + "); not using it: chmod 700 " + dir);
+    return Status::user("cache directory " + shown(dir) + " is writable by " +
+                        who + " (mode " + mode +
+                        "); not using it: chmod 700 " + shown(dir));
   }
   return Status();
 }
@@ -240,7 +249,8 @@ Status clearDirectoryAt(const std::string &target, std::string &note) {
   // stale name is taken by an earlier one, which is removed first.
   for (int attempt = 0; attempt < 3; ++attempt) {
     if (std::rename(target.c_str(), stale.c_str()) == 0) {
-      note = "moved the directory at " + target + " aside to " + stale;
+      note = "moved the directory at " + shown(target) + " aside to " +
+             shown(stale);
       return Status();
     }
     if (errno == ENOENT)
@@ -254,11 +264,13 @@ Status clearDirectoryAt(const std::string &target, std::string &note) {
     bool removed = removeTreeAt(dfd, staleName, kMaxRemoveDepth);
     ::close(dfd);
     if (!removed)
-      return Status::user("cannot remove " + stale +
-                          " to move the directory at " + target + " there");
+      return Status::user("cannot remove " + shown(stale) +
+                          " to move the directory at " + shown(target) +
+                          " there");
   }
-  return Status::user("cannot move the directory " + target + " aside to " +
-                      stale + ": " + std::strerror(errno));
+  return Status::user("cannot move the directory " + shown(target) +
+                      " aside to " + shown(stale) + ": " +
+                      std::strerror(errno));
 }
 
 std::string tuningText(const Tuning &t) {
@@ -339,7 +351,7 @@ KernelCache::Lookup KernelCache::load(const std::string &key,
   }
   ++rejected;
   if (why)
-    *why = entryPath(key) + ": " + reason;
+    *why = shown(entryPath(key)) + ": " + reason;
   out = CacheEntry();
   return Lookup::Rejected;
 }
@@ -393,7 +405,7 @@ Status KernelCache::store(const std::string &key, const CacheEntry &entry,
       ok = false;
       errno = renameErrno;
       err = cleared.message.empty()
-                ? errnoText("cannot rename " + tmpPath + " to", target)
+                ? errnoText("cannot rename " + shown(tmpPath) + " to", target)
                 : cleared.message;
     }
   }

@@ -5,6 +5,7 @@
 // machine without a GPU.
 //
 //===----------------------------------------------------------------------===//
+#include "LaunchChecks.h"
 #include "ReservedSms.h"
 #include "RuntimeImpl.h"
 
@@ -404,8 +405,24 @@ Status Runtime::load(const Kernel &kernel) {
   return impl->functionFor(*kernel.state, m);
 }
 
-Status Runtime::launch(const Kernel &kernel, const GemmArgs &args,
-                       void *stream) {
+namespace {
+
+/// Whether a launch of `c` with `args` runs its group check kernel first:
+/// device-only metadata from the caller (a plan's own permute's is trusted).
+bool checksGroupsOnDevice(const GemmContract &c, const GemmArgs &args) {
+  return args.deviceGroups && !args.groupsTrusted &&
+         c.grouping.index != GroupIndex::None;
+}
+
+/// No rows: nothing to compute. k_contiguous still owes D (zeros or C).
+bool gemmRuns(const GemmContract &c, const GemmArgs &args) {
+  return args.rows > 0 || c.grouping.kind == GroupingKind::KContiguous;
+}
+
+} // namespace
+
+Status qgemm::checkLaunch(const Kernel &kernel, const GemmArgs &args,
+                          std::vector<KernelParam> *params) {
   if (!kernel.valid())
     return Status::user("launch: the kernel handle is empty");
   const Spec &spec = kernel.spec();
@@ -415,15 +432,8 @@ Status Runtime::launch(const Kernel &kernel, const GemmArgs &args,
   const GemmContract &c = spec.gemm;
   if (Status st = validateGemmArgs(c, args); !st.ok())
     return st;
-  // No rows: nothing to compute. k_contiguous still owes D (zeros or C).
-  const bool gemmRuns =
-      args.rows > 0 || c.grouping.kind == GroupingKind::KContiguous;
-  const KernelConfig &cfg = kernel.state->config;
-  const GemmFamily &family = gemmFamily(cfg.family);
-  // Device-only group metadata: the check kernel, then the GEMM reading its
-  // sanitized copy, both on `stream`; nothing is read back unless debugging.
-  const bool checkGroups = args.deviceGroups && !args.groupsTrusted &&
-                           c.grouping.index != GroupIndex::None;
+  if (!gemmRuns(c, args))
+    return Status();
   // The family describes its parameters before the driver is opened, so
   // operands it cannot launch are refused the same way without a GPU.
   GemmOperands ops;
@@ -433,14 +443,30 @@ Status Runtime::launch(const Kernel &kernel, const GemmArgs &args,
   ops.scaleB = args.scaleB;
   ops.d = args.d;
   ops.c = args.c;
-  ops.groups = checkGroups ? args.workspace : args.groups;
+  ops.groups = checksGroupsOnDevice(c, args) ? args.workspace : args.groups;
   ops.rows = args.rows;
   ops.numGroups = args.numGroups;
+  std::vector<KernelParam> own;
+  const KernelConfig &cfg = kernel.config();
+  if (std::string why = gemmFamily(cfg.family).launchParams(
+          c, cfg, ops, params ? *params : own);
+      !why.empty())
+    return Status::user(kernel.name() + ": " + why);
+  return Status();
+}
+
+Status Runtime::launch(const Kernel &kernel, const GemmArgs &args,
+                       void *stream) {
   std::vector<KernelParam> params;
-  if (gemmRuns)
-    if (std::string why = family.launchParams(c, cfg, ops, params);
-        !why.empty())
-      return Status::user(kernel.name() + ": " + why);
+  if (Status st = checkLaunch(kernel, args, &params); !st.ok())
+    return st;
+  const GemmContract &c = kernel.spec().gemm;
+  const KernelConfig &cfg = kernel.state->config;
+  const GemmFamily &family = gemmFamily(cfg.family);
+  // Device-only group metadata: the check kernel, then the GEMM reading its
+  // sanitized copy, both on `stream`; nothing is read back unless debugging.
+  const bool checkGroups = checksGroupsOnDevice(c, args);
+  const bool runs = gemmRuns(c, args);
   auto launchGemm = [&](const CudaDriver &d, const Kernel::State::Module &m,
                         CUstream s) {
     const LaunchShape shape = family.launchShape(
@@ -467,7 +493,7 @@ Status Runtime::launch(const Kernel &kernel, const GemmArgs &args,
         !st.ok())
       return st;
     Status st;
-    if (gemmRuns)
+    if (runs)
       st = launchGemm(d, m, s);
     if (st.ok() && (args.debugSync || debugSyncFromEnv()))
       st = debugSyncErrorWord(d,
@@ -476,7 +502,7 @@ Status Runtime::launch(const Kernel &kernel, const GemmArgs &args,
                               args.errorFlag, s);
     return st;
   }
-  if (!gemmRuns)
+  if (!runs)
     return Status();
 
   Kernel::State::Module m;

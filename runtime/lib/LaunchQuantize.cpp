@@ -5,6 +5,7 @@
 // raised once when the module loads, Launch.cpp).
 //
 //===----------------------------------------------------------------------===//
+#include "LaunchChecks.h"
 #include "RuntimeImpl.h"
 
 #include "qgemm/Kernels/GroupCheckABI.h"
@@ -14,8 +15,7 @@
 
 using namespace qgemm;
 
-Status Runtime::launch(const Kernel &kernel, const QuantizeArgs &args,
-                       void *stream) {
+Status qgemm::checkLaunch(const Kernel &kernel, const QuantizeArgs &args) {
   if (!kernel.valid())
     return Status::user("launch: the kernel handle is empty");
   const Spec &spec = kernel.spec();
@@ -24,9 +24,16 @@ Status Runtime::launch(const Kernel &kernel, const QuantizeArgs &args,
                         " is not a quantize kernel; pass GemmArgs");
   if (Status st = validateQuantizeArgs(spec.quantize, args); !st.ok())
     return Status::user(spec.name + ": " + st.message);
+  return Status();
+}
+
+Status Runtime::launch(const Kernel &kernel, const QuantizeArgs &args,
+                       void *stream) {
+  if (Status st = checkLaunch(kernel, args); !st.ok())
+    return st;
   if (args.rows == 0)
     return Status();
-  if (spec.quantize.gather)
+  if (kernel.spec().quantize.gather)
     return launchQuantizeFamily(kernel, args,
                                 {args.rowMap, args.rowGroup, args.probs,
                                  args.sources, uint64_t(args.tokens)},

@@ -7,6 +7,7 @@
 // swiglu_backward: the elementwise grid of SwigluABI.h.
 //
 //===----------------------------------------------------------------------===//
+#include "LaunchChecks.h"
 #include "RuntimeImpl.h"
 
 #include "qgemm/Kernels/SwigluABI.h"
@@ -29,8 +30,8 @@ Status checkKernel(const Kernel &kernel, OpKind want, const char *argsName) {
 
 } // namespace
 
-Status Runtime::launch(const Kernel &kernel, const SwigluQuantizeArgs &args,
-                       void *stream) {
+Status qgemm::checkLaunch(const Kernel &kernel,
+                          const SwigluQuantizeArgs &args) {
   if (Status st =
           checkKernel(kernel, OpKind::SwigluQuantize, "SwigluQuantizeArgs");
       !st.ok())
@@ -38,6 +39,25 @@ Status Runtime::launch(const Kernel &kernel, const SwigluQuantizeArgs &args,
   const Spec &spec = kernel.spec();
   if (Status st = validateSwigluQuantizeArgs(spec.swiglu, args); !st.ok())
     return Status::user(spec.name + ": " + st.message);
+  return Status();
+}
+
+Status qgemm::checkLaunch(const Kernel &kernel,
+                          const SwigluBackwardArgs &args) {
+  if (Status st =
+          checkKernel(kernel, OpKind::SwigluBackward, "SwigluBackwardArgs");
+      !st.ok())
+    return st;
+  const Spec &spec = kernel.spec();
+  if (Status st = validateSwigluBackwardArgs(spec.swiglu, args); !st.ok())
+    return Status::user(spec.name + ": " + st.message);
+  return Status();
+}
+
+Status Runtime::launch(const Kernel &kernel, const SwigluQuantizeArgs &args,
+                       void *stream) {
+  if (Status st = checkLaunch(kernel, args); !st.ok())
+    return st;
   if (args.rows == 0)
     return Status();
   return launchQuantizeFamily(kernel, quantizeArgsOf(args), {args.bf16Output},
@@ -46,18 +66,13 @@ Status Runtime::launch(const Kernel &kernel, const SwigluQuantizeArgs &args,
 
 Status Runtime::launch(const Kernel &kernel, const SwigluBackwardArgs &args,
                        void *stream) {
-  if (Status st =
-          checkKernel(kernel, OpKind::SwigluBackward, "SwigluBackwardArgs");
-      !st.ok())
+  if (Status st = checkLaunch(kernel, args); !st.ok())
     return st;
-  const Spec &spec = kernel.spec();
-  if (Status st = validateSwigluBackwardArgs(spec.swiglu, args); !st.ok())
-    return Status::user(spec.name + ": " + st.message);
   if (args.rows == 0)
     return Status();
   // The quantized backward is the quantize kernel over dx, dy its one
   // extra parameter (SwigluABI.h).
-  if (spec.swiglu.quantized)
+  if (kernel.spec().swiglu.quantized)
     return launchQuantizeFamily(kernel, quantizeArgsOf(args),
                                 {args.gradOutput}, stream);
   Kernel::State::Module m;

@@ -34,6 +34,12 @@
 // run before each of them (GemmArgs::groupsTrusted), ten launches fewer per
 // step with the same bits.
 //
+// A token count is checked against every launch of both directions (their
+// own checks, with stand-in pointers) before its sizes are answered or a
+// direction runs, and each run checks all of its launches with the real
+// pointers before the first is enqueued: a step past a kernel's limits is
+// refused whole, by sizes as by the runs.
+//
 //===----------------------------------------------------------------------===//
 #include "qgemm/Plans.h"
 
@@ -83,37 +89,48 @@ struct MoePlan::Impl {
   ScaleRecipe rowRecipe, colRecipe;
 
   mutable std::mutex mutex;
+  /// Only token counts every launch takes: a refused one is not kept.
   mutable std::unordered_map<int64_t, std::unique_ptr<Layouts>> layouts;
+  /// The most tokens a step may have, found on the first refusal.
+  mutable int64_t maxTokens = -1;
 
-  const Layouts &layoutFor(int64_t tokens) const;
-  Status gemm(const Kernel &k, DevicePtr a, DevicePtr sa, DevicePtr b,
-              DevicePtr sb, DevicePtr dd, DevicePtr offsets, int64_t rows,
-              DevicePtr errorFlag, DevicePtr ws, bool debugSync,
-              void *stream) const {
-    return launchGroupedGemm(*rt, k, {a, sa, b, sb, dd, 0}, offsets, rows,
-                             d.experts, errorFlag, ws, Offsets::OwnPermute,
-                             debugSync, stream);
+  /// The layouts of T tokens, or why a step of T tokens cannot run.
+  Status layoutFor(const char *fn, int64_t tokens, const Layouts *&out) const;
+  std::unique_ptr<Layouts> layoutsOf(int64_t tokens) const;
+  /// Every launch of both directions for `L`'s token count, with stand-in
+  /// pointers.
+  Status checkCount(const Layouts &L) const;
+  int64_t largestCount() const;
+
+  /// A direction's launches; `where` begins their messages.
+  Stages forwardStages(const MoeForwardArgs &a, const Layouts &L,
+                       std::string where) const;
+  Stages backwardStages(const MoeBackwardArgs &a, const Layouts &L,
+                        std::string where) const;
+  GemmArgs gemm(DevicePtr a, DevicePtr sa, DevicePtr b, DevicePtr sb,
+                DevicePtr dd, DevicePtr offsets, int64_t rows,
+                DevicePtr errorFlag, DevicePtr ws, bool debugSync) const {
+    return groupedGemmArgs({a, sa, b, sb, dd, 0}, offsets, rows, d.experts,
+                           errorFlag, ws, Offsets::OwnPermute, debugSync);
   }
-  /// The rows of `tokens` (weighted by probs when given) gathered by the
-  /// forward's permute outputs and quantized, `sources` the R int32 of
-  /// scratch the launch fills.
-  Status gather(const Kernel &k, DevicePtr tokensX, DevicePtr probs,
-                int64_t tokens, int64_t rows, DevicePtr rowMap,
-                DevicePtr rowGroup, DevicePtr sources, DevicePtr rd,
-                DevicePtr rs, DevicePtr cd, DevicePtr cs, DevicePtr offsets,
-                DevicePtr errorFlag, DevicePtr ws, bool debugSync,
-                void *stream) const {
-    QuantizeArgs q = quantizeRowsArgs(0, rows, d.hidden, {rd, rs, cd, cs},
+  /// The rows of `tokensX` (weighted by probs when given) gathered by the
+  /// forward's permute outputs and quantized; `sources`, R int32 of scratch
+  /// the launch fills.
+  QuantizeArgs gather(DevicePtr tokensX, DevicePtr probs, int64_t tokens,
+                      int64_t rows, DevicePtr rowMap, DevicePtr rowGroup,
+                      DevicePtr sources, DevicePtr rd, DevicePtr rs,
+                      DevicePtr cd, DevicePtr cs, DevicePtr offsets,
+                      DevicePtr errorFlag, DevicePtr ws, bool debugSync) const {
+    QuantizeArgs q = quantizeRowsArgs(tokensX, rows, d.hidden, {rd, rs, cd, cs},
                                       restart ? offsets : 0, d.experts,
                                       errorFlag, ws, Offsets::OwnPermute,
                                       debugSync);
-    q.input = tokensX;
     q.rowMap = rowMap;
     q.rowGroup = rowGroup;
     q.probs = probs;
     q.sources = sources;
     q.tokens = tokens;
-    return rt->launch(k, q, stream);
+    return q;
   }
 };
 
@@ -121,36 +138,50 @@ MoePlan::MoePlan(std::unique_ptr<Impl> i) : impl(std::move(i)) {}
 MoePlan::~MoePlan() = default;
 const MoePlanDesc &MoePlan::desc() const { return impl->d; }
 
+namespace {
+
+/// What every kernel of the layer takes, field by field: "" or the first
+/// field that is out of range, its value and what is allowed.
+std::string descRefusal(const MoePlanDesc &d) {
+  auto num = [](int64_t v) { return std::to_string(v); };
+  if (d.experts < 1 || d.experts > kMaxGroups)
+    return "experts = " + num(d.experts) + ": expected 1.." + num(kMaxGroups);
+  if (std::string why = blocksRefusal("hidden", d.hidden, kMaxWeightRows,
+                                      "w2's rows, which the weights "
+                                      "quantizer takes in at most 65535 "
+                                      "tiles of 128");
+      !why.empty())
+    return why;
+  if (std::string why =
+          blocksRefusal("inter", d.inter, kMaxWeightRows / 2 / 128 * 128,
+                        "w13's 2I rows, which the weights quantizer takes "
+                        "in at most 65535 tiles of 128");
+      !why.empty())
+    return why;
+  if (d.topk < 1 || d.topk > kMaxTopk)
+    return "topk = " + num(d.topk) + ": expected 1.." + num(kMaxTopk) +
+           " (the permute's routing slots per token)";
+  if (d.topk > d.experts)
+    return "topk = " + num(d.topk) + ": expected at most experts = " +
+           num(d.experts) + " (a token is routed to each expert once)";
+  if (std::string why = alignmentRefusal(d.alignment); !why.empty())
+    return why;
+  if (d.recipe != "deepseek")
+    return "recipe \"" + d.recipe +
+           "\": only \"deepseek\" (1x128 activations, 128x128 weights)";
+  if (!*dtypeName(d.weightDtype))
+    return "weight dtype " + std::string(spellingOf(d.weightDtype)) +
+           ": expected bf16 or f32";
+  return "";
+}
+
+} // namespace
+
 Status MoePlan::create(Runtime &rt, const MoePlanDesc &d,
                        std::unique_ptr<MoePlan> &out) {
-  auto bad = [](const std::string &what) {
-    return Status::user("moe plan: " + what);
-  };
-  if (d.experts < 1 || d.experts > kMaxGroups)
-    return bad("experts = " + std::to_string(d.experts) + ": expected 1.." +
-               std::to_string(kMaxGroups));
-  if (d.hidden < 128 || d.hidden % 128)
-    return bad("hidden = " + std::to_string(d.hidden) +
-               ": expected a positive multiple of 128 (128x128 weight "
-               "blocks)");
-  if (d.inter < 128 || d.inter % 128)
-    return bad("inter = " + std::to_string(d.inter) +
-               ": expected a positive multiple of 128 (128x128 weight "
-               "blocks)");
-  if (d.topk < 1 || d.topk > 64)
-    return bad("topk = " + std::to_string(d.topk) + ": expected 1..64");
-  if (d.alignment < 1 || d.alignment > 4096 ||
-      (d.alignment & (d.alignment - 1)))
-    return bad("alignment = " + std::to_string(d.alignment) +
-               ": expected a power of two in 1..4096");
-  if (d.recipe != "deepseek")
-    return bad("recipe \"" + d.recipe +
-               "\": only \"deepseek\" (1x128 "
-               "activations, 128x128 weights)");
+  if (std::string why = descRefusal(d); !why.empty())
+    return Status::user(std::string(kPlan) + ": " + why);
   const char *wdt = dtypeName(d.weightDtype);
-  if (!*wdt)
-    return bad("weight dtype " + std::string(spellingOf(d.weightDtype)) +
-               ": expected bf16 or f32");
 
   auto impl = std::make_unique<Impl>();
   impl->rt = &rt;
@@ -196,15 +227,16 @@ Status MoePlan::create(Runtime &rt, const MoePlanDesc &d,
       return st;
   impl->rowRecipe = *impl->gatherDo.spec().quantize.rowwise;
   impl->colRecipe = *impl->gatherDo.spec().quantize.columnwise;
+  // What the checks above let through runs at least an empty step.
+  if (Status st = impl->checkCount(*impl->layoutsOf(0)); !st.ok())
+    return Status::user(std::string(kPlan) +
+                        ": this description cannot run even an empty step: " +
+                        st.message);
   out.reset(new MoePlan(std::move(impl)));
   return {};
 }
 
-const Layouts &MoePlan::Impl::layoutFor(int64_t T) const {
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = layouts.find(T);
-  if (it != layouts.end())
-    return *it->second;
+std::unique_ptr<Layouts> MoePlan::Impl::layoutsOf(int64_t T) const {
   auto L = std::make_unique<Layouts>();
   const int64_t E = d.experts, H = d.hidden, I = d.inter, K = d.topk;
   const int64_t R = roundUp(T * K + E * (d.alignment - 1), kMoeRowMultiple);
@@ -248,25 +280,75 @@ const Layouts &MoePlan::Impl::layoutFor(int64_t T) const {
   b.groupWs = bw.add(f32 * E, 0, 9);
   bw.place();
   s.backwardWorkspace = bw.size();
-  return *(layouts[T] = std::move(L));
+  return L;
+}
+
+Status MoePlan::Impl::checkCount(const Layouts &L) const {
+  MoeForwardArgs f;
+  fillStandIns(f); // w13 and w2 too: their quantize is checked as well
+  f.tokens = L.sizes.tokens;
+  if (Status st = forwardStages(f, L, "forward").check(); !st.ok())
+    return st;
+  MoeBackwardArgs b;
+  fillStandIns(b);
+  b.tokens = L.sizes.tokens;
+  return backwardStages(b, L, "backward").check();
+}
+
+int64_t MoePlan::Impl::largestCount() const {
+  // Every limit is a bound on a size that grows with T: the counts that
+  // run are 0..max.
+  int64_t lo = 0, hi = kMaxDim;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (checkCount(*layoutsOf(mid)).ok())
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+Status MoePlan::Impl::layoutFor(const char *fn, int64_t T,
+                                const Layouts *&out) const {
+  // The permute's own limit first: every size below is then far from
+  // overflowing (R < 2^30 rows of at most 2^24 bytes).
+  if (T < 0 || T > kMaxDim)
+    return userError(fn, "tokens = " + std::to_string(T) + ": expected 0.." +
+                             std::to_string(kMaxDim));
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = layouts.find(T); it != layouts.end()) {
+    out = it->second.get();
+    return {};
+  }
+  std::unique_ptr<Layouts> L = layoutsOf(T);
+  if (Status st = checkCount(*L); !st.ok()) {
+    if (maxTokens < 0)
+      maxTokens = largestCount();
+    return userError(fn, "tokens = " + std::to_string(T) +
+                             " is more than this plan's kernels take (at "
+                             "most " +
+                             std::to_string(maxTokens) + "): " + st.message);
+  }
+  out = L.get();
+  layouts[T] = std::move(L);
+  return {};
 }
 
 Status MoePlan::sizes(int64_t tokens, MoeSizes &out) const {
-  if (tokens < 0)
-    return userError("sizes", "tokens = " + std::to_string(tokens) +
-                                  ": expected 0 or more");
-  out = impl->layoutFor(tokens).sizes;
+  const Layouts *L = nullptr;
+  if (Status st = impl->layoutFor("sizes", tokens, L); !st.ok())
+    return st;
+  out = L->sizes;
   return {};
 }
 
 Status MoePlan::forward(const MoeForwardArgs &a, void *stream) const {
   const char *fn = "forward";
-  if (a.tokens < 0)
-    return userError(fn, "tokens = " + std::to_string(a.tokens) +
-                             ": expected 0 or more");
   const Impl &p = *impl;
-  const Layouts &L = p.layoutFor(a.tokens);
-  const MoeSizes &s = L.sizes;
+  const Layouts *L = nullptr;
+  if (Status st = p.layoutFor(fn, a.tokens, L); !st.ok())
+    return st;
   if (Status st = requirePointers(kPlan, fn, a,
                                   {"x", "expert_ids", "probs", "w13q", "w13s",
                                    "w2q", "w2s", "out", "offsets", "row_group",
@@ -275,7 +357,7 @@ Status MoePlan::forward(const MoeForwardArgs &a, void *stream) const {
       !st.ok())
     return st;
   if (Status st = checkWorkspace(kPlan, fn, a.workspace, a.workspaceBytes,
-                                 s.forwardWorkspace);
+                                 L->sizes.forwardWorkspace);
       !st.ok())
     return st;
   for (auto [name, w, q] :
@@ -288,98 +370,84 @@ Status MoePlan::forward(const MoeForwardArgs &a, void *stream) const {
                        std::string(name) +
                            " is given (quantize it), "
                            "but its transposed FP8 form or scales are null");
-  const MoePlanDesc &d = p.d;
-  const int64_t E = d.experts, H = d.hidden, I = d.inter, R = s.rows;
+  return p.forwardStages(a, *L, std::string(kPlan) + ": " + fn)
+      .run(*p.rt, stream);
+}
+
+Stages MoePlan::Impl::forwardStages(const MoeForwardArgs &a, const Layouts &L,
+                                    std::string where) const {
+  const int64_t E = d.experts, H = d.hidden, I = d.inter, R = L.sizes.rows;
   auto at = [&](int i) { return a.workspace + DevicePtr(L.fwd.offsetOf(i)); };
   const ForwardLayout &f = L.f;
   const DevicePtr ws = at(f.groupWs);
-  Sequence seq{kPlan, fn, {}};
+  const bool dbg = a.debugSync;
+  Stages seq(std::move(where));
   if (a.w13)
-    seq.then("quantize w13", [&] {
-      return launchWeights(*p.rt, p.weights13, a.w13, E, 2 * I, H,
-                           {a.w13q, a.w13s, a.w13qT, a.w13sT}, a.debugSync,
-                           stream);
-    });
+    seq.add("quantize w13", weights13,
+            weightsArgs(a.w13, E, 2 * I, H, {a.w13q, a.w13s, a.w13qT, a.w13sT},
+                        dbg));
   if (a.w2)
-    seq.then("quantize w2", [&] {
-      return launchWeights(*p.rt, p.weights2, a.w2, E, H, I,
-                           {a.w2q, a.w2s, a.w2qT, a.w2sT}, a.debugSync, stream);
-    });
-  seq.then("permute_quantize",
-           [&] {
-             PermuteArgs m;
-             m.routing = a.expertIds;
-             m.x = a.x;
-             m.y = at(f.yq);
-             m.yScales = at(f.ys);
-             m.offsets = a.offsets;
-             m.counts = at(f.counts);
-             m.rowGroup = a.rowGroup;
-             m.rowMap = a.rowMap;
-             m.error = a.routingError;
-             m.tokens = a.tokens;
-             m.experts = E;
-             m.rows = R;
-             return p.rt->launch(p.permuteQ, m, stream);
-           })
-      .then("gate/up GEMM",
-            [&] {
-              return p.gemm(p.gemmUp, at(f.yq), at(f.ys), a.w13q, a.w13s, a.h,
-                            a.offsets, R, a.errorFlag, ws, a.debugSync, stream);
-            })
-      .then("swiglu_quantize",
-            [&] {
-              SwigluQuantizeArgs q;
-              q.input = a.h;
-              q.rowData = at(f.aq);
-              q.rowScales = at(f.as);
-              q.colData = a.aCol;
-              q.colScales = a.aColScales;
-              q.rows = R;
-              q.intermediate = I;
-              if (p.restart) {
-                q.groupOffsets = a.offsets;
-                q.numGroups = E;
-                q.deviceGroups = true;
-                q.groupsTrusted = true; // the permute's offsets
-                q.errorFlag = a.errorFlag;
-                q.workspace = ws;
-              }
-              q.debugSync = a.debugSync;
-              return p.rt->launch(p.swiglu, q, stream);
-            })
-      .then("down GEMM",
-            [&] {
-              return p.gemm(p.gemmDown, at(f.aq), at(f.as), a.w2q, a.w2s, a.o,
-                            a.offsets, R, a.errorFlag, ws, a.debugSync, stream);
-            })
-      .then("unpermute", [&] {
-        UnpermuteArgs u;
-        u.y = a.o;
-        u.rowMap = a.rowMap;
-        u.probs = a.probs;
-        u.out = a.out;
-        u.tokens = a.tokens;
-        u.rows = R;
-        return p.rt->launch(p.unpermute, u, stream);
-      });
-  return seq.st;
+    seq.add("quantize w2", weights2,
+            weightsArgs(a.w2, E, H, I, {a.w2q, a.w2s, a.w2qT, a.w2sT}, dbg));
+  PermuteArgs m;
+  m.routing = a.expertIds;
+  m.x = a.x;
+  m.y = at(f.yq);
+  m.yScales = at(f.ys);
+  m.offsets = a.offsets;
+  m.counts = at(f.counts);
+  m.rowGroup = a.rowGroup;
+  m.rowMap = a.rowMap;
+  m.error = a.routingError;
+  m.tokens = a.tokens;
+  m.experts = E;
+  m.rows = R;
+  seq.add("permute_quantize", permuteQ, m);
+  seq.add("gate/up GEMM", gemmUp,
+          gemm(at(f.yq), at(f.ys), a.w13q, a.w13s, a.h, a.offsets, R,
+               a.errorFlag, ws, dbg));
+  SwigluQuantizeArgs q;
+  q.input = a.h;
+  q.rowData = at(f.aq);
+  q.rowScales = at(f.as);
+  q.colData = a.aCol;
+  q.colScales = a.aColScales;
+  q.rows = R;
+  q.intermediate = I;
+  if (restart) {
+    q.groupOffsets = a.offsets;
+    q.numGroups = E;
+    q.deviceGroups = true;
+    q.groupsTrusted = true; // the permute's offsets
+    q.errorFlag = a.errorFlag;
+    q.workspace = ws;
+  }
+  q.debugSync = dbg;
+  seq.add("swiglu_quantize", swiglu, q);
+  seq.add("down GEMM", gemmDown,
+          gemm(at(f.aq), at(f.as), a.w2q, a.w2s, a.o, a.offsets, R,
+               a.errorFlag, ws, dbg));
+  UnpermuteArgs u;
+  u.y = a.o;
+  u.rowMap = a.rowMap;
+  u.probs = a.probs;
+  u.out = a.out;
+  u.tokens = a.tokens;
+  u.rows = R;
+  seq.add("unpermute", unpermute, u);
+  return seq;
 }
 
 Status MoePlan::backward(const MoeBackwardArgs &a, void *stream) const {
   const char *fn = "backward";
-  if (a.tokens < 0)
-    return userError(fn, "tokens = " + std::to_string(a.tokens) +
-                             ": expected 0 or more");
   if (a.parts == 0 || (a.parts & ~unsigned(kMoeAllParts)))
     return userError(fn, "parts = " + std::to_string(a.parts) +
                              ": expected a non-empty set of MoeBackwardPart "
                              "bits (1..15)");
   const Impl &p = *impl;
-  const Layouts &L = p.layoutFor(a.tokens);
-  const MoeSizes &s = L.sizes;
-  const bool unpermute = a.parts & kMoeUnpermute, down = a.parts & kMoeDown,
-             upData = a.parts & kMoeUpData, upWeight = a.parts & kMoeUpWeight;
+  const Layouts *L = nullptr;
+  if (Status st = p.layoutFor(fn, a.tokens, L); !st.ok())
+    return st;
   // Each part's pointers, in the order of the parts; the last row is what
   // every part after the unpermute reads.
   static const std::pair<unsigned, std::vector<const char *>> kNeeds[] = {
@@ -398,104 +466,90 @@ Status MoePlan::backward(const MoeBackwardArgs &a, void *stream) const {
     if (a.parts & bits)
       if (Status st = requirePointers(kPlan, fn, a, names); !st.ok())
         return st;
-  if (down || upData || upWeight)
+  if (a.parts & (kMoeDown | kMoeUpData | kMoeUpWeight))
     if (Status st = checkWorkspace(kPlan, fn, a.workspace, a.workspaceBytes,
-                                   s.backwardWorkspace);
+                                   L->sizes.backwardWorkspace);
         !st.ok())
       return st;
-  const MoePlanDesc &d = p.d;
-  const int64_t E = d.experts, H = d.hidden, I = d.inter, R = s.rows;
+  return p.backwardStages(a, *L, std::string(kPlan) + ": " + fn)
+      .run(*p.rt, stream);
+}
+
+Stages MoePlan::Impl::backwardStages(const MoeBackwardArgs &a,
+                                     const Layouts &L,
+                                     std::string where) const {
+  const int64_t E = d.experts, H = d.hidden, I = d.inter, R = L.sizes.rows;
   auto at = [&](int i) { return a.workspace + DevicePtr(L.bwd.offsetOf(i)); };
   const BackwardLayout &b = L.b;
   const DevicePtr ws = at(b.groupWs);
   const bool dbg = a.debugSync;
-  Sequence seq{kPlan, fn, {}};
-  if (unpermute)
-    seq.then("unpermute backward", [&] {
-      // dprobs alone: stage 2 makes the rows' FP8 forms from grad_out.
-      UnpermuteArgs u;
-      u.gradOut = a.gradOut;
-      u.rowMap = a.rowMap;
-      u.rowGroup = a.rowGroup;
-      u.probs = a.probs;
-      u.y = a.o;
-      u.gradProbs = a.gradProbs;
-      u.tokens = a.tokens;
-      u.rows = R;
-      return p.rt->launch(p.unpermuteBwd, u, stream);
-    });
-  if (down)
-    seq.then("quantize do",
-             [&] {
-               return p.gather(p.gatherDo, a.gradOut, a.probs, a.tokens, R,
-                               a.rowMap, a.rowGroup, at(b.doSources),
-                               at(b.doq), at(b.dos), at(b.doCol),
-                               at(b.doColS), a.offsets, a.errorFlag, ws, dbg,
-                               stream);
-             })
-        .then("down data-gradient GEMM",
-              [&] {
-                return p.gemm(p.gemmDgradDown, at(b.doq), at(b.dos), a.w2qT,
-                              a.w2sT, at(b.da), a.offsets, R, a.errorFlag, ws,
-                              dbg, stream);
-              })
-        .then("down weight-gradient GEMM",
-              [&] {
-                return p.gemm(p.wgradDown, at(b.doCol), at(b.doColS), a.aCol,
-                              a.aColScales, a.gradW2, a.offsets, R, a.errorFlag,
-                              ws, dbg, stream);
-              })
-        .then("swiglu_backward", [&] {
-          SwigluBackwardArgs sb;
-          sb.gradOutput = at(b.da);
-          sb.input = a.h;
-          sb.rows = R;
-          sb.intermediate = I;
-          sb.rowData = a.dhRows;
-          sb.rowScales = a.dhRowScales;
-          sb.colData = a.dhCols;
-          sb.colScales = a.dhColScales;
-          if (p.restart) {
-            sb.groupOffsets = a.offsets;
-            sb.numGroups = E;
-            sb.deviceGroups = true;
-            sb.groupsTrusted = true; // the permute's offsets
-            sb.errorFlag = a.errorFlag;
-            sb.workspace = ws;
-          }
-          sb.debugSync = dbg;
-          return p.rt->launch(p.swigluBwd, sb, stream);
-        });
-  if (upData)
-    seq.then("gate/up data-gradient GEMM",
-             [&] {
-               return p.gemm(p.gemmDgradUp, a.dhRows, a.dhRowScales, a.w13qT,
-                             a.w13sT, at(b.dy), a.offsets, R, a.errorFlag, ws,
-                             dbg, stream);
-             })
-        .then("permute backward", [&] {
-          PermuteArgs m;
-          m.gradY = at(b.dy);
-          m.rowMap = a.rowMap;
-          m.gradX = a.gradX;
-          m.tokens = a.tokens;
-          m.rows = R;
-          return p.rt->launch(p.permuteBwd, m, stream);
-        });
-  if (upWeight)
-    seq.then("quantize x column-wise",
-             [&] {
-               return p.gather(p.gatherX, a.x, 0, a.tokens, R, a.rowMap,
-                               a.rowGroup, at(b.ySources), 0, 0, at(b.yCol),
-                               at(b.yColS), a.offsets, a.errorFlag, ws, dbg,
-                               stream);
-             })
-        .then("gate/up weight-gradient GEMM", [&] {
-          return p.gemm(p.wgradUp, a.dhCols, a.dhColScales, at(b.yCol),
-                        at(b.yColS), a.gradW13, a.offsets, R, a.errorFlag, ws,
-                        dbg, stream);
-        });
-  return seq.st;
+  Stages seq(std::move(where));
+  if (a.parts & kMoeUnpermute) {
+    // dprobs alone: stage 2 makes the rows' FP8 forms from grad_out.
+    UnpermuteArgs u;
+    u.gradOut = a.gradOut;
+    u.rowMap = a.rowMap;
+    u.rowGroup = a.rowGroup;
+    u.probs = a.probs;
+    u.y = a.o;
+    u.gradProbs = a.gradProbs;
+    u.tokens = a.tokens;
+    u.rows = R;
+    seq.add("unpermute backward", unpermuteBwd, u);
+  }
+  if (a.parts & kMoeDown) {
+    seq.add("quantize do", gatherDo,
+            gather(a.gradOut, a.probs, a.tokens, R, a.rowMap, a.rowGroup,
+                   at(b.doSources), at(b.doq), at(b.dos), at(b.doCol),
+                   at(b.doColS), a.offsets, a.errorFlag, ws, dbg));
+    seq.add("down data-gradient GEMM", gemmDgradDown,
+            gemm(at(b.doq), at(b.dos), a.w2qT, a.w2sT, at(b.da), a.offsets, R,
+                 a.errorFlag, ws, dbg));
+    seq.add("down weight-gradient GEMM", wgradDown,
+            gemm(at(b.doCol), at(b.doColS), a.aCol, a.aColScales, a.gradW2,
+                 a.offsets, R, a.errorFlag, ws, dbg));
+    SwigluBackwardArgs sb;
+    sb.gradOutput = at(b.da);
+    sb.input = a.h;
+    sb.rows = R;
+    sb.intermediate = I;
+    sb.rowData = a.dhRows;
+    sb.rowScales = a.dhRowScales;
+    sb.colData = a.dhCols;
+    sb.colScales = a.dhColScales;
+    if (restart) {
+      sb.groupOffsets = a.offsets;
+      sb.numGroups = E;
+      sb.deviceGroups = true;
+      sb.groupsTrusted = true; // the permute's offsets
+      sb.errorFlag = a.errorFlag;
+      sb.workspace = ws;
+    }
+    sb.debugSync = dbg;
+    seq.add("swiglu_backward", swigluBwd, sb);
+  }
+  if (a.parts & kMoeUpData) {
+    seq.add("gate/up data-gradient GEMM", gemmDgradUp,
+            gemm(a.dhRows, a.dhRowScales, a.w13qT, a.w13sT, at(b.dy),
+                 a.offsets, R, a.errorFlag, ws, dbg));
+    PermuteArgs m;
+    m.gradY = at(b.dy);
+    m.rowMap = a.rowMap;
+    m.gradX = a.gradX;
+    m.tokens = a.tokens;
+    m.rows = R;
+    seq.add("permute backward", permuteBwd, m);
+  }
+  if (a.parts & kMoeUpWeight) {
+    seq.add("quantize x column-wise", gatherX,
+            gather(a.x, 0, a.tokens, R, a.rowMap, a.rowGroup, at(b.ySources),
+                   0, 0, at(b.yCol), at(b.yColS), a.offsets, a.errorFlag, ws,
+                   dbg));
+    seq.add("gate/up weight-gradient GEMM", wgradUp,
+            gemm(a.dhCols, a.dhColScales, at(b.yCol), at(b.yColS), a.gradW13,
+                 a.offsets, R, a.errorFlag, ws, dbg));
+  }
+  return seq;
 }
 
 std::vector<std::string> MoePlan::kernelNames() const {

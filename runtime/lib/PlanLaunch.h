@@ -1,20 +1,23 @@
 //===- PlanLaunch.h - What the plans share at run time ----------*- C++ -*-===//
 //
 // Argument checks with the plan, the direction and the argument named, the
-// two launches every plan repeats (a grouped GEMM and a quantize over rows,
-// both with device-side group offsets), and the sequence that runs a
-// direction's launches in order and names the stage that failed. Private to
-// runtime/lib.
+// args of the launches every plan repeats (a grouped GEMM and a quantize
+// over rows, both with device-side group offsets), and the stage list that
+// checks a direction's launches, then runs them in order, naming the stage
+// that failed. Private to runtime/lib.
 //
 //===----------------------------------------------------------------------===//
 #ifndef QGEMM_RUNTIME_PLANLAUNCH_H
 #define QGEMM_RUNTIME_PLANLAUNCH_H
 
+#include "LaunchChecks.h"
 #include "qgemm/Plans.h"
 
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <variant>
+#include <vector>
 
 namespace qgemm::plan {
 
@@ -43,6 +46,22 @@ inline const DevicePtr *pointerField(const int64_t &) { return nullptr; }
   inline const DevicePtr *pointerNamed(const ARGS &a, std::string_view name) { \
     FIELDS                                                                     \
     return nullptr;                                                            \
+  }
+#include "PlanArgs.def"
+
+/// Stand-in device addresses for every pointer of a run's args, each at the
+/// start of its own 2^58-byte slot (fewer than 64 pointers per struct): none
+/// is null, each is aligned for any element, and no buffer a checked size
+/// allows reaches the next slot, so no two overlap. The plans check the
+/// launches of a token count with them, as a run with real pointers would.
+inline void standIn(DevicePtr &p, int &slot) { p = DevicePtr(++slot) << 58; }
+inline void standIn(int64_t &, int &) {}
+#define QGEMM_FIELD(C_NAME, CPP_NAME) standIn(a.CPP_NAME, slot);
+#define QGEMM_MOE_PARTS
+#define QGEMM_PLAN_ARGS(NAME, ARGS, FIELDS)                                    \
+  inline void fillStandIns(ARGS &a) {                                          \
+    int slot = 0;                                                              \
+    FIELDS                                                                     \
   }
 #include "PlanArgs.def"
 
@@ -97,11 +116,11 @@ struct QuantOut {
 /// permute's, valid by construction (GemmArgs::groupsTrusted: no check).
 enum class Offsets { Caller, OwnPermute };
 
-/// A grouped GEMM whose group offsets are on the device.
-inline Status launchGroupedGemm(Runtime &rt, const Kernel &k, const Operands &o,
-                                DevicePtr offsets, int64_t rows, int64_t groups,
+/// A grouped GEMM's args with its group offsets on the device.
+inline GemmArgs groupedGemmArgs(const Operands &o, DevicePtr offsets,
+                                int64_t rows, int64_t groups,
                                 DevicePtr errorFlag, DevicePtr ws,
-                                Offsets whose, bool debugSync, void *stream) {
+                                Offsets whose, bool debugSync) {
   GemmArgs g;
   g.a = o.a;
   g.scaleA = o.scaleA;
@@ -117,7 +136,7 @@ inline Status launchGroupedGemm(Runtime &rt, const Kernel &k, const Operands &o,
   g.errorFlag = errorFlag;
   g.workspace = ws;
   g.debugSync = debugSync;
-  return rt.launch(k, g, stream);
+  return g;
 }
 
 /// A quantize's arguments: `input` (rows, cols), or numTensors of them.
@@ -153,42 +172,69 @@ inline QuantizeArgs quantizeRowsArgs(DevicePtr in, int64_t rows, int64_t cols,
   }
   return q;
 }
-inline Status launchQuantizeRows(Runtime &rt, const Kernel &k, DevicePtr in,
-                                 int64_t rows, int64_t cols,
-                                 const QuantOut &out, DevicePtr offsets,
-                                 int64_t groups, DevicePtr errorFlag,
-                                 DevicePtr ws, Offsets whose, bool debugSync,
-                                 void *stream) {
-  return rt.launch(k,
-                   quantizeRowsArgs(in, rows, cols, out, offsets, groups,
-                                    errorFlag, ws, whose, debugSync),
-                   stream);
-}
 
 /// Both 128x128 FP8 forms of (groups, rows, cols) weights, one launch.
-inline Status launchWeights(Runtime &rt, const Kernel &k, DevicePtr w,
-                            int64_t groups, int64_t rows, int64_t cols,
-                            const QuantOut &out, bool debugSync, void *stream) {
+inline QuantizeArgs weightsArgs(DevicePtr w, int64_t groups, int64_t rows,
+                                int64_t cols, const QuantOut &out,
+                                bool debugSync) {
   QuantizeArgs q = quantizeArgs(w, rows, cols, out, debugSync);
   q.numTensors = groups;
-  return rt.launch(k, q, stream);
+  return q;
 }
 
-/// Runs each launch in order and stops at the first failure, its message
-/// prefixed with the plan, the direction and the stage.
-struct Sequence {
-  const char *plan;
-  const char *fn;
-  Status st;
-  template <typename F> Sequence &then(const char *stage, F &&launch) {
-    if (st.ok()) {
-      st = launch();
-      if (!st.ok())
-        st.message =
-            std::string(plan) + ": " + fn + ": " + stage + ": " + st.message;
-    }
+/// The launches of one direction, in order. They are all checked before
+/// the first is enqueued (LaunchChecks.h), so a step that cannot run is
+/// refused whole instead of stopping after some of its kernels; a failure
+/// names the plan, the direction and the stage.
+class Stages {
+public:
+  /// `where` begins every message ("moe plan: forward").
+  explicit Stages(std::string where) : where(std::move(where)) {
+    list.reserve(12);
+  }
+  template <typename Args>
+  Stages &add(const char *stage, const Kernel &k, const Args &args) {
+    list.push_back({stage, &k, args});
     return *this;
   }
+  /// Every launch's checks, as Runtime::launch makes them.
+  Status check() const {
+    for (const Stage &s : list)
+      if (Status st = std::visit(
+              [&](const auto &a) { return checkLaunch(*s.kernel, a); },
+              s.args);
+          !st.ok())
+        return named(s, st);
+    return {};
+  }
+  /// check(), then each launch on `stream`; stops at the first failure.
+  Status run(Runtime &rt, void *stream) const {
+    if (Status st = check(); !st.ok())
+      return st;
+    for (const Stage &s : list)
+      if (Status st = std::visit(
+              [&](const auto &a) { return rt.launch(*s.kernel, a, stream); },
+              s.args);
+          !st.ok())
+        return named(s, st);
+    return {};
+  }
+
+private:
+  using Args = std::variant<GemmArgs, QuantizeArgs, PermuteArgs,
+                            UnpermuteArgs, SwigluQuantizeArgs,
+                            SwigluBackwardArgs>;
+  struct Stage {
+    const char *name;
+    const Kernel *kernel;
+    Args args;
+  };
+  Status named(const Stage &s, Status st) const {
+    st.message = where + ": " + s.name + ": " + st.message;
+    return st;
+  }
+  std::string where;
+  std::vector<Stage> list;
 };
 
 } // namespace qgemm::plan

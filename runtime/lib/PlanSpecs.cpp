@@ -119,6 +119,26 @@ std::string swigluBackwardQuantizeSpec() {
          "\"layout\":\"GEMM_READY\"}}";
 }
 
+std::string alignmentRefusal(int64_t a) {
+  const bool pow2 = a >= 1 && a <= kMaxAlignment && (a & (a - 1)) == 0;
+  if (pow2 && (a == 16 || a == 32 || a % 128 == 0))
+    return "";
+  return "alignment = " + num(a) +
+         ": expected 16, 32 or a power of two from 128 to " +
+         num(kMaxAlignment) +
+         " (the weight gradient's 128-token scale blocks restart at each "
+         "group only for 16 and 32)";
+}
+
+std::string blocksRefusal(const char *field, int64_t v, int64_t max,
+                          const char *what) {
+  if (v >= 128 && v <= max && v % 128 == 0)
+    return "";
+  return std::string(field) + " = " + num(v) +
+         ": expected a multiple of 128 (128x128 weight blocks) in 128.." +
+         num(max) + " (" + what + ")";
+}
+
 Status resolve(Runtime &rt, const std::string &json, const std::string &what,
                Kernel &out) {
   auto parsed = parseSpecText(json, "<" + what + ">");

@@ -10,6 +10,7 @@
 #ifndef QGEMM_RUNTIME_PLANSPECS_H
 #define QGEMM_RUNTIME_PLANSPECS_H
 
+#include "qgemm/Kernels/QuantizeABI.h"
 #include "qgemm/Runtime.h"
 
 #include <cstdint>
@@ -52,6 +53,22 @@ std::string swigluBackwardSpec();
 /// swiglu_backward whose bf16 dx is quantized in the same pass, as
 /// quantizeSpec("bf16", true, true) would quantize it.
 std::string swigluBackwardQuantizeSpec();
+
+/// Rows of one weight (N of w, 2I of w13, H of w2) the weights quantizer
+/// takes: its grid's y counts 128-row tiles, at most 65535 of them.
+constexpr int64_t kMaxWeightRows = 65535 * kQuantTileRows;
+
+/// "" when every kernel of a plan takes `alignment` (the rows of each group
+/// padded to a multiple of it), else what is allowed and why: the permute
+/// and the GEMMs take a power of two up to 4096, and the weight gradient's
+/// k_contiguous spec 16 or 32 (its 128-token scale blocks restart at each
+/// group) or a multiple of 128.
+std::string alignmentRefusal(int64_t alignment);
+
+/// "" when `v` (a plan description's `field`) is a multiple of 128 in
+/// 128..`max`, else why not (`what` says what limits it).
+std::string blocksRefusal(const char *field, int64_t v, int64_t max,
+                          const char *what);
 
 /// The kernel of `json` through `rt` (memory, disk or compiled). `what`
 /// names the stage in errors ("moe plan: gate/up GEMM: ...").

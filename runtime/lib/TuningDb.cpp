@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "qgemm/TuningDb.h"
 
+#include "qgemm/DisplayPath.h"
+#include "qgemm/GemmArgs.h"
 #include "qgemm/KernelConfig.h"
 #include "qgemm/Kernels/GemmFamily.h"
 #include "qgemm/Kernels/ResolveConfig.h"
@@ -165,11 +167,18 @@ TuningEntry readEntry(const json &j, const std::string &where) {
       throw std::runtime_error(where + "." + key + ": expected a string");
     return v.get<std::string>();
   };
-  auto integer = [&](const json &o, const char *key) {
+  // A bucket is what shapeBucket makes of a launch a spec allows: groups
+  // in 1..65535, rows (per group, rounded up to a power of two) and N, K
+  // in 1..2^24. Anything else matches no launch, and a zero would make the
+  // bucket's size, which weighs entries against each other, zero.
+  auto integer = [&](const json &o, const char *key, int64_t max) {
     const json &v = need(o, key);
-    if (!v.is_number_integer() || v.get<int64_t>() < 0)
-      throw std::runtime_error(where + ".bucket." + key +
-                               ": expected a non-negative integer");
+    const bool ok = v.is_number_unsigned() && v.get<uint64_t>() >= 1 &&
+                    v.get<uint64_t>() <= uint64_t(max);
+    if (!ok)
+      throw std::runtime_error(where + ".bucket." + key + ": " + v.dump() +
+                               " is out of range; expected an integer in 1.." +
+                               std::to_string(max));
     return v.get<int64_t>();
   };
   if (!j.is_object())
@@ -185,8 +194,13 @@ TuningEntry readEntry(const json &j, const std::string &where) {
   const json &b = need(j, "bucket");
   if (!b.is_object())
     throw std::runtime_error(where + ".bucket: expected an object");
-  e.bucket = {integer(b, "groups"), integer(b, "rows"), integer(b, "n"),
-              integer(b, "k")};
+  e.bucket = {integer(b, "groups", kMaxGroups), integer(b, "rows", kMaxDim),
+              integer(b, "n", kMaxDim), integer(b, "k", kMaxDim)};
+  if (e.bucket.rows & (e.bucket.rows - 1))
+    throw std::runtime_error(where + ".bucket.rows: " +
+                             std::to_string(e.bucket.rows) +
+                             " is not a power of two (rows per group are "
+                             "rounded up to one)");
   const json &cands = need(j, "candidates");
   if (!cands.is_array())
     throw std::runtime_error(where + ".candidates: expected an array");
@@ -470,6 +484,35 @@ std::string ownDirectory() {
   return slash == std::string::npos ? "." : p.substr(0, slash);
 }
 
+/// A variable set to "" is read as unset; say so, since the user meant
+/// something by setting it.
+void noteIfEmpty(TuningContext &ctx, const char *name) {
+  const char *v = std::getenv(name);
+  if (v && !*v)
+    ctx.notes.push_back(std::string(name) +
+                        " is set but empty; ignored as if unset");
+}
+
+/// QGEMM_TUNING_SMS: a count, or a note saying why it was not used (the
+/// device's count, if any, is kept).
+void readSmCount(TuningContext &ctx, const char *text) {
+  constexpr long kMaxSms = 99999;
+  char *end = nullptr;
+  errno = 0;
+  const long v = std::strtol(text, &end, 10);
+  if (errno == 0 && end && *end == 0 && v > 0 && v <= kMaxSms) {
+    ctx.sms = int(v);
+    return;
+  }
+  // Escaped and cut as a file name is: the text is the user's.
+  ctx.notes.push_back("QGEMM_TUNING_SMS = \"" + displayPath(text) +
+                      "\" is not an SM count (1.." + std::to_string(kMaxSms) +
+                      "); ignored" +
+                      (ctx.sms > 0 ? ", the device's " +
+                                         std::to_string(ctx.sms) + " used"
+                                   : ""));
+}
+
 } // namespace
 
 TuningContext tuningContextFromEnv(const TuningDevice &device,
@@ -478,15 +521,15 @@ TuningContext tuningContextFromEnv(const TuningDevice &device,
   ctx.gpu = device.name;
   ctx.arch = device.arch;
   ctx.sms = device.sms;
+  noteIfEmpty(ctx, "QGEMM_TUNING_GPU");
   if (const char *g = env("QGEMM_TUNING_GPU"))
     ctx.gpu = g;
+  noteIfEmpty(ctx, "QGEMM_TUNING_ARCH");
   if (const char *a = env("QGEMM_TUNING_ARCH"))
     ctx.arch = a;
-  if (const char *n = env("QGEMM_TUNING_SMS")) {
-    char *end = nullptr;
-    const long v = std::strtol(n, &end, 10);
-    ctx.sms = (end && *end == 0 && v > 0 && v < 100000) ? int(v) : 0;
-  }
+  noteIfEmpty(ctx, "QGEMM_TUNING_SMS");
+  if (const char *n = env("QGEMM_TUNING_SMS"))
+    readSmCount(ctx, n);
   ctx.version = version;
   if (const char *t = env("QGEMM_TUNING"); t && std::string(t) == "heuristic") {
     ctx.heuristicOnly = true;
@@ -669,6 +712,7 @@ bool useDatabase(const Spec &spec, const std::string &contract,
 AutoTuning resolveAutoTuning(const Spec &spec, const TuningContext &ctx) {
   AutoTuning r;
   r.spec = spec;
+  r.notes = ctx.notes;
   if (spec.op != OpKind::GroupedGemm) {
     r.source = spec.tuning.isAuto ? AutoTuning::Heuristic
                                   : AutoTuning::SpecTuning;
@@ -687,8 +731,8 @@ AutoTuning resolveAutoTuning(const Spec &spec, const TuningContext &ctx) {
     return r;
   }
   if (ctx.gpu.empty()) {
-    r.detail = "heuristic (GPU unknown: no device and QGEMM_TUNING_GPU "
-               "unset; database not consulted)";
+    r.detail = "heuristic (GPU unknown: no device, and QGEMM_TUNING_GPU "
+               "names none; database not consulted)";
     return r;
   }
   const std::string contract = contractHash(spec);

@@ -17,7 +17,9 @@
 //     the body sets to null (or another non-object), tuning knobs on a
 //     spec of an op other than grouped_gemm;
 //   - the error message is longer than kMaxMessage bytes past the file
-//     name, or does not name the file.
+//     name, or does not name the file;
+//   - the canonical form of a kernel it states (what `qgemmc explain`
+//     prints) does not read back as that same spec.
 // With --cli, every Nth mutant also goes through the qgemmc binary itself
 // (`compile --emit mlir -o WORK/cli-out/`), under `timeout`: its exit
 // status must be 0 or 1 and agree with the in-process answer, with the
@@ -69,11 +71,13 @@ struct Options {
 struct Counts {
   uint64_t mutants = 0, accepted = 0, rejected = 0, kernels = 0;
   uint64_t internalErrors = 0, acceptedInvalid = 0, longMessages = 0;
-  uint64_t unnamedFile = 0, cliRuns = 0, cliCrashes = 0, cliHangs = 0,
-           cliBadStatus = 0, cliMismatches = 0;
+  uint64_t unnamedFile = 0, roundTrips = 0, roundTripFailures = 0;
+  uint64_t cliRuns = 0, cliCrashes = 0, cliHangs = 0, cliBadStatus = 0,
+           cliMismatches = 0;
   uint64_t failures() const {
     return internalErrors + acceptedInvalid + longMessages + unnamedFile +
-           cliCrashes + cliHangs + cliBadStatus + cliMismatches;
+           roundTripFailures + cliCrashes + cliHangs + cliBadStatus +
+           cliMismatches;
   }
 };
 
@@ -157,6 +161,21 @@ std::string mustBeRefused(const std::string &text,
   return "";
 }
 
+/// "" when the canonical form of `s` reads back as one spec with the same
+/// canonical form (so the same identity), else what went wrong.
+std::string roundTrip(const qgemm::Spec &s) {
+  auto again = qgemm::parseSpecText(s.canonicalJson, "<canonical>");
+  if (!again)
+    return "its canonical form is refused: " + again.error().str();
+  if (again.value().size() != 1)
+    return "its canonical form states " +
+           std::to_string(again.value().size()) + " kernels";
+  if (again.value()[0].canonicalJson != s.canonicalJson)
+    return "its canonical form reads back as another spec: " +
+           again.value()[0].canonicalJson;
+  return "";
+}
+
 /// The in-process answer: 0 accepted (and every kernel compiled), 1
 /// refused, 2 internal error or accepted-but-invalid. `why` says what.
 int runInProcess(const std::string &file, const std::string &text,
@@ -182,6 +201,12 @@ int runInProcess(const std::string &file, const std::string &text,
   for (const qgemm::Spec &s : parsed.value()) {
     if (!compiled.insert(s.hash).second)
       continue;
+    ++c.roundTrips;
+    if (std::string bad = roundTrip(s); !bad.empty()) {
+      why = s.name + ": " + bad;
+      ++c.roundTripFailures;
+      return 2;
+    }
     ++c.kernels;
     qgemm::CompileOutput o;
     qgemm::Status st = qgemm::compileSpec(s, qgemm::Emit::PTX, o);
@@ -348,6 +373,8 @@ int main(int argc, char **argv) {
             << ", accepted invalid " << c.acceptedInvalid
             << ", messages too long " << c.longMessages
             << ", messages without the file " << c.unnamedFile << "\n"
+            << "canonical forms read back " << c.roundTrips << ": not the same "
+            << "spec " << c.roundTripFailures << "\n"
             << "qgemmc runs " << c.cliRuns << ": crashes " << c.cliCrashes
             << ", hangs " << c.cliHangs << ", other exit statuses "
             << c.cliBadStatus << ", disagreements " << c.cliMismatches

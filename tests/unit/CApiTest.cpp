@@ -290,6 +290,41 @@ TEST_CASE("C API: misuse is QGEMM_ERROR_INVALID_ARGUMENT", "[capi]") {
   qgemm_runtime_destroy(nullptr);
 }
 
+TEST_CASE("C API: runtime options out of their range are refused by name",
+          "[capi]") {
+  TempDir dir;
+  const std::pair<void (*)(qgemm_runtime_options &), const char *> bad[] = {
+      {[](qgemm_runtime_options &o) { o.device = -1; },
+       "options->device = -1"},
+      {[](qgemm_runtime_options &o) { o.device = INT32_MIN; },
+       "options->device = -2147483648"},
+      {[](qgemm_runtime_options &o) { o.disk_cache = 7; },
+       "options->disk_cache = 7"},
+      {[](qgemm_runtime_options &o) { o.disk_cache = -1; },
+       "options->disk_cache = -1"},
+      {[](qgemm_runtime_options &o) { o.load_eagerly = 2; },
+       "options->load_eagerly = 2"},
+  };
+  for (const auto &[set, message] : bad) {
+    CAPTURE(message);
+    qgemm_runtime_options o = noDriver(dir.path);
+    set(o);
+    qgemm_runtime *rt = nullptr;
+    CHECK(qgemm_runtime_create(&o, &rt) == QGEMM_ERROR_INVALID_ARGUMENT);
+    CHECK(rt == nullptr);
+    CHECK_THAT(qgemm_last_error_message(), Catch::Contains(message));
+  }
+  // Both values of each flag, and any device ordinal, are taken.
+  for (int32_t flag : {0, 1}) {
+    qgemm_runtime_options o = noDriver(dir.path);
+    o.disk_cache = o.load_eagerly = flag;
+    o.device = 3;
+    qgemm_runtime *rt = nullptr;
+    CHECK(qgemm_runtime_create(&o, &rt) == QGEMM_OK);
+    qgemm_runtime_destroy(rt);
+  }
+}
+
 namespace {
 
 /// Make the thread's last error something else, so that a check of

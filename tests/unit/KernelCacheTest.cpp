@@ -31,6 +31,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <future>
@@ -381,6 +382,27 @@ TEST_CASE("a cache directory that cannot be written costs only the cache",
   CHECK(rt.cacheStats().writeFailures == 1);
   CHECK(rt.getKernel(gemmSpec("unwritable")).stats.source ==
         KernelSource::MemoryHit);
+}
+
+TEST_CASE("a cache note shows long paths cut", "[cache]") {
+  // A cache directory of about 4000 bytes whose last parent is a file:
+  // every path the note names is cut as file names in messages are (256
+  // bytes and "..."), so the note stays short whatever the directory.
+  TempDir dir;
+  std::string deep = dir.path;
+  while (deep.size() < 3800)
+    deep += "/" + std::string(200, 'd');
+  std::filesystem::create_directories(deep);
+  writeBytes(deep + "/file", "not a directory");
+  Runtime rt(noDriverOptions(deep + "/file/sub"));
+  KernelResult k = rt.getKernel(gemmSpec("deep"));
+  REQUIRE(k.ok());
+  CHECK_THAT(k.stats.cacheNote,
+             Catch::StartsWith("not cached: cannot create kernel cache "
+                               "directory " +
+                               dir.path + "/dddd") &&
+                 Catch::Contains("...: Not a directory"));
+  CHECK(k.stats.cacheNote.size() < 400);
 }
 
 TEST_CASE("a FIFO at an entry's path is rejected without blocking", "[cache]") {

@@ -138,10 +138,10 @@ const BadSpec kBadSpecs[] = {
   {Doc::Gemm, R"({"qgemm": true})", "qgemm", "expected an integer, got a boolean"},
   {Doc::Gemm, R"({"name": null})", "name", "missing required key \"name\""},
   {Doc::Gemm, R"({"name": "my kernel"})", "name",
-   "\"my kernel\" is not a valid name; use 1 to 128 characters from "
-   "A-Z a-z 0-9 _ . -"},
+   "\"my kernel\" is not a valid name; use 1 to 1024 characters from "
+   "A-Z a-z 0-9 _ . - = +"},
   {Doc::Gemm, R"({"name": ""})", "name", "is not a valid name"},
-  {Doc::Gemm, R"({"name": ")" + repeat("x", 129) + "\"}", "name",
+  {Doc::Gemm, R"({"name": ")" + repeat("x", 1025) + "\"}", "name",
    "is not a valid name"},
   {Doc::Gemm, R"({"name": 5})", "name", "expected a string, got an integer"},
   {Doc::Gemm, R"({"op": null})", "op",

@@ -484,3 +484,70 @@ TEST_CASE("a GPU without a database of its own reads one of the same "
   CHECK(r.detail.find("(of NVIDIA H200: ") != std::string::npos);
   ::unsetenv("QGEMM_TUNING_DIR");
 }
+
+TEST_CASE("tuning db: a bucket no launch can have is refused", "[tuning]") {
+  auto withBucket = [](const std::string &bucket) {
+    return R"({"qgemm_tuning_db": 1, "entries": [{"contract": "ab",
+        "gpu": "g", "qgemm": "v", "bucket": )" +
+           bucket + R"(, "candidates": [{"tuning": "auto", "ms": 1}]}]})";
+  };
+  TuningDb db;
+  std::string why;
+  CHECK(parseTuningDb(withBucket(R"({"groups": 65535, "rows": 16777216,
+      "n": 16777216, "k": 1})"),
+                      "x.json", db, why));
+  const std::pair<const char *, const char *> refused[] = {
+      {R"({"groups": 8, "rows": 256, "n": 0, "k": 0})", "bucket.n: 0"},
+      {R"({"groups": 0, "rows": 256, "n": 128, "k": 128})", "bucket.groups: 0"},
+      {R"({"groups": 65536, "rows": 256, "n": 128, "k": 128})",
+       "bucket.groups: 65536"},
+      {R"({"groups": 8, "rows": 0, "n": 128, "k": 128})", "bucket.rows: 0"},
+      {R"({"groups": 8, "rows": 96, "n": 128, "k": 128})",
+       "bucket.rows: 96 is not a power of two"},
+      {R"({"groups": 8, "rows": 256, "n": 16777217, "k": 128})",
+       "bucket.n: 16777217"},
+      {R"({"groups": 8, "rows": 256, "n": 128, "k": -128})", "bucket.k: -128"},
+      {R"({"groups": 8, "rows": 256, "n": 128, "k": 1.5})", "bucket.k: 1.5"},
+      {R"({"groups": 8, "rows": 256, "n": 128,
+           "k": 18446744073709551615})",
+       "bucket.k: 18446744073709551615"},
+  };
+  for (const auto &[bucket, message] : refused) {
+    CAPTURE(bucket);
+    CHECK_FALSE(parseTuningDb(withBucket(bucket), "x.json", db, why));
+    CHECK_THAT(why, Catch::Contains(message));
+  }
+}
+
+TEST_CASE("tuning environment the context cannot use is noted", "[tuning]") {
+  Spec up = parseOne(kUp);
+  // An SM count that is not one: noted, and the device's count kept.
+  ::setenv("QGEMM_TUNING_SMS", "abc", 1);
+  TuningContext ctx =
+      tuningContextFromEnv(TuningDevice{"NVIDIA H200", "sm_90", 132}, kVersion);
+  CHECK(ctx.sms == 132);
+  AutoTuning r = resolveAutoTuning(up, ctx);
+  REQUIRE(r.notes.size() >= 1);
+  CHECK_THAT(r.notes[0], Catch::Contains("QGEMM_TUNING_SMS = \"abc\" is not an "
+                                         "SM count") &&
+                             Catch::Contains("the device's 132 used"));
+  for (const char *bad : {"0", "-4", "12x", "100000", "99999999999999999999"}) {
+    ::setenv("QGEMM_TUNING_SMS", bad, 1);
+    CAPTURE(bad);
+    ctx = tuningContextFromEnv(TuningDevice{}, kVersion);
+    CHECK(ctx.sms == 0);
+    REQUIRE(ctx.notes.size() == 1);
+    CHECK_THAT(ctx.notes[0], Catch::Contains("is not an SM count"));
+  }
+  ::unsetenv("QGEMM_TUNING_SMS");
+  // Set but empty: said, and not reported as unset.
+  ::setenv("QGEMM_TUNING_GPU", "", 1);
+  r = resolveAutoTuning(up, tuningContextFromEnv(TuningDevice{}, kVersion));
+  ::unsetenv("QGEMM_TUNING_GPU");
+  CHECK(r.source == AutoTuning::Heuristic);
+  CHECK_THAT(r.detail, !Catch::Contains("unset"));
+  REQUIRE(r.notes.size() == 1);
+  CHECK(r.notes[0] == "QGEMM_TUNING_GPU is set but empty; ignored as if unset");
+  // A clean environment notes nothing.
+  CHECK(tuningContextFromEnv(TuningDevice{}, kVersion).notes.empty());
+}

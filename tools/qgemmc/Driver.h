@@ -6,6 +6,8 @@
 #include "qgemm/DisplayPath.h"
 #include "qgemm/Spec.h"
 
+#include <sys/types.h>
+
 #include <set>
 #include <string>
 #include <vector>
@@ -26,8 +28,13 @@ bool loadSpecs(const std::string &path, std::vector<qgemm::Spec> &specs);
 /// them when there is none) to stderr; returns kUserError.
 int usageError(const std::string &msg);
 
-/// Create `path` and its missing parents; on failure print why.
+/// Create `path` and its missing parents; on failure print why (a path
+/// that exists as something else names what it is).
 bool ensureDirectory(const std::string &path);
+
+/// What a file of `mode` is, for messages: "a FIFO or pipe", "a regular
+/// file", ... (Output.cpp).
+const char *typeText(mode_t mode);
 
 /// A file a command writes: its path and its whole text.
 struct OutputText {

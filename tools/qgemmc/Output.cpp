@@ -23,9 +23,7 @@
 
 using namespace qgemmc;
 
-namespace {
-
-const char *typeText(mode_t mode) {
+const char *qgemmc::typeText(mode_t mode) {
   if (S_ISDIR(mode))
     return "a directory";
   if (S_ISFIFO(mode))
@@ -36,8 +34,12 @@ const char *typeText(mode_t mode) {
     return "a character device";
   if (S_ISBLK(mode))
     return "a block device";
+  if (S_ISREG(mode))
+    return "a regular file";
   return "not a regular file";
 }
+
+namespace {
 
 void cannotWrite(const std::string &path, const std::string &why) {
   std::cerr << "qgemmc: cannot write " << qgemm::displayPath(path) << ": "

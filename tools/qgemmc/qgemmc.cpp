@@ -388,8 +388,17 @@ bool qgemmc::ensureDirectory(const std::string &p) {
     return false;
   if (::mkdir(p.c_str(), 0755) == 0 || (errno == EEXIST && isDirectory(p)))
     return true;
+  std::string why = std::strerror(errno);
+  // Something that is not a directory stands there: "File exists" (or, for
+  // a link to nowhere, "No such file or directory") hides what it is.
+  struct stat st;
+  if (::lstat(p.c_str(), &st) == 0)
+    why = S_ISLNK(st.st_mode)
+              ? "it is a symbolic link that does not lead to a directory"
+              : std::string("it is ") + typeText(st.st_mode) +
+                    ", not a directory";
   std::cerr << "qgemmc: cannot create directory " << qgemm::displayPath(p)
-            << ": " << std::strerror(errno) << "\n";
+            << ": " << why << "\n";
   return false;
 }
 

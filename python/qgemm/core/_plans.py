@@ -10,13 +10,44 @@ import threading
 
 from . import _capi
 from ._capi import lib
+from ._errors import ArgumentError
+from ._ints import INT64, integer
 from ._runtime import check, default_runtime
 
 _WEIGHT_DTYPES = {"bf16": 2, "f32": 3}  # QGEMM_DTYPE_BF16 / _F32
 
 
+def _dtype(value, name):
+    """The C dtype code of "bf16" or "f32"; anything else raises
+    ArgumentError naming `name`."""
+    code = _WEIGHT_DTYPES.get(value) if isinstance(value, str) else None
+    if code is None:
+        raise ArgumentError("%s = %r: expected one of %s"
+                            % (name, value, ", ".join(_WEIGHT_DTYPES)))
+    return code
+
+
+def _boolean(value, name):
+    """1 or 0 for True / False (or the ints 1 / 0), not a truth value: the
+    string "no" is true."""
+    if value is True or value is False or \
+            (isinstance(value, int) and value in (0, 1)):
+        return int(value)
+    raise ArgumentError("%s must be True or False, not %s %r"
+                        % (name, type(value).__name__, value))
+
+
+def _sizes(names, values):
+    """The description's integers, each checked to fit the C int64 field it
+    goes to (ctypes would wrap 2**64 + 8 to 8); their ranges are the
+    library's to check, which names the field too."""
+    return [integer(v, n, *INT64) for n, v in zip(names, values)]
+
+
 class _Plan:
     _destroy = None
+
+    _count = "count"  # the sizes query's argument, as messages name it
 
     def __init__(self, create, desc, sizes_struct, sizes_fn):
         # The C plan pins its runtime for its life; the Python object is
@@ -31,6 +62,7 @@ class _Plan:
 
     def sizes(self, count):
         """The plan's qgemm_*_sizes for `count` tokens or rows (cached)."""
+        count = integer(count, self._count, *INT64)
         s = self._sizes.get(count)
         if s is None:
             s = self._sizes_struct(ctypes.sizeof(self._sizes_struct))
@@ -48,12 +80,14 @@ class MoePlan(_Plan):
     """qgemm_moe_plan of (E, H, I, topk, alignment, weight dtype)."""
 
     _destroy = staticmethod(lib.qgemm_moe_plan_destroy)
+    _count = "tokens"
 
     def __init__(self, experts, hidden, inter, topk, alignment,
                  weight_dtype="bf16"):
-        desc = _capi.MoePlanDesc(ctypes.sizeof(_capi.MoePlanDesc), experts,
-                                 hidden, inter, topk, alignment,
-                                 _WEIGHT_DTYPES[weight_dtype])
+        sizes = _sizes(("experts", "hidden", "inter", "topk", "alignment"),
+                       (experts, hidden, inter, topk, alignment))
+        desc = _capi.MoePlanDesc(ctypes.sizeof(_capi.MoePlanDesc), *sizes,
+                                 _dtype(weight_dtype, "weight_dtype"))
         super().__init__(lib.qgemm_moe_plan_create, desc, _capi.MoeSizes,
                          lib.qgemm_moe_plan_sizes)
         self._fwd = lib.qgemm_moe_plan_forward
@@ -71,13 +105,17 @@ class GroupedMmPlan(_Plan):
     accumulate)."""
 
     _destroy = staticmethod(lib.qgemm_grouped_mm_plan_destroy)
+    _count = "rows"
 
     def __init__(self, groups, n, k, alignment, weight_dtype="bf16",
                  accumulate=False, input_dtype="bf16"):
+        sizes = _sizes(("groups", "n", "k", "alignment"),
+                       (groups, n, k, alignment))
         desc = _capi.GroupedMmPlanDesc(
-            ctypes.sizeof(_capi.GroupedMmPlanDesc), groups, n, k, alignment,
-            _WEIGHT_DTYPES[weight_dtype], int(bool(accumulate)),
-            _WEIGHT_DTYPES[input_dtype])
+            ctypes.sizeof(_capi.GroupedMmPlanDesc), *sizes,
+            _dtype(weight_dtype, "weight_dtype"),
+            _boolean(accumulate, "accumulate"),
+            _dtype(input_dtype, "input_dtype"))
         super().__init__(lib.qgemm_grouped_mm_plan_create, desc,
                          _capi.GroupedMmSizes,
                          lib.qgemm_grouped_mm_plan_sizes)

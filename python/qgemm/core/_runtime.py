@@ -243,14 +243,23 @@ class reserved_sms:
 
     def __init__(self, sms):
         self.sms = integer(sms, "sms", 0, 4096)
-        self.previous = None
+        # One saved value per entry, per thread (the setting is per thread):
+        # the same object entered again inside itself, or on another
+        # thread, restores each entry's own previous value on its exit.
+        self._saved = threading.local()
+
+    def _stack(self):
+        stack = getattr(self._saved, "stack", None)
+        if stack is None:
+            stack = self._saved.stack = []
+        return stack
 
     def __enter__(self):
         was = ctypes.c_int32()
         check(lib.qgemm_set_reserved_sms(self.sms, ctypes.byref(was)))
-        self.previous = was.value
+        self._stack().append(was.value)
         return self
 
     def __exit__(self, *exc):
-        check(lib.qgemm_set_reserved_sms(self.previous, None))
+        check(lib.qgemm_set_reserved_sms(self._stack().pop(), None))
         return False

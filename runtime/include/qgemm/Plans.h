@@ -43,13 +43,16 @@ namespace qgemm {
 
 /// The members every plan class has, declared once. A macro rather than a
 /// base class, so each plan's exported members keep their own names:
-///   create       check `desc`, then resolve every kernel of both
-///                directions through `rt` (compiled or from its caches;
-///                needs no GPU). `rt` must outlive the plan.
+///   create       check `desc` (a UserError names the field out of
+///                range), then resolve every kernel of both directions
+///                through `rt` (compiled or from its caches; needs no
+///                GPU). `rt` must outlive the plan.
 ///   desc         the description it was created from
-///   sizes        what to allocate for COUNT rows or tokens (>= 0)
-///   forward      run the forward on `stream`
-///   backward     run the backward on `stream`
+///   sizes        what to allocate for COUNT rows or tokens; refused, as
+///                by the runs, when a kernel of either direction does not
+///                take COUNT
+///   forward      check every launch, then run the forward on `stream`
+///   backward     check every launch, then run the backward on `stream`
 ///   kernelNames  the kernels in launch order, for reports ("name: spec
 ///                name")
 #define QGEMM_PLAN_MEMBERS(PLAN, DESC, SIZES, FORWARD, BACKWARD)               \
@@ -102,10 +105,12 @@ private:
 /// every token count (its layouts are computed once per T and kept).
 struct MoePlanDesc {
   int64_t experts = 0;    ///< E, 1..65535
-  int64_t hidden = 0;     ///< H, a multiple of 128
-  int64_t inter = 0;      ///< I, a multiple of 128
-  int64_t topk = 0;       ///< routing slots per token, 1..64
-  int64_t alignment = 16; ///< rows per expert padded to a multiple of it
+  int64_t hidden = 0;     ///< H, a multiple of 128 in 128..8388480
+  int64_t inter = 0;      ///< I, a multiple of 128 in 128..4194176
+  int64_t topk = 0;       ///< routing slots per token, 1..16, at most E
+  /// Rows per expert padded to a multiple of it: 16, 32, or a power of two
+  /// in 128..4096.
+  int64_t alignment = 16;
   /// "deepseek" (1x128 activations, 128x128 weights, f32 scales).
   std::string recipe = "deepseek";
   /// The dtype of the bf16/f32 weights and of their gradients.
@@ -206,8 +211,11 @@ class QGEMM_API MoePlan {
 /// y (M, N) = x (M, K) @ w[g]^T per group g of rows (offsets on the device,
 /// from the caller: checked there), x bf16, w (G, N, K) bf16 or f32.
 struct GroupedMmPlanDesc {
-  int64_t groups = 0;   ///< G
-  int64_t n = 0, k = 0; ///< multiples of 128
+  int64_t groups = 0;   ///< G, 1..65535
+  /// Multiples of 128: n in 128..8388480, k in 128..16777216.
+  int64_t n = 0, k = 0;
+  /// Every group's rows a multiple of it: 16, 32, or a power of two in
+  /// 128..4096.
   int64_t alignment = 16;
   std::string recipe = "deepseek";
   ElemType weightDtype = ElemType::BF16;

@@ -182,6 +182,9 @@ struct TuningContext {
   /// Directories whose databases of other GPUs are read, in this order and
   /// by file name, when none of `databases` has the contract.
   std::vector<std::string> directories;
+  /// What the environment set that could not be used (an empty variable,
+  /// an SM count that is not one); AutoTuning::notes repeats them.
+  std::vector<std::string> notes;
 };
 
 /// The context from the environment for `device` (the name may be empty:

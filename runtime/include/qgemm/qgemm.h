@@ -160,18 +160,21 @@ typedef struct qgemm_runtime qgemm_runtime;
 typedef struct qgemm_runtime_options {
   size_t struct_size;          /* sizeof(qgemm_runtime_options) */
   const char *cache_directory; /* NULL or "": the default above */
-  int32_t disk_cache;          /* 0: memory cache only */
-  int32_t load_eagerly;        /* load the module in qgemm_compile when a
-                                  driver is present */
-  int32_t device;              /* device whose primary context is used on a
-                                  thread with no current context */
+  int32_t disk_cache;          /* 1: use the disk cache; 0: memory cache
+                                  only (other values are refused) */
+  int32_t load_eagerly;        /* 1: load the module in qgemm_compile when
+                                  a driver is present; 0: on first use */
+  int32_t device;              /* device (0 or more) whose primary context
+                                  is used on a thread with no current
+                                  context */
   const char *libcuda;         /* NULL: $QGEMM_LIBCUDA or libcuda.so.1 */
 } qgemm_runtime_options;
 
 #define QGEMM_RUNTIME_OPTIONS_INIT \
   { sizeof(qgemm_runtime_options), NULL, 1, 1, 0, NULL }
 
-/* `options` may be NULL (the defaults of QGEMM_RUNTIME_OPTIONS_INIT). */
+/* `options` may be NULL (the defaults of QGEMM_RUNTIME_OPTIONS_INIT); a
+ * field out of its range is QGEMM_ERROR_INVALID_ARGUMENT naming it. */
 QGEMM_C_API qgemm_status qgemm_runtime_create(
     const qgemm_runtime_options *options, qgemm_runtime **out);
 /* Every qgemm_*_destroy is safe against calls still in flight on other
@@ -836,7 +839,7 @@ QGEMM_C_API qgemm_status qgemm_kernel_load(qgemm_runtime *rt,
  * empty), as with QGEMM_LAUNCH_DEVICE_GROUPS. docs/C_API.md "Plans" and
  * examples/c/moe_step.c. */
 
-/* Plan args flags. */
+/* Plan args flags; a bit no flag names is QGEMM_ERROR_INVALID_ARGUMENT. */
 #define QGEMM_PLAN_DEBUG_SYNC 1u /* synchronize and check after each launch */
 
 /* The experts of an MoE layer (qgemm.torch.moe_experts): permute, gate/up
@@ -846,10 +849,11 @@ typedef struct qgemm_moe_plan qgemm_moe_plan;
 typedef struct qgemm_moe_plan_desc {
   size_t struct_size;    /* sizeof(qgemm_moe_plan_desc) */
   int64_t experts;       /* E, 1..65535 */
-  int64_t hidden;        /* H, a multiple of 128 */
-  int64_t inter;         /* I, a multiple of 128 */
-  int64_t topk;          /* 1..64 */
-  int64_t alignment;     /* rows per expert padded to a multiple (power of 2) */
+  int64_t hidden;        /* H, a multiple of 128 in 128..8388480 */
+  int64_t inter;         /* I, a multiple of 128 in 128..4194176 */
+  int64_t topk;          /* 1..16, at most E */
+  int64_t alignment;     /* rows per expert padded to a multiple: 16, 32 or
+                            a power of two in 128..4096 */
   int32_t weight_dtype;  /* QGEMM_DTYPE_BF16 or _F32: weights and gradients */
 } qgemm_moe_plan_desc;
 
@@ -930,7 +934,19 @@ typedef struct qgemm_moe_backward_args {
 } qgemm_moe_backward_args;
 
 /* Resolve every kernel of both directions (compiled or from the caches;
- * needs no GPU). The runtime must outlive the plan. */
+ * needs no GPU). The runtime must outlive the plan. A description outside
+ * the ranges above is QGEMM_ERROR_USER naming the field (QGEMM_ERROR_
+ * INVALID_ARGUMENT for weight_dtype), before anything is compiled.
+ *
+ * Tokens. A step of T tokens (sizes, forward, backward) runs when every
+ * kernel of both directions takes it: T in 0..16777216 and, past that, the
+ * limits of the kernels' launch grids (about 8.4 million permuted rows,
+ * T * topk + E * (alignment - 1)). The three calls refuse the same counts,
+ * with QGEMM_ERROR_USER naming the kernel that does not take it and the
+ * plan's largest T; a run checks every launch of its direction before the
+ * first is enqueued, so a refused step launches nothing. A description
+ * whose empty step already passes them (E * (alignment - 1) padding rows)
+ * is refused at creation. */
 QGEMM_C_API qgemm_status qgemm_moe_plan_create(
     qgemm_runtime *rt, const qgemm_moe_plan_desc *desc, qgemm_moe_plan **out);
 QGEMM_C_API void qgemm_moe_plan_destroy(qgemm_moe_plan *plan);
@@ -952,11 +968,14 @@ typedef struct qgemm_grouped_mm_plan qgemm_grouped_mm_plan;
 
 typedef struct qgemm_grouped_mm_plan_desc {
   size_t struct_size;   /* sizeof(qgemm_grouped_mm_plan_desc) */
-  int64_t groups;       /* G */
-  int64_t n, k;         /* multiples of 128 */
-  int64_t alignment;    /* every group's rows a multiple of it */
+  int64_t groups;       /* G, 1..65535 */
+  int64_t n, k;         /* multiples of 128: n in 128..8388480, k in
+                           128..16777216 */
+  int64_t alignment;    /* every group's rows a multiple of it: 16, 32 or a
+                           power of two in 128..4096 */
   int32_t weight_dtype; /* QGEMM_DTYPE_BF16 or _F32 */
-  int32_t accumulate;   /* 1: the backward adds dW into an f32 grad_w */
+  int32_t accumulate;   /* 1: the backward adds dW into an f32 grad_w;
+                           0: writes it (other values are refused) */
   int32_t input_dtype;  /* x's, y's and grad_x's: QGEMM_DTYPE_BF16 or _F32 */
 } qgemm_grouped_mm_plan_desc;
 
@@ -997,6 +1016,11 @@ typedef struct qgemm_grouped_mm_backward_args {
   uint32_t flags;
 } qgemm_grouped_mm_backward_args;
 
+/* As qgemm_moe_plan_create: a description out of range is refused naming
+ * the field (QGEMM_ERROR_INVALID_ARGUMENT for the dtypes and accumulate,
+ * QGEMM_ERROR_USER for the sizes). A step of M rows runs when M is a
+ * multiple of 16 in 0..16777216 that every kernel takes (about 8.4
+ * million); sizes, forward and backward refuse the same counts. */
 QGEMM_C_API qgemm_status qgemm_grouped_mm_plan_create(
     qgemm_runtime *rt, const qgemm_grouped_mm_plan_desc *desc,
     qgemm_grouped_mm_plan **out);
