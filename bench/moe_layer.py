@@ -202,8 +202,10 @@ def kernel_kind(name):
     low = name.lower()
     if "quantize_weights" in low:
         return "weights"
-    if ("m_contiguous" in low or "k_contiguous" in low or "gemm" in low or
-            "cutlass" in low or "xmma" in low or "grouped_mm" in low):
+    if low.startswith("qgemm_"):  # spec names: the GEMMs' groupings
+        return "gemm" if "_contiguous_" in low else "other"
+    if ("gemm" in low or "cutlass" in low or "xmma" in low or
+            "grouped_mm" in low):
         return "gemm"
     return "other"
 

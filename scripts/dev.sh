@@ -297,7 +297,12 @@ SANITIZE_FILTERS=(
   "t_mxfp8_wgrad__a.scale.layout=GEMM_READY__b.scale.layout=COMPACT__grouping.alignment=16"
   "t_wgrad16_acc"
   "t_quantize_1x128"
-  "t_quantize_mx")
+  "t_quantize_mx"
+  # The fused data path: gathered weighted rows (a sources kernel, then the
+  # rows' tokens staged through shared memory) and the quantized SwiGLU
+  # backward.
+  "t_quantize_gather__columnwise.layout=GEMM_READY__gather.probs=true__recipe=deepseek"
+  "t_swiglu_backward_quantize__columnwise.layout=GEMM_READY__halves=stacked__recipe=deepseek__rowwise.layout=COMPACT")
 
 gpu_sanitize() {
   unpack

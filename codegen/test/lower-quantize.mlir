@@ -53,3 +53,29 @@ qgemm.quantize @mx <f32> -> <e5m2> recipe = <mx_rceil>
 qgemm.quantize @w <bf16> -> <e4m3> recipe = <te>
     rowwise = #qgemm.scale<[128, 128], f32, COMPACT>
     columnwise = #qgemm.scale<[128, 128], f32, GEMM_READY> {multi_tensor, pow2}
+
+// -----
+
+// Gathered, weighted rows: a sources kernel (one thread per copy: row_map
+// in, the copy's index out where it lands on a row) beside the quantizer,
+// both with the quantize parameters, row_map, row_group, probs, the
+// scratch and the i64 token count. The quantizer first leaves each row's
+// token and probability in shared memory (one barrier), then loads the
+// token rows 16 bytes at a time, scales them by one f32 multiply and rounds
+// to bf16 before the amaxes.
+// CHECK-LABEL: llvm.func @spread_sources(%{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: !llvm.ptr<1>, %{{.*}}: i64)
+// CHECK: llvm.load %{{.*}} : !llvm.ptr<1> -> i32
+// CHECK: llvm.store %{{.*}}, %{{.*}} : i32, !llvm.ptr<1>
+// CHECK-LABEL: llvm.func @spread(
+// CHECK: llvm.load %{{.*}} : !llvm.ptr<1> -> i32
+// CHECK: llvm.store %{{.*}}, %{{.*}} : i32, !llvm.ptr<3>
+// CHECK: llvm.load %{{.*}} : !llvm.ptr<1> -> f32
+// CHECK: nvvm.barrier0
+// CHECK: llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xi32>
+// CHECK: arith.mulf
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: nvvm.convert.f32x2.to.f8x2
+qgemm.quantize @spread <bf16> -> <e4m3> recipe = <deepseek>
+    rowwise = #qgemm.scale<[1, 128], f32, COMPACT>
+    columnwise = #qgemm.scale<[128, 1], f32, GEMM_READY>
+    {gather_topk = 8 : i64, gather_probs}

@@ -88,6 +88,12 @@ constexpr int kFactorSlots = kWarpSlots + kWarps;
 /// its i64 fields) lies in the factor slots until the staging barrier:
 /// every thread has read it by then, and the factors are written after it.
 constexpr int kTileSlots = kFactorSlots;
+/// Gathered rows: each tile row's token and factor (stageGather), past the
+/// tile's words, in the factor slots too until the staging barrier.
+constexpr int kGatherSlots = kTileSlots + 16;
+static_assert(kGatherSlots + 2 * kQuantTileRows <=
+                  kFactorSlots + 2 * kQuantTileCols * kQuantFactorsPerCol,
+              "the gathered rows' words fit in the factor slots");
 static_assert(kTileSlots % 2 == 0, "the tile's i64 fields need 8 bytes");
 static_assert(kQuantTileRows == 128 && kQuantTileCols == 128 &&
                   kQuantThreads == 256,
@@ -887,14 +893,29 @@ Value QuantizeBuilder::stageSwigluBackward(Value xPtr, Value row0, Value col0,
           x[2 * k + 1] = roundBf16(du);
         }
       } else {
+        // One half per chunk, so one division per cell: dg (gate columns)
+        // or du (up columns), a branch uniform over the CTA's tile unless
+        // I is not a multiple of 128.
         Value dy[kChunk], g[kChunk], up[kChunk];
         widenChunk(dyRaw[u], 0, dy);
         widenChunk(gRaw[u], 0, g);
         widenChunk(uRaw[u], 0, up);
-        for (int j = 0; j < kChunk; ++j) {
-          auto [dg, du] = swiglu::emitBackward(ir, dy[j], g[j], up[j]);
-          x[j] = roundBf16(ir.select(upHalf, du, dg));
+        auto half = scf::IfOp::create(b, SmallVector<Type>(kChunk, ir.f32T()),
+                                      upHalf, /*withElse=*/true);
+        {
+          OpBuilder::InsertionGuard guard(b);
+          SmallVector<Value> du, dg;
+          b.setInsertionPointToStart(&half.getThenRegion().front());
+          for (int j = 0; j < kChunk; ++j)
+            du.push_back(swiglu::emitBackwardUp(ir, dy[j], g[j]));
+          scf::YieldOp::create(b, du);
+          b.setInsertionPointToStart(&half.getElseRegion().front());
+          for (int j = 0; j < kChunk; ++j)
+            dg.push_back(swiglu::emitBackwardGate(ir, dy[j], g[j], up[j]));
+          scf::YieldOp::create(b, dg);
         }
+        for (int j = 0; j < kChunk; ++j)
+          x[j] = roundBf16(half.getResult(j));
       }
       for (int j = 0; j < kChunk; ++j) {
         x[j] = ir.select(valid[u], x[j], ir.f32(0.0));
@@ -910,21 +931,46 @@ Value QuantizeBuilder::stageSwigluBackward(Value xPtr, Value row0, Value col0,
 
 Value QuantizeBuilder::stageGather(Value xPtr, Value row0, Value col0,
                                    Value tileRows, Value tileCols) {
-  // The chunks of stageVector (8 columns, rows 16 apart). Per round, the
-  // rows' group and source words are loaded first (16 threads share each,
-  // one line), then every chunk's 16 bytes of its token row: all of a
-  // round's loads independent and in flight together. Four chunks a round
-  // (eight held the index words and the data past kQuantMaxRegisters).
-  // Copy and token indices stay i32 (tokens * topk < 2^31, the launch
-  // checks): with 64-bit ones the weighted form spilled under the bound.
+  // Two steps. First thread r of the tile's rows reads row r's group and
+  // source words and leaves in shared memory its token (or -1: a zero row,
+  // -2: no copy, a NaN row) and, with probs, its factor: one dependent
+  // round trip per tile instead of one per chunk, and the division by topk
+  // once per row. Then the chunks of stageVector (8 columns, rows 16 apart)
+  // load their token rows, every load of a round in flight together, as
+  // the plain bf16 path does (loads behind their own index words each
+  // staged at 23-28% of a copy).
   const GatherRows &g = *c.gather;
-  constexpr int perRound = 4;
+  const int perRound = g.probs ? 4 : 8;
+  Value copies = arith::TruncIOp::create(
+      b, ir.i32T(), ir.mul(arg(kQGParamTokens), ir.i64(g.topk)));
+  auto tokenSlot = [&](Value r) { return ir.add(ir.i32(kGatherSlots), r); };
+  auto factorSlot = [&](Value r) {
+    return ir.add(ir.i32(kGatherSlots + kQuantTileRows), r);
+  };
+  when(lt(tid, tileRows), [&] {
+    Value at = ir.toI64(ir.add(row0, tid));
+    Value group = ir.load(ir.i32T(), arg(kQGParamRowGroup), at);
+    Value src = ir.load(ir.i32T(), arg(kQGParamSources), at);
+    Value real = ir.cmp(arith::CmpIPredicate::sge, group, ir.i32(0));
+    // Unsigned: a negative word is no copy either.
+    Value isCopy = ir.cmp(arith::CmpIPredicate::ult, src, copies);
+    Value take = andI(real, isCopy);
+    Value s = ir.select(take, src, ir.i32(0));
+    Value token = ir.select(real,
+                            ir.select(isCopy, ir.divU(s, ir.i32(g.topk)),
+                                      ir.i32(-2)),
+                            ir.i32(-1));
+    LLVM::StoreOp::create(b, token, smemPtr(tokenSlot(tid)));
+    if (g.probs)
+      smemStore(ir.load(ir.f32T(), arg(kQGParamProbs), ir.toI64(s)),
+                factorSlot(tid));
+  });
+  HopperIR(ir).syncThreads();
+
   Value r0 = arith::ShRUIOp::create(b, tid, ir.i32(4));
   Value cc = ir.mul(andI(tid, ir.i32(kChunksPerRow - 1)), ir.i32(kChunk));
   Value colOk = lt(cc, tileCols);
   Value rowsLeft = ir.sub(tileRows, r0);
-  Value copies = arith::TruncIOp::create(
-      b, ir.i32T(), ir.mul(arg(kQGParamTokens), ir.i64(g.topk)));
   Value rowBytes = ir.mul(shape.cols, ir.i64(2));
   Value colBytes = ir.mul(ir.toI64(ir.add(col0, cc)), ir.i64(2));
   Value cellAt[2] = {smemPtr(cell(r0, cc)),
@@ -932,43 +978,38 @@ Value QuantizeBuilder::stageGather(Value xPtr, Value row0, Value col0,
   auto wordsT = VectorType::get({4}, ir.i32T());
   Value acc = ir.f32(0.0);
   for (int round = 0; round < kChunksPerThread / perRound; ++round) {
-    Value inTile[perRound], group[perRound], src[perRound];
+    Value raw[kChunksPerThread], token[kChunksPerThread];
     for (int u = 0; u < perRound; ++u) {
       int i = round * perRound + u;
-      inTile[u] = andI(lt(ir.i32(i * kRowsPerPass), rowsLeft), colOk);
-      Value r = ir.add(ir.add(row0, r0), ir.i32(i * kRowsPerPass));
-      Value at = ir.toI64(ir.select(inTile[u], r, ir.i32(0)));
-      group[u] = ir.load(ir.i32T(), arg(kQGParamRowGroup), at);
-      src[u] = ir.load(ir.i32T(), arg(kQGParamSources), at);
-    }
-    Value raw[perRound], p[perRound], take[perRound], bad[perRound];
-    for (int u = 0; u < perRound; ++u) {
-      Value real = andI(inTile[u], ir.cmp(arith::CmpIPredicate::sge, group[u],
-                                          ir.i32(0)));
-      // Unsigned: a negative word is no copy either.
-      Value isCopy = ir.cmp(arith::CmpIPredicate::ult, src[u], copies);
-      take[u] = andI(real, isCopy);
-      bad[u] = andI(real, arith::XOrIOp::create(b, isCopy, trueV()));
-      Value s = ir.select(take[u], src[u], ir.i32(0));
-      Value token = ir.toI64(ir.divU(s, ir.i32(g.topk)));
-      raw[u] = loadGlobal4(xPtr, ir.add(ir.mul(token, rowBytes), colBytes));
-      if (g.probs)
-        p[u] = ir.load(ir.f32T(), arg(kQGParamProbs), ir.toI64(s));
+      Value inTile = andI(lt(ir.i32(i * kRowsPerPass), rowsLeft), colOk);
+      Value r = ir.add(r0, ir.i32(i * kRowsPerPass));
+      // Rows past the tile hold no token this launch wrote: -1.
+      token[u] = ir.select(
+          inTile,
+          LLVM::LoadOp::create(b, ir.i32T(), smemPtr(tokenSlot(r))),
+          ir.i32(-1));
+      Value take = ir.cmp(arith::CmpIPredicate::sge, token[u], ir.i32(0));
+      Value off = ir.add(ir.mul(ir.toI64(token[u]), rowBytes), colBytes);
+      raw[u] = loadGlobal4(xPtr, ir.select(take, off, ir.i64(0)));
     }
     for (int u = 0; u < perRound; ++u) {
       int i = round * perRound + u;
+      Value take = ir.cmp(arith::CmpIPredicate::sge, token[u], ir.i32(0));
+      Value bad = ir.cmp(arith::CmpIPredicate::eq, token[u], ir.i32(-2));
       Value x[kChunk];
       // Zero words widen to +0.0 pairs.
-      widenChunk(ir.select(take[u], raw[u], LLVM::ZeroOp::create(b, wordsT)),
-                 0, x);
+      widenChunk(ir.select(take, raw[u], LLVM::ZeroOp::create(b, wordsT)), 0,
+                 x);
+      Value p;
+      if (g.probs)
+        p = smemLoad(factorSlot(ir.add(r0, ir.i32(i * kRowsPerPass))));
       for (int j = 0; j < kChunk; ++j) {
         // The unpermute backward's row: one f32 multiply, one bf16
         // rounding (padding rows stay +0: 0 * p is not taken).
         if (g.probs)
-          x[j] = ir.select(take[u],
-                           roundBf16(arith::MulFOp::create(b, x[j], p[u])),
+          x[j] = ir.select(take, roundBf16(arith::MulFOp::create(b, x[j], p)),
                            x[j]);
-        x[j] = ir.select(bad[u], ir.f32(NAN), x[j]);
+        x[j] = ir.select(bad, ir.f32(NAN), x[j]);
         acc = maxF(acc, absF(x[j]));
       }
       const int32_t at0 = (i % 4) * kRowsPerPass * int32_t(kQuantSmemStride);

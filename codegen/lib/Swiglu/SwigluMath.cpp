@@ -70,6 +70,21 @@ std::pair<Value, Value> swiglu::emitBackward(KernelIR &ir, Value dy, Value g,
   return {dg, du};
 }
 
+Value swiglu::emitBackwardGate(KernelIR &ir, Value dy, Value g, Value u) {
+  ImplicitLocOpBuilder &b = ir.builder();
+  Value d = emitDenominator(ir, g);
+  Value sig = arith::DivFOp::create(b, ir.f32(1.0), d);
+  Value oneMinus = arith::SubFOp::create(b, ir.f32(1.0), sig);
+  Value ds = arith::MulFOp::create(b, sig, fma(b, g, oneMinus, ir.f32(1.0)));
+  return arith::MulFOp::create(b, arith::MulFOp::create(b, dy, u), ds);
+}
+
+Value swiglu::emitBackwardUp(KernelIR &ir, Value dy, Value g) {
+  ImplicitLocOpBuilder &b = ir.builder();
+  Value silu = arith::DivFOp::create(b, g, emitDenominator(ir, g));
+  return arith::MulFOp::create(b, dy, silu);
+}
+
 Value swiglu::loadBf16(KernelIR &ir, Value base, Value index) {
   ImplicitLocOpBuilder &b = ir.builder();
   Value h = arith::ExtUIOp::create(b, ir.i32T(), ir.load(ir.i16T(), base, index));

@@ -23,6 +23,10 @@ Value emitDenominator(KernelIR &ir, Value g);
 Value emitForward(KernelIR &ir, Value g, Value u);
 /// (dg, du) for dy, g, u (SwigluContract.h), f32.
 std::pair<Value, Value> emitBackward(KernelIR &ir, Value dy, Value g, Value u);
+/// dg alone, and du alone: the same operations as emitBackward's for each
+/// (one division each instead of two, for a caller that needs one half).
+Value emitBackwardGate(KernelIR &ir, Value dy, Value g, Value u);
+Value emitBackwardUp(KernelIR &ir, Value dy, Value g);
 
 /// bf16 bits (i16) at `index` of `base`, widened exactly to f32.
 Value loadBf16(KernelIR &ir, Value base, Value index);
