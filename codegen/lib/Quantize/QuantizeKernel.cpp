@@ -163,7 +163,6 @@ private:
     body(loop.getInductionVar());
   }
   Value andI(Value x, Value y) { return arith::AndIOp::create(b, x, y); }
-  Value trueV() { return arith::ConstantIntOp::create(b, 1, 1); }
   Value lt(Value x, Value y) { return ir.cmp(arith::CmpIPredicate::slt, x, y); }
   Value maxF(Value x, Value y) { return arith::MaximumFOp::create(b, x, y); }
   Value absF(Value x) { return LLVM::FAbsOp::create(b, x); }
@@ -821,7 +820,8 @@ Value QuantizeBuilder::stageSwigluBackward(Value xPtr, Value row0, Value col0,
   // load of dy, a 16-byte one of the (g, u) pairs). The bf16 rounding of
   // dx is applied before the amaxes, so the tile holds exactly the values
   // a bf16 dx would (SwigluContract.h). Two chunks a round keep the
-  // backward's temporaries (two divisions a cell) clear of spills.
+  // backward's temporaries (both halves' divisions, interleaved) clear of
+  // spills.
   constexpr int perRound = 2;
   const bool interleaved = sw->halves != SwigluHalves::Stacked;
   Value dyPtr = arg(kSBQParamGradOut);
