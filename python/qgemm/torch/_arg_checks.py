@@ -59,10 +59,13 @@ class _Op:
         self.tensors.append((name, t))
         return t
 
-    def same(self, a, b, text):
-        """Sizes that must agree (not compared when either is symbolic)."""
+    def same(self, a, b, text, *args):
+        """Sizes that must agree (not compared when either is symbolic).
+        The message is `text % args`, formatted only on failure: under
+        torch.compile the call is traced, and Dynamo cannot format a
+        message of symbolic sizes."""
         if type(a) is int and type(b) is int and a != b:
-            self.fail(text)
+            self.fail(text % args if args else text)
 
     def integer(self, value, name, lo, hi, what=""):
         if isinstance(value, bool) or not isinstance(value, int):
@@ -167,11 +170,11 @@ def check_grouped_mm(mat_a, mat_b, offs, scale_a, scale_b, out_dtype,
     a = c.tensor(mat_a, "mat_a", _FP8, 2, "FP8 (M, K)")
     b = c.tensor(mat_b, "mat_b", _FP8, 3, "FP8 (G, K, N)")
     c.same(a.shape[1], b.shape[1], "mat_a (M, K) = %s and mat_b (G, K, N) = "
-           "%s disagree on K" % (tuple(a.shape), tuple(b.shape)))
+           "%s disagree on K", tuple(a.shape), tuple(b.shape))
     g = c.tensor(offs, "offs", (torch.int32,), 1,
                  "int32 (G,) cumulative group ends")
-    c.same(g.shape[0], b.shape[0], "offs has %s entries and mat_b %s groups"
-           % (g.shape[0], b.shape[0]))
+    c.same(g.shape[0], b.shape[0], "offs has %s entries and mat_b %s groups",
+           g.shape[0], b.shape[0])
     c.tensor(scale_a, "scale_a", scale, None,
              "the %s scales of mat_a" % recipe)
     c.tensor(scale_b, "scale_b", scale, None,
@@ -185,14 +188,14 @@ def check_grouped_mm_masked(mat_a, mat_b, masked_m, scale_a, scale_b,
     scale = _gemm_options(c, out_dtype, recipe, a_layout, b_layout)
     a = c.tensor(mat_a, "mat_a", _FP8, 3, "FP8 (G, M_max, K)")
     b = c.tensor(mat_b, "mat_b", _FP8, 3, "FP8 (G, K, N)")
-    c.same(a.shape[0], b.shape[0], "mat_a has %s groups and mat_b %s"
-           % (a.shape[0], b.shape[0]))
+    c.same(a.shape[0], b.shape[0], "mat_a has %s groups and mat_b %s",
+           a.shape[0], b.shape[0])
     c.same(a.shape[2], b.shape[1], "mat_a (G, M_max, K) = %s and mat_b "
-           "(G, K, N) = %s disagree on K" % (tuple(a.shape), tuple(b.shape)))
+           "(G, K, N) = %s disagree on K", tuple(a.shape), tuple(b.shape))
     m = c.tensor(masked_m, "masked_m", (torch.int32,), 1,
                  "int32 (G,) valid rows of each group")
     c.same(m.shape[0], a.shape[0], "masked_m has %s entries and mat_a %s "
-           "groups" % (m.shape[0], a.shape[0]))
+           "groups", m.shape[0], a.shape[0])
     for name, t in (("scale_a", scale_a), ("scale_b", scale_b)):
         c.tensor(t, name, scale, None, "the %s scales" % recipe)
     c.devices()
@@ -206,7 +209,7 @@ def check_grouped_mm_wgrad(mat_a, mat_b, offs, scale_a, scale_b, out_dtype,
     a = c.tensor(mat_a, "mat_a", _FP8, 2, "FP8 (N, T), token-contiguous")
     b = c.tensor(mat_b, "mat_b", _FP8, 2, "FP8 (K, T), token-contiguous")
     c.same(a.shape[1], b.shape[1], "mat_a (N, T) = %s and mat_b (K, T) = %s "
-           "disagree on T" % (tuple(a.shape), tuple(b.shape)))
+           "disagree on T", tuple(a.shape), tuple(b.shape))
     c.tensor(offs, "offs", (torch.int32,), 1,
              "int32 (G,) cumulative token ends")
     for name, t in (("scale_a", scale_a), ("scale_b", scale_b)):
@@ -237,8 +240,8 @@ def check_quantize(x, offs, recipe, row_block, row_layout, col_block,
 def _routing(c, routing, tokens, name="routing"):
     r = c.tensor(routing, name, (torch.int32,), 2,
                  "int32 (T, topk) expert ids, -1 for a dropped slot")
-    c.same(r.shape[0], tokens, "%s has %s rows and x %s tokens"
-           % (name, r.shape[0], tokens))
+    c.same(r.shape[0], tokens, "%s has %s rows and x %s tokens",
+           name, r.shape[0], tokens)
     if type(r.shape[1]) is int:
         c.integer(r.shape[1], "topk (%s's columns)" % name, 1, MAX_TOPK)
     return r
@@ -249,8 +252,8 @@ def _probs(c, probs, shape, name="probs"):
                  "float32 (T, topk), the routing's shape", optional=True)
     if p is not None:
         for have, want in zip(p.shape, shape):
-            c.same(have, want, "%s has shape %s; expected %s (T, topk)"
-                   % (name, tuple(p.shape), tuple(shape)))
+            c.same(have, want, "%s has shape %s; expected %s (T, topk)",
+                   name, tuple(p.shape), tuple(shape))
 
 
 def check_permute(x, routing, probs, x_scales, num_experts, alignment,
@@ -297,10 +300,10 @@ def _row_map(c, row_map, tokens, topk):
     """permute's row_map: int32 (tokens, topk)."""
     m = c.tensor(row_map, "row_map", (torch.int32,), 2,
                  "int32 (tokens, topk), permute's row_map")
-    c.same(m.shape[0], tokens, "row_map has %s rows; tokens = %d"
-           % (m.shape[0], tokens))
-    c.same(m.shape[1], topk, "row_map has %s columns; topk = %d"
-           % (m.shape[1], topk))
+    c.same(m.shape[0], tokens, "row_map has %s rows; tokens = %d",
+           m.shape[0], tokens)
+    c.same(m.shape[1], topk, "row_map has %s columns; topk = %d",
+           m.shape[1], topk)
 
 
 def check_permute_backward(grad_y, row_map, grad_row_probs, tokens, topk,
@@ -315,7 +318,7 @@ def check_permute_backward(grad_y, row_map, grad_row_probs, tokens, topk,
                  "float32 (R,)", optional=True)
     if p is not None:
         c.same(p.shape[0], g.shape[0], "grad_row_probs has %s entries and "
-               "grad_y %s rows" % (p.shape[0], g.shape[0]))
+               "grad_y %s rows", p.shape[0], g.shape[0])
     c.devices()
 
 
@@ -330,7 +333,7 @@ def check_unpermute(y, row_map, probs, row_group, tokens, topk):
                   "int32 (R,), permute's row_group", optional=True)
     if rg is not None:
         c.same(rg.shape[0], t.shape[0], "row_group has %s entries and y %s "
-               "rows" % (rg.shape[0], t.shape[0]))
+               "rows", rg.shape[0], t.shape[0])
     c.devices()
 
 
@@ -341,10 +344,10 @@ def check_unpermute_backward(grad_out, row_map, row_group, probs, y, topk):
                  "bfloat16 (T, K)")
     m = c.tensor(row_map, "row_map", (torch.int32,), 2,
                  "int32 (T, topk), permute's row_map")
-    c.same(m.shape[0], g.shape[0], "row_map has %s rows and grad_out %s"
-           % (m.shape[0], g.shape[0]))
-    c.same(m.shape[1], topk, "row_map has %s columns; topk = %d"
-           % (m.shape[1], topk))
+    c.same(m.shape[0], g.shape[0], "row_map has %s rows and grad_out %s",
+           m.shape[0], g.shape[0])
+    c.same(m.shape[1], topk, "row_map has %s columns; topk = %d",
+           m.shape[1], topk)
     rg = c.tensor(row_group, "row_group", (torch.int32,), 1,
                   "int32 (R,), permute's row_group")
     _probs(c, probs, (g.shape[0], topk))
@@ -352,7 +355,7 @@ def check_unpermute_backward(grad_out, row_map, row_group, probs, y, topk):
         t = c.tensor(y, "y", (torch.bfloat16,), 2,
                      "bfloat16 (R, K): with probs the backward reads y")
         c.same(t.shape[0], rg.shape[0], "y has %s rows and row_group %s "
-               "entries" % (t.shape[0], rg.shape[0]))
+               "entries", t.shape[0], rg.shape[0])
     c.devices()
 
 
@@ -392,11 +395,11 @@ def check_fp8_grouped_mm(x, w, offs, alignment, recipe):
     wt = c.tensor(w, "w", (torch.bfloat16, torch.float32), 3,
                   "bfloat16 or float32 (G, N, K) weights")
     c.same(t.shape[1], wt.shape[2], "x (M, K) = %s and w (G, N, K) = %s "
-           "disagree on K" % (tuple(t.shape), tuple(wt.shape)))
+           "disagree on K", tuple(t.shape), tuple(wt.shape))
     g = c.tensor(offs, "offs", (torch.int32,), 1,
                  "int32 (G,) cumulative group ends")
-    c.same(g.shape[0], wt.shape[0], "offs has %s entries and w %s groups"
-           % (g.shape[0], wt.shape[0]))
+    c.same(g.shape[0], wt.shape[0], "offs has %s entries and w %s groups",
+           g.shape[0], wt.shape[0])
     c.devices()
 
 
