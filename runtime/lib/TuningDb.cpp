@@ -414,6 +414,8 @@ json tuningJson(const Tuning &t) {
     j["num_sms"] = t.numSms;
   if (t.family != "auto")
     j["family"] = t.family;
+  if (t.promotion != "auto")
+    j["promotion"] = t.promotion;
   return j;
 }
 

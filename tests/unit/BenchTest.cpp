@@ -813,8 +813,6 @@ TEST_CASE("bench: CLI argument errors exit 1 with a message", "[bench][cli]") {
       {"bench " + spec + " --groups 2 --m 128 --runs", "--runs needs a value"},
       {"bench " + spec + " --groups 2 --m 128 --bogus",
        "bench: unknown option --bogus"},
-      {"bench " + spec + " " + spec + " --groups 2 --m 128",
-       "bench takes one spec, got a second"},
       {"bench " + spec + " --groups 2 --m 100",
        "group 0 has 100 rows, not a multiple of 128"},
       {"bench " + spec + " --groups 2 --m 128 --max-m 256",

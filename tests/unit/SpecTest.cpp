@@ -328,6 +328,8 @@ const BadSpec kBadSpecs[] = {
    "expected a string, got an integer; allowed: auto, m, n"},
   {Doc::Gemm, R"({"tuning": {"num_sms": -1}})", "tuning.num_sms",
    "-1 is out of range; allowed: 0..1024"},
+  {Doc::Gemm, R"({"tuning": {"promotion": "late"}})", "tuning.promotion",
+   "\"late\" is not one of auto, serial, deferred"},
   {Doc::Gemm, R"({"tuning": {"warps": 4}})", "tuning.warps",
    "unknown key \"warps\"; allowed: block_m, block_n, stages, cluster, "
    "multicast, raster, num_sms"},
@@ -724,6 +726,36 @@ TEST_CASE("tuning is refused with the spec, at its file and JSON path",
       "m.json");
   REQUIRE_FALSE(simt.ok());
   CHECK(simt.error().path == "tuning.num_sms");
+}
+
+TEST_CASE("tuning.promotion: the deferred schedule, where it fits",
+          "[spec][tuning]") {
+  // Three fragments of the tile must fit in a consumer's registers: the
+  // heuristic's 192-wide tile is refused with the reason.
+  auto wide = parseSpecText(
+      patched(kGemmBase, R"({"tuning": {"promotion": "deferred"}})"), "d.json");
+  REQUIRE_FALSE(wide.ok());
+  CHECK(wide.error().path == "tuning.promotion");
+  CHECK_THAT(wide.error().message, Catch::Contains("up to 128"));
+  auto narrow = parseSpecText(
+      patched(kGemmBase,
+              R"({"tuning": {"promotion": "deferred", "block_n": 128}})"),
+      "d.json");
+  REQUIRE(narrow.ok());
+  const Spec &s = narrow.value().front();
+  CHECK(s.tuning.promotion == "deferred");
+  CHECK_THAT(s.canonicalJson, Catch::Contains(R"("promotion":"deferred")"));
+  CHECK(resolveKernelConfig(s.gemm, s.tuning).deferredPromotion);
+  // "serial" is today's kernel: the same configuration as the default.
+  auto serial = parseSpecText(
+      patched(kGemmBase,
+              R"({"tuning": {"promotion": "serial", "block_n": 128}})"),
+      "s.json");
+  REQUIRE(serial.ok());
+  const Spec &t = serial.value().front();
+  CHECK_FALSE(resolveKernelConfig(t.gemm, t.tuning).deferredPromotion);
+  CHECK(encodeConfig(resolveKernelConfig(t.gemm, t.tuning)).find("promote") ==
+        std::string::npos);
 }
 
 TEST_CASE("tuning.family: values, refusals and sweeps", "[spec]") {

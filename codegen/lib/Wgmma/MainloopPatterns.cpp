@@ -1,8 +1,8 @@
 //===- MainloopPatterns.cpp - Lowering of a consumer's K-block ops --------===//
 //
 // qgemm.wait_stage, qgemm.block_scales, qgemm.zero_token_tail,
-// qgemm.mma_block, qgemm.release_stage and qgemm.promote, each replaced by
-// its code (Mainloop.cpp).
+// qgemm.mma_block, qgemm.mma_issue, qgemm.release_stage and qgemm.promote,
+// each replaced by its code (Mainloop.cpp).
 //
 //===----------------------------------------------------------------------===//
 #include "TileOpKernel.h"
@@ -77,6 +77,25 @@ struct MmaBlockLowering : OpRewritePattern<MmaBlockOp> {
   }
 };
 
+struct MmaIssueLowering : OpRewritePattern<MmaIssueOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MmaIssueOp op,
+                                PatternRewriter &rewriter) const override {
+    TileOpKernel at(op, rewriter);
+    if (failed(at.tileStatus()))
+      return failure();
+    WgmmaKernel &k = at.kernel();
+    if (op.getFragment().getType() != k.hw.accumulatorT(k.cfg.blockN))
+      return op->emitOpError("fragment: the tile's accumulator struct, ")
+             << k.cfg.blockN / 2 << " f32";
+    rewriter.replaceOp(op, Mainloop(k).issueSteps(op.getStage(),
+                                                  op.getConsumer(),
+                                                  op.getFirst(),
+                                                  op.getCount()));
+    return success();
+  }
+};
+
 struct ReleaseStageLowering : OpRewritePattern<ReleaseStageOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(ReleaseStageOp op,
@@ -121,6 +140,7 @@ struct PromoteLowering : OpRewritePattern<PromoteOp> {
 void mlir::qgemm::wgmma::populateMainloopPatterns(
     RewritePatternSet &patterns) {
   patterns.add<WaitStageLowering, BlockScalesLowering, ZeroTokenTailLowering,
-               MmaBlockLowering, ReleaseStageLowering, PromoteLowering>(
+               MmaBlockLowering, MmaIssueLowering, ReleaseStageLowering,
+               PromoteLowering>(
       patterns.getContext());
 }

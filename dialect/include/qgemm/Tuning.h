@@ -29,6 +29,10 @@ struct Tuning {
   /// "wgmma" (an error where it does not), or "simt" (the reference kernel,
   /// which has no tile knobs).
   std::string family = "auto";
+  /// When a consumer promotes a K block: "serial" (after its own wgmmas,
+  /// before the next block's), "deferred" (while the next block's wgmmas
+  /// run), "auto" (the heuristic's choice).
+  std::string promotion = "auto";
 };
 
 } // namespace qgemm

@@ -48,8 +48,11 @@ public:
       *why = checkStagesRequest(c, t, cfg);
     cfg.stages = !t.isAuto && t.stages && !*why ? int(t.stages)
                                                 : heuristicStages(c, cfg);
+    if (!*why)
+      *why = checkPromotionRequest(c, t, cfg);
     if (!t.isAuto) {
       cfg.nFastest = t.raster != "m";
+      cfg.deferredPromotion = t.promotion == "deferred" && !*why;
       cfg.numSms = t.numSms;
       cfg.cluster = int(t.cluster);
       cfg.shareB = t.cluster == 2 && t.multicast == "b";
@@ -111,7 +114,11 @@ public:
                 : std::string()) +
            (cfg.numSms ? "at most " + std::to_string(cfg.numSms) + " CTAs, "
                        : std::string()) +
-           promotionText(c) + ", " +
+           promotionText(c) +
+           (cfg.deferredPromotion
+                ? " (each K block promoted while the next one's wgmmas run)"
+                : "") +
+           ", " +
            (!cfg.stagedEpilogue
                 ? "epilogue stores from registers"
                 : WgmmaLayout(cfg).storesDByTma(c)
