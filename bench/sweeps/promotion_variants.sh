@@ -34,8 +34,8 @@ rm -rf "$only" && mkdir -p "$only"
 cp gpu-specs/deferred_*.json "$only/"
 timeout -k 5 200 stdbuf -oL -eL ./bin/qgemm-gpu-tests --specs "$only" --out "$OUT/tests" \
   >"$OUT/tests.log" 2>&1
-echo "GPU tests exit $?: $(grep -c '^ok ' "$OUT/tests.log") ok, $(grep -ci 'fail' "$OUT/tests.log") lines with FAIL"
-grep -i 'fail' "$OUT/tests.log" | head -20
+echo "GPU tests exit $?: $(grep -c '^ok ' "$OUT/tests.log") ok, $(grep -c '^FAIL' "$OUT/tests.log") FAIL; $(tail -1 "$OUT/tests.log")"
+grep '^FAIL' "$OUT/tests.log" | head -20
 
 # 2. The rows, every variant beside cuBLASLt in one process each.
 bench() {
@@ -72,7 +72,9 @@ for name in ["wgrad_ep64", "wgrad_ep32", "wgrad_ep16", "fprop_imbalanced"]:
         cmin = r.get("cublaslt_min_ms")
         tmin = fl / (qmin * 1e9) if qmin else 0
         rmin = (cmin / qmin) if (qmin and cmin) else 0
-        print(f"{r.get('label','')[:22]:22} {str(r.get('spec', r.get('kernel','')))[:48]:48} "
+        name = str(r.get('spec', r.get('kernel', ''))).replace('promote_', '')
+        name = name.replace('__tuning.', ' ').replace('promotion=', '')
+        print(f"{r.get('label','')[:22]:22} {name[:48]:48} "
               f"{r.get('qgemm_tflops') or 0:7.0f} {tmin:7.0f} {r.get('cublaslt_tflops') or 0:8.0f} "
               f"{r.get('ratio') or 0:6.3f} {rmin:10.3f}"
               + (f"  ERROR {r['qgemm_error']}" if r.get('qgemm_error') else ""))

@@ -58,9 +58,12 @@ struct ZeroTokenTailLowering : OpRewritePattern<ZeroTokenTailOp> {
   }
 };
 
-struct MmaBlockLowering : OpRewritePattern<MmaBlockOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(MmaBlockOp op,
+/// qgemm.mma_block (the block's wgmmas, then the wait for them) and
+/// qgemm.mma_issue (the wgmmas alone; a qgemm.wgmma_wait retires them).
+template <class MmaOp, bool kWait>
+struct MmaLowering : OpRewritePattern<MmaOp> {
+  using OpRewritePattern<MmaOp>::OpRewritePattern;
+  LogicalResult matchAndRewrite(MmaOp op,
                                 PatternRewriter &rewriter) const override {
     TileOpKernel at(op, rewriter);
     if (failed(at.tileStatus()))
@@ -69,32 +72,14 @@ struct MmaBlockLowering : OpRewritePattern<MmaBlockOp> {
     if (op.getFragment().getType() != k.hw.accumulatorT(k.cfg.blockN))
       return op->emitOpError("fragment: the tile's accumulator struct, ")
              << k.cfg.blockN / 2 << " f32";
-    Value frag = k.hw.wgmmaWait(
-        0, Mainloop(k).issueSteps(op.getStage(), op.getConsumer(),
-                                  op.getFirst(), op.getCount()));
-    rewriter.replaceOp(op, frag);
+    Value frag = Mainloop(k).issueSteps(op.getStage(), op.getConsumer(),
+                                        op.getFirst(), op.getCount());
+    rewriter.replaceOp(op, kWait ? k.hw.wgmmaWait(0, frag) : frag);
     return success();
   }
 };
-
-struct MmaIssueLowering : OpRewritePattern<MmaIssueOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(MmaIssueOp op,
-                                PatternRewriter &rewriter) const override {
-    TileOpKernel at(op, rewriter);
-    if (failed(at.tileStatus()))
-      return failure();
-    WgmmaKernel &k = at.kernel();
-    if (op.getFragment().getType() != k.hw.accumulatorT(k.cfg.blockN))
-      return op->emitOpError("fragment: the tile's accumulator struct, ")
-             << k.cfg.blockN / 2 << " f32";
-    rewriter.replaceOp(op, Mainloop(k).issueSteps(op.getStage(),
-                                                  op.getConsumer(),
-                                                  op.getFirst(),
-                                                  op.getCount()));
-    return success();
-  }
-};
+using MmaBlockLowering = MmaLowering<MmaBlockOp, /*kWait=*/true>;
+using MmaIssueLowering = MmaLowering<MmaIssueOp, /*kWait=*/false>;
 
 struct ReleaseStageLowering : OpRewritePattern<ReleaseStageOp> {
   using OpRewritePattern::OpRewritePattern;
