@@ -244,8 +244,12 @@ int specJobs(const BenchArgs &a, std::vector<Job> &jobs) {
   std::vector<qgemm::Spec> specs;
   std::vector<std::string> files; ///< The file of each spec.
   for (const std::string &file : a.specs) {
-    if (!loadSpecs(file, specs))
+    // loadSpecs replaces its vector: each file's specs are appended here.
+    std::vector<qgemm::Spec> fromFile;
+    if (!loadSpecs(file, fromFile))
       return kUserError;
+    for (qgemm::Spec &s : fromFile)
+      specs.push_back(std::move(s));
     files.resize(specs.size(), file);
   }
   for (size_t i = 0; i < specs.size(); ++i) {
@@ -304,6 +308,12 @@ int specJobs(const BenchArgs &a, std::vector<Job> &jobs) {
     j.shape = shape;
     jobs.push_back(std::move(j));
   }
+  // What will run, before any GPU time is spent: a sweep's log shows that
+  // every file's kernels are there.
+  std::fprintf(stderr, "bench: %zu kernel%s from %zu spec file%s, %zu data set%s\n",
+               specs.size(), specs.size() == 1 ? "" : "s", a.specs.size(),
+               a.specs.size() == 1 ? "" : "s", jobs.size(),
+               jobs.size() == 1 ? "" : "s");
   return kOk;
 }
 
