@@ -48,6 +48,8 @@ json tuningJson(const Tuning &t) {
   // Likewise: only a named promotion schedule joins the identity.
   if (t.promotion != "auto")
     j["promotion"] = t.promotion;
+  if (t.scaleLoads != "auto")
+    j["scale_loads"] = t.scaleLoads;
   return j;
 }
 

@@ -117,7 +117,7 @@ inline constexpr ObjectSchema kAccumulatorSchema{kAccumulatorKeys,
 inline constexpr KeySchema kTuningKeys[] = {
     {"block_m"},   {"block_n"}, {"stages"}, {"cluster"},
     {"multicast"}, {"raster"},  {"num_sms"}, {"family"},
-    {"promotion"}};
+    {"promotion"}, {"scale_loads"}};
 inline constexpr ObjectSchema kTuningSchema{kTuningKeys,
                                             std::size(kTuningKeys)};
 inline constexpr KeySchema kQuantShapeKeys[] = {{"k"}};

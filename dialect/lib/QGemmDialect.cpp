@@ -103,17 +103,18 @@ namespace mlir::qgemm {
   t.raster = getRaster().str();
   t.family = getFamily().str();
   t.promotion = getPromotion().str();
+  t.scaleLoads = getScaleLoads().str();
   return t;
 }
 
 TuningAttr TuningAttr::get(MLIRContext *ctx, const ::qgemm::Tuning &t) {
   return get(ctx, t.blockM, t.blockN, t.stages, t.cluster, t.multicast,
-             t.numSms, t.raster, t.family, t.promotion);
+             t.numSms, t.raster, t.family, t.promotion, t.scaleLoads);
 }
 
-// The knobs every request spells, then the optional tail: `family` and
-// `promotion`, each written only when not "auto" (so the text of every
-// earlier request is unchanged), read in either order.
+// The knobs every request spells, then the optional tail: `family`,
+// `promotion` and `scale_loads`, each written only when not "auto" (so the
+// text of every earlier request is unchanged), read in any order.
 void TuningAttr::print(AsmPrinter &p) const {
   p << "<block_m = " << getBlockM() << ", block_n = " << getBlockN()
     << ", stages = " << getStages() << ", cluster = " << getCluster()
@@ -123,12 +124,15 @@ void TuningAttr::print(AsmPrinter &p) const {
     p << ", family = \"" << getFamily() << "\"";
   if (getPromotion() != "auto")
     p << ", promotion = \"" << getPromotion() << "\"";
+  if (getScaleLoads() != "auto")
+    p << ", scale_loads = \"" << getScaleLoads() << "\"";
   p << ">";
 }
 
 Attribute TuningAttr::parse(AsmParser &p, Type) {
   int64_t blockM, blockN, stages, cluster, numSms;
-  std::string multicast, raster, family = "auto", promotion = "auto";
+  std::string multicast, raster, family = "auto", promotion = "auto",
+                                 scaleLoads = "auto";
   auto field = [&](StringRef key) {
     return failed(p.parseKeyword(key)) || failed(p.parseEqual());
   };
@@ -148,12 +152,13 @@ Attribute TuningAttr::parse(AsmParser &p, Type) {
     StringRef key;
     if (failed(p.parseKeyword(&key)) || failed(p.parseEqual()))
       return {};
-    std::string *value = key == "family"      ? &family
-                         : key == "promotion" ? &promotion
-                                              : nullptr;
+    std::string *value = key == "family"        ? &family
+                         : key == "promotion"   ? &promotion
+                         : key == "scale_loads" ? &scaleLoads
+                                                : nullptr;
     if (!value) {
       p.emitError(p.getCurrentLocation(),
-                  "expected `family` or `promotion`, got `")
+                  "expected `family`, `promotion` or `scale_loads`, got `")
           << key << "`";
       return {};
     }
@@ -163,7 +168,7 @@ Attribute TuningAttr::parse(AsmParser &p, Type) {
   if (failed(p.parseGreater()))
     return {};
   return get(p.getContext(), blockM, blockN, stages, cluster, multicast,
-             numSms, raster, family, promotion);
+             numSms, raster, family, promotion, scaleLoads);
 }
 
 ::qgemm::Tuning GroupedMatmulOp::getTuningRequest() {

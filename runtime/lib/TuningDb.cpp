@@ -416,6 +416,8 @@ json tuningJson(const Tuning &t) {
     j["family"] = t.family;
   if (t.promotion != "auto")
     j["promotion"] = t.promotion;
+  if (t.scaleLoads != "auto")
+    j["scale_loads"] = t.scaleLoads;
   return j;
 }
 

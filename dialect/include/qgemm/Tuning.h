@@ -33,6 +33,11 @@ struct Tuning {
   /// before the next block's), "deferred" (while the next block's wgmmas
   /// run), "auto" (the heuristic's choice).
   std::string promotion = "auto";
+  /// How the weight gradient's consumers read a K block's scales from the
+  /// stage: "narrow" (an 8-byte load per two columns and one load per row,
+  /// the heuristic's choice), "wide" (a 16-byte load per four columns and
+  /// one 8-byte load for both rows, from slots ordered per lane), "auto".
+  std::string scaleLoads = "auto";
 };
 
 } // namespace qgemm

@@ -43,6 +43,10 @@ public:
       *why = checkTileRequest(c, t);
     const bool explicitN = !t.isAuto && t.blockN;
     cfg.blockN = explicitN && !*why ? int(t.blockN) : heuristicBlockN(c);
+    // Before the stages: the scale slots' size depends on it.
+    if (!*why)
+      *why = checkScaleLoadsRequest(c, t);
+    cfg.wideScaleLoads = !t.isAuto && t.scaleLoads == "wide" && !*why;
     cfg.stages = maxWgmmaStages(c, cfg);
     if (!*why)
       *why = checkStagesRequest(c, t, cfg);
@@ -117,6 +121,9 @@ public:
            promotionText(c) +
            (cfg.deferredPromotion
                 ? " (each K block promoted while the next one's wgmmas run)"
+                : "") +
+           (cfg.wideScaleLoads
+                ? ", scales read 16 bytes at a time (slots ordered per lane)"
                 : "") +
            ", " +
            (!cfg.stagedEpilogue

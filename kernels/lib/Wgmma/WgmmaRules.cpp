@@ -216,6 +216,18 @@ std::optional<Violation> checkPromotionRequest(const GemmContract &c,
   return std::nullopt;
 }
 
+std::optional<Violation> checkScaleLoadsRequest(const GemmContract &c,
+                                                const Tuning &t) {
+  if (t.isAuto || t.scaleLoads != "wide")
+    return std::nullopt;
+  if (c.grouping.kind != GroupingKind::KContiguous || isMxfp8(c))
+    return refuse("scale_loads",
+                  "\"wide\" is supported for k_contiguous with 1x128 scales "
+                  "only (per-column B scales read by every consumer "
+                  "thread); supported here: \"auto\", \"narrow\"");
+  return std::nullopt;
+}
+
 std::string wgmmaConfigConsistent(const GemmContract &c,
                                   const KernelConfig &cfg) {
   if (cfg.threads != kWgmmaThreads)
@@ -242,6 +254,11 @@ std::string wgmmaConfigConsistent(const GemmContract &c,
     return "deferred promotion with scale_k " +
            std::to_string(cfg.scaleBlockK) + " and block_n " +
            std::to_string(cfg.blockN) + " is not one the wgmma family builds";
+  if (cfg.wideScaleLoads &&
+      (c.grouping.kind != GroupingKind::KContiguous ||
+       cfg.scaleBlockK != 128 || !cfg.scalePerColumnB))
+    return "wide scale loads outside the weight gradient with 1x128 scales "
+           "are not one the wgmma family builds";
   const int64_t bytes = WgmmaLayout(cfg).sharedBytes(c);
   if (cfg.sharedBytes != bytes || bytes > kMaxSharedBytesPerBlock)
     return "shared memory " + std::to_string(cfg.sharedBytes) +

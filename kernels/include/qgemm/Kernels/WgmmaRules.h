@@ -75,6 +75,11 @@ std::optional<Violation> checkPromotionRequest(const GemmContract &c,
                                                const Tuning &t,
                                                const KernelConfig &cfg);
 
+/// Scale loads `c` cannot take: "wide" outside the weight gradient with
+/// 1x128 scales (k_contiguous, per-column B scales staged as f32).
+std::optional<Violation> checkScaleLoadsRequest(const GemmContract &c,
+                                                const Tuning &t);
+
 /// Whether the family builds and launches `cfg`: its thread count, a
 /// cluster that divides the tile, a tile and scale step it builds, and the
 /// shared-memory size its layout implies. Empty when it does.
