@@ -120,6 +120,43 @@ qgemm.grouped_matmul @wgrad16 n = 4096, k = 7168,
 
 // -----
 
+// The deferred promotion: the first K block is issued and waited for
+// alone; then each block's wgmmas are issued (qgemm.mma_issue), the block
+// before it promoted and its stage released (the weight gradient reads its
+// B scales from it), and only then waited for (qgemm.wgmma_wait), two
+// blocks an iteration; an odd block left over, then the last promotion. A
+// group without tokens runs none of it.
+// CHECK-LABEL: qgemm.grouped_matmul @wgrad_deferred
+// CHECK: nvvm.setmaxregister {{ *}}increase 232
+// CHECK: scf.if
+// CHECK: %[[F0:.*]] = qgemm.mma_issue
+// CHECK-NOT: qgemm.promote
+// CHECK: %[[W0:.*]] = qgemm.wgmma_wait %[[F0]] {pending = 0 : i64}
+// CHECK: scf.for {{.*}} iter_args({{.*}}, %{{.*}} = %[[W0]], %{{.*}}) -> (f32,
+// CHECK: qgemm.wait_stage
+// CHECK: qgemm.block_scales
+// CHECK: %[[F1:.*]] = qgemm.mma_issue
+// CHECK-NEXT: qgemm.promote
+// CHECK-NEXT: qgemm.release_stage
+// CHECK-NEXT: %[[W1:.*]] = qgemm.wgmma_wait %[[F1]]
+// CHECK: %[[F2:.*]] = qgemm.mma_issue
+// CHECK-NEXT: qgemm.promote %{{.*}}, %[[W1]],
+// CHECK-NEXT: qgemm.release_stage
+// CHECK-NEXT: qgemm.wgmma_wait %[[F2]]
+// CHECK: scf.yield
+// CHECK: scf.if
+// CHECK: qgemm.mma_issue
+// CHECK: qgemm.promote
+// CHECK: qgemm.store_tile
+// CHECK-NOT: qgemm.mma_block
+qgemm.grouped_matmul @wgrad_deferred n = 4096, k = 7168,
+    a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
+    b = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
+    d = <f32>, grouping = #qgemm.grouping<k_contiguous, align = 128, index = offsets>,
+    padding = <zero> {tuning = #qgemm.tuning<block_m = 0, block_n = 128, stages = 0, cluster = 1, multicast = "none", num_sms = 0, raster = "auto", promotion = "deferred">}
+
+// -----
+
 // MXFP8: the per-k32-step mainloop is one tile op.
 // CHECK-LABEL: qgemm.grouped_matmul @mx
 // CHECK: qgemm.load_stage

@@ -89,3 +89,17 @@ qgemm.grouped_matmul @mx_pair n = 4096, k = 7168,
     b = #qgemm.operand<e4m3, #qgemm.scale<[1, 32], ue8m0, COMPACT>>,
     d = <bf16>, grouping = #qgemm.grouping<m_masked, align = 1, index = masked_m>,
     padding = <zero> {tuning = #qgemm.tuning<block_m = 0, block_n = 128, stages = 0, cluster = 2, multicast = "b", num_sms = 0, raster = "n">}
+
+// -----
+
+// Wide scale loads for the weight gradient: the configuration carries the
+// field (128 A and 128 column scales: the stage's scale bytes, hence smem,
+// as narrow), the tuning attribute the request after the promotion.
+// CHECK-LABEL: qgemm.grouped_matmul @wgrad_wide
+// CHECK-SAME: config = #qgemm.config<wgmma, tile = [128, 128, 128], stages = 4, threads = 384, raster = "n", band = 0, cluster = 1, num_sms = 0, scales_b = "column", epilogue = "registers", smem = 135232, promote = "deferred", scale_loads = "wide">
+// CHECK-SAME: raster = "n", promotion = "deferred", scale_loads = "wide">
+qgemm.grouped_matmul @wgrad_wide n = 7168, k = 2048,
+    a = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
+    b = #qgemm.operand<e4m3, #qgemm.scale<[1, 128], f32, COMPACT>>,
+    d = <f32>, grouping = #qgemm.grouping<k_contiguous, align = 128, index = offsets>,
+    padding = <zero> {tuning = #qgemm.tuning<block_m = 0, block_n = 128, stages = 0, cluster = 1, multicast = "none", num_sms = 0, raster = "n", promotion = "deferred", scale_loads = "wide">}

@@ -45,6 +45,11 @@ json tuningJson(const Tuning &t) {
   // identity; leaving "auto" out keeps every earlier identity as it was.
   if (t.family != "auto")
     j["family"] = t.family;
+  // Likewise: only a named promotion schedule joins the identity.
+  if (t.promotion != "auto")
+    j["promotion"] = t.promotion;
+  if (t.scaleLoads != "auto")
+    j["scale_loads"] = t.scaleLoads;
   return j;
 }
 

@@ -116,7 +116,8 @@ inline constexpr ObjectSchema kAccumulatorSchema{kAccumulatorKeys,
                                                  std::size(kAccumulatorKeys)};
 inline constexpr KeySchema kTuningKeys[] = {
     {"block_m"},   {"block_n"}, {"stages"}, {"cluster"},
-    {"multicast"}, {"raster"},  {"num_sms"}, {"family"}};
+    {"multicast"}, {"raster"},  {"num_sms"}, {"family"},
+    {"promotion"}, {"scale_loads"}};
 inline constexpr ObjectSchema kTuningSchema{kTuningKeys,
                                             std::size(kTuningKeys)};
 inline constexpr KeySchema kQuantShapeKeys[] = {{"k"}};

@@ -30,7 +30,8 @@ bool picksEverything(const Tuning &t) {
   return t.blockM == dflt.blockM && t.blockN == dflt.blockN &&
          t.stages == dflt.stages && t.cluster == dflt.cluster &&
          t.numSms == dflt.numSms && t.multicast == dflt.multicast &&
-         t.raster == dflt.raster && t.family == dflt.family;
+         t.raster == dflt.raster && t.family == dflt.family &&
+         t.promotion == dflt.promotion && t.scaleLoads == dflt.scaleLoads;
 }
 
 Tuning readTuning(const ObjectReader &top) {
@@ -64,6 +65,8 @@ Tuning readTuning(const ObjectReader &top) {
   for (const auto &entry : EnumSpellings<KernelFamily>::spellings)
     families.push_back(entry.second);
   t.family = r.choice("family", families, "auto");
+  t.promotion = r.choice("promotion", {"auto", "serial", "deferred"}, "auto");
+  t.scaleLoads = r.choice("scale_loads", {"auto", "narrow", "wide"}, "auto");
   // An object that leaves every knob to the compiler ({}, or defaults
   // spelled out) builds the heuristic's kernel, so it is "auto": one
   // identity, not a second cache entry and kernel name for the same PTX.

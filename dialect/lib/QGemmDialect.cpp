@@ -102,12 +102,73 @@ namespace mlir::qgemm {
   t.numSms = getNumSms();
   t.raster = getRaster().str();
   t.family = getFamily().str();
+  t.promotion = getPromotion().str();
+  t.scaleLoads = getScaleLoads().str();
   return t;
 }
 
 TuningAttr TuningAttr::get(MLIRContext *ctx, const ::qgemm::Tuning &t) {
   return get(ctx, t.blockM, t.blockN, t.stages, t.cluster, t.multicast,
-             t.numSms, t.raster, t.family);
+             t.numSms, t.raster, t.family, t.promotion, t.scaleLoads);
+}
+
+// The knobs every request spells, then the optional tail: `family`,
+// `promotion` and `scale_loads`, each written only when not "auto" (so the
+// text of every earlier request is unchanged), read in any order.
+void TuningAttr::print(AsmPrinter &p) const {
+  p << "<block_m = " << getBlockM() << ", block_n = " << getBlockN()
+    << ", stages = " << getStages() << ", cluster = " << getCluster()
+    << ", multicast = \"" << getMulticast() << "\", num_sms = " << getNumSms()
+    << ", raster = \"" << getRaster() << "\"";
+  if (getFamily() != "auto")
+    p << ", family = \"" << getFamily() << "\"";
+  if (getPromotion() != "auto")
+    p << ", promotion = \"" << getPromotion() << "\"";
+  if (getScaleLoads() != "auto")
+    p << ", scale_loads = \"" << getScaleLoads() << "\"";
+  p << ">";
+}
+
+Attribute TuningAttr::parse(AsmParser &p, Type) {
+  int64_t blockM, blockN, stages, cluster, numSms;
+  std::string multicast, raster, family = "auto", promotion = "auto",
+                                 scaleLoads = "auto";
+  auto field = [&](StringRef key) {
+    return failed(p.parseKeyword(key)) || failed(p.parseEqual());
+  };
+  if (failed(p.parseLess()) || field("block_m") ||
+      failed(p.parseInteger(blockM)) || failed(p.parseComma()) ||
+      field("block_n") || failed(p.parseInteger(blockN)) ||
+      failed(p.parseComma()) || field("stages") ||
+      failed(p.parseInteger(stages)) || failed(p.parseComma()) ||
+      field("cluster") || failed(p.parseInteger(cluster)) ||
+      failed(p.parseComma()) || field("multicast") ||
+      failed(p.parseString(&multicast)) || failed(p.parseComma()) ||
+      field("num_sms") || failed(p.parseInteger(numSms)) ||
+      failed(p.parseComma()) || field("raster") ||
+      failed(p.parseString(&raster)))
+    return {};
+  while (succeeded(p.parseOptionalComma())) {
+    StringRef key;
+    if (failed(p.parseKeyword(&key)) || failed(p.parseEqual()))
+      return {};
+    std::string *value = key == "family"        ? &family
+                         : key == "promotion"   ? &promotion
+                         : key == "scale_loads" ? &scaleLoads
+                                                : nullptr;
+    if (!value) {
+      p.emitError(p.getCurrentLocation(),
+                  "expected `family`, `promotion` or `scale_loads`, got `")
+          << key << "`";
+      return {};
+    }
+    if (failed(p.parseString(value)))
+      return {};
+  }
+  if (failed(p.parseGreater()))
+    return {};
+  return get(p.getContext(), blockM, blockN, stages, cluster, multicast,
+             numSms, raster, family, promotion, scaleLoads);
 }
 
 ::qgemm::Tuning GroupedMatmulOp::getTuningRequest() {

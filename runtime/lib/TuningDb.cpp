@@ -428,6 +428,10 @@ json tuningJson(const Tuning &t) {
     j["num_sms"] = t.numSms;
   if (t.family != "auto")
     j["family"] = t.family;
+  if (t.promotion != "auto")
+    j["promotion"] = t.promotion;
+  if (t.scaleLoads != "auto")
+    j["scale_loads"] = t.scaleLoads;
   return j;
 }
 

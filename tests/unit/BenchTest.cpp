@@ -814,8 +814,6 @@ TEST_CASE("bench: CLI argument errors exit 1 with a message", "[bench][cli]") {
       {"bench " + spec + " --groups 2 --m 128 --runs", "--runs needs a value"},
       {"bench " + spec + " --groups 2 --m 128 --bogus",
        "bench: unknown option --bogus"},
-      {"bench " + spec + " " + spec + " --groups 2 --m 128",
-       "bench takes one spec, got a second"},
       {"bench " + spec + " --groups 2 --m 100",
        "group 0 has 100 rows, not a multiple of 128"},
       {"bench " + spec + " --groups 2 --m 128 --max-m 256",
@@ -857,6 +855,56 @@ TEST_CASE("bench: CLI argument errors exit 1 with a message", "[bench][cli]") {
   CliResult help = qgemmc("--help", dir.path);
   CHECK(help.exitCode == 0);
   CHECK(help.output.find("qgemmc bench --suite FILE") != std::string::npos);
+}
+
+// Every file's kernels are measured, not only the last file's (loadSpecs
+// replaces its vector; the sweeps of 2026-12-02 lost all but the last file).
+TEST_CASE("bench: several spec files, every file's kernels",
+          "[bench][cli]") {
+  TempDir dir;
+  std::string compact = dir.write(
+      "compact.json", specWith(kFprop, "COMPACT", "COMPACT").canonicalJson);
+  std::string ready = dir.write(
+      "ready.json", specWith(kFprop, "GEMM_READY", "GEMM_READY").canonicalJson);
+  // A sweep file: two kernels over the same data as the files above.
+  std::string sweep = dir.write(
+      "sweep.json",
+      R"({"qgemm": 1, "name": "bt_sweep", "op": "grouped_gemm",
+  "grouping": {"kind": "m_contiguous", "alignment": 128, "index": "offsets"},
+  "shape": {"n": 256, "k": 512},
+  "sweep": {"tuning.block_n": [128, 192]}})");
+  std::string rowGroup = dir.write(
+      "rowgroup.json", specWith(kRowGroup, "COMPACT", "COMPACT").canonicalJson);
+  std::string quantize = dir.write(
+      "quantize.json", readFile(std::string(QGEMM_SPECS_DIR) +
+                                "/quantize_act_1x128.json"));
+  struct Case {
+    std::string args, message;
+  } cases[] = {
+      {"bench " + compact + " " + ready + " " + sweep + " --groups 2 --m 128",
+       "bench: 4 kernels from 3 spec files, 1 data set"},
+      {"bench " + compact + " " + rowGroup + " " + ready +
+           " --groups 2 --m 128",
+       "bench: 3 kernels from 3 spec files, 3 data sets"},
+      {"bench " + compact + " --groups 2 --m 128",
+       "bench: 1 kernel from 1 spec file, 1 data set"},
+  };
+  for (const Case &c : cases) {
+    CliResult r = qgemmc(c.args, dir.path);
+    INFO("qgemmc " << c.args << "\n" << r.output);
+    CHECK(r.exitCode == 1);
+    CHECK(r.output.find(c.message) != std::string::npos);
+    CHECK(r.output.find("error: bench needs a GPU") != std::string::npos);
+  }
+  // A mistake in the first file is found before the driver is opened.
+  CliResult r =
+      qgemmc("bench " + quantize + " " + compact + " --groups 2 --m 128",
+             dir.path);
+  INFO(r.output);
+  CHECK(r.exitCode == 1);
+  CHECK(r.output.find("quantize.json") != std::string::npos);
+  CHECK(r.output.find("is not a grouped_gemm") != std::string::npos);
+  CHECK(r.output.find("bench needs a GPU") == std::string::npos);
 }
 
 TEST_CASE("bench: CLI without a driver fails with a clear message",

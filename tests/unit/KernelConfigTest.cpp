@@ -565,3 +565,76 @@ TEST_CASE("the wgmma family builds accumulation, odd n and odd k",
   simt.family = "simt";
   CHECK(chooseFamily(mx16, simt) == KernelFamily::Simt);
 }
+
+// Wide scale loads (the weight gradient): the slots the producer stores to
+// (WgmmaLayout::columnScaleSlot / rowScaleSlot) are the ones each consumer
+// lane reads (Mainloop::promote and readScales read lane q's quad of the
+// 8-column groups g, g + 1 at scaleSlotB + 8g + 4q, and rows r, r + 8 at
+// rowScaleSlot(r)), one slot per column and row, inside the stage's scales.
+TEST_CASE("wide scale loads: the producer's slots are the lanes' loads",
+          "[config][wgrad]") {
+  for (int64_t bn : {64, 120, 128, 136, 192}) {
+    INFO("block_n " << bn);
+    Tuning t;
+    t.isAuto = false;
+    t.blockN = bn;
+    t.scaleLoads = "wide";
+    std::optional<Violation> error;
+    KernelConfig cfg = resolveKernelConfig(wgrad(), t, &error);
+    REQUIRE_FALSE(error);
+    CHECK(cfg.wideScaleLoads);
+    CHECK(checkConfigConsistent(wgrad(), cfg).empty());
+    WgmmaLayout l(cfg);
+    const int64_t slots = l.stageBytesScales() / 4;
+    CHECK(l.stageBytesScales() % 16 == 0);
+    std::set<int64_t> used;
+    for (int64_t j = 0; j < bn; ++j) {
+      const int64_t s = l.columnScaleSlot(j);
+      CHECK(s >= l.scaleSlotB());
+      CHECK(s < slots);
+      CHECK(used.insert(s).second);
+    }
+    // Lane q, fragment element i: group i / 4, column 8g + 2q + i % 2.
+    for (int64_t q = 0; q < 4; ++q)
+      for (int64_t i = 0; i < bn / 2; ++i) {
+        const int64_t g = i / 4;
+        const int64_t read = l.scaleSlotB() + 8 * (g / 2 * 2) + 4 * q +
+                             2 * (g % 2) + i % 2;
+        CHECK(read == l.columnScaleSlot(8 * g + 2 * q + i % 2));
+        // 16-byte aligned quads (8-byte for an odd last group).
+        CHECK((l.scaleSlotB() + 8 * (g / 2 * 2) + 4 * q) % 4 == 0);
+      }
+    std::set<int64_t> rows;
+    for (int64_t r = 0; r < cfg.blockM; ++r) {
+      CHECK(rows.insert(l.rowScaleSlot(r)).second);
+      CHECK(l.rowScaleSlot(r) < l.scaleSlotB());
+      if (r % 16 < 8) {
+        CHECK(l.rowScaleSlot(r) % 2 == 0);
+        CHECK(l.rowScaleSlot(r + 8) == l.rowScaleSlot(r) + 1);
+      }
+    }
+    // The text form names it; without it a configuration reads as before.
+    CHECK(encodeConfig(cfg).find(" scale_loads=wide") != std::string::npos);
+    std::optional<KernelConfig> back = decodeConfig(encodeConfig(cfg));
+    REQUIRE(back);
+    CHECK(*back == cfg);
+    t.scaleLoads = "narrow";
+    KernelConfig narrow = resolveKernelConfig(wgrad(), t);
+    CHECK_FALSE(narrow.wideScaleLoads);
+    CHECK(encodeConfig(narrow).find("scale_loads") == std::string::npos);
+    CHECK(WgmmaLayout(narrow).columnScaleSlot(5) == l.scaleSlotB() + 5);
+  }
+  // Outside the weight gradient it is refused, and a configuration that
+  // claims it is inconsistent.
+  Tuning t;
+  t.isAuto = false;
+  t.scaleLoads = "wide";
+  std::optional<Violation> error;
+  resolveKernelConfig(forward(), t, &error);
+  REQUIRE(error);
+  CHECK(error->field == "tuning.scale_loads");
+  KernelConfig fwd = resolveKernelConfig(forward(), Tuning());
+  fwd.wideScaleLoads = true;
+  fwd.sharedBytes = WgmmaLayout(fwd).sharedBytes(forward());
+  CHECK_FALSE(checkConfigConsistent(forward(), fwd).empty());
+}

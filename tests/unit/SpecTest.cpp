@@ -328,6 +328,10 @@ const BadSpec kBadSpecs[] = {
    "expected a string, got an integer; allowed: auto, m, n"},
   {Doc::Gemm, R"({"tuning": {"num_sms": -1}})", "tuning.num_sms",
    "-1 is out of range; allowed: 0..1024"},
+  {Doc::Gemm, R"({"tuning": {"promotion": "late"}})", "tuning.promotion",
+   "\"late\" is not one of auto, serial, deferred"},
+  {Doc::Gemm, R"({"tuning": {"scale_loads": "vector"}})", "tuning.scale_loads",
+   "\"vector\" is not one of auto, narrow, wide"},
   {Doc::Gemm, R"({"tuning": {"warps": 4}})", "tuning.warps",
    "unknown key \"warps\"; allowed: block_m, block_n, stages, cluster, "
    "multicast, raster, num_sms"},
@@ -724,6 +728,71 @@ TEST_CASE("tuning is refused with the spec, at its file and JSON path",
       "m.json");
   REQUIRE_FALSE(simt.ok());
   CHECK(simt.error().path == "tuning.num_sms");
+}
+
+TEST_CASE("tuning.promotion: the deferred schedule, where it fits",
+          "[spec][tuning]") {
+  // Three fragments of the tile must fit in a consumer's registers: the
+  // heuristic's 192-wide tile is refused with the reason.
+  auto wide = parseSpecText(
+      patched(kGemmBase, R"({"tuning": {"promotion": "deferred"}})"), "d.json");
+  REQUIRE_FALSE(wide.ok());
+  CHECK(wide.error().path == "tuning.promotion");
+  CHECK_THAT(wide.error().message, Catch::Contains("up to 128"));
+  auto narrow = parseSpecText(
+      patched(kGemmBase,
+              R"({"tuning": {"promotion": "deferred", "block_n": 128}})"),
+      "d.json");
+  REQUIRE(narrow.ok());
+  const Spec &s = narrow.value().front();
+  CHECK(s.tuning.promotion == "deferred");
+  CHECK_THAT(s.canonicalJson, Catch::Contains(R"("promotion":"deferred")"));
+  CHECK(resolveKernelConfig(s.gemm, s.tuning).deferredPromotion);
+  // "serial" is today's kernel: the same configuration as the default.
+  auto serial = parseSpecText(
+      patched(kGemmBase,
+              R"({"tuning": {"promotion": "serial", "block_n": 128}})"),
+      "s.json");
+  REQUIRE(serial.ok());
+  const Spec &t = serial.value().front();
+  CHECK_FALSE(resolveKernelConfig(t.gemm, t.tuning).deferredPromotion);
+  CHECK(encodeConfig(resolveKernelConfig(t.gemm, t.tuning)).find("promote") ==
+        std::string::npos);
+}
+
+TEST_CASE("tuning.scale_loads: wide loads for the weight gradient",
+          "[spec][tuning]") {
+  // The forward's two B scales a tile have nothing to widen: refused.
+  auto fwd = parseSpecText(
+      patched(kGemmBase, R"({"tuning": {"scale_loads": "wide"}})"), "w.json");
+  REQUIRE_FALSE(fwd.ok());
+  CHECK(fwd.error().path == "tuning.scale_loads");
+  CHECK_THAT(fwd.error().message, Catch::Contains("k_contiguous"));
+  const std::string wgrad = R"({"grouping": {"kind": "k_contiguous",
+    "alignment": 128}, "b": {"scale": {"block": [1, 128]}},
+    "d": {"dtype": "f32"}, "tuning": {"scale_loads": "wide", "block_n": 128,
+    "promotion": "deferred"}})";
+  auto wide = parseSpecText(patched(kGemmBase, wgrad), "w.json");
+  REQUIRE(wide.ok());
+  const Spec &s = wide.value().front();
+  CHECK(s.tuning.scaleLoads == "wide");
+  CHECK_THAT(s.canonicalJson, Catch::Contains(R"("scale_loads":"wide")"));
+  KernelConfig cfg = resolveKernelConfig(s.gemm, s.tuning);
+  CHECK(cfg.wideScaleLoads);
+  CHECK(cfg.deferredPromotion);
+  // "narrow" is today's kernel: the same configuration as leaving it out.
+  json doc = json::parse(patched(kGemmBase, wgrad));
+  doc["tuning"]["scale_loads"] = "narrow";
+  auto narrow = parseSpecText(doc.dump(), "n.json");
+  REQUIRE(narrow.ok());
+  const Spec &n = narrow.value().front();
+  KernelConfig ncfg = resolveKernelConfig(n.gemm, n.tuning);
+  CHECK_FALSE(ncfg.wideScaleLoads);
+  doc["tuning"].erase("scale_loads");
+  auto plain = parseSpecText(doc.dump(), "p.json");
+  REQUIRE(plain.ok());
+  CHECK(ncfg == resolveKernelConfig(plain.value().front().gemm,
+                                    plain.value().front().tuning));
 }
 
 TEST_CASE("tuning.family: values, refusals and sweeps", "[spec]") {

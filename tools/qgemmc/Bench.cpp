@@ -1,6 +1,6 @@
 //===- Bench.cpp - qgemmc bench -------------------------------------------===//
 //
-//   qgemmc bench SPEC --groups G (--m M | --rows R1,R2,...) [--imbalance X]
+//   qgemmc bench SPEC... --groups G (--m M | --rows R1,R2,...) [--imbalance X]
 //                [--max-m M] [--label TEXT] [options]
 //   qgemmc bench --suite FILE [--section NAME]... [--filter TEXT]
 //                [--layout COMPACT|GEMM_READY|both] [options]
@@ -41,7 +41,10 @@ using json = nlohmann::json;
 namespace {
 
 struct BenchArgs {
-  std::string spec, suite, filter, label, out;
+  /// Spec files: their kernels over data they share are timed in one job,
+  /// beside one anchor run (a tuning sweep and its baseline side by side).
+  std::vector<std::string> specs;
+  std::string suite, filter, label, out;
   std::string compare; ///< --compare BASELINE: a results file to gate on
   std::vector<std::string> sections; ///< --section, repeatable; empty: all.
   std::string layout = "both";
@@ -192,10 +195,8 @@ std::string parseArgs(const std::vector<std::string> &args, BenchArgs &a) {
       a.cublas = false;
     } else if (!o.empty() && o[0] == '-') {
       return "bench: unknown option " + o;
-    } else if (a.spec.empty()) {
-      a.spec = o;
     } else {
-      return "bench takes one spec, got a second: " + o;
+      a.specs.push_back(o);
     }
   }
 
@@ -203,7 +204,7 @@ std::string parseArgs(const std::vector<std::string> &args, BenchArgs &a) {
     return "--layout: \"" + a.layout +
            "\" is not one of COMPACT, GEMM_READY, both";
   if (!a.suite.empty()) {
-    if (!a.spec.empty())
+    if (!a.specs.empty())
       return "bench takes a spec or --suite, not both";
     if (sawGroups || a.m >= 0 || !a.rows.empty() || a.imbalance >= 0 ||
         sawMaxM || !a.label.empty())
@@ -218,7 +219,7 @@ std::string parseArgs(const std::vector<std::string> &args, BenchArgs &a) {
   if (!a.sections.empty() || !a.filter.empty() || a.layout != "both")
     return "--section, --filter and --layout select suite rows; they need "
            "--suite";
-  if (a.spec.empty())
+  if (a.specs.empty())
     return "bench needs a spec file or --suite FILE";
   if (a.m >= 0 && !a.rows.empty())
     return "give --m or --rows, not both";
@@ -237,15 +238,24 @@ std::string parseArgs(const std::vector<std::string> &args, BenchArgs &a) {
   return "";
 }
 
-/// Spec mode: the spec file's kernels (sweeps expanded) on one shape,
-/// batched so specs over the same data share it.
+/// Spec mode: the spec files' kernels (sweeps expanded) on one shape,
+/// batched so specs over the same data share it (and its anchor run).
 int specJobs(const BenchArgs &a, std::vector<Job> &jobs) {
   std::vector<qgemm::Spec> specs;
-  if (!loadSpecs(a.spec, specs))
-    return kUserError;
-  for (const qgemm::Spec &s : specs) {
+  std::vector<std::string> files; ///< The file of each spec.
+  for (const std::string &file : a.specs) {
+    // loadSpecs replaces its vector: each file's specs are appended here.
+    std::vector<qgemm::Spec> fromFile;
+    if (!loadSpecs(file, fromFile))
+      return kUserError;
+    for (qgemm::Spec &s : fromFile)
+      specs.push_back(std::move(s));
+    files.resize(specs.size(), file);
+  }
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const qgemm::Spec &s = specs[i];
     if (s.op != qgemm::OpKind::GroupedGemm) {
-      std::cerr << "error: " << a.spec << ": " << s.name
+      std::cerr << "error: " << files[i] << ": " << s.name
                 << " is not a grouped_gemm; bench times GEMM kernels\n";
       return kUserError;
     }
@@ -298,6 +308,12 @@ int specJobs(const BenchArgs &a, std::vector<Job> &jobs) {
     j.shape = shape;
     jobs.push_back(std::move(j));
   }
+  // What will run, before any GPU time is spent: a sweep's log shows that
+  // every file's kernels are there.
+  std::fprintf(stderr, "bench: %zu kernel%s from %zu spec file%s, %zu data set%s\n",
+               specs.size(), specs.size() == 1 ? "" : "s", a.specs.size(),
+               a.specs.size() == 1 ? "" : "s", jobs.size(),
+               jobs.size() == 1 ? "" : "s");
   return kOk;
 }
 

@@ -4,7 +4,7 @@
 //   qgemmc build SPEC... [-o DIR]      compile to PTX, one summary line each
 //   qgemmc explain SPEC
 //   qgemmc group-check [--emit mlir|llvm|ptx] [--target sm_XX]
-//   qgemmc bench SPEC --groups G (--m M | --rows R,...) ...   (Bench.cpp)
+//   qgemmc bench SPEC... --groups G (--m M | --rows R,...) ...   (Bench.cpp)
 //   qgemmc bench --suite FILE ...
 //   qgemmc tune SPEC... --shapes G:M:N:K,... | --suite FILE   (Tune.cpp)
 //
@@ -67,13 +67,15 @@ const CommandUsage kCommands[] = {
       where it came from (spec tuning, tuning database entry, heuristic) and
       the ptxas resource report.
 )"},
-    {"bench", R"(  qgemmc bench SPEC --groups G (--m M | --rows R1,R2,...) [--imbalance X]
+    {"bench", R"(  qgemmc bench SPEC... --groups G (--m M | --rows R1,R2,...) [--imbalance X]
                [--max-m M] [--label TEXT] [options]
   qgemmc bench --suite FILE [--section NAME]... [--filter TEXT]
                [--layout COMPACT|GEMM_READY|both] [options]
       Time kernels on the GPU and print one line per kernel and shape: ms,
       TFLOP/s, GB/s and cuBLASLt's block-scaled FP8 GEMM (one call per group)
-      timed the same way. G groups of M rows (tokens for k_contiguous) each,
+      timed the same way (several spec files: their kernels over the same
+      data share one data set and one cuBLASLt run, in one process). G
+      groups of M rows (tokens for k_contiguous) each,
       or the listed sizes; --imbalance X draws uniform(1-X, 1+X)*M rounded
       up to the alignment with a fixed seed; --max-m sets M_max of m_masked.
       --suite runs every GEMM row of a suite file (moe_suite.json) in both

@@ -22,6 +22,18 @@ Mainloop::BlockScales Mainloop::readScales(Value s, Value rowInTile) {
   auto sharedLoad = [&](Value i) {
     return LLVM::LoadOp::create(k.b, ir.f32T(), k.sharedF32(scalePtr, i));
   };
+  if (k.cfg.wideScaleLoads) {
+    // Both rows' scales side by side (WgmmaLayout::rowScaleSlot): one
+    // 8-byte load.
+    IRArith a{ir};
+    auto pairT = VectorType::get({2}, ir.f32T());
+    Value pair = LLVM::LoadOp::create(
+        k.b, pairT, k.sharedF32(scalePtr, k.layout.rowScaleSlot(a, rowInTile)),
+        /*alignment=*/8);
+    Value a0 = LLVM::ExtractElementOp::create(k.b, pair, ir.i32(0));
+    Value a1 = LLVM::ExtractElementOp::create(k.b, pair, ir.i32(1));
+    return {a0, a1, a0, a1};
+  }
   Value a0 = sharedLoad(rowInTile);
   Value a1 = sharedLoad(ir.add(rowInTile, ir.i32(8)));
   if (k.wgrad())
@@ -168,8 +180,34 @@ void Mainloop::promote(Value frag, const BlockScales &sc, Value s, Value lane,
   Value colInGroup = ir.mul(ir.remU(lane, ir.i32(4)), ir.i32(2));
   auto pairT = VectorType::get({2}, ir.f32T());
   Value scaleRow0 = sc.row0, scaleRow1 = sc.row1, pair;
+  // Wide scale loads (WgmmaLayout::columnScaleSlot): groups g and g + 1
+  // (g even) are one 16-byte load at this lane's quad of the pair, an
+  // 8-byte one for an odd last group.
+  Value laneSlot, wide;
+  if (k.cfg.wideScaleLoads)
+    laneSlot = ir.add(ir.i32(k.layout.scaleSlotB()),
+                      ir.mul(ir.remU(lane, ir.i32(4)), ir.i32(4)));
+  const int64_t groups = k.cfg.blockN / 8;
   for (int64_t i = 0; i < k.cfg.blockN / 2; ++i) {
     const int64_t groupCol = i / 4 * 8;
+    if (k.cfg.wideScaleLoads) {
+      const int64_t g = i / 4;
+      if (i % 8 == 0) {
+        const int64_t width = g + 1 < groups ? 4 : 2;
+        auto vecT = VectorType::get({width}, ir.f32T());
+        wide = LLVM::LoadOp::create(
+            b, vecT, k.sharedF32(scalePtr, ir.add(laneSlot, ir.i32(8 * g))),
+            /*alignment=*/unsigned(4 * width));
+      }
+      Value colScale = LLVM::ExtractElementOp::create(
+          b, wide, ir.i32(2 * (g % 2) + i % 2));
+      Value scale = arith::MulFOp::create(
+          b, (i % 4) < 2 ? sc.row0 : sc.row1, colScale);
+      Value t = LLVM::ExtractValueOp::create(b, frag, ArrayRef<int64_t>{i});
+      Value &acc_i = acc[size_t(i)];
+      acc_i = LLVM::FMAOp::create(b, t, scale, acc_i);
+      continue;
+    }
     if (i % 4 == 0 && k.wgrad()) {
       // k_contiguous: both rows share the group's two column scales, one
       // 8-byte shared load.

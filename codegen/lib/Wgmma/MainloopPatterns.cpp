@@ -1,8 +1,8 @@
 //===- MainloopPatterns.cpp - Lowering of a consumer's K-block ops --------===//
 //
 // qgemm.wait_stage, qgemm.block_scales, qgemm.zero_token_tail,
-// qgemm.mma_block, qgemm.release_stage and qgemm.promote, each replaced by
-// its code (Mainloop.cpp).
+// qgemm.mma_block, qgemm.mma_issue, qgemm.release_stage and qgemm.promote,
+// each replaced by its code (Mainloop.cpp).
 //
 //===----------------------------------------------------------------------===//
 #include "TileOpKernel.h"
@@ -58,9 +58,12 @@ struct ZeroTokenTailLowering : OpRewritePattern<ZeroTokenTailOp> {
   }
 };
 
-struct MmaBlockLowering : OpRewritePattern<MmaBlockOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(MmaBlockOp op,
+/// qgemm.mma_block (the block's wgmmas, then the wait for them) and
+/// qgemm.mma_issue (the wgmmas alone; a qgemm.wgmma_wait retires them).
+template <class MmaOp, bool kWait>
+struct MmaLowering : OpRewritePattern<MmaOp> {
+  using OpRewritePattern<MmaOp>::OpRewritePattern;
+  LogicalResult matchAndRewrite(MmaOp op,
                                 PatternRewriter &rewriter) const override {
     TileOpKernel at(op, rewriter);
     if (failed(at.tileStatus()))
@@ -69,13 +72,14 @@ struct MmaBlockLowering : OpRewritePattern<MmaBlockOp> {
     if (op.getFragment().getType() != k.hw.accumulatorT(k.cfg.blockN))
       return op->emitOpError("fragment: the tile's accumulator struct, ")
              << k.cfg.blockN / 2 << " f32";
-    Value frag = k.hw.wgmmaWait(
-        0, Mainloop(k).issueSteps(op.getStage(), op.getConsumer(),
-                                  op.getFirst(), op.getCount()));
-    rewriter.replaceOp(op, frag);
+    Value frag = Mainloop(k).issueSteps(op.getStage(), op.getConsumer(),
+                                        op.getFirst(), op.getCount());
+    rewriter.replaceOp(op, kWait ? k.hw.wgmmaWait(0, frag) : frag);
     return success();
   }
 };
+using MmaBlockLowering = MmaLowering<MmaBlockOp, /*kWait=*/true>;
+using MmaIssueLowering = MmaLowering<MmaIssueOp, /*kWait=*/false>;
 
 struct ReleaseStageLowering : OpRewritePattern<ReleaseStageOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -121,6 +125,7 @@ struct PromoteLowering : OpRewritePattern<PromoteOp> {
 void mlir::qgemm::wgmma::populateMainloopPatterns(
     RewritePatternSet &patterns) {
   patterns.add<WaitStageLowering, BlockScalesLowering, ZeroTokenTailLowering,
-               MmaBlockLowering, ReleaseStageLowering, PromoteLowering>(
+               MmaBlockLowering, MmaIssueLowering, ReleaseStageLowering,
+               PromoteLowering>(
       patterns.getContext());
 }

@@ -40,7 +40,8 @@ void Producer::loadStage(Value s, Value kb, Value k0, Value m0, Value n0,
     Value inRows = ir.cmp(arith::CmpIPredicate::slt, row,
                           k.wgrad() ? ir.i32(k.c.n) : t.rows);
     Value scaleBlock = k.wgrad() ? tokenScaleColumn(kb, k0) : kb;
-    hw.cpAsync4(k.sharedF32(scales, tid), scaleAAddress(row, scaleBlock),
+    hw.cpAsync4(k.sharedF32(scales, scaleSlotOfRow(tid)),
+                scaleAAddress(row, scaleBlock),
                 ir.select(inRows, ir.i32(4), ir.i32(0)));
     if (k.wgrad()) {
       // Per-column B scales (B's 1x128 scales along tokens): blockN of
@@ -53,10 +54,9 @@ void Producer::loadStage(Value s, Value kb, Value k0, Value m0, Value n0,
             b, ir.cmp(arith::CmpIPredicate::slt, j, ir.i32(cfg.blockN)), false);
         OpBuilder::InsertionGuard g(b);
         b.setInsertionPointToStart(&ifMine.getThenRegion().front());
-        hw.cpAsync4(
-            k.sharedF32(scales, ir.add(ir.i32(k.layout.scaleSlotB()), j)),
-            scaleBColumnAddress(col, scaleBlock),
-            ir.select(inCols, ir.i32(4), ir.i32(0)));
+        hw.cpAsync4(k.sharedF32(scales, scaleSlotOfColumn(j)),
+                    scaleBColumnAddress(col, scaleBlock),
+                    ir.select(inCols, ir.i32(4), ir.i32(0)));
       }
     }
   }
@@ -222,10 +222,10 @@ void Producer::loadsWithRegisterScales(Value it, Value tid) {
                     LLVM::ExtractElementOp::create(b, quad, ir.i32(i)), v);
     return ir.select(in, v, ir.f32(0.0));
   };
-  LLVM::StoreOp::create(b, pick(quads[0], inRows), k.sharedF32(scales, tid));
+  LLVM::StoreOp::create(b, pick(quads[0], inRows),
+                        k.sharedF32(scales, scaleSlotOfRow(tid)));
   for (int64_t c = 0; c < colsPerThread; ++c) {
-    Value slot = k.sharedF32(
-        scales, ir.add(ir.i32(k.layout.scaleSlotB()), cols[size_t(c)]));
+    Value slot = k.sharedF32(scales, scaleSlotOfColumn(cols[size_t(c)]));
     if ((c + 1) * kWarpgroupThreads <= cfg.blockN) {
       LLVM::StoreOp::create(b, pick(quads[size_t(c + 1)], inCols[size_t(c)]),
                             slot);
@@ -270,6 +270,22 @@ void Producer::loadSharedB(Value s, SmallVector<Value> coords) {
     Value dstOwn = boxAt(ir.i32(share));
     hw.tmaLoad(dstOwn, k.arg(kWgParamMapB), coords, k.fullBar(s));
   }
+}
+
+/// The stage's scale slot of A row `row` of the tile and of B column `j`
+/// (WgmmaLayout: in the consumers' lane order with wide scale loads).
+Value Producer::scaleSlotOfRow(Value row) {
+  if (!k.cfg.wideScaleLoads)
+    return row;
+  IRArith a{k.ir};
+  return k.layout.rowScaleSlot(a, row);
+}
+
+Value Producer::scaleSlotOfColumn(Value j) {
+  if (!k.cfg.wideScaleLoads)
+    return k.ir.add(k.ir.i32(k.layout.scaleSlotB()), j);
+  IRArith a{k.ir};
+  return k.layout.columnScaleSlot(a, j);
 }
 
 /// k_contiguous: the token scale block (scale grid column) of the first

@@ -58,6 +58,9 @@ private:
   Value consumerTile(Value it, Value consumerIdx, Value tile);
   SmallVector<Value> mainloop(Value it, Value consumerIdx, Value tidInWg,
                               Value rowInTile, Value lane, Value tile);
+  SmallVector<Value> mainloopDeferred(Value it, Value consumerIdx,
+                                      Value tidInWg, Value rowInTile,
+                                      Value lane, Value tile);
 
   WgmmaKernel &k;
   TileScheduler sched;
@@ -188,6 +191,8 @@ Value TileBody::consumerTile(Value it, Value consumerIdx, Value tile) {
       acc = MmaTileOp::create(b, accTypes, k.smem, it, consumerIdx, tidInWg,
                               rowInTile, lane, tile)
                 .getAcc();
+    } else if (k.cfg.deferredPromotion) {
+      acc = mainloopDeferred(it, consumerIdx, tidInWg, rowInTile, lane, tile);
     } else {
       acc = mainloop(it, consumerIdx, tidInWg, rowInTile, lane, tile);
     }
@@ -254,6 +259,136 @@ SmallVector<Value> TileBody::mainloop(Value it, Value consumerIdx,
     ReleaseStageOp::create(b, k.smem, s, tidInWg, tile);
   scf::YieldOp::create(b, promoted.getResults());
   return SmallVector<Value>(loop.getResults());
+}
+
+/// The tile's K blocks with deferred promotion (cfg.deferredPromotion):
+/// block kb's wgmmas are issued first, block kb - 1 is promoted while they
+/// run, then they are waited for, so a consumer's promotion overlaps its own
+/// MMAs and not only the other consumer's. Every wgmma group is retired in
+/// the iteration that issued it: a group still in flight at the loop's back
+/// edge makes ptxas serialize every wgmma of the kernel (C7514,
+/// docs/PERF_NOTES.md). An iteration takes two blocks, so the two
+/// fragments alternate between two register sets instead of being copied
+/// at the back edge. The weight gradient reads its B scales from the stage
+/// during the promotion: it holds a block's stage until then.
+SmallVector<Value> TileBody::mainloopDeferred(Value it, Value consumerIdx,
+                                              Value tidInWg, Value rowInTile,
+                                              Value lane, Value tile) {
+  KernelIR &ir = k.ir;
+  ImplicitLocOpBuilder &b = k.b;
+  const int64_t n = k.cfg.blockN;
+  const Type fragT = k.hw.accumulatorT(n);
+  SmallVector<Type> accTypes(size_t(n / 2), ir.f32T());
+  // A block issued and waited for, not yet promoted: its fragment, its
+  // four scales (block_scales) and its stage.
+  struct Pending {
+    Value frag;
+    SmallVector<Value> scales;
+    Value stage;
+  };
+  constexpr size_t kScales = 4;
+  SmallVector<Type> pendingTypes = {fragT};
+  pendingTypes.append(kScales, ir.f32T());
+  pendingTypes.push_back(ir.i32T());
+  auto flatten = [](ArrayRef<Value> acc, const Pending &p) {
+    SmallVector<Value> v(acc);
+    v.push_back(p.frag);
+    v.append(p.scales.begin(), p.scales.end());
+    v.push_back(p.stage);
+    return v;
+  };
+  auto unflatten = [&](ValueRange v, SmallVector<Value> &acc) {
+    acc.assign(v.begin(), v.begin() + n / 2);
+    ValueRange rest = v.drop_front(n / 2);
+    return Pending{rest[0], SmallVector<Value>(rest.slice(1, kScales)),
+                   rest[1 + kScales]};
+  };
+  auto promote = [&](const Pending &p, SmallVector<Value> &acc) {
+    auto promoted = PromoteOp::create(b, accTypes, k.smem, p.frag, p.stage,
+                                      lane, p.scales, acc, tile);
+    acc.assign(promoted.getResults().begin(), promoted.getResults().end());
+    if (k.wgrad())
+      ReleaseStageOp::create(b, k.smem, p.stage, tidInWg, tile);
+  };
+  // Block kb: wait for its stage, read its scales, issue its wgmmas,
+  // promote `prev` (if any) while they run, wait for them.
+  auto block = [&](Value kb, const Pending *prev, SmallVector<Value> &acc) {
+    Value s = k.stageOf(ir.add(it, kb));
+    WaitStageOp::create(b, k.smem, s, k.phaseOf(ir.add(it, kb)), tile);
+    auto scales = BlockScalesOp::create(b, ir.f32T(), ir.f32T(), ir.f32T(),
+                                        ir.f32T(), k.smem, s, rowInTile, tile);
+    if (k.tokenTail()) {
+      Value last = arith::AndIOp::create(
+          b, k.eq(ir.sub(k.tile.kBlockCount, kb), 1),
+          ir.cmp(arith::CmpIPredicate::ne, k.tile.tailTokens, ir.i32(0)));
+      auto ifTail = scf::IfOp::create(b, last, false);
+      OpBuilder::InsertionGuard inTail(b);
+      b.setInsertionPointToStart(&ifTail.getThenRegion().front());
+      ZeroTokenTailOp::create(b, k.smem, s, consumerIdx, tidInWg, tile);
+    }
+    Value inFlight = MmaIssueOp::create(
+        b, fragT, k.smem, s, consumerIdx, /*first=*/0,
+        /*count=*/k.cfg.blockK / WgmmaLayout::kMmaK, tile);
+    if (prev)
+      promote(*prev, acc);
+    Value frag = k.hw.wgmmaWait(0, inFlight);
+    // Forward, the scales are in registers: the stage is free now.
+    if (!k.wgrad())
+      ReleaseStageOp::create(b, k.smem, s, tidInWg, tile);
+    return Pending{frag, SmallVector<Value>(scales.getResults()), s};
+  };
+
+  // The tile's blocks, from the first; a weight-gradient group may have
+  // none.
+  auto blocks = [&]() {
+    SmallVector<Value> acc(size_t(n / 2), ir.f32(0.0));
+    Pending first = block(ir.i32(0), nullptr, acc);
+    Value count = k.tile.kBlockCount;
+    Value rest = ir.sub(count, ir.i32(1));
+    auto pairs = scf::ForOp::create(b, ir.i32(0), ir.divU(rest, ir.i32(2)),
+                                    ir.i32(1), flatten(acc, first));
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(pairs.getBody());
+      SmallVector<Value> pairAcc;
+      Pending prev = unflatten(pairs.getRegionIterArgs(), pairAcc);
+      Value kb = ir.add(ir.i32(1), ir.mul(pairs.getInductionVar(), ir.i32(2)));
+      Pending even = block(kb, &prev, pairAcc);
+      Pending odd = block(ir.add(kb, ir.i32(1)), &even, pairAcc);
+      scf::YieldOp::create(b, flatten(pairAcc, odd));
+    }
+    // An odd count of blocks after the first: one more.
+    SmallVector<Type> carried(accTypes);
+    carried.append(pendingTypes);
+    auto ifOdd = scf::IfOp::create(
+        b, carried, k.eq(ir.remU(rest, ir.i32(2)), 1), true);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(&ifOdd.getThenRegion().front());
+      SmallVector<Value> oddAcc;
+      Pending prev = unflatten(pairs.getResults(), oddAcc);
+      Pending last = block(ir.sub(count, ir.i32(1)), &prev, oddAcc);
+      scf::YieldOp::create(b, flatten(oddAcc, last));
+      b.setInsertionPointToStart(&ifOdd.getElseRegion().front());
+      scf::YieldOp::create(b, pairs.getResults());
+    }
+    Pending last = unflatten(ifOdd.getResults(), acc);
+    promote(last, acc);
+    return acc;
+  };
+  if (!k.wgrad())
+    return blocks();
+  auto ifAny = scf::IfOp::create(
+      b, accTypes,
+      ir.cmp(arith::CmpIPredicate::sgt, k.tile.kBlockCount, ir.i32(0)), true);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(&ifAny.getThenRegion().front());
+  scf::YieldOp::create(b, blocks());
+  b.setInsertionPointToStart(&ifAny.getElseRegion().front());
+  scf::YieldOp::create(
+      b, SmallVector<Value>(size_t(n / 2), ir.f32(0.0)));
+  b.setInsertionPointAfter(ifAny);
+  return SmallVector<Value>(ifAny.getResults());
 }
 
 void TileBody::build() {

@@ -269,6 +269,8 @@ private:
   Value scaleAAddress(Value row, Value kb);
   Value scaleBAddress(Value nb128, Value kb);
   Value scaleBColumnAddress(Value col, Value tb);
+  Value scaleSlotOfRow(Value row);
+  Value scaleSlotOfColumn(Value j);
   // MXFP8 (MxFp8.cpp).
   void mxScales(Value s, Value k0, Value tid);
   SmallVector<Value> mxRowScales(const ScaleRecipe &recipe, Value base,

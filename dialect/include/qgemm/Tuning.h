@@ -29,6 +29,15 @@ struct Tuning {
   /// "wgmma" (an error where it does not), or "simt" (the reference kernel,
   /// which has no tile knobs).
   std::string family = "auto";
+  /// When a consumer promotes a K block: "serial" (after its own wgmmas,
+  /// before the next block's), "deferred" (while the next block's wgmmas
+  /// run), "auto" (the heuristic's choice).
+  std::string promotion = "auto";
+  /// How the weight gradient's consumers read a K block's scales from the
+  /// stage: "narrow" (an 8-byte load per two columns and one load per row,
+  /// the heuristic's choice), "wide" (a 16-byte load per four columns and
+  /// one 8-byte load for both rows, from slots ordered per lane), "auto".
+  std::string scaleLoads = "auto";
 };
 
 } // namespace qgemm

@@ -43,13 +43,20 @@ public:
       *why = checkTileRequest(c, t);
     const bool explicitN = !t.isAuto && t.blockN;
     cfg.blockN = explicitN && !*why ? int(t.blockN) : heuristicBlockN(c);
+    // Before the stages: the scale slots' size depends on it.
+    if (!*why)
+      *why = checkScaleLoadsRequest(c, t);
+    cfg.wideScaleLoads = !t.isAuto && t.scaleLoads == "wide" && !*why;
     cfg.stages = maxWgmmaStages(c, cfg);
     if (!*why)
       *why = checkStagesRequest(c, t, cfg);
     cfg.stages = !t.isAuto && t.stages && !*why ? int(t.stages)
                                                 : heuristicStages(c, cfg);
+    if (!*why)
+      *why = checkPromotionRequest(c, t, cfg);
     if (!t.isAuto) {
       cfg.nFastest = t.raster != "m";
+      cfg.deferredPromotion = t.promotion == "deferred" && !*why;
       cfg.numSms = t.numSms;
       cfg.cluster = int(t.cluster);
       cfg.shareB = t.cluster == 2 && t.multicast == "b";
@@ -111,7 +118,14 @@ public:
                 : std::string()) +
            (cfg.numSms ? "at most " + std::to_string(cfg.numSms) + " CTAs, "
                        : std::string()) +
-           promotionText(c) + ", " +
+           promotionText(c) +
+           (cfg.deferredPromotion
+                ? " (each K block promoted while the next one's wgmmas run)"
+                : "") +
+           (cfg.wideScaleLoads
+                ? ", scales read 16 bytes at a time (slots ordered per lane)"
+                : "") +
+           ", " +
            (!cfg.stagedEpilogue
                 ? "epilogue stores from registers"
                 : WgmmaLayout(cfg).storesDByTma(c)

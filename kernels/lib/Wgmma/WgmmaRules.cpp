@@ -198,6 +198,36 @@ std::optional<Violation> checkTileRequest(const GemmContract &c,
   return std::nullopt;
 }
 
+std::optional<Violation> checkPromotionRequest(const GemmContract &c,
+                                               const Tuning &t,
+                                               const KernelConfig &cfg) {
+  if (t.isAuto || t.promotion != "deferred")
+    return std::nullopt;
+  if (isMxfp8(c))
+    return refuse("promotion", "\"deferred\" is not supported with MXFP8 "
+                               "scales (a promotion per k32 step); supported: "
+                               "\"auto\", \"serial\"");
+  if (cfg.blockN > kMaxDeferredBlockN)
+    return refuse("promotion",
+                  "\"deferred\" with block_n " + std::to_string(cfg.blockN) +
+                      " is not supported; it needs block_n up to " +
+                      std::to_string(kMaxDeferredBlockN) +
+                      " (three fragments of the tile in registers)");
+  return std::nullopt;
+}
+
+std::optional<Violation> checkScaleLoadsRequest(const GemmContract &c,
+                                                const Tuning &t) {
+  if (t.isAuto || t.scaleLoads != "wide")
+    return std::nullopt;
+  if (c.grouping.kind != GroupingKind::KContiguous || isMxfp8(c))
+    return refuse("scale_loads",
+                  "\"wide\" is supported for k_contiguous with 1x128 scales "
+                  "only (per-column B scales read by every consumer "
+                  "thread); supported here: \"auto\", \"narrow\"");
+  return std::nullopt;
+}
+
 std::string wgmmaConfigConsistent(const GemmContract &c,
                                   const KernelConfig &cfg) {
   if (cfg.threads != kWgmmaThreads)
@@ -219,6 +249,16 @@ std::string wgmmaConfigConsistent(const GemmContract &c,
     return "scale_k " + std::to_string(cfg.scaleBlockK) +
            " is not one the wgmma family builds (128, or 32 with per-column "
            "B scales)";
+  if (cfg.deferredPromotion &&
+      (cfg.scaleBlockK != 128 || cfg.blockN > kMaxDeferredBlockN))
+    return "deferred promotion with scale_k " +
+           std::to_string(cfg.scaleBlockK) + " and block_n " +
+           std::to_string(cfg.blockN) + " is not one the wgmma family builds";
+  if (cfg.wideScaleLoads &&
+      (c.grouping.kind != GroupingKind::KContiguous ||
+       cfg.scaleBlockK != 128 || !cfg.scalePerColumnB))
+    return "wide scale loads outside the weight gradient with 1x128 scales "
+           "are not one the wgmma family builds";
   const int64_t bytes = WgmmaLayout(cfg).sharedBytes(c);
   if (cfg.sharedBytes != bytes || bytes > kMaxSharedBytesPerBlock)
     return "shared memory " + std::to_string(cfg.sharedBytes) +

@@ -91,20 +91,20 @@ def QGemm_TuningAttr : QGemm_Attr<"Tuning", "tuning"> {
     The spec's explicit `tuning` object (qgemm/Tuning.h); absent means
     "auto". 0 and "auto" leave one field to the heuristic.
     `#qgemm.tuning<block_m = 0, block_n = 192, stages = 4, cluster = 1,
-    multicast = "none", num_sms = 0, raster = "n">`; a family other than
-    "auto" follows the raster: `..., raster = "auto", family = "simt">`.
+    multicast = "none", num_sms = 0, raster = "n">`; a family, a
+    promotion and scale loads other than "auto" follow the raster, in that
+    order: `..., raster = "auto", family = "simt">`, `..., raster = "n",
+    promotion = "deferred", scale_loads = "wide">` (QGemmDialect.cpp prints
+    and parses the tail).
   }];
   let parameters = (ins "int64_t":$blockM, "int64_t":$blockN,
                         "int64_t":$stages, "int64_t":$cluster,
                         StringRefParameter<>:$multicast, "int64_t":$numSms,
                         StringRefParameter<>:$raster,
-                        StringRefParameter<"kernel family", "\"auto\"">:$family);
-  let assemblyFormat = [{
-    `<` `block_m` `=` $blockM `,` `block_n` `=` $blockN `,`
-    `stages` `=` $stages `,` `cluster` `=` $cluster `,`
-    `multicast` `=` $multicast `,` `num_sms` `=` $numSms `,`
-    `raster` `=` $raster (`,` `family` `=` $family^)? `>`
-  }];
+                        StringRefParameter<"kernel family", "\"auto\"">:$family,
+                        StringRefParameter<"promotion schedule", "\"auto\"">:$promotion,
+                        StringRefParameter<"scale loads", "\"auto\"">:$scaleLoads);
+  let hasCustomAssemblyFormat = 1;
   let extraClassDeclaration = [{
     ::qgemm::Tuning getValue() const;
     static TuningAttr get(::mlir::MLIRContext *ctx, const ::qgemm::Tuning &t);

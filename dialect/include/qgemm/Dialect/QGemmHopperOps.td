@@ -38,6 +38,25 @@ def QGemm_MmaBlockOp : QGemm_Op<"mma_block"> {
   }];
 }
 
+def QGemm_MmaIssueOp : QGemm_Op<"mma_issue"> {
+  let summary = "a consumer warpgroup's product of one stage, in flight";
+  let description = [{
+    qgemm.mma_block without its wait: the k32 wgmma steps [first, first +
+    count) of stage `stage` as one committed wgmma group into a fresh
+    fragment, whose registers hold the product only once a
+    qgemm.wgmma_wait has retired the group. In between, the warpgroup may
+    run code that neither reads nor writes the fragment (the promotion of
+    the block before it: Mainloop's deferred promotion).
+  }];
+  let arguments = (ins QGemm_SharedMemory:$smem, I32:$stage, I32:$consumer,
+                       I64Attr:$first, I64Attr:$count, QGemm_TileType:$tile);
+  let results = (outs QGemm_Fragment:$fragment);
+  let assemblyFormat = [{
+    $smem `,` $stage `,` $consumer `tile` $tile attr-dict `:` type($smem)
+    `,` qualified(type($tile)) `->` type($fragment)
+  }];
+}
+
 def QGemm_PromoteOp : QGemm_Op<"promote", [AttrSizedOperandSegments]> {
   let summary = "acc += fragment * scales, per accumulator";
   let description = [{

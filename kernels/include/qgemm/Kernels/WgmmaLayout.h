@@ -13,7 +13,9 @@
 //   scales of every stage   (blockM f32 A scales, then two f32 B scales, or
 //                            blockN per-column B scales for k_contiguous;
 //                            MXFP8: scaleSteps() of each, A as [row][step],
-//                            B as [step][column])
+//                            B as [step][column]; wide scale loads: both
+//                            in the order the consumer lanes read them,
+//                            rowScaleSlot / columnScaleSlot)
 //   full mbarriers, then empty mbarriers (8 bytes each, one per stage)
 //   epilogue buffer          (bf16, one 64-row buffer per consumer
 //                            warpgroup; staged only): boxes of 64 rows x
@@ -93,8 +95,48 @@ struct WgmmaLayout {
   int64_t stageBytesScales() const {
     if (scaleSteps() > 1) // decoded MXFP8 scales, 16-byte aligned rows
       return (int64_t(cfg.blockM) + cfg.blockN) * scaleSteps() * 4;
+    if (cfg.wideScaleLoads) // whole pairs of 8-column groups
+      return int64_t(cfg.blockM) * 4 + (int64_t(cfg.blockN) + 15) / 16 * 64;
     return int64_t(cfg.blockM) * 4 +
            (cfg.scalePerColumnB ? int64_t(cfg.blockN) * 4 : 16);
+  }
+
+  // Wide scale loads (cfg.wideScaleLoads, the weight gradient). A consumer
+  // thread's fragment holds rows r and r + 8 of its warp's 16 and, in each
+  // 8-column group g, columns 8g + 2q and 8g + 2q + 1, q = lane % 4.
+  /// The slot (f32 index in a stage's scales) of column `j`'s B scale: for
+  /// each pair of groups (g, g + 1), g even, the four lanes' four scales
+  /// (g, e = 0, 1, then g + 1) one after the other, ((g/2)*4 + q)*4 +
+  /// (g%2)*2 + e, as MXFP8 stages its B scales (MxFp8.cpp): a warp's 16-byte
+  /// loads of a pair read 64 contiguous bytes, one shared-memory wavefront.
+  template <class A>
+  typename A::Value columnScaleSlot(A &a, typename A::Value j) const {
+    if (!cfg.wideScaleLoads)
+      return a.add(a.c(scaleSlotB()), j);
+    auto g = a.divU(j, a.c(8));
+    auto q = a.divU(a.remU(j, a.c(8)), a.c(2));
+    auto quad = a.add(a.mul(a.divU(g, a.c(2)), a.c(4)), q);
+    auto inQuad = a.add(a.mul(a.remU(g, a.c(2)), a.c(2)), a.remU(j, a.c(2)));
+    return a.add(a.c(scaleSlotB()), a.add(a.mul(quad, a.c(4)), inQuad));
+  }
+  /// The slot of row `r`'s A scale: within each 16 rows, rows r and r + 8
+  /// (r % 16 < 8) side by side, so a thread reads both with one 8-byte load.
+  template <class A>
+  typename A::Value rowScaleSlot(A &a, typename A::Value r) const {
+    if (!cfg.wideScaleLoads)
+      return a.add(a.c(scaleSlotA()), r);
+    auto base = a.mul(a.divU(r, a.c(16)), a.c(16));
+    auto pair = a.add(a.mul(a.remU(r, a.c(8)), a.c(2)),
+                      a.remU(a.divU(r, a.c(8)), a.c(2)));
+    return a.add(a.c(scaleSlotA()), a.add(base, pair));
+  }
+  int64_t columnScaleSlot(int64_t j) const {
+    IntArith a;
+    return columnScaleSlot(a, j);
+  }
+  int64_t rowScaleSlot(int64_t r) const {
+    IntArith a;
+    return rowScaleSlot(a, r);
   }
   int64_t offsetScales() const { return offsetB() + cfg.stages * stageBytesB(); }
 

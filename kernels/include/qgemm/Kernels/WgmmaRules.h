@@ -38,6 +38,11 @@ QGEMM_API bool isMxfp8(const GemmContract &c);
 /// Widest tile the consumers can hold: blockN/2 accumulators plus blockN/2
 /// temporaries a thread within the 232-register budget.
 constexpr int kMaxWgmmaBlockN = 192;
+/// The widest tile of the deferred promotion (KernelConfig::
+/// deferredPromotion): a consumer thread then holds three sets of blockN / 2
+/// f32 (accumulators, the fragment in flight, the fragment being promoted)
+/// within its 232 registers.
+constexpr int kMaxDeferredBlockN = 128;
 
 /// Whether a blockN-wide tile never spans more than two 128-wide B scale
 /// blocks: its start sits at most 128 - gcd(blockN, 128) into a block.
@@ -63,6 +68,17 @@ std::optional<Violation> checkTileRequest(const GemmContract &c,
 std::optional<Violation> checkStagesRequest(const GemmContract &c,
                                             const Tuning &t,
                                             const KernelConfig &cfg);
+
+/// A promotion schedule `cfg` (its tile resolved) cannot run: "deferred"
+/// for MXFP8 (its own per-step loop) or wider than kMaxDeferredBlockN.
+std::optional<Violation> checkPromotionRequest(const GemmContract &c,
+                                               const Tuning &t,
+                                               const KernelConfig &cfg);
+
+/// Scale loads `c` cannot take: "wide" outside the weight gradient with
+/// 1x128 scales (k_contiguous, per-column B scales staged as f32).
+std::optional<Violation> checkScaleLoadsRequest(const GemmContract &c,
+                                                const Tuning &t);
 
 /// Whether the family builds and launches `cfg`: its thread count, a
 /// cluster that divides the tile, a tile and scale step it builds, and the
