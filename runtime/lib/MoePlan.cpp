@@ -113,6 +113,21 @@ struct MoePlan::Impl {
     return groupedGemmArgs({a, sa, b, sb, dd, 0}, offsets, rows, d.experts,
                            errorFlag, ws, Offsets::OwnPermute, debugSync);
   }
+  /// A swiglu launch's column-wise blocks restart at each expert when the
+  /// experts' rows are not multiples of 128: the permute's own offsets,
+  /// trusted (no device check).
+  template <typename SwigluArgs>
+  void expertGroups(SwigluArgs &q, DevicePtr offsets, DevicePtr errorFlag,
+                    DevicePtr ws) const {
+    if (!restart)
+      return;
+    q.groupOffsets = offsets;
+    q.numGroups = d.experts;
+    q.deviceGroups = true;
+    q.groupsTrusted = true;
+    q.errorFlag = errorFlag;
+    q.workspace = ws;
+  }
   /// The rows of `tokensX` (weighted by probs when given) gathered by the
   /// forward's permute outputs and quantized; `sources`, R int32 of scratch
   /// the launch fills.
@@ -414,14 +429,7 @@ Stages MoePlan::Impl::forwardStages(const MoeForwardArgs &a, const Layouts &L,
   q.colScales = a.aColScales;
   q.rows = R;
   q.intermediate = I;
-  if (restart) {
-    q.groupOffsets = a.offsets;
-    q.numGroups = E;
-    q.deviceGroups = true;
-    q.groupsTrusted = true; // the permute's offsets
-    q.errorFlag = a.errorFlag;
-    q.workspace = ws;
-  }
+  expertGroups(q, a.offsets, a.errorFlag, ws);
   q.debugSync = dbg;
   seq.add("swiglu_quantize", swiglu, q);
   seq.add("down GEMM", gemmDown,
@@ -517,14 +525,7 @@ Stages MoePlan::Impl::backwardStages(const MoeBackwardArgs &a,
     sb.rowScales = a.dhRowScales;
     sb.colData = a.dhCols;
     sb.colScales = a.dhColScales;
-    if (restart) {
-      sb.groupOffsets = a.offsets;
-      sb.numGroups = E;
-      sb.deviceGroups = true;
-      sb.groupsTrusted = true; // the permute's offsets
-      sb.errorFlag = a.errorFlag;
-      sb.workspace = ws;
-    }
+    expertGroups(sb, a.offsets, a.errorFlag, ws);
     sb.debugSync = dbg;
     seq.add("swiglu_backward", swigluBwd, sb);
   }

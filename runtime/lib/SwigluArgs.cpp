@@ -78,7 +78,12 @@ Status validateQuantizedBackward(const SwigluContract &c,
 
 } // namespace
 
-QuantizeArgs qgemm::quantizeArgsOf(const SwigluQuantizeArgs &a) {
+namespace {
+
+/// The quantize kernel's arguments of a swiglu launch whose quantized
+/// tensor has `cols` columns (both swiglu args name the fields alike).
+template <typename SwigluArgs>
+QuantizeArgs quantizeArgsOver(const SwigluArgs &a, int64_t cols) {
   QuantizeArgs q;
   q.input = a.input;
   q.rowData = a.rowData;
@@ -87,7 +92,7 @@ QuantizeArgs qgemm::quantizeArgsOf(const SwigluQuantizeArgs &a) {
   q.colScales = a.colScales;
   q.groupOffsets = a.groupOffsets;
   q.rows = a.rows;
-  q.cols = a.intermediate;
+  q.cols = cols;
   q.numTensors = 1;
   q.numGroups = a.numGroups;
   q.hostGroupOffsets = a.hostGroupOffsets;
@@ -99,25 +104,14 @@ QuantizeArgs qgemm::quantizeArgsOf(const SwigluQuantizeArgs &a) {
   return q;
 }
 
+} // namespace
+
+QuantizeArgs qgemm::quantizeArgsOf(const SwigluQuantizeArgs &a) {
+  return quantizeArgsOver(a, a.intermediate);
+}
+
 QuantizeArgs qgemm::quantizeArgsOf(const SwigluBackwardArgs &a) {
-  QuantizeArgs q;
-  q.input = a.input;
-  q.rowData = a.rowData;
-  q.rowScales = a.rowScales;
-  q.colData = a.colData;
-  q.colScales = a.colScales;
-  q.groupOffsets = a.groupOffsets;
-  q.rows = a.rows;
-  q.cols = 2 * a.intermediate;
-  q.numTensors = 1;
-  q.numGroups = a.numGroups;
-  q.hostGroupOffsets = a.hostGroupOffsets;
-  q.deviceGroups = a.deviceGroups;
-  q.groupsTrusted = a.groupsTrusted;
-  q.errorFlag = a.errorFlag;
-  q.workspace = a.workspace;
-  q.debugSync = a.debugSync;
-  return q;
+  return quantizeArgsOver(a, 2 * a.intermediate);
 }
 
 Status qgemm::validateSwigluQuantizeArgs(const SwigluContract &c,
