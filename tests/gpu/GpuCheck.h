@@ -135,6 +135,82 @@ private:
   const CudaDriver &d;
 };
 
+/// Compares `want` with the first want.size() bytes of `buf`.
+inline std::string compare(const char *what, Buf &buf,
+                           const std::vector<uint8_t> &want, bool f32) {
+  std::vector<uint8_t> got;
+  if (Status s = buf.download(got, want.size()); !s.ok())
+    return s.message;
+  std::string first;
+  int64_t bad = mismatches(want, got, 0, f32, first);
+  return bad ? std::string(what) + ": " + std::to_string(bad) +
+                   " mismatches, " + first
+             : std::string();
+}
+
+/// The FP8 outputs of a quantizing launch: the CPU quantizer's bytes over
+/// the f32 `values` (rows, cols) and poisoned device buffers for the GPU's.
+struct QuantOutputs {
+  explicit QuantOutputs(const CudaDriver &drv)
+      : rowData(drv), rowScales(drv), colData(drv), colScales(drv),
+        offsets(drv) {}
+  Expected rowWant, colWant;
+  Buf rowData, rowScales, colData, colScales, offsets;
+
+  std::string prepare(const QuantizeContract &qc,
+                      const std::vector<float> &values, int64_t rows,
+                      int64_t cols, const std::vector<int32_t> &groups) {
+    const QuantizeParams p = quantizeParams(qc);
+    if (qc.rowwise)
+      rowWant = expectRow(values, rows, cols, *qc.rowwise, p);
+    if (qc.columnwise)
+      colWant = expectCol(values, rows, cols, groups, *qc.columnwise, p);
+    if ((qc.rowwise && rowWant.data.empty()) ||
+        (qc.columnwise && colWant.data.empty()))
+      return "the CPU quantizer refused the recipe";
+    Status st;
+    if (qc.rowwise &&
+        (!(st = rowData.alloc(rowWant.data.size(), true)).ok() ||
+         !(st = rowScales.alloc(rowWant.scales.size(), true)).ok()))
+      return st.message;
+    if (qc.columnwise &&
+        (!(st = colData.alloc(colWant.data.size(), true)).ok() ||
+         !(st = colScales.alloc(colWant.scales.size(), true)).ok()))
+      return st.message;
+    if (!groups.empty() &&
+        !(st = offsets.upload(groups.data(), groups.size() * 4)).ok())
+      return st.message;
+    return "";
+  }
+  /// The outputs and the token groups into a launch's args.
+  template <typename Args>
+  void into(Args &a, const std::vector<int32_t> &groups) const {
+    a.rowData = rowData.ptr;
+    a.rowScales = rowScales.ptr;
+    a.colData = colData.ptr;
+    a.colScales = colScales.ptr;
+    if (!groups.empty()) {
+      a.groupOffsets = offsets.ptr;
+      a.numGroups = int64_t(groups.size());
+      a.hostGroupOffsets = groups.data();
+    }
+  }
+  std::string check(const QuantizeContract &qc) {
+    std::string err;
+    if (qc.rowwise && err.empty())
+      err = compare("row data", rowData, rowWant.data, false);
+    if (qc.rowwise && err.empty())
+      err = compare("row scales", rowScales, rowWant.scales,
+                    qc.rowwise->dtype == ElemType::F32);
+    if (qc.columnwise && err.empty())
+      err = compare("col data", colData, colWant.data, false);
+    if (qc.columnwise && err.empty())
+      err = compare("col scales", colScales, colWant.scales,
+                    qc.columnwise->dtype == ElemType::F32);
+    return err;
+  }
+};
+
 } // namespace qgemm::gputest
 
 #endif // QGEMM_TESTS_GPU_GPUCHECK_H

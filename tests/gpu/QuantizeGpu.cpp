@@ -50,7 +50,8 @@ std::vector<QCase> gatherCases(const QuantizeContract &c) {
   std::vector<QCase> out;
   const int64_t sets[][4] = {
       // tokens, experts, alignment, cols
-      {300, 8, 16, 256}, {97, 5, 128, 200}, {1, 4, 16, 128}, {257, 16, 32, 384}};
+      {300, 8, 16, 256}, {97, 5, 128, 200}, {1, 4, 16, 128},
+      {257, 16, 32, 384}};
   for (auto &g : sets)
     for (bool edges : {false, true}) {
       QCase q;
@@ -186,7 +187,8 @@ std::string runGatherCase(Runtime &rt, const CudaDriver &drv, const Kernel &k,
   std::vector<uint16_t> rows(size_t(q.rows * q.cols));
   std::memcpy(rows.data(), perm.data.data(), rows.size() * 2);
   if (g.probs) {
-    std::vector<uint16_t> tokens(size_t(q.tokens * q.cols)), weighted(rows.size());
+    std::vector<uint16_t> tokens(size_t(q.tokens * q.cols));
+    std::vector<uint16_t> weighted(rows.size());
     std::memcpy(tokens.data(), in.data.data(), tokens.size() * 2);
     std::vector<float> dprobs;
     referenceUnpermuteBackward(q.tokens, q.cols, g.topk, tokens, perm.rowMap,
@@ -201,19 +203,11 @@ std::string runGatherCase(Runtime &rt, const CudaDriver &drv, const Kernel &k,
   // MoE layer's rule).
   const std::vector<int32_t> groups =
       q.alignment % 128 != 0 ? perm.offsets : std::vector<int32_t>{};
-  const QuantizeParams p = quantizeParams(c);
-  Expected rowWant, colWant;
-  if (c.rowwise)
-    rowWant = expectRow(values, q.rows, q.cols, *c.rowwise, p);
-  if (c.columnwise)
-    colWant = expectCol(values, q.rows, q.cols, groups, *c.columnwise, p);
-  if ((c.rowwise && rowWant.data.empty()) ||
-      (c.columnwise && colWant.data.empty()))
-    return "the CPU quantizer refused the recipe";
-
-  Buf xBuf(drv), rowMap(drv), rowGroup(drv), probs(drv), sources(drv),
-      rowData(drv), rowScales(drv), colData(drv), colScales(drv),
-      offsets(drv);
+  QuantOutputs outs(drv);
+  if (std::string e = outs.prepare(c, values, q.rows, q.cols, groups);
+      !e.empty())
+    return e;
+  Buf xBuf(drv), rowMap(drv), rowGroup(drv), probs(drv), sources(drv);
   Status st;
   QuantizeArgs a;
   if (!(st = xBuf.upload(in.data.data(), in.data.size())).ok() ||
@@ -231,56 +225,14 @@ std::string runGatherCase(Runtime &rt, const CudaDriver &drv, const Kernel &k,
   a.probs = g.probs ? probs.ptr : 0;
   a.sources = sources.ptr;
   a.tokens = q.tokens;
-  if (c.rowwise) {
-    if (!(st = rowData.alloc(rowWant.data.size(), true)).ok() ||
-        !(st = rowScales.alloc(rowWant.scales.size(), true)).ok())
-      return st.message;
-    a.rowData = rowData.ptr;
-    a.rowScales = rowScales.ptr;
-  }
-  if (c.columnwise) {
-    if (!(st = colData.alloc(colWant.data.size(), true)).ok() ||
-        !(st = colScales.alloc(colWant.scales.size(), true)).ok())
-      return st.message;
-    a.colData = colData.ptr;
-    a.colScales = colScales.ptr;
-  }
-  if (!groups.empty()) {
-    if (!(st = offsets.upload(groups.data(), groups.size() * 4)).ok())
-      return st.message;
-    a.groupOffsets = offsets.ptr;
-    a.numGroups = int64_t(groups.size());
-    a.hostGroupOffsets = groups.data();
-  }
+  outs.into(a, groups);
   a.rows = q.rows;
   a.cols = q.cols;
   if (!(st = rt.launch(k, a, nullptr)).ok())
     return st.message;
   if (!(st = drv.check(drv.ctxSynchronize(), "kernel execution")).ok())
     return st.message;
-  auto check = [&](const char *what, Buf &buf, const std::vector<uint8_t> &want,
-                   bool f32) -> std::string {
-    std::vector<uint8_t> got;
-    if (Status s2 = buf.download(got, want.size()); !s2.ok())
-      return s2.message;
-    std::string first;
-    int64_t bad = mismatches(want, got, 0, f32, first);
-    return bad ? std::string(what) + ": " + std::to_string(bad) +
-                     " mismatches, " + first
-               : std::string();
-  };
-  std::string err;
-  if (c.rowwise && err.empty())
-    err = check("row data", rowData, rowWant.data, false);
-  if (c.rowwise && err.empty())
-    err = check("row scales", rowScales, rowWant.scales,
-                c.rowwise->dtype == ElemType::F32);
-  if (c.columnwise && err.empty())
-    err = check("col data", colData, colWant.data, false);
-  if (c.columnwise && err.empty())
-    err = check("col scales", colScales, colWant.scales,
-                c.columnwise->dtype == ElemType::F32);
-  return err;
+  return outs.check(c);
 }
 
 /// One case: returns an error message, empty when every byte matched.

@@ -58,6 +58,12 @@ private:
   Value consumerTile(Value it, Value consumerIdx, Value tile);
   SmallVector<Value> mainloop(Value it, Value consumerIdx, Value tidInWg,
                               Value rowInTile, Value lane, Value tile);
+  /// K block kb of the CTA's walk from `it`: wait for its stage, read its
+  /// scales (qgemm.block_scales), zero the token tail of a group's partial
+  /// last block. Returns the stage and the scales.
+  std::pair<Value, BlockScalesOp> waitBlock(Value it, Value kb,
+                                            Value consumerIdx, Value tidInWg,
+                                            Value rowInTile, Value tile);
   SmallVector<Value> mainloopDeferred(Value it, Value consumerIdx,
                                       Value tidInWg, Value rowInTile,
                                       Value lane, Value tile);
@@ -215,6 +221,28 @@ Value TileBody::consumerTile(Value it, Value consumerIdx, Value tile) {
   return sched.advance(it);
 }
 
+std::pair<Value, BlockScalesOp>
+TileBody::waitBlock(Value it, Value kb, Value consumerIdx, Value tidInWg,
+                    Value rowInTile, Value tile) {
+  KernelIR &ir = k.ir;
+  ImplicitLocOpBuilder &b = k.b;
+  Value s = k.stageOf(ir.add(it, kb));
+  Value phase = k.phaseOf(ir.add(it, kb));
+  WaitStageOp::create(b, k.smem, s, phase, tile);
+  auto scales = BlockScalesOp::create(b, ir.f32T(), ir.f32T(), ir.f32T(),
+                                      ir.f32T(), k.smem, s, rowInTile, tile);
+  if (k.tokenTail()) {
+    Value last = arith::AndIOp::create(
+        b, k.eq(ir.sub(k.tile.kBlockCount, kb), 1),
+        ir.cmp(arith::CmpIPredicate::ne, k.tile.tailTokens, ir.i32(0)));
+    auto ifTail = scf::IfOp::create(b, last, false);
+    OpBuilder::InsertionGuard inTail(b);
+    b.setInsertionPointToStart(&ifTail.getThenRegion().front());
+    ZeroTokenTailOp::create(b, k.smem, s, consumerIdx, tidInWg, tile);
+  }
+  return {s, scales};
+}
+
 /// The tile's K blocks (1x128 scales): per block, the whole tile width as
 /// one wgmma group, wait, promote. (Splitting the tile into two half-width
 /// groups so that one half's promotion overlaps the other half's MMAs
@@ -232,20 +260,8 @@ SmallVector<Value> TileBody::mainloop(Value it, Value consumerIdx,
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(loop.getBody());
   Value kb = loop.getInductionVar();
-  Value s = k.stageOf(ir.add(it, kb));
-  Value phase = k.phaseOf(ir.add(it, kb));
-  WaitStageOp::create(b, k.smem, s, phase, tile);
-  auto scales = BlockScalesOp::create(b, ir.f32T(), ir.f32T(), ir.f32T(),
-                                      ir.f32T(), k.smem, s, rowInTile, tile);
-  if (k.tokenTail()) {
-    Value last = arith::AndIOp::create(
-        b, k.eq(ir.sub(k.tile.kBlockCount, kb), 1),
-        ir.cmp(arith::CmpIPredicate::ne, k.tile.tailTokens, ir.i32(0)));
-    auto ifTail = scf::IfOp::create(b, last, false);
-    OpBuilder::InsertionGuard inTail(b);
-    b.setInsertionPointToStart(&ifTail.getThenRegion().front());
-    ZeroTokenTailOp::create(b, k.smem, s, consumerIdx, tidInWg, tile);
-  }
+  auto [s, scales] =
+      waitBlock(it, kb, consumerIdx, tidInWg, rowInTile, tile);
   Value frag = MmaBlockOp::create(
       b, k.hw.accumulatorT(n), k.smem, s, consumerIdx, /*first=*/0,
       /*count=*/k.cfg.blockK / WgmmaLayout::kMmaK, tile);
@@ -313,19 +329,8 @@ SmallVector<Value> TileBody::mainloopDeferred(Value it, Value consumerIdx,
   // Block kb: wait for its stage, read its scales, issue its wgmmas,
   // promote `prev` (if any) while they run, wait for them.
   auto block = [&](Value kb, const Pending *prev, SmallVector<Value> &acc) {
-    Value s = k.stageOf(ir.add(it, kb));
-    WaitStageOp::create(b, k.smem, s, k.phaseOf(ir.add(it, kb)), tile);
-    auto scales = BlockScalesOp::create(b, ir.f32T(), ir.f32T(), ir.f32T(),
-                                        ir.f32T(), k.smem, s, rowInTile, tile);
-    if (k.tokenTail()) {
-      Value last = arith::AndIOp::create(
-          b, k.eq(ir.sub(k.tile.kBlockCount, kb), 1),
-          ir.cmp(arith::CmpIPredicate::ne, k.tile.tailTokens, ir.i32(0)));
-      auto ifTail = scf::IfOp::create(b, last, false);
-      OpBuilder::InsertionGuard inTail(b);
-      b.setInsertionPointToStart(&ifTail.getThenRegion().front());
-      ZeroTokenTailOp::create(b, k.smem, s, consumerIdx, tidInWg, tile);
-    }
+    auto [s, scales] =
+        waitBlock(it, kb, consumerIdx, tidInWg, rowInTile, tile);
     Value inFlight = MmaIssueOp::create(
         b, fragT, k.smem, s, consumerIdx, /*first=*/0,
         /*count=*/k.cfg.blockK / WgmmaLayout::kMmaK, tile);
