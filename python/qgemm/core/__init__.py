@@ -6,6 +6,7 @@ without importing torch).
 qgemm re-exports the user-facing names; qgemm.torch and qgemm.jax build on
 the names below and never on this package's private modules."""
 from . import _capi as capi
+from . import _layout as layout
 from . import _plans as plans
 from ._capi import lib
 from ._error_words import (GROUP_ERROR_ALIGNMENT, GROUP_ERROR_LAYOUT,
@@ -21,8 +22,9 @@ from ._quantize_launch import columnwise_transposed
 from ._runtime import _flag as flag
 from ._runtime import Runtime, check, default_runtime, reserved_sms
 
-__all__ = ["capi", "plans", "lib", "check", "flag",
-           "compile", "compile_all", "columnwise_transposed", "Kernel", "Runtime", "default_runtime",
+__all__ = ["capi", "layout", "plans", "lib", "check", "flag",
+           "compile", "compile_all", "columnwise_transposed", "Kernel",
+           "Runtime", "default_runtime",
            "reserved_sms",
            "Error", "SpecError", "ArgumentError", "DeviceError",
            "UnsupportedError", "InternalError", "Scale", "Config", "Geometry",

@@ -10,7 +10,7 @@ from typing import NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from ..core import ArgumentError
+from ..core import ArgumentError, layout
 from . import _calls, _ffi, _specs
 
 _MAX_TOPK = 16
@@ -37,11 +37,12 @@ class Dispatch(NamedTuple):
         return jnp.diff(self.offsets, prepend=jnp.zeros((1,), jnp.int32))
 
 
-def permute_rows(tokens, topk, experts, alignment, row_multiple=1):
+def permute_rows(tokens: int, topk: int, experts: int, alignment: int,
+                 row_multiple: int = 1) -> int:
     """R: T*topk + G*(alignment-1) rounded up to a multiple of row_multiple;
     enough rows for any routing."""
-    r = tokens * topk + experts * (alignment - 1)
-    return -(-r // row_multiple) * row_multiple
+    return layout.permute_rows(tokens, topk, experts, alignment,
+                               row_multiple)
 
 
 def _int(v, what, lo, hi=None):
@@ -112,10 +113,11 @@ def _permute_quantize(x, expert_ids, probs, num_experts, alignment,
     kern = _specs.permute_quantize(_calls.in_name(x, "x"), k, topk,
                                    alignment, probs is not None)
     # The library's bound, rounded up to the caller's row multiple.
-    rows = kern[0].permute_rows(t, num_experts)
-    rows = -(-rows // row_multiple) * row_multiple
+    rows = layout.round_up(kern[0].permute_rows(t, num_experts),
+                           row_multiple)
+    scale_cols = layout.scale_grid(rows, k, (1, 128))[1]
     return Dispatch(*_calls.permute(kern, expert_ids, x, probs, num_experts,
-                                    rows, -(-k // 128)))
+                                    rows, scale_cols))
 
 
 def permute_quantize(x, expert_ids, probs=None, *, num_experts,

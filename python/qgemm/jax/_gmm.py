@@ -18,7 +18,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..core import GROUP_ERROR_RANGE, ArgumentError
+from ..core import GROUP_ERROR_RANGE, ArgumentError, layout
 from . import _calls, _checks, _ffi, _specs, _weights
 from ._weights import QuantizedWeights
 
@@ -110,7 +110,7 @@ def _checked(y, error, flags, offsets, m, rows):
 
 
 def _quantize_act(x, offsets, alignment, rowwise=True, colwise=True):
-    restart = alignment % 128 != 0
+    restart = layout.restarts_blocks(alignment)
     k = _specs.quantize_act(_calls.in_name(x, "x"), rowwise, colwise)
     groups = offsets if (colwise and restart) else _calls.no_groups()
     return _calls.quantize(x, groups, k)
@@ -122,7 +122,7 @@ def _forward(lhs, wf, wfs, group_sizes, out_dtype, alignment, flags,
     and the residuals the backward pass reads."""
     m, k = lhs.shape
     n = wf.shape[1]
-    rows = -(-m // _TOKEN_MULTIPLE) * _TOKEN_MULTIPLE
+    rows = layout.round_up(m, _TOKEN_MULTIPLE)
     offsets = _offsets(group_sizes)
     x = _pad(lhs, rows)
     xq, xs, xcol, xcols = _quantize_act(x, offsets, alignment,
@@ -310,7 +310,7 @@ def tgmm(lhs, rhs, group_sizes, preferred_element_type=jnp.float32,
     out = _out_name(preferred_element_type, "tgmm: preferred_element_type")
     _checks.check_host_group_sizes(group_sizes, m, group_alignment, op)
     flags = _flags()
-    rows = -(-m // _TOKEN_MULTIPLE) * _TOKEN_MULTIPLE
+    rows = layout.round_up(m, _TOKEN_MULTIPLE)
     offsets = _offsets(group_sizes)
     _, _, xcol, xcols = _quantize_act(_pad(lhs.T, rows), offsets,
                                       group_alignment, rowwise=False)

@@ -38,13 +38,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import ArgumentError
+from ..core import ArgumentError, layout
 from . import _calls, _checks, _ffi, _specs, _weights
 
-# Permuted rows are a multiple of 128, as the torch layer's: the weight
-# gradient's token count must be a multiple of 16, and its TMA rows start
-# on 128-byte lines.
-ROW_MULTIPLE = 128
+# Permuted rows are a multiple of 128, as the torch layer's and the plans':
+# the weight gradient's token count must be a multiple of 16, and its TMA
+# rows start on 128-byte lines.
+ROW_MULTIPLE = layout.MOE_ROW_MULTIPLE
 _ALIGNMENTS = (16, 32) + tuple(128 << i for i in range(6))  # .. 4096
 _BF16 = jnp.bfloat16
 _WEIGHT_DTYPES = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float32))
@@ -123,8 +123,7 @@ def _check(x, expert_ids, probs, w13, w2, alignment):
     # The library's bound for any routing, rounded up to ROW_MULTIPLE: the
     # fused and the bf16 permute share it (same k, topk and alignment).
     pq = _specs.permute_quantize("bf16", hidden, topk, int(alignment), False)
-    rows = pq[0].permute_rows(tokens, experts)
-    rows = -(-rows // ROW_MULTIPLE) * ROW_MULTIPLE
+    rows = layout.round_up(pq[0].permute_rows(tokens, experts), ROW_MULTIPLE)
     return _Layer(tokens, topk, experts, hidden, inter, int(alignment), rows,
                   _checks.poisoning())
 
@@ -179,7 +178,8 @@ def _wgrad(a, sa, b, sb, offsets, n, k, experts, out, alignment):
 def _groups(offsets, alignment):
     """The offsets the column-wise blocks restart at (alignments below 128),
     else none."""
-    return offsets if alignment % 128 else _calls.no_groups()
+    return offsets if layout.restarts_blocks(alignment) \
+        else _calls.no_groups()
 
 
 def _quantize_both(v, offsets, alignment):

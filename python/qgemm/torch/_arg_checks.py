@@ -13,7 +13,7 @@ plain ints are not compared here (the ops' fake implementations
 torch._check them), so a check never adds a guard."""
 import torch
 
-from ..core import ArgumentError, DeviceError
+from ..core import ArgumentError, DeviceError, layout
 from ._specs import RECIPES
 from ..recipes import Recipe
 
@@ -116,7 +116,7 @@ def fp8_alignment(op, value, name="alignment"):
     128) or restarts them (16 or 32); a power of two up to 4096."""
     c = _Op(op)
     c.power_of_two(value, name, 16)
-    if value not in (16, 32) and value % 128:
+    if value not in (16, 32) and layout.restarts_blocks(value):
         c.fail("%s = %d: the weight gradient's 128-token scale blocks need "
                "whole blocks per group (128, 256, ..., 4096) or blocks that "
                "restart at each group (16 or 32)" % (name, value))

@@ -6,14 +6,14 @@ from typing import Optional
 
 import torch
 
-from ..core import ArgumentError
+from ..core import ArgumentError, layout
 from ._arg_checks import (check_permute, check_permute_backward,
                           check_permute_quantize, check_unpermute,
                           check_unpermute_backward)
 from ._errors import (raise_pending, record_routing_error)
 from ._launch import _stream
-from ._quantize import (_block, _scale_shape)
-from ._specs import (_SCALE_DTYPE, _kernel, _round_up)
+from ._quantize import _block
+from ._specs import (_SCALE_DTYPE, _kernel)
 
 
 # -- permute / unpermute ----------------------------------------------------
@@ -40,11 +40,14 @@ def _unpermute_spec(k, topk, probs, backward):
     return spec
 
 
-def permute_rows(tokens, topk, experts, alignment, row_multiple=1):
+def permute_rows(tokens: int, topk: int, experts: int, alignment: int,
+                 row_multiple: int = 1) -> int:
     """R: the rows every permuted output has, whatever the routing: the
     bound T*topk + G*(alignment-1), rounded up to a multiple of
-    `row_multiple` (the rows past the last group are zero padding)."""
-    return _round_up(tokens * topk + experts * (alignment - 1), row_multiple)
+    `row_multiple` (the rows past the last group are zero padding). Plain
+    integer arithmetic: torch.compile's symbolic sizes work too."""
+    return layout.permute_rows(tokens, topk, experts, alignment,
+                               row_multiple)
 
 
 def _permute_index_outputs(x, tokens, topk, rows, num_experts, has_probs):
@@ -93,7 +96,7 @@ def _permute_kernel(x, topk, alignment, has_probs, scale_block, scale_layout,
 
 def _permuted_scale_shape(scale_block, out_layout, kdim):
     block = tuple(scale_block) if scale_block else (1, 128)
-    return lambda r: _scale_shape(r, kdim, block, out_layout)
+    return lambda r: layout.scale_shape(r, kdim, block, out_layout)
 
 
 def _permute_run(x: torch.Tensor, routing: torch.Tensor,
@@ -209,7 +212,7 @@ def _permute_quantize_outputs(x, routing, num_experts, alignment, has_probs,
     topk = routing.shape[1]
     r = permute_rows(t, topk, num_experts, alignment, row_multiple)
     y = x.new_empty((r, kdim), dtype=torch.float8_e4m3fn)
-    ys = x.new_empty(_scale_shape(r, kdim, block, scale_layout),
+    ys = x.new_empty(layout.scale_shape(r, kdim, block, scale_layout),
                      dtype=_SCALE_DTYPE[sdt])
     return (y, ys) + _permute_index_outputs(x, t, topk, r, num_experts,
                                             has_probs)

@@ -5,13 +5,13 @@ import torch
 
 from . import _arg_checks
 from . import _launch
-from ..core import ArgumentError
+from ..core import ArgumentError, layout
 from ..recipes import Recipe
 from ._errors import raise_pending
 from ._launch import (_fp8_name, _launch_gemm, _plain_eager, _stream)
 from . import _plans
 from ._plans import _weight_buffers
-from ._specs import (_gemm_spec, _kernel, _round_up)
+from ._specs import (_gemm_spec, _kernel)
 
 
 # -- fp8_grouped_mm: an FP8 drop-in for torch._grouped_mm -------------------
@@ -191,7 +191,7 @@ class _Fp8GroupedMm(torch.autograd.Function):
     def forward(ctx, x, w, offs, alignment, recipe, main_grad,
                 cache_fp8_weights):
         rows = x.shape[0]
-        pad = _round_up(rows, _WGRAD_ROWS) - rows
+        pad = layout.round_up(rows, _WGRAD_ROWS) - rows
         xp = _pad_rows(x, pad)
         eager = _plain_eager(xp, w, offs)
         if cache_fp8_weights:

@@ -48,13 +48,13 @@ import math
 
 import torch
 
-from ..core import ArgumentError
+from ..core import ArgumentError, layout
 from ._arg_checks import check_moe_experts as _check_init
 from ._layer_args import check_layer_args as _check
 from ._errors import poison, raise_pending
 from ..recipes import Recipe
 from ._dispatch import (_permute_backward_impl, _permute_quantize_run,
-                        _permute_run, _unpermute_impl, permute_rows)
+                        _permute_run, _unpermute_impl)
 from ._fp8_grouped_mm import quantized_weights
 from ._gemm import _grouped_mm_impl, _grouped_mm_wgrad_impl
 from ._launch import _plain_eager
@@ -64,10 +64,10 @@ from ._swiglu import (_swiglu_backward_impl, _swiglu_col_transposed,
                       _swiglu_kernel, _swiglu_outputs,
                       _swiglu_quantize_impl)
 
-# Permuted rows are a multiple of 128: the weight gradient's token count
-# must be a multiple of 16 and its TMA rows start on 128-byte lines then
-# (docs/PERF_NOTES.md); the rows past the last expert are zero padding.
-ROW_MULTIPLE = 128
+# Permuted rows are a multiple of 128, as the plans' (the weight
+# gradient's token count and TMA lines); the rows past the last expert are
+# zero padding.
+ROW_MULTIPLE = layout.MOE_ROW_MULTIPLE
 _BF16 = torch.bfloat16
 
 
@@ -77,7 +77,7 @@ def _swiglu_down(h, offs, w2q, w2s, alignment, recipe):
     gradient, then the down GEMM. Shared with qgemm.torch.ep."""
     # Column-wise 128-token blocks restart at every expert when the
     # experts' row counts are not multiples of 128.
-    restart = alignment % 128 != 0
+    restart = layout.restarts_blocks(alignment)
     aq, a_s, acol, acols, _ = _swiglu_quantize_impl(
         h, offs if restart else None, recipe=recipe, row_block="1x128",
         col_block="128x1", col_layout="GEMM_READY", bf16_output=False)
@@ -122,15 +122,15 @@ _forward = torch.library.custom_op("qgemm::moe_experts_forward",
 def _(x, ids, probs, w13q, w13s, w2q, w2s, alignment, recipe):
     tokens, topk = ids.shape
     experts, two_i, hidden = w13q.shape
-    rows = permute_rows(tokens, topk, experts, alignment, ROW_MULTIPLE)
+    rows = layout.permute_rows(tokens, topk, experts, alignment,
+                               ROW_MULTIPLE)
     h = x.new_empty((rows, two_i))
     transposed = _swiglu_col_transposed(_swiglu_kernel(
         "stacked", "e4m3", recipe, (1, 128), "COMPACT", (128, 1),
         "GEMM_READY", False))
-    restart = alignment % 128 != 0
     _, _, acol, acols, _ = _swiglu_outputs(
         h, "e4m3", (1, 128), "COMPACT", (128, 1), "GEMM_READY", "f32",
-        transposed, experts if restart else 0, False)
+        transposed, layout.restart_groups(experts, alignment), False)
     i32 = torch.int32
     return (x.new_empty((tokens, hidden)), x.new_empty((experts,), dtype=i32),
             x.new_empty((rows,), dtype=i32),
@@ -154,7 +154,7 @@ def _backward_down_impl(do: torch.Tensor, offs: torch.Tensor,
     weight gradients from do (R, H), then SwiGLU's, quantized for the up
     projection's two GEMMs."""
     raise_pending(do.device)
-    groups = offs if alignment % 128 != 0 else None
+    groups = offs if layout.restarts_blocks(alignment) else None
     doq, dos, docol, docols = _quantize_impl(
         do, groups, recipe=recipe, row_block="1x128", col_block="128x1",
         col_layout="GEMM_READY")
@@ -179,7 +179,7 @@ _backward_down = torch.library.custom_op(
 
 @_backward_down.register_fake
 def _(do, offs, h, acol, acols, w2q_t, w2s_t, alignment, recipe, w2_dtype):
-    groups = offs if alignment % 128 != 0 else None
+    groups = offs if layout.restarts_blocks(alignment) else None
     dhq, dhs, dhcol, dhcols = _quantize_fake(
         h, groups, recipe=recipe, row_block="1x128", col_block="128x1",
         col_layout="GEMM_READY")
@@ -231,7 +231,7 @@ def _rows_wgrad(dhcol, dhcols, y, offs, alignment, recipe, w13_dtype):
     """dw13 (E, 2I, H) from the column-wise FP8 dh and the bf16 permuted
     layer input y (R, H), quantized column-wise here (128 tokens of one
     expert per block). Shared with qgemm.torch.ep."""
-    groups = offs if alignment % 128 != 0 else None
+    groups = offs if layout.restarts_blocks(alignment) else None
     _, _, ycol, ycols = _quantize_impl(y, groups, recipe=recipe,
                                        row_block="", col_block="128x1",
                                        col_layout="GEMM_READY")

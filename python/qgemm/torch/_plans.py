@@ -19,12 +19,11 @@ micro-batches per optimizer step.
 import torch
 
 from ..core import capi as _capi
+from ..core import layout
 from ..core import plans as _plans
 from . import _launch
-from ._dispatch import permute_rows
 from ._errors import _error_word_at, poison, raise_pending
 from ._launch import _stream
-from ._quantize import _scale_elems
 
 _BF16 = torch.bfloat16
 _FP8 = torch.float8_e4m3fn
@@ -32,8 +31,8 @@ _I32 = torch.int32
 _F32 = torch.float32
 _U8 = torch.uint8
 _WDT = {torch.bfloat16: "bf16", torch.float32: "f32"}
-# The permuted rows' multiple, as the plan's (kMoeRowMultiple in Plans.h).
-ROW_MULTIPLE = 128
+# The permuted rows' multiple, as the plan's.
+ROW_MULTIPLE = layout.MOE_ROW_MULTIPLE
 
 
 def _debug_flags():
@@ -47,8 +46,9 @@ def _moe_plan(experts, hidden, inter, topk, alignment, w_dtype):
 
 
 def _acol_scales(rows, inter, experts, alignment):
-    groups = experts if alignment % 128 != 0 else 0
-    return _scale_elems(rows + groups * 128, inter, (128, 1), "GEMM_READY")
+    return layout.grouped_scale_elements(
+        rows, inter, (128, 1), "GEMM_READY",
+        layout.restart_groups(experts, alignment))
 
 
 def _weight_buffers(w):
@@ -65,7 +65,8 @@ def _forward_outputs(x, ids, experts, inter, alignment):
     """(out, offs, row_group, row_map, h, a_col, a_col_scales, o)."""
     tokens, hidden = x.shape
     topk = ids.shape[1]
-    rows = permute_rows(tokens, topk, experts, alignment, ROW_MULTIPLE)
+    rows = layout.permute_rows(tokens, topk, experts, alignment,
+                               ROW_MULTIPLE)
     return (x.new_empty((tokens, hidden)),
             x.new_empty((experts,), dtype=_I32),
             x.new_empty((rows,), dtype=_I32),
@@ -217,13 +218,13 @@ def _(dout, row_map, row_group, probs, o, experts, inter, alignment,
 def _dh_forms(h, inter, experts, alignment):
     """Empty (dh_rows (R, 2I) e4m3, scales, dh_cols (2I, R) e4m3, scales)."""
     rows = h.shape[0]
-    groups = experts if alignment % 128 != 0 else 0
+    groups = layout.restart_groups(experts, alignment)
     return (h.new_empty((rows, 2 * inter), dtype=_FP8),
-            h.new_empty((_scale_elems(rows, 2 * inter, (1, 128),
-                                      "COMPACT"),), dtype=_F32),
+            h.new_empty((layout.scale_elements(rows, 2 * inter, (1, 128),
+                                               "COMPACT"),), dtype=_F32),
             h.new_empty((2 * inter, rows), dtype=_FP8),
-            h.new_empty((_scale_elems(rows + groups * 128, 2 * inter,
-                                      (128, 1), "GEMM_READY"),),
+            h.new_empty((layout.grouped_scale_elements(
+                rows, 2 * inter, (128, 1), "GEMM_READY", groups),),
                         dtype=_F32))
 
 
@@ -361,10 +362,10 @@ def _gmm_plan(groups, n, k, alignment, w_dtype, accumulate, x_dtype):
 def _gmm_forward_outputs(x, n, groups, alignment):
     """(y (M, N), x_col (K, M), x_col_scales)."""
     m, k = x.shape
-    restart = groups if alignment % 128 != 0 else 0
+    restart = layout.restart_groups(groups, alignment)
     return (x.new_empty((m, n)), x.new_empty((k, m), dtype=_FP8),
-            x.new_empty((_scale_elems(m + restart * 128, k, (128, 1),
-                                      "GEMM_READY"),), dtype=_F32))
+            x.new_empty((layout.grouped_scale_elements(
+                m, k, (128, 1), "GEMM_READY", restart),), dtype=_F32))
 
 
 def _run_gmm_forward(x, offs, w, forms, alignment, w_dtype):

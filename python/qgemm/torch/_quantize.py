@@ -1,46 +1,19 @@
-"""The quantize op and the output allocation and scale-size arithmetic
-the other quantizing ops share."""
+"""The quantize op and the output allocation the other quantizing ops
+share (their sizes are qgemm.core.layout's)."""
 from typing import Optional
 
 import torch
 
 from . import _launch
 from ..core import ArgumentError, columnwise_transposed
+from ..core import layout
 from ._arg_checks import check_quantize
 from ._errors import error_word
 from ._launch import _stream
-from ._specs import (_QUANT_OUT, _SCALE_DTYPE, _ceil, _kernel, _round_up)
+from ._specs import (_QUANT_OUT, _SCALE_DTYPE, _kernel)
 
 
 # -- quantize ---------------------------------------------------------------
-def _scale_elems(rows, cols, block, layout):
-    """Elements of one scale allocation of a (rows, cols) operand
-    (LAYOUTS.md "Scale layouts"; GemmArgs.cpp scaleAlloc). Plain integer
-    arithmetic, so it also works on torch.compile's symbolic sizes."""
-    br, bc = block
-    gr, gc = _ceil(rows, br), _ceil(cols, bc)
-    ready = layout == "GEMM_READY"
-    if (br, bc) == (1, 128):
-        return gc * _round_up(rows, 4) if ready else rows * gc
-    if (br, bc) == (128, 128):
-        return gr * _round_up(gc, 4) if ready else gr * gc
-    if (br, bc) == (128, 1):
-        return gr * _round_up(cols, 4) if ready else gr * cols
-    if (br, bc) == (1, 32):
-        return _round_up(rows, 128) * _round_up(gc, 4) if ready \
-            else rows * gc
-    if (br, bc) == (32, 1):
-        return _round_up(cols, 128) * _round_up(gr, 4) if ready \
-            else gr * cols
-    raise ArgumentError("no scale layout for block %s" % (list(block),))
-
-
-def _scale_shape(rows, cols, block, layout):
-    if layout == "COMPACT":
-        return (_ceil(rows, block[0]), _ceil(cols, block[1]))
-    return (_scale_elems(rows, cols, block, layout),)
-
-
 def _quantize_spec(input_dtype, out, recipe, row_block, row_layout,
                    col_block, col_layout, scale_dtype):
     spec = {"qgemm": 1, "name": "torch_quantize_%s" % recipe,
@@ -75,16 +48,15 @@ def _quantize_outputs(x, out, row_block, row_layout, col_block, col_layout,
     empty = x.new_empty((0,), dtype=fp8)
     empty_s = x.new_empty((0,), dtype=sdt)
     rd = x.new_empty((rows, cols), dtype=fp8) if row_block else empty
-    rs = x.new_empty(_scale_shape(rows, cols, row_block, row_layout),
+    rs = x.new_empty(layout.scale_shape(rows, cols, row_block, row_layout),
                      dtype=sdt) if row_block else empty_s
     if col_block:
         cd = x.new_empty((cols, rows) if transposed else (rows, cols),
                          dtype=fp8)
         # Token groups restart the column-wise blocks at each group: the
         # bound cd(rows, b) + G blocks (the offsets are only on the device).
-        cs = x.new_empty((_scale_elems(rows + num_groups * col_block[0],
-                                       cols, col_block, col_layout),),
-                         dtype=sdt)
+        cs = x.new_empty((layout.grouped_scale_elements(
+            rows, cols, col_block, col_layout, num_groups),), dtype=sdt)
     else:
         cd, cs = empty, empty_s
     return rd, rs, cd, cs

@@ -52,14 +52,6 @@ def _kernel(key, build):
     return k
 
 
-def _ceil(x, b):
-    return (x + b - 1) // b
-
-
-def _round_up(x, m):
-    return _ceil(x, m) * m
-
-
 def _gemm_spec(grouping, n, k, a_dtype, b_dtype, out, recipe, alignment,
                a_layout, b_layout, accumulate=False):
     table = _WGRAD_RECIPES if grouping == "k_contiguous" else RECIPES
