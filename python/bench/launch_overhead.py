@@ -1,5 +1,5 @@
-"""Host-side cost of a Python launch (issue 14: at most 10 us per call over
-the kernel, CUDA graphs off). Needs torch and a GPU:
+"""Host-side cost of a Python launch (the target: at most 10 us per call
+over the kernel, CUDA graphs off). Needs torch and a GPU:
 
     QGEMM_LIBRARY=.../libqgemm.so PYTHONPATH=python \
         python3 python/bench/launch_overhead.py [--calls 2000] [--json OUT]
@@ -213,7 +213,7 @@ def main():
     result["torch_python_over_ctypes_us"] = over
     result["dlpack_python_over_ctypes_us"] = \
         result["dlpack_launch_us"] - result["ctypes_us"]
-    # Issue 14's number: qgemm.torch.grouped_mm's host time per call over
+    # The target's number: qgemm.torch.grouped_mm's host time per call over
     # the bare C call of the same launch (device-groups form: the check
     # kernel and the GEMM).
     result["torch_op_over_capi_us"] = \

@@ -1,10 +1,10 @@
-//===- ChainGpuTests.cpp - An MoE expert layer's forward from qgemm kernels ===//
+//===- ChainGpuTests.cpp - An MoE layer's forward from qgemm kernels ------===//
 //
 //   qgemm-gpu-chain-tests [--filter TEXT] [--compile-only]
 //
 // bf16 tokens and bf16 expert weights go through qgemm's own kernels only:
 //
-//   quantize (tokens, 1x128 deepseek)   quantize (all experts, 128x128, one launch)
+//   quantize (tokens, 1x128 deepseek)   quantize (all experts, 128x128, once)
 //        -> permute (routing, probabilities, pad to the alignment)
 //        -> grouped GEMM (m_contiguous, offsets from permute)
 //        -> unpermute (probability-weighted sum over the top-k copies)
@@ -23,11 +23,10 @@
 //     independently the products' errors add in quadrature, ~0.037
 //     normwise over random-sign dot products. Asserted: below 0.05.
 //
-// Issues 11 (point 6) and 12 (point 5). Groups are small and the routing
-// random with drops, so empty experts and groups shorter than the
-// alignment occur. Exit status 1 when a case fails. --compile-only builds
-// every stage of every case without a GPU (the CPU test suite runs it, so
-// the specs written here stay valid).
+// Groups are small and the routing random with drops, so empty experts and
+// groups shorter than the alignment occur. Exit status 1 when a case fails.
+// --compile-only builds every stage of every case without a GPU (the CPU test
+// suite runs it, so the specs written here stay valid).
 //
 //===----------------------------------------------------------------------===//
 #include "DeviceBuffers.h"
@@ -251,8 +250,8 @@ std::string runChain(Runtime &rt, const CudaDriver &d, const ChainCase &c) {
   pa.experts = G;
   pa.rows = R;
   require(rt.launch(permute, pa), "permute");
-  // The GEMM launch checks a host copy of the offsets (issue 14 brings the
-  // device-checked form); the test reads them back here.
+  // The GEMM launch here checks a host copy of the offsets (the
+  // device-checked form is tested elsewhere); the test reads them back.
   buf.check(d.ctxSynchronize(), "cuCtxSynchronize");
   std::vector<int32_t> offsets(static_cast<size_t>(G));
   buf.down(pa.offsets, offsets);

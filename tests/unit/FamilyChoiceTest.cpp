@@ -1,10 +1,10 @@
 //===- FamilyChoiceTest.cpp - Every shipped spec builds the wgmma family --===//
 //
-// Issue 10 point 4: the SIMT family is the test reference, chosen for no
-// contract a user can declare; a spec gets it only by asking
-// ("tuning": {"family": "simt"}). Compiles every spec in specs/ and
-// tests/gpu/specs/ (every sweep point) to resolved MLIR, the path `qgemmc
-// explain` takes, and checks the family of the configuration.
+// The SIMT family is the test reference, chosen for no contract a user can
+// declare; a spec gets it only by asking ("tuning": {"family": "simt"}).
+// Compiles every spec in specs/ and tests/gpu/specs/ (every sweep point) to
+// resolved MLIR, the path `qgemmc explain` takes, and checks the family of the
+// configuration.
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,8 +1,8 @@
 //===- QuantizeEdgeTest.cpp - CPU quantizers on the edge inputs -----------===//
 //
-// Issue 11 point 4, CPU part: the edge matrix the GPU tests also run
-// (QuantizeEdges.h) through the CPU quantizers, each answer derived by hand
-// from the recipes (LAYOUTS.md): zero blocks, NaN, +-inf, saturation,
+// The CPU part of the quantizer edge cases: the edge matrix the GPU tests
+// also run (QuantizeEdges.h) through the CPU quantizers, each answer derived
+// by hand from the recipes (LAYOUTS.md): zero blocks, NaN, +-inf, saturation,
 // subnormals, the FLOOR/RCEIL boundary, deepseek's amax floor, tails, and
 // the MXFP8 column-wise [32,1] output with token groups.
 //

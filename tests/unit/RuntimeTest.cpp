@@ -593,7 +593,7 @@ TEST_CASE("launch refuses empty handles and non-GEMM kernels",
   CHECK(empty.name().empty());
   CHECK_FALSE(empty.isLoaded());
 
-  // Quantizers compile to their own kernel (issue 11).
+  // Quantizers compile to their own kernel.
   Spec quant = parseOne(R"({"qgemm": 1, "name": "q", "op": "quantize",
     "recipe": "deepseek", "rowwise": {}, "shape": {"k": 7168}})");
   KernelResult k = rt.getKernel(quant);

@@ -12,7 +12,7 @@
 // those minima fell by more than the tolerance too. Long kernels (K 7168,
 // over ~1.4 ms) run in one of two clock modes about 10% apart, so their
 // medians move by that much between calls while their minima repeat to
-// about 0.5% (docs/PERF_NOTES.md, session 9): a slower kernel lowers both.
+// about 0.5% (docs/PERF_NOTES.md): a slower kernel lowers both.
 //
 //===----------------------------------------------------------------------===//
 #ifndef QGEMM_BASELINECOMPARE_H

@@ -79,8 +79,8 @@ struct DispatchBenchRow {
   double bytes = 0;
   Timing qgemm, copy;
   /// The fused quantize+permute row only: the quantize kernel then the FP8
-  /// permute kernel it replaces, timed the same way in the same run
-  /// (issue 12 point 6), and their names.
+  /// permute kernel it replaces, timed the same way in the same run, and
+  /// their names.
   Timing unfused;
   std::string unfusedKernels;
   double qgemmGbps = std::numeric_limits<double>::quiet_NaN();

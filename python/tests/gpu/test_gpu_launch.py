@@ -130,8 +130,8 @@ class GpuLaunchTest(unittest.TestCase):
         self.assertTrue(torch.equal(d1, d2))
 
     def test_torch_launch_overhead(self):
-        """Host time per launch on torch tensors; issue 14's target is 10
-        us over the bare C call (the bench reports it exactly); this test
+        """Host time per launch on torch tensors; the target is 10 us over
+        the bare C call (the bench reports it exactly); this test
         holds a loose bound so a regression to the DLPack path (~290 us per
         call on an H100 host) fails."""
         import time

@@ -1,5 +1,5 @@
-"""GPU tests of qgemm.torch (issue 14 point 3) and of the device-groups
-launch form of the C API (1.2). Run on the GPU machine (torch 2.11):
+"""GPU tests of qgemm.torch and of the device-groups launch form of the C
+API (1.2). Run on the GPU machine (torch 2.11):
 
     bash scripts/dev.sh gpu-python        # every python/tests/gpu test
 

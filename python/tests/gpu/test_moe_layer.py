@@ -1,8 +1,7 @@
-"""GPU test of the MoE expert layer example (examples/python/moe_layer.py,
-issue 14 point 5): the layer on qgemm's FP8 kernels against the same layer
-in bf16 PyTorch (torch._grouped_mm), both under
-torch.compile(fullgraph=True), on the same parameters and input. Run on the
-GPU machine with the other Python GPU tests:
+"""GPU test of the MoE expert layer example (examples/python/moe_layer.py):
+the layer on qgemm's FP8 kernels against the same layer in bf16 PyTorch
+(torch._grouped_mm), both under torch.compile(fullgraph=True), on the same
+parameters and input. Run on the GPU machine with the other Python GPU tests:
 
     bash scripts/dev.sh gpu-python
 

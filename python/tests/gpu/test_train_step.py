@@ -1,6 +1,6 @@
-"""GPU tests of a training step of qgemm.torch.fp8_grouped_mm (issue 27
-points 3 and 4), from torch.profiler's list of the CUDA kernels a step
-launches. Run on the GPU machine:
+"""GPU tests of a training step of qgemm.torch.fp8_grouped_mm, from
+torch.profiler's list of the CUDA kernels a step launches. Run on the GPU
+machine:
 
     bash scripts/dev.sh gpu-train-bench   # these tests, then bench/train_op.py
     bash scripts/dev.sh gpu-python        # every python/tests/gpu test

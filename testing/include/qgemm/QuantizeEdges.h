@@ -1,9 +1,9 @@
-//===- QuantizeEdges.h - Inputs where quantizers differ or break -*- C++ -*-===//
+//===- QuantizeEdges.h - Where quantizers differ or break -------*- C++ -*-===//
 //
-// Issue 11 point 4: the inputs a GPU quantizer must get bit-exact besides
-// random data. The CPU unit tests check the CPU quantizers' answers on them
-// against hand-derived values; the GPU tests run the same matrices through
-// the kernels and compare with the CPU bytes.
+// The inputs a GPU quantizer must get bit-exact besides random data. The CPU
+// unit tests check the CPU quantizers' answers on them against hand-derived
+// values; the GPU tests run the same matrices through the kernels and compare
+// with the CPU bytes.
 //
 //===----------------------------------------------------------------------===//
 #ifndef QGEMM_QUANTIZEEDGES_H
