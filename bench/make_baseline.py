@@ -9,7 +9,8 @@ of the fastest timed runs (`min_ratio`). `runs_ratio` and `runs_min_ratio`
 keep each run's value. The gate (bench/lib/BaselineCompare.cpp) reads the
 ratio back as qgemm_tflops / anchor_tflops, so those are written to give it.
 
-    bench/make_baseline.py RUN1.json RUN2.json [...] -o bench/baselines/h100.json
+    bench/make_baseline.py RUN1.json RUN2.json [...] \
+        -o bench/baselines/h100.json
 """
 import argparse
 import json
@@ -62,7 +63,8 @@ def main():
     rows, data_path = [], []
     for first in docs[0]["rows"]:
         k = key(first)
-        same = [next((r for r in d["rows"] if key(r) == k), None) for d in docs]
+        same = [next((r for r in d["rows"] if key(r) == k), None)
+                for d in docs]
         measured = [gemm_ratios(r) for r in same if r is not None]
         if len(measured) != len(docs) or any(m is None for m in measured):
             print(f"make_baseline: {k}: not measured in every run, left out",

@@ -67,9 +67,10 @@ about 0.5% of float64 here, against the FP8 paths' ~3.5%. One untimed
 step of each path per shape, its first call on these weights (so qgemm
 quantizes them); the same numbers are reported on both modes' rows.
 
-Output: a table and a JSON file (default bench/results/<device>-train-op.json,
-bench/results_file.py; --out DIR/ writes that name into DIR) with a metadata header
-and one row per (shape, mode): {label, mode, experts, rows, n, k, qgemm_ms,
+Output: a table and a JSON file (default
+bench/results/<device>-train-op.json, bench/results_file.py; --out DIR/
+writes that name into DIR) with a metadata header and one row per (shape,
+mode): {label, mode, experts, rows, n, k, qgemm_ms,
 bf16_ms, torchao_rowwise_ms, qgemm_peak_mib, bf16_peak_mib, qgemm_rel_err,
 speedup_vs_bf16 (bf16_ms / qgemm_ms), speedup_vs_torchao_rowwise, ...};
 a path not run is null. Exit status 1 when a path failed on some row (the
@@ -97,7 +98,7 @@ except ImportError:
     # Run from a checkout (or the unpacked GPU pack) without PYTHONPATH.
     sys.path.insert(0, os.path.normpath(os.path.join(HERE, "..", "python")))
     import qgemm
-import qgemm.torch as qt
+import qgemm.torch as qt  # noqa: E402
 
 from results_file import results_path  # noqa: E402  (bench/)
 

@@ -5,7 +5,8 @@ CUDA kernels summed by name (time per step, share, launches), next to the
 bf16 torch._grouped_mm step. Needs torch and a GPU:
 
     QGEMM_LIBRARY=.../libqgemm.so PYTHONPATH=python \\
-        python3 bench/train_op_profile.py [--shape "dsv3 up E8"] [--new-weights]
+        python3 bench/train_op_profile.py [--shape "dsv3 up E8"] \\
+            [--new-weights]
 
 --new-weights gives the weights a new version before each step (an
 optimizer step), so the weight quantization is in the table; without it

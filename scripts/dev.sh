@@ -3,7 +3,10 @@
 #
 #   scripts/dev.sh examples   install what is missing, build, compile every spec
 #                             in specs/ to PTX and print one line per kernel
-#   scripts/dev.sh test       install what is missing, build, run every CPU test
+#   scripts/dev.sh test       install what is missing, lint, build, run every
+#                             CPU test
+#   scripts/dev.sh lint       ruff check over the Python tree, clang-format
+#                             over the C++ lines this change touches
 #   scripts/dev.sh build      configure and build only (no installs)
 #   scripts/dev.sh pack       build, then pack what the GPU machine needs into
 #                             .pack/qgemm-gpu.tar.xz (git-ignored; carry it)
@@ -59,7 +62,8 @@ LLVM_BIN=/usr/lib/llvm-22/bin
 # Debian 12 packages qgemm builds with (LLVM/MLIR 22 come from bookworm-security).
 PACKAGES=(cmake ninja-build g++ python3 llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
           lld-22 libzstd-dev zlib1g-dev libfmt-dev nlohmann-json3-dev catch2 xz-utils
-          pkg-config python3-venv python3-numpy)  # install + Python package tests
+          pkg-config python3-venv python3-numpy  # install + Python package tests
+          clang-format-22 git)  # lint
 
 log() { printf '\033[1m[qgemm]\033[0m %s\n' "$*" >&2; }
 
@@ -101,6 +105,70 @@ torch_venv() {
   mkdir -p "$BUILD_DIR"
   python3 -m venv "$venv"
   "$venv/bin/python" -m pip install -q --disable-pip-version-check "torch==2.11.*" numpy
+}
+
+# A venv with ruff from PyPI, pinned: a new release may add findings.
+RUFF_VERSION=0.17.6
+lint_venv() {
+  local venv="$BUILD_DIR/lint-venv"
+  [[ "$("$venv/bin/ruff" --version 2>/dev/null)" == "ruff $RUFF_VERSION" ]] && return
+  log "installing ruff $RUFF_VERSION into $venv"
+  mkdir -p "$BUILD_DIR"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check "ruff==$RUFF_VERSION"
+}
+
+# The commit the change under test starts from, as a clean clone can tell:
+# on a branch, where it left main (origin/main on CI, else a local main);
+# on main itself, or without one, HEAD's parent (the first parent of a
+# merge: everything the merge brought in). Empty when HEAD has no parent
+# here (a depth-1 clone, the first commit).
+lint_base() {
+  local head ref base
+  head=$(git -C "$ROOT" rev-parse HEAD)
+  for ref in origin/main main; do
+    if git -C "$ROOT" rev-parse -q --verify "$ref^{commit}" >/dev/null; then
+      base=$(git -C "$ROOT" merge-base "$ref" HEAD 2>/dev/null) || base=""
+      [[ -n "$base" && "$base" != "$head" ]] && { echo "$base"; return; }
+      break
+    fi
+  done
+  git -C "$ROOT" rev-parse -q --verify "HEAD^1^{commit}" 2>/dev/null || true
+}
+
+# clang-format --dry-run over the lines of the C++ files changed since
+# lint_base, so the check holds new code to the style without asking for
+# the untouched lines of a file to be reformatted.
+lint_cxx() {
+  local base file args start count
+  base=$(lint_base)
+  if [[ -z "$base" ]]; then
+    log "lint: HEAD has no parent commit here (shallow clone?); C++ not checked"
+    return
+  fi
+  local cf="$LLVM_BIN/clang-format" failed=0 n=0
+  while IFS= read -r file; do
+    args=()
+    # Hunk headers "@@ -a,b +start[,count] @@": the new side's lines.
+    while read -r start count; do
+      ((count == 0)) || args+=("--lines=$start:$((start + count - 1))")
+    done < <(git -C "$ROOT" diff -U0 "$base" HEAD -- "$file" |
+             sed -nE 's/^@@ [^+]*\+([0-9]+)(,([0-9]+))? @@.*/\1 \3/p' |
+             awk '{print $1, ($2 == "" ? 1 : $2)}')
+    ((${#args[@]})) || continue
+    n=$((n + 1))
+    (cd "$ROOT" && "$cf" --dry-run --Werror "${args[@]}" "$file") || failed=1
+  done < <(git -C "$ROOT" diff --name-only --diff-filter=AMR "$base" HEAD -- \
+             '*.cpp' '*.h' '*.c' '*.cu')
+  log "lint: clang-format checked the changed lines of $n C++ files since ${base:0:12}"
+  return $failed
+}
+
+lint() {
+  log "lint: ruff check"
+  "$BUILD_DIR/lint-venv/bin/ruff" check --config "$ROOT/ruff.toml" "$ROOT" || {
+    log "lint: ruff check failed"; exit 1; }
+  lint_cxx || { log "lint: clang-format failed (see $ROOT/.clang-format)"; exit 1; }
 }
 
 build() {
@@ -197,7 +265,7 @@ gpu_qgemmc() {
 }
 
 # The Python package against the packed libqgemm.so, with the machine's
-# torch: GPU tests, then the launch-overhead numbers (issue 14: <= 10 us).
+# torch: GPU tests, then the launch-overhead numbers (the target: <= 10 us).
 gpu_python() {
   unpack
   (cd "$dest/qgemm" && export QGEMM_LIBRARY="$dest/qgemm/lib/libqgemm.so" \
@@ -206,8 +274,8 @@ gpu_python() {
    with_timeout python3 python/bench/launch_overhead.py --json "$out/launch-overhead.json")
 }
 
-# qgemm.jax with the machine's JAX: its GPU tests, then bench/jax_gmm.py
-# (issue 30); the bench runs even when a test fails.
+# qgemm.jax with the machine's JAX: its GPU tests, then bench/jax_gmm.py;
+# the bench runs even when a test fails.
 gpu_jax() {
   unpack
   local rc=0
@@ -254,7 +322,7 @@ gpu_moe_bench() {
    with_timeout python3 bench/moe_layer.py --out "$out/moe-layer.json" "$@")
 }
 
-# fp8_grouped_mm as a training op (issue 27): its GPU tests
+# fp8_grouped_mm as a training op: its GPU tests
 # (test_train_step.py), then bench/train_op.py against bf16 and torchao's FP8
 # rowwise. torchao: the wheels in .whl/ (git-ignored; carry it with .pack),
 # installed into /tmp/site; without them the bench skips that path. The bench
@@ -403,7 +471,8 @@ cmd="${1:-}"
 shift || true
 case "$cmd" in
   examples) install_deps; build; run_examples ;;
-  test) install_deps; jax_venv; torch_venv; build; run_tests ;;
+  test) install_deps; jax_venv; torch_venv; lint_venv; lint; build; run_tests ;;
+  lint) lint_venv; lint ;;
   build) build ;;
   pack) build; pack ;;
   gpu) gpu "$@" ;;
@@ -417,5 +486,5 @@ case "$cmd" in
   gpu-ep-bench) gpu_ep_bench "$@" ;;
   gpu-train-bench) gpu_train_bench "$@" ;;
   gpu-sanitize) gpu_sanitize "$@" ;;
-  *) sed -n '2,31p' "$0"; exit 1 ;;
+  *) sed -n '2,34p' "$0"; exit 1 ;;
 esac

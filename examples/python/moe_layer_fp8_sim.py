@@ -141,6 +141,8 @@ print("%-7s %10s %10s %10s" % ("", "bf16-ex", "fp8-ex", "fp8-bf16"))
 for n in ("loss", "out", "x", "router", "w1", "w2"):
     a, b, c = ex[n], bf[n], f8[n]
     if n == "loss":
-        print("%-7s %10.2e %10.2e %10.2e" % (n, abs(b - a) / a, abs(c - a) / a, abs(c - b) / b))
+        print("%-7s %10.2e %10.2e %10.2e"
+              % (n, abs(b - a) / a, abs(c - a) / a, abs(c - b) / b))
     else:
-        print("%-7s %10.4f %10.4f %10.4f" % (n, rel(b, a), rel(c, a), rel(c, b)))
+        print("%-7s %10.4f %10.4f %10.4f"
+              % (n, rel(b, a), rel(c, a), rel(c, b)))

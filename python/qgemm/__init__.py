@@ -1,7 +1,7 @@
 """qgemm: declared FP8 grouped-GEMM kernels for Hopper, from Python.
 
     import qgemm
-    k = qgemm.compile("specs/dsv3_down_rowgroup.json")  # dict, JSON text or path
+    k = qgemm.compile("specs/dsv3_down_rowgroup.json")  # dict, JSON or path
     k.name, k.grouping, k.n, k.k, k.a_scale, k.config.block_n
     k.launch(a, scale_a, b, scale_b, d, groups=offs, host_groups=offs_list,
              stream=torch.cuda.current_stream())

@@ -57,7 +57,8 @@ class GroupSizesArgumentTest(unittest.TestCase):
         w = jnp.ones((2, 256, 256), BF16)
         with self.assertRaises(qgemm.ArgumentError) as cm:
             qj.gmm(x, w, [32, 32])
-        self.assertIn("gmm: group_sizes = [32, 32] is a list", str(cm.exception))
+        self.assertIn("gmm: group_sizes = [32, 32] is a list",
+                      str(cm.exception))
         with self.assertRaises(qgemm.ArgumentError) as cm:
             qj.tgmm(x.T, jnp.ones((64, 256), BF16), (32, 32))
         self.assertIn("tgmm: group_sizes = (32, 32) is a tuple",

@@ -23,8 +23,8 @@ import launch_overhead_cpu  # noqa: E402
 
 # The bound on what the Python layer adds to the bare C call, on the slow
 # shared CI machine (2 cores; 9 to 25 us measured there, process time,
-# depending on the other builds). The GPU machine's target is 10 us (issue 14), measured by
-# python/bench/launch_overhead.py with real torch tensors.
+# depending on the other builds). The GPU machine's target is 10 us,
+# measured by python/bench/launch_overhead.py with real torch tensors.
 OVERHEAD_BOUND_US = 50.0
 
 
@@ -148,7 +148,8 @@ class TorchPathTest(unittest.TestCase):
         self.assertRefused(r"b has shape \(2, 256, 384\); expected "
                            r"\(2, 256, 512\)",
                            b=FakeTorch((2, 256, 384), "float8_e4m3fn"))
-        self.assertRefused(r"a has 3 dimension\(s\) \(shape \(256, 512, 1\)\); "
+        self.assertRefused(r"a has 3 dimension\(s\) "
+                           r"\(shape \(256, 512, 1\)\); "
                            r".* expects \(rows, k\) for m_contiguous",
                            a=FakeTorch((256, 512, 1), "float8_e4m3fn"))
         self.assertRefused(r"groups has shape \(3,\); expected \(2,\)",

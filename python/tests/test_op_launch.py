@@ -226,10 +226,12 @@ class FusedPermuteTest(OpLaunchBase):
 
     def test_checks(self):
         with self.assertRaisesRegex(qgemm.ArgumentError,
-                                    "x has dtype e4m3; the kernel .* expects bf16"):
+                                    "x has dtype e4m3; the kernel .* "
+                                    "expects bf16"):
             self.k.permute(**self.ops(x=t((100, 512), "float8_e4m3fn")))
         with self.assertRaisesRegex(qgemm.ArgumentError,
-                                    "y has dtype bf16; the kernel .* expects e4m3"):
+                                    "y has dtype bf16; the kernel .* "
+                                    "expects e4m3"):
             R = self.k.permute_rows(100, 8)
             self.k.permute(**self.ops(y=t((R, 512), "bfloat16")))
         with self.assertRaisesRegex(qgemm.ArgumentError,

@@ -27,7 +27,8 @@ class PlanTest(unittest.TestCase):
             s = p.sizes(t)
             rows = round_up(t * k + e * (alignment - 1), 128)
             self.assertEqual(s.rows, rows)
-            self.assertEqual(s.weight_scales13, e * (2 * i // 128) * (h // 128))
+            self.assertEqual(s.weight_scales13,
+                             e * (2 * i // 128) * (h // 128))
             blocks = rows // 128 + (e if alignment % 128 else 0)
             self.assertEqual(s.a_col_scales, blocks * i)
             self.assertEqual(s.dh_col_scales, blocks * 2 * i)

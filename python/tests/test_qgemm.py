@@ -309,7 +309,8 @@ class LaunchCheckTest(unittest.TestCase):
                            r"grouping.alignment = 128", host_groups=(100, 256))
         self.assertRefused("offsets must be non-decreasing",
                            host_groups=(256, 128))
-        self.assertRefused("host_groups_count = 1 but offsets has num_groups = 2",
+        self.assertRefused("host_groups_count = 1 but offsets has "
+                           "num_groups = 2",
                            host_groups=(256,))
 
     def test_alignment_checked_by_runtime(self):

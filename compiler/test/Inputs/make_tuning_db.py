@@ -11,7 +11,8 @@ import sys
 lines = open(sys.argv[1]).read().splitlines()
 head = re.search(r"bucket g(\d+)_m(\d+)_n(\d+)_k(\d+) contract ([0-9a-f]{16})",
                  lines[0])
-cands = [re.match(r"^\s+\[\s*\d+\] .{12} (\S+)  (.*)$", l) for l in lines[1:]]
+cands = [re.match(r"^\s+\[\s*\d+\] .{12} (\S+)  (.*)$", line)
+         for line in lines[1:]]
 cands = [m for m in cands if m][:2]
 version = sys.argv[3] if len(sys.argv) > 3 else subprocess.check_output(
     ["qgemmc", "--version"], text=True).strip()

@@ -4,8 +4,9 @@ This is the only module that knows the C ABI: the structs mirror qgemm.h
 field for field, and every function gets its argtypes/restype once, at
 load. The ops' args structs and launches (qgemm_launch_<op>) are not
 restated here: they are built from the library's own op table (API 1.6,
-OP_ARGS), so a new op needs nothing in this module. Binding choice (docs/PYTHON.md): ctypes over the stable C API, so the
-package needs no compiler and no Python-version-specific build.
+OP_ARGS), so a new op needs nothing in this module. Binding choice
+(docs/PYTHON.md): ctypes over the stable C API, so the package needs no
+compiler and no Python-version-specific build.
 """
 import ctypes
 import os

@@ -106,7 +106,8 @@ class GemmLaunch(GemmLaunchChecks):
         self.group_index = kernel.group_index
         self.n, self.k = kernel.n, kernel.k
         self.accumulate = kernel.accumulate
-        self.scales = (("scale_a", kernel.a_scale), ("scale_b", kernel.b_scale))
+        self.scales = (("scale_a", kernel.a_scale),
+                       ("scale_b", kernel.b_scale))
 
         def fp8(t):
             return (t, _FP8_STAND_IN)

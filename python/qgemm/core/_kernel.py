@@ -82,7 +82,8 @@ class Kernel(HandleOwner):
                     doc="identity: 16 hex digits of the canonical spec")
     target = property(lambda s: s._str(lib.qgemm_kernel_target))
     ptx = property(lambda s: s._str(lib.qgemm_kernel_ptx))
-    canonical_json = property(lambda s: s._str(lib.qgemm_kernel_canonical_json))
+    canonical_json = property(
+        lambda s: s._str(lib.qgemm_kernel_canonical_json))
     spec = property(lambda s: json.loads(s.canonical_json),
                     doc="the canonical spec as a dict")
     cache_note = property(lambda s: s._str(lib.qgemm_kernel_cache_note))

@@ -18,7 +18,8 @@ command buffers (CUDA graphs) enabled for custom calls.
 import os
 
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                           " --xla_gpu_enable_command_buffer=FUSION,CUSTOM_CALL"
+                           " --xla_gpu_enable_command_buffer="
+                           "FUSION,CUSTOM_CALL"
                            " --xla_gpu_graph_min_graph_size=1")
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 

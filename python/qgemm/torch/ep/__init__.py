@@ -2,7 +2,7 @@
 
     from qgemm.torch import ep
     layer = ep.MoEExperts(num_experts=32, hidden=7168, inter=2048,
-                          group=dist.group.WORLD).cuda()   # this rank's experts
+                          group=dist.group.WORLD).cuda()  # this rank's
     out = layer(x, expert_ids, probs)   # x (T, H) bf16, ids of all experts
 
 The experts are split evenly over the ranks of a process group (rank r

@@ -2,8 +2,8 @@
 contiguous chunks, so that the exchange of one chunk's rows runs while
 another chunk's experts compute.
 
-Chunk c holds local experts [b_c, b_{c+1}) of every rank (chunk_bounds). The source
-orders its rows chunk-major: chunk 0's rows for rank 0's experts
+Chunk c holds local experts [b_c, b_{c+1}) of every rank (chunk_bounds).
+The source orders its rows chunk-major: chunk 0's rows for rank 0's experts
 b_0..b_1-1, then for rank 1's, ..., then chunk 1's. That is the global
 expert order with the experts relabeled (`virtual` ids), so the source
 permute sorts them and each chunk's rows for one destination are one
