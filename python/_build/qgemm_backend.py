@@ -37,7 +37,8 @@ def _library():
 def _files():
     """(path in the wheel, path on disk) of everything the wheel holds: the
     package's modules with its subpackages (qgemm.core, qgemm.torch,
-    qgemm.torch.ep, qgemm.jax), libqgemm.so at its top."""
+    qgemm.torch.ep, qgemm.jax), py.typed (PEP 561: type checkers read the
+    package's hints), libqgemm.so at its top."""
     pkg = os.path.join(HERE, NAME)
     for root, dirs, names in os.walk(pkg):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
@@ -45,7 +46,7 @@ def _files():
         prefix = NAME + "/" + ("" if rel == "." else
                                rel.replace(os.sep, "/") + "/")
         for name in sorted(names):
-            if name.endswith(".py"):
+            if name.endswith(".py") or name == "py.typed":
                 yield prefix + name, os.path.join(root, name)
     yield NAME + "/libqgemm.so", _library()
     # The shipped tuning databases, found next to libqgemm.so (TUNING.md).

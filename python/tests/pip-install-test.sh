@@ -19,6 +19,7 @@ import qgemm
 pkg = os.path.dirname(qgemm.__file__)
 assert pkg.startswith(os.path.realpath(os.getcwd())) or "venv" in pkg, pkg
 assert os.path.isfile(os.path.join(pkg, "libqgemm.so")), os.listdir(pkg)
+assert os.path.isfile(os.path.join(pkg, "py.typed")), os.listdir(pkg)
 # The subpackages travel too (torch and jax are not in this venv, so their
 # files are looked for rather than imported).
 import qgemm.core

@@ -17,7 +17,7 @@ ROUTING_ERROR_DUPLICATE = 1 << 8
 ROUTING_ERROR_RANGE = 1 << 9
 
 
-def group_error_string(word):
+def group_error_string(word: int) -> str:
     """What the bits of a device group check's error word say ("" for 0).
     The word is 32 bits, as read from an int32 (negative when bit 31 is
     set) or as an unsigned value."""
@@ -33,7 +33,7 @@ _ROUTING_TEXT = (
      "routing (the dispatch was launched empty)"))
 
 
-def error_string(word):
+def error_string(word: int) -> str:
     """What every bit of qgemm.torch's device error word says: the group
     check's (group_error_string) and the routing check's
     (ROUTING_ERROR_*); "" for 0."""

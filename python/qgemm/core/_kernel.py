@@ -1,7 +1,9 @@
 """Kernel: a compiled qgemm kernel, its queries and its launch."""
 import ctypes
 import json
+import os
 from collections import namedtuple
+from typing import Any, Dict, List, Optional, Union
 
 from . import _capi
 from ._capi import lib
@@ -378,13 +380,15 @@ def _compile_parsed(parsed, runtime):
     return kernels
 
 
-def compile_all(spec, runtime=None):
+def compile_all(spec: Union[Dict[str, Any], str, os.PathLike],
+                runtime: Optional[Runtime] = None) -> List[Kernel]:
     """Every kernel a spec states (a sweep states several), compiled (or
     found in the cache). `spec` is a dict, JSON text or a path."""
     return _compile_parsed(_Spec(spec), runtime)
 
 
-def compile(spec, runtime=None):
+def compile(spec: Union[Dict[str, Any], str, os.PathLike],
+            runtime: Optional[Runtime] = None) -> Kernel:
     """The kernel of a spec that states one (a dict, JSON text or a path).
     Spec errors raise qgemm.SpecError with the file and JSON path. A spec
     with a sweep states several kernels: use compile_all()."""

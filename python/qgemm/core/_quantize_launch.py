@@ -1,6 +1,7 @@
 """Launches of quantize kernels (C API 1.1; device-only token groups 1.2)
 on the table-driven launcher of _op_launch (OpLaunch)."""
 import ctypes
+from typing import Any
 
 from . import _capi
 from ._capi import lib
@@ -13,7 +14,7 @@ from ._runtime import _flag, check
 _transposed = {}   # kernel hash -> bool
 
 
-def columnwise_transposed(kernel):
+def columnwise_transposed(kernel: Any) -> bool:  # a qgemm.Kernel
     """Whether a quantize kernel stores its column-wise data (cols, rows)
     (the info query, asked once per kernel)."""
     t = _transposed.get(kernel.hash)

@@ -45,7 +45,7 @@ def _shown(value, limit=200):
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def _flag(value, name):
+def _flag(value: object, name: str) -> bool:
     """A bool option (disk_cache, load_eagerly, debug_sync): True, False, or
     the ints 0 and 1. Anything else, such as the string "no" (which is
     true), is refused rather than read by its truth value."""
@@ -118,7 +118,7 @@ class HandleOwner:
         return None if box is None else box.value
 
 
-def check(status):
+def check(status: int) -> None:
     """Raise the exception of a failed C API call (its message is the
     calling thread's last error)."""
     if status != _capi.OK:
@@ -167,7 +167,7 @@ _default = None
 _default_lock = threading.Lock()
 
 
-def default_runtime():
+def default_runtime() -> Runtime:
     """The process-wide runtime that compile() uses unless given one."""
     global _default
     with _default_lock:

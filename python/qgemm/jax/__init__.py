@@ -48,7 +48,7 @@ __all__ = ["gmm", "tgmm", "gmm_quantized", "moe_experts", "check_routing",
            "ffi_api_version"]
 
 
-def set_debug_sync(on=True):
+def set_debug_sync(on: bool = True) -> None:
     """Launch the GEMMs traced from now on with qgemm's debug flag: the
     stream is synchronized after each launch and bad group sizes raise an
     XLA error naming the violation. Those launches cannot be captured into

@@ -23,9 +23,11 @@ QGEMM_ERRORS=silent selects SILENT (the variable qgemm.torch reads;
 "raise", its default, means POISON here)."""
 import enum
 import os
+from typing import Union
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 import numpy as np
 
 from ..core import (GROUP_ERROR_ALIGNMENT, GROUP_ERROR_ORDER,
@@ -55,7 +57,7 @@ def _mode_from(value, where):
 _mode = _mode_from(os.environ.get("QGEMM_ERRORS", "poison"), "QGEMM_ERRORS")
 
 
-def set_error_mode(mode):
+def set_error_mode(mode: Union[ErrorMode, str]) -> None:
     """ErrorMode.POISON ("poison", the default) or ErrorMode.SILENT
     ("silent"). Read when gmm / tgmm / gmm_quantized are traced: functions
     jitted before the change keep the mode they were traced with."""
@@ -63,7 +65,7 @@ def set_error_mode(mode):
     _mode = _mode_from(mode, "error mode")
 
 
-def error_mode():
+def error_mode() -> ErrorMode:
     return _mode
 
 
@@ -71,7 +73,7 @@ def poisoning():
     return _mode is ErrorMode.POISON
 
 
-def poison_on_error(x, *errors):
+def poison_on_error(x: jax.Array, *errors: jax.Array) -> jax.Array:
     """x with every element NaN when any of the int32 error words
     `errors` (a custom call's error output, e.g. Dispatch.error) is
     nonzero; x itself otherwise. One select on the device, no host sync."""
@@ -123,7 +125,8 @@ def group_sizes_error(group_sizes, rows, alignment):
     return word
 
 
-def check_group_sizes(group_sizes, m, group_alignment=16, op="gmm"):
+def check_group_sizes(group_sizes: ArrayLike, m: int,
+                      group_alignment: int = 16, op: str = "gmm") -> None:
     """Raise qgemm.ArgumentError when group sizes would make qgemm's
     device check fail (the outputs would be NaN, or zeros in SILENT mode):
     a negative size, sizes adding up past m rows, a size not a multiple of

@@ -120,8 +120,9 @@ def _permute_quantize(x, expert_ids, probs, num_experts, alignment,
                                     rows, scale_cols))
 
 
-def permute_quantize(x, expert_ids, probs=None, *, num_experts,
-                     alignment=16, row_multiple=128):
+def permute_quantize(x: jax.Array, expert_ids: jax.Array,
+                     probs: Optional[jax.Array] = None, *, num_experts: int,
+                     alignment: int = 16, row_multiple: int = 128) -> Dispatch:
     """Tokens x (T, K) bf16/f32 to the rows of expert order, quantized to
     e4m3 on the way (DeepSeek 1x128 row-wise blocks, f32 scales), in one
     kernel: each token appears once per expert it is routed to
@@ -209,8 +210,10 @@ def _check_unpermute(y, row_map, probs, row_group, tokens):
     return tokens, topk
 
 
-def unpermute(y, row_map, probs: Optional[jax.Array] = None,
-              row_group: Optional[jax.Array] = None, *, tokens):
+def unpermute(y: jax.Array, row_map: jax.Array,
+              probs: Optional[jax.Array] = None,
+              row_group: Optional[jax.Array] = None, *,
+              tokens: int) -> jax.Array:
     """out (T, K) bf16 = for each token, the sum over its copies j of
     probs[t, j] * y[row_map[t, j]] (f32 accumulation; dropped copies,
     row_map -1, add nothing; without probs an unweighted sum).

@@ -35,7 +35,7 @@ def _capsule(address):
     return _capsule_new(address, None, None)
 
 
-def library_path():
+def library_path() -> str:
     """$QGEMM_XLA_LIBRARY, else libqgemm_xla.so beside libqgemm.so."""
     env = os.environ.get("QGEMM_XLA_LIBRARY")
     if env:
@@ -70,7 +70,7 @@ def library():
     return _lib
 
 
-def ffi_api_version():
+def ffi_api_version() -> int:
     """major * 1000 + minor of the XLA FFI API libqgemm_xla.so was built
     against."""
     return library().qgemm_xla_ffi_api_version()
@@ -92,7 +92,7 @@ def targets():
     return out
 
 
-def register():
+def register() -> None:
     """Register the state type and every target with XLA (CUDA), once.
     Raises qgemm.ArgumentError when the library is missing or was built for
     an XLA FFI API of another major version."""

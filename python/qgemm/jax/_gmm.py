@@ -13,10 +13,11 @@ QuantizedWeights (_weights.py: quantized once, before). Every GEMM output
 goes through _checked: NaN when the GEMM's device error word is set
 (_checks.py says why and when)."""
 import functools
-from typing import NamedTuple
+from typing import NamedTuple, Union
 
 import jax
 import jax.numpy as jnp
+from jax.typing import DTypeLike
 
 from ..core import GROUP_ERROR_RANGE, ArgumentError, layout
 from . import _calls, _checks, _ffi, _specs, _weights
@@ -237,9 +238,12 @@ _gmm_jit = jax.jit(_gmm, static_argnums=(3, 4, 5, 6))
 _gmm_pre_jit = jax.jit(_gmm_pre, static_argnums=(4, 5, 6, 7))
 
 
-def gmm(lhs, rhs, group_sizes, preferred_element_type=jnp.bfloat16,
-        tiling=None, group_offset=None, existing_out=None,
-        transpose_rhs=False, interpret=False, *, group_alignment=16):
+def gmm(lhs: jax.Array, rhs: Union[jax.Array, QuantizedWeights],
+        group_sizes: jax.Array,
+        preferred_element_type: DTypeLike = jnp.bfloat16, tiling: None = None,
+        group_offset: None = None, existing_out: None = None,
+        transpose_rhs: bool = False, interpret: bool = False, *,
+        group_alignment: int = 16) -> jax.Array:
     """Grouped matmul with megablox's conventions, on FP8 kernels:
     out[rows of group g] = lhs[rows of group g] @ rhs[g].
 
@@ -277,9 +281,11 @@ def gmm(lhs, rhs, group_sizes, preferred_element_type=jnp.bfloat16,
     return _gmm_jit(lhs, rhs, group_sizes, *statics)
 
 
-def tgmm(lhs, rhs, group_sizes, preferred_element_type=jnp.float32,
-         tiling=None, group_offset=None, num_actual_groups=None,
-         existing_out=None, interpret=False, *, group_alignment=16):
+def tgmm(lhs: jax.Array, rhs: jax.Array, group_sizes: jax.Array,
+         preferred_element_type: DTypeLike = jnp.float32, tiling: None = None,
+         group_offset: None = None, num_actual_groups: None = None,
+         existing_out: None = None, interpret: bool = False, *,
+         group_alignment: int = 16) -> jax.Array:
     """The weight gradient with megablox's conventions: out[g] =
     lhs[:, rows of group g] @ rhs[rows of group g], lhs (K, M), rhs (M, N),
     group_sizes int32 (G,); returns (G, K, N) in preferred_element_type.
@@ -323,9 +329,12 @@ def tgmm(lhs, rhs, group_sizes, preferred_element_type=jnp.float32,
     return _checked(dw, err, flags, offsets, m, rows)
 
 
-def gmm_quantized(lhs_fp8, lhs_scales, rhs, group_sizes,
-                  preferred_element_type=jnp.bfloat16, transpose_rhs=False,
-                  *, group_alignment=16):
+def gmm_quantized(lhs_fp8: jax.Array, lhs_scales: jax.Array,
+                  rhs: Union[jax.Array, QuantizedWeights],
+                  group_sizes: jax.Array,
+                  preferred_element_type: DTypeLike = jnp.bfloat16,
+                  transpose_rhs: bool = False, *,
+                  group_alignment: int = 16) -> jax.Array:
     """The forward gmm on an lhs already in FP8 (e4m3 (M, K), 1x128 COMPACT
     f32 scales: what swiglu_quantize writes), so a merged gate/up
     projection's SwiGLU feeds the down projection without a bf16 round

@@ -36,6 +36,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 import numpy as np
 
 from ..core import ArgumentError, layout
@@ -151,7 +152,7 @@ def _routing_problem(ids, experts):
     return None
 
 
-def check_routing(expert_ids, num_experts):
+def check_routing(expert_ids: ArrayLike, num_experts: int) -> None:
     """Raise qgemm.ArgumentError naming the first broken routing rule of
     expert_ids (T, topk): an id outside [-1, num_experts), or an expert
     twice for one token. Reads the ids back to the host: call it outside
@@ -280,7 +281,9 @@ def _layer_jit(x, ids, probs, w13, w2, layer):
     return _layer(x, ids, probs.astype(jnp.float32), w13, w2, layer)
 
 
-def moe_experts(x, expert_ids, probs, w13, w2, *, alignment=16):
+def moe_experts(x: jax.Array, expert_ids: jax.Array, probs: jax.Array,
+                w13: jax.Array, w2: jax.Array, *,
+                alignment: int = 16) -> jax.Array:
     """The routed experts of an MoE layer in FP8 (DeepSeek recipe: 1x128
     activation blocks, 128x128 weight blocks, f32 accumulation).
 

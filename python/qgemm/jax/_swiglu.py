@@ -5,6 +5,7 @@ what the down projection's gmm_quantized reads) and, optionally, the bf16
 y; swiglu is the differentiable bf16 form (its backward is qgemm's
 swiglu_backward kernel)."""
 import functools
+from typing import Optional, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -25,8 +26,9 @@ def _check(h, halves, op):
                                 op, h.dtype, tuple(h.shape)))
 
 
-def swiglu_quantize(h, group_sizes=None, *, halves="stacked",
-                    bf16_output=True):
+def swiglu_quantize(h: jax.Array, group_sizes: Optional[jax.Array] = None, *,
+                    halves: str = "stacked", bf16_output: bool = True
+                    ) -> Tuple[jax.Array, jax.Array, jax.Array]:
     """(y e4m3 (rows, I), y's 1x128 f32 scales (flat), y bf16 (rows, I) or
     an empty array) of h (rows, 2I) bf16, gate and up `halves` (stacked:
     gate in [0, I), up in [I, 2I); interleaved: gate at 2c, up at 2c+1).
@@ -58,7 +60,7 @@ def _swiglu_bwd(halves, h, dy):
 _swiglu.defvjp(_swiglu_fwd, _swiglu_bwd)
 
 
-def swiglu(h, *, halves="stacked"):
+def swiglu(h: jax.Array, *, halves: str = "stacked") -> jax.Array:
     """silu(gate) * up of h (rows, 2I) bf16 as bf16 (rows, I), computed in
     f32; differentiable (jax.grad) through qgemm's swiglu_backward."""
     _check(h, halves, "swiglu")

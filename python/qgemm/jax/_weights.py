@@ -123,7 +123,8 @@ def _quantize_jit(rhs, transpose_rhs, differentiable):
     return f, fs, d, ds
 
 
-def quantize_weights(rhs, *, transpose_rhs=False, differentiable=True):
+def quantize_weights(rhs: jax.Array, *, transpose_rhs: bool = False,
+                     differentiable: bool = True) -> QuantizedWeights:
     """rhs (G, K, N) bf16/f32 (or (G, N, K) with transpose_rhs=True)
     quantized once for many gmm / gmm_quantized calls: returns
     QuantizedWeights, a pytree (pass it through jax.jit, lax.scan,

@@ -26,11 +26,16 @@ check_errors() synchronizes and raises in either mode.
 import contextlib
 import enum
 import os
+from typing import Optional, Union
 
 import torch
 
 from ..core import ArgumentError, error_string
 from ._arg_checks import cuda_device
+
+# What names a device here: a torch.device, "cuda:1", 1; None is the
+# current one.
+_Device = Optional[Union[torch.device, str, int]]
 
 
 class ErrorMode(enum.Enum):
@@ -55,7 +60,7 @@ _words = {}    # device index -> int32 (1,) device tensor
 _mirrors = {}  # device index -> (pinned int32 (1,) host tensor, its numpy)
 
 
-def set_error_mode(mode):
+def set_error_mode(mode: Union[ErrorMode, str]) -> None:
     """ErrorMode.RAISE (or "raise", the default; also QGEMM_ERRORS) or
     ErrorMode.SILENT ("silent"). Read at run time, so it applies to
     compiled functions too."""
@@ -63,7 +68,7 @@ def set_error_mode(mode):
     _mode = _mode_from(mode, "error mode")
 
 
-def error_mode():
+def error_mode() -> ErrorMode:
     return _mode
 
 
@@ -72,7 +77,7 @@ def _index(device):
     return torch.cuda.current_device() if index is None else index
 
 
-def error_word(device=None):
+def error_word(device: _Device = None) -> torch.Tensor:
     """The int32 error word of `device` (a 1-element tensor). Create it
     before a CUDA graph capture (call this once) so that the capture does
     not allocate it or its host mirror."""
@@ -133,7 +138,8 @@ def deferred_raise():
         _deferred[0] -= 1
 
 
-def check_errors(device=None, reset=True):
+def check_errors(device: _Device = None,
+                 reset: bool = True) -> None:
     """Synchronize with the error word of `device` and raise
     qgemm.ArgumentError naming the violations if any launch since the last
     reset found bad metadata (those launches ran with every group
@@ -149,7 +155,7 @@ def check_errors(device=None, reset=True):
             % (w.device, word, error_string(word)))
 
 
-def reset_errors(device=None):
+def reset_errors(device: _Device = None) -> None:
     """Clear the word and its host copy (waits for the device's work that
     may still set or copy it)."""
     w = _word(device, "reset_errors")

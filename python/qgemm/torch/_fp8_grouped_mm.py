@@ -1,6 +1,8 @@
 """fp8_grouped_mm, the FP8 drop-in for torch._grouped_mm with autograd, and
 the FP8 weight cache it and the MoE layer read (quantized_weights)."""
 
+from typing import Tuple, Union
+
 import torch
 
 from . import _arg_checks
@@ -110,7 +112,9 @@ class _WeightCache:
         self.stamp = torch.full((1,), -1, dtype=torch.int64)
 
 
-def quantized_weights(w, recipe="deepseek"):
+def quantized_weights(w: torch.Tensor, recipe: Union[Recipe, str] = "deepseek"
+                      ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor,
+                                 torch.Tensor]:
     """(wq (G, N, K), ws, wq_t (G, K, N), ws_t) of weights w (G, N, K), bf16
     or f32: 128x128 blocks, so N and K must be multiples of 128. The row-wise
     form feeds the forward, the transposed form (its scales are the
@@ -230,8 +234,11 @@ class _Fp8GroupedMm(torch.autograd.Function):
         return dx, dw, None, None, None, None, None
 
 
-def fp8_grouped_mm(x, w, offs, *, alignment=16, recipe="deepseek",
-                   accumulate_into_main_grad=False, cache_fp8_weights=False):
+def fp8_grouped_mm(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor, *,
+                   alignment: int = 16,
+                   recipe: Union[Recipe, str] = "deepseek",
+                   accumulate_into_main_grad: bool = False,
+                   cache_fp8_weights: bool = False) -> torch.Tensor:
     """FP8 stand-in for torch._grouped_mm(x, w.transpose(-2, -1), offs=offs)
     with autograd: x (M, K) bf16 activations sorted by group, w (G, N, K)
     bf16 weights, offs int32 (G,) cumulative group ends on the device, each

@@ -24,9 +24,11 @@ def _run(name, check, impl, *args):
     return getattr(torch.ops.qgemm, name)(*args)
 
 
-def grouped_mm(mat_a, mat_b, *, offs, scale_a, scale_b,
-               out_dtype=torch.bfloat16, alignment=16, recipe="deepseek",
-               scale_a_layout="COMPACT", scale_b_layout="COMPACT"):
+def grouped_mm(mat_a: torch.Tensor, mat_b: torch.Tensor, *, offs: torch.Tensor,
+               scale_a: torch.Tensor, scale_b: torch.Tensor,
+               out_dtype: torch.dtype = torch.bfloat16, alignment: int = 16,
+               recipe: str = "deepseek", scale_a_layout: str = "COMPACT",
+               scale_b_layout: str = "COMPACT") -> torch.Tensor:
     """D[offs[g-1]:offs[g]] = A[offs[g-1]:offs[g]] @ mat_b[g] (FP8, block
     scaled, f32 accumulation); rows past offs[-1] are zero. Every group's
     size must be a multiple of `alignment` (checked on the device).
@@ -74,9 +76,13 @@ def _(mat_a, mat_b, offs, scale_a, scale_b, out_dtype=torch.bfloat16,
     return mat_a.new_empty((mat_a.shape[0], mat_b.shape[2]), dtype=out_dtype)
 
 
-def grouped_mm_masked(mat_a, mat_b, *, masked_m, scale_a, scale_b,
-                      out_dtype=torch.bfloat16, recipe="deepseek",
-                      scale_a_layout="COMPACT", scale_b_layout="COMPACT"):
+def grouped_mm_masked(mat_a: torch.Tensor, mat_b: torch.Tensor, *,
+                      masked_m: torch.Tensor, scale_a: torch.Tensor,
+                      scale_b: torch.Tensor,
+                      out_dtype: torch.dtype = torch.bfloat16,
+                      recipe: str = "deepseek",
+                      scale_a_layout: str = "COMPACT",
+                      scale_b_layout: str = "COMPACT") -> torch.Tensor:
     """torch.ops.qgemm.grouped_mm_masked with keywords."""
     return _run("grouped_mm_masked", check_grouped_mm_masked,
                 _grouped_mm_masked_impl, mat_a, mat_b, masked_m, scale_a,
@@ -118,10 +124,13 @@ def _(mat_a, mat_b, masked_m, scale_a, scale_b, out_dtype=torch.bfloat16,
                            dtype=out_dtype)
 
 
-def grouped_mm_wgrad(mat_a, mat_b, *, offs, scale_a, scale_b,
-                     out_dtype=torch.float32, alignment=128,
-                     recipe="deepseek", scale_a_layout="COMPACT",
-                     scale_b_layout="COMPACT"):
+def grouped_mm_wgrad(mat_a: torch.Tensor, mat_b: torch.Tensor, *,
+                     offs: torch.Tensor, scale_a: torch.Tensor,
+                     scale_b: torch.Tensor,
+                     out_dtype: torch.dtype = torch.float32,
+                     alignment: int = 128, recipe: str = "deepseek",
+                     scale_a_layout: str = "COMPACT",
+                     scale_b_layout: str = "COMPACT") -> torch.Tensor:
     """torch.ops.qgemm.grouped_mm_wgrad with keywords."""
     return _run("grouped_mm_wgrad", check_grouped_mm_wgrad,
                 _grouped_mm_wgrad_impl, mat_a, mat_b, offs, scale_a, scale_b,

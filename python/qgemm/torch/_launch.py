@@ -14,7 +14,7 @@ from ._specs import (_FP8, _OUT)
 _debug_sync = os.environ.get("QGEMM_DEBUG_SYNC", "0") not in ("", "0")
 
 
-def set_debug_sync(on=True):
+def set_debug_sync(on: bool = True) -> None:
     """Debug mode: every device-groups launch synchronizes and raises at
     once (as QGEMM_DEBUG_SYNC=1 does). `on` is True or False: a truthy
     string such as "no" is refused, not read as True."""

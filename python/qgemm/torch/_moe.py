@@ -45,6 +45,7 @@ Everything stays on the device, so the layer is capturable in a CUDA graph
 and traced by torch.compile(fullgraph=True) without a break.
 """
 import math
+from typing import Union
 
 import torch
 
@@ -289,8 +290,10 @@ class _MoEExpertsFn(torch.autograd.Function):
         return dx, None, dprobs, dw13, dw2, None, None
 
 
-def moe_experts(x, expert_ids, probs, w13, w2, *, alignment=16,
-                recipe=Recipe.DEEPSEEK, cache_fp8_weights=False):
+def moe_experts(x: torch.Tensor, expert_ids: torch.Tensor, probs: torch.Tensor,
+                w13: torch.Tensor, w2: torch.Tensor, *, alignment: int = 16,
+                recipe: Union[Recipe, str] = Recipe.DEEPSEEK,
+                cache_fp8_weights: bool = False) -> torch.Tensor:
     """The routed experts of an MoE layer in FP8, with autograd.
 
     x (T, H) bf16 tokens; expert_ids (T, topk) int32/int64 (-1: the slot

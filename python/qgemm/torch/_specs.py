@@ -2,10 +2,11 @@
 compiled from them (one cache, spec text -> qgemm.Kernel)."""
 import json
 import threading
+from typing import Any, Dict
 
 import torch
 
-from ..core import ArgumentError
+from ..core import ArgumentError, Kernel
 from ..core import compile as _compile
 
 
@@ -33,7 +34,7 @@ _by_key = {}    # the builder's argument tuple -> qgemm.Kernel (no json.dumps
                 # per call)
 
 
-def kernels():
+def kernels() -> Dict[str, Kernel]:
     """The kernels compiled so far: {spec text: qgemm.Kernel}."""
     return dict(_by_text)
 
@@ -79,7 +80,7 @@ def _gemm_spec(grouping, n, k, a_dtype, b_dtype, out, recipe, alignment,
     return spec
 
 
-def spec_for(op, **props):
+def spec_for(op: str, **props: Any) -> Dict[str, Any]:
     """The spec dict an op builds for these properties (for inspection and
     for compiling ahead of time): n, k, a_dtype, b_dtype, out, recipe,
     alignment, a_layout, b_layout and optionally accumulate."""
