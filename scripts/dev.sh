@@ -86,14 +86,15 @@ install_deps() {
 }
 
 # A venv with a CPU jax from PyPI for qgemm.jax: its FFI headers build
-# libqgemm_xla.so and ctest's python-jax test runs with it.
+# libqgemm_xla.so and ctest's python-jax test runs with it, optax too
+# (pure Python) for qgemm.jax.with_quantized_weights' tests.
 jax_venv() {
   local venv="$BUILD_DIR/jax-venv"
-  "$venv/bin/python" -c "import jax.ffi" 2>/dev/null && return
-  log "installing a CPU jax into $venv"
+  "$venv/bin/python" -c "import jax.ffi, optax" 2>/dev/null && return
+  log "installing a CPU jax and optax into $venv"
   mkdir -p "$BUILD_DIR"
   python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check jax numpy
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check jax numpy optax
 }
 
 # A venv with torch from PyPI for the CPU tests of qgemm.torch over

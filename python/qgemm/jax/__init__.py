@@ -16,7 +16,12 @@ under jax.jit no Python runs on the launch path, and the handlers may be
 captured into CUDA graphs (XLA command buffers).
 
 Weights used by many calls (microbatches) are quantized once with
-quantize_weights(w), which gmm takes in place of w.
+quantize_weights(w), which gmm and moe_experts take in place of w.
+quantize_params(params, select) makes chosen leaves of a parameter pytree
+QuantizedWeights; with_quantized_weights(optax_tx) runs an optax
+optimizer on their bf16/f32 weights and apply_updates re-quantizes them
+once per step, inside the jitted step (_optim.py; optax only for the
+wrapper).
 
 Bad group sizes (checked on the device) make the outputs NaN
 (ErrorMode.POISON; set_error_mode("silent") leaves them as written);
@@ -36,12 +41,14 @@ from ._checks import (ErrorMode, check_group_sizes, error_mode,
 from ._ffi import ffi_api_version, library_path, register
 from ._gmm import gmm, gmm_quantized, tgmm
 from ._moe import check_routing, moe_experts
+from ._optim import (apply_updates, master_weights, quantize_params,
+                     with_quantized_weights)
 from ._swiglu import swiglu, swiglu_quantize
 from ._weights import QuantizedWeights, quantize_weights
 
 __all__ = ["gmm", "tgmm", "gmm_quantized", "moe_experts", "check_routing",
-           "quantize_weights",
-           "QuantizedWeights", "swiglu", "swiglu_quantize",
+           "quantize_weights", "QuantizedWeights", "quantize_params",
+           "master_weights", "apply_updates", "with_quantized_weights", "swiglu", "swiglu_quantize",
            "permute_quantize", "unpermute", "permute_rows", "Dispatch",
            "ErrorMode", "set_error_mode", "error_mode", "check_group_sizes",
            "poison_on_error", "register", "set_debug_sync", "library_path",

@@ -23,8 +23,13 @@ jax.custom_vjp (jit, grad, shard_map):
 
 Saved for the backward: x (not its T*topk permuted copies), h, the
 column-wise FP8 a, o, the routing's index arrays and both weights'
-transposed FP8 forms. The weights are quantized in every forward (both
-forms of a weight in one launch); nothing FP8 outlives the step.
+transposed FP8 forms. Weights given as arrays are quantized in every
+forward (both forms of a weight in one launch); nothing FP8 outlives the
+step. Weights given as QuantizedWeights (quantize_weights(w,
+transpose_rhs=True): the layer reads w13 (E, 2I, H) and w2 (E, H, I) as
+gmm's (G, N, K)) are not quantized again: their forms come from the same
+kernel, so the layer computes the same bits, and the weight gradients go
+to their rhs.
 
 Bad routing (an expert id outside [-1, E), or one expert twice for a
 token) is found on the device: the dispatch runs empty and the output and
@@ -41,6 +46,7 @@ import numpy as np
 
 from ..core import ArgumentError, layout
 from . import _calls, _checks, _ffi, _specs, _weights
+from ._weights import QuantizedWeights
 
 # Permuted rows are a multiple of 128, as the torch layer's and the plans':
 # the weight gradient's token count must be a multiple of 16, and its TMA
@@ -71,8 +77,23 @@ def _shape(a):
     return tuple(int(d) for d in getattr(a, "shape", ()))
 
 
+def _weight_dtype(w, name):
+    """The dtype of a weight (an array, or QuantizedWeights' rhs; None for
+    QuantizedWeights made with differentiable=False, which keep no rhs).
+    QuantizedWeights must be the transposed form the layer reads."""
+    if not isinstance(w, QuantizedWeights):
+        return jnp.dtype(w.dtype)
+    if not w.transpose_rhs:
+        _fail("%s is QuantizedWeights made with transpose_rhs=False, but "
+              "the layer reads %s %s as (G, N, K); quantize it with "
+              "quantize_weights(%s, transpose_rhs=True)"
+              % (name, name, _shape(w), name))
+    return None if w.rhs is None else jnp.dtype(w.rhs.dtype)
+
+
 def _check(x, expert_ids, probs, w13, w2, alignment):
-    """Raise ArgumentError for a bad argument; returns the _Layer sizes."""
+    """Raise ArgumentError for a bad argument; returns the _Layer sizes.
+    w13 and w2 are arrays or QuantizedWeights (whose shape is rhs's)."""
     if len(_shape(x)) != 2 or jnp.dtype(x.dtype) != jnp.dtype(_BF16):
         _fail("x has dtype %s and shape %s; expected bfloat16 (tokens, "
               "hidden)" % (getattr(x, "dtype", None), _shape(x)))
@@ -92,13 +113,14 @@ def _check(x, expert_ids, probs, w13, w2, alignment):
     if hidden % 128 or inter % 128:
         _fail("hidden %d and intermediate %d must be multiples of 128 (the "
               "recipe's 128x128 weight blocks)" % (hidden, inter))
-    for name, w in (("w13", w13), ("w2", w2)):
-        if jnp.dtype(w.dtype) not in _WEIGHT_DTYPES:
+    dtypes = [_weight_dtype(w13, "w13"), _weight_dtype(w2, "w2")]
+    for name, dtype in zip(("w13", "w2"), dtypes):
+        if dtype is not None and dtype not in _WEIGHT_DTYPES:
             _fail("%s has dtype %s; expected bfloat16 or float32"
-                  % (name, w.dtype))
-    if jnp.dtype(w13.dtype) != jnp.dtype(w2.dtype):
+                  % (name, dtype))
+    if None not in dtypes and dtypes[0] != dtypes[1]:
         _fail("w13 has dtype %s and w2 %s; expected one dtype for both"
-              % (w13.dtype, w2.dtype))
+              % tuple(dtypes))
     if len(_shape(expert_ids)) != 2 or _shape(expert_ids)[0] != tokens or \
             jnp.dtype(expert_ids.dtype) != jnp.dtype(jnp.int32):
         _fail("expert_ids has dtype %s and shape %s; expected int32 (%d, "
@@ -188,12 +210,18 @@ def _quantize_both(v, offsets, alignment):
     return _calls.quantize(v, _groups(offsets, alignment), kern)
 
 
-def _forward(x, ids, probs, w13, w2, layer):
+def _forms(w):
+    """(forward, scales, dgrad, scales) of a weight (E, N, K): both forms
+    in one launch, the backward's data gradients read the transposed
+    ones."""
+    (f, fs), (d, ds) = _weights.forms(w, True)
+    return f, fs, d, ds
+
+
+def _forward(x, ids, probs, w13_forms, w2_forms, layer):
     L = layer
-    # Both forms of each weight in one launch: the backward's data
-    # gradients read the transposed ones.
-    (w13f, w13fs), (w13d, w13ds) = _weights.forms(w13, True)
-    (w2f, w2fs), (w2d, w2ds) = _weights.forms(w2, True)
+    w13f, w13fs, w13d, w13ds = w13_forms
+    w2f, w2fs, w2d, w2ds = w2_forms
     pq = _specs.permute_quantize("bf16", L.hidden, L.topk, L.alignment,
                                  False)
     yq, ys, offsets, _, row_group, row_map, _, routing_error = \
@@ -255,12 +283,12 @@ def _backward(layer, w_dtype, res, dout):
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(5,))
 def _layer(x, ids, probs, w13, w2, layer):
-    out, res = _forward(x, ids, probs, w13, w2, layer)
+    out, res = _forward(x, ids, probs, _forms(w13), _forms(w2), layer)
     return _poison(out, res[-1], layer)
 
 
 def _layer_fwd(x, ids, probs, w13, w2, layer):
-    out, res = _forward(x, ids, probs, w13, w2, layer)
+    out, res = _forward(x, ids, probs, _forms(w13), _forms(w2), layer)
     # The weights' dtype rides along as a zero-size array (residuals must
     # be JAX types).
     return _poison(out, res[-1], layer), (res, jnp.zeros((0,), w13.dtype))
@@ -276,13 +304,68 @@ def _layer_bwd(layer, saved, dout):
 _layer.defvjp(_layer_fwd, _layer_bwd)
 
 
+# -- the layer on QuantizedWeights: the weight quantize ran before --------
+@functools.partial(jax.custom_vjp, nondiff_argnums=(7,))
+def _layer_pre(x, ids, probs, w13_forms, w2_forms, w13, w2, layer):
+    out, res = _forward(x, ids, probs, w13_forms, w2_forms, layer)
+    return _poison(out, res[-1], layer)
+
+
+def _layer_pre_fwd(x, ids, probs, w13_forms, w2_forms, w13, w2, layer):
+    out, res = _forward(x, ids, probs, w13_forms, w2_forms, layer)
+    # Each weight's dtype rides along as a zero-size array, None where
+    # the weights were given without rhs (differentiable=False): nothing
+    # can take their gradient.
+    tags = tuple(None if w is None else jnp.zeros((0,), w.dtype)
+                 for w in (w13, w2))
+    return _poison(out, res[-1], layer), (res, tags)
+
+
+def _layer_pre_bwd(layer, saved, dout):
+    res, tags = saved
+    forms = (res[10], res[12])          # w13d, w2d
+    for name, form, tag in zip(("w13", "w2"), forms, tags):
+        if tag is None or form.size == 0:
+            raise ArgumentError(
+                "moe_experts: the gradient needs %s's transposed copy and "
+                "rhs, but %s is QuantizedWeights made with "
+                "differentiable=False; use quantize_weights(%s, "
+                "transpose_rhs=True) to train" % (name, name, name))
+    dx, dprobs, dw13, dw2 = _backward(layer, tags[0].dtype, res, dout)
+    # The FP8 forms get no cotangent: they came from stop_gradient of the
+    # weights, whose gradients are dw13 and dw2.
+    return dx, None, dprobs, None, None, dw13, dw2
+
+
+_layer_pre.defvjp(_layer_pre_fwd, _layer_pre_bwd)
+
+
+def _prequantized(w):
+    """(forms, the weights the gradient goes to) of w: QuantizedWeights'
+    own forms, or an array's quantized here (with a layer's other weight
+    given as QuantizedWeights) from stop_gradient(w), with the kernel the
+    layer's own forward uses."""
+    if isinstance(w, QuantizedWeights):
+        return (w.forward, w.forward_scales, w.dgrad, w.dgrad_scales), w.rhs
+    return _forms(jax.lax.stop_gradient(w)), w
+
+
 @functools.partial(jax.jit, static_argnums=(5,))
 def _layer_jit(x, ids, probs, w13, w2, layer):
     return _layer(x, ids, probs.astype(jnp.float32), w13, w2, layer)
 
 
+@functools.partial(jax.jit, static_argnums=(5,))
+def _layer_pre_jit(x, ids, probs, w13, w2, layer):
+    f13, r13 = _prequantized(w13)
+    f2, r2 = _prequantized(w2)
+    return _layer_pre(x, ids, probs.astype(jnp.float32), f13, f2, r13, r2,
+                      layer)
+
+
 def moe_experts(x: jax.Array, expert_ids: jax.Array, probs: jax.Array,
-                w13: jax.Array, w2: jax.Array, *,
+                w13: "jax.Array | QuantizedWeights",
+                w2: "jax.Array | QuantizedWeights", *,
                 alignment: int = 16) -> jax.Array:
     """The routed experts of an MoE layer in FP8 (DeepSeek recipe: 1x128
     activation blocks, 128x128 weight blocks, f32 accumulation).
@@ -291,7 +374,10 @@ def moe_experts(x: jax.Array, expert_ids: jax.Array, probs: jax.Array,
     dropped) and probs (T, topk) f32/bf16, as a router emits them; w13
     (E, 2I, H) the merged gate (rows [0, I)) and up (rows [I, 2I))
     projections and w2 (E, H, I) the down projection, bf16 or f32 (one
-    dtype). Returns (T, H) bf16: sum over j of probs[t, j] *
+    dtype), or either as QuantizedWeights from quantize_weights(w,
+    transpose_rhs=True), quantized once for many calls (microbatches; the
+    same bits as the arrays give, the weight gradient going to their rhs).
+    Returns (T, H) bf16: sum over j of probs[t, j] *
     expert_{ids[t, j]}(x[t]), expert(v) = w2 (silu(w13_gate v) * (w13_up
     v)). Differentiable in x, probs, w13 and w2 (jax.grad, jax.vjp; the
     gradients come in the arguments' dtypes), under jax.jit and shard_map.
@@ -303,4 +389,7 @@ def moe_experts(x: jax.Array, expert_ids: jax.Array, probs: jax.Array,
     raise qgemm.ArgumentError."""
     layer = _check(x, expert_ids, probs, w13, w2, alignment)
     _ffi.require_cuda("qgemm_xla_permute", x)  # eager: before the jit
+    if isinstance(w13, QuantizedWeights) or isinstance(w2, QuantizedWeights):
+        return _layer_pre_jit(x, jnp.asarray(expert_ids), probs, w13, w2,
+                              layer)
     return _layer_jit(x, jnp.asarray(expert_ids), probs, w13, w2, layer)
