@@ -5,7 +5,8 @@ qgemm's single ops that preceded it. Needs torch and a GPU:
 
     QGEMM_LIBRARY=.../libqgemm.so PYTHONPATH=python QGEMM_CACHE_DIR=... \
         python3 bench/moe_layer.py [--quick] [--out FILE] [--eager]
-        [--mode new_weights|microbatch] [--only LABEL] [--paths ...]
+        [--mode new_weights|microbatch|optimizer] [--only LABEL]
+        [--paths ...]
 
 The experts take (x (T, H) bf16, expert_ids (T, topk), probs (T, topk),
 w13 (E, 2I, H), w2 (E, H, I)) and return (T, H) bf16, with gradients for
@@ -40,7 +41,15 @@ Modes (as bench/train_op.py's):
   a new version (w.mul_(1.0) under no_grad, as an optimizer step would),
   so qgemm requantizes them inside the step;
 * microbatch: the weights stay unchanged between steps (gradient
-  accumulation over micro-batches): qgemm's cached FP8 weights are reused.
+  accumulation over micro-batches): qgemm's cached FP8 weights are reused;
+* optimizer: before each step, outside the timed region, an AdamW step
+  over the weights on the last step's gradients: bf16 (and compose) run
+  torch.optim.AdamW(fused=True), qgemm runs qgemm.torch.optim.AdamW, which
+  writes the FP8 forward form the layer (cache_fp8_weights="forward")
+  reads; same hyperparameters, state in the weights' dtype. The optimizer
+  step is timed apart (CUDA events, median): `<path>_optimizer_ms`,
+  `optimizer_ratio` qgemm's over bf16's; `held_over_bf16_mib` is what
+  qgemm holds between steps beyond bf16 (its FP8 forward form).
 
 Timing: CUDA events around forward + backward, `--warmup` steps first (they
 compile), the L2 flushed (a 256 MiB buffer written) before every timed
@@ -107,7 +116,7 @@ ROWS = [
     ("qwen3 E16 16k", 4096, 1536, 16, 16384, 8),
 ]
 QUICK = [("qwen3 E8 4k", 4096, 1536, 8, 4096, 8)]
-MODES = ("new_weights", "microbatch")
+MODES = ("new_weights", "microbatch", "optimizer")
 # qgemm_eager: the qgemm path never compiled, beside the compiled one (a
 # compiled layer must not be slower than eager).
 # *_graphs: torch.compile(mode="reduce-overhead"), the step captured in CUDA
@@ -151,6 +160,14 @@ def experts_compose(x, ids, probs, w13, w2, alignment=16):
                         topk=topk)
 
 
+def experts_qgemm_forward(x, ids, probs, w1, w2, alignment=16):
+    """qgemm.torch.moe_experts on the forward FP8 form that
+    qgemm.torch.optim.AdamW writes (cache_fp8_weights="forward"): the
+    optimizer usage."""
+    return qt.moe_experts(x, ids, probs, w1, w2, alignment=alignment,
+                          cache_fp8_weights="forward")
+
+
 def experts_qgemm_cached(x, ids, probs, w1, w2, alignment=16):
     """qgemm.torch.moe_experts with the FP8 weights cached between steps
     (cache_fp8_weights=True): the micro-batch usage."""
@@ -169,6 +186,8 @@ def function(path, eager, mode="new_weights"):
     fn = FUNCTIONS[path]
     if mode == "microbatch" and path.startswith("qgemm"):
         fn = experts_qgemm_cached
+    if mode == "optimizer" and path.startswith("qgemm"):
+        fn = experts_qgemm_forward
     if eager or path == "qgemm_eager":
         return fn
     key = (path, fn)
@@ -242,11 +261,24 @@ def new_version(w):
     assert w._version != before, "w.mul_(1.0) did not bump w._version"
 
 
-def bench_path(fn, layer, inputs, dout, mode, flush, opt, graphs=False):
+def make_optimizer(path, params):
+    """The optimizer mode's step: qgemm.torch.optim.AdamW for qgemm's
+    paths (it writes the FP8 forward form), torch.optim.AdamW(fused=True)
+    for the others; the same hyperparameters, state in the weights'
+    dtype."""
+    kw = dict(lr=1e-5, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+    if path.startswith("qgemm"):
+        return qt.optim.AdamW(params, **kw)
+    return torch.optim.AdamW(params, fused=True, **kw)
+
+
+def bench_path(fn, layer, inputs, dout, mode, flush, opt, graphs=False,
+               optimizer=None):
     x, ids, probs = inputs
     params = [layer.w1, layer.w2]
     torch.cuda.synchronize()
     base0 = torch.cuda.memory_allocated()
+    opt_times = []
 
     def clear():
         x.grad = probs.grad = None
@@ -254,6 +286,15 @@ def bench_path(fn, layer, inputs, dout, mode, flush, opt, graphs=False):
             p.grad = None
 
     def prepare():
+        # The optimizer mode's step runs on the last step's gradients,
+        # outside the step's clock, on its own.
+        if optimizer is not None and params[0].grad is not None:
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            optimizer.step()
+            end.record()
+            opt_times.append((start, end))
         clear()
         if mode == "new_weights":
             for p in params:
@@ -342,6 +383,9 @@ def bench_path(fn, layer, inputs, dout, mode, flush, opt, graphs=False):
             "peak_mib": (peak - base) / MIB,
             "peak_with_cache_mib": (peak - base0) / MIB,
             "peak_total_mib": peak / MIB,
+            "optimizer_ms": statistics.median(
+                s.elapsed_time(e) for s, e in opt_times) if opt_times
+            else None,
             "warmup_s": warm_s, "out": out}
 
 
@@ -368,9 +412,13 @@ def run_row(row, mode, flush, opt):
     load = torch.bincount(ids.reshape(-1).long(), minlength=experts).tolist()
     res = {}
     for path in opt.paths:
+        optimizer = make_optimizer(path, [layer.w1, layer.w2]) \
+            if mode == "optimizer" else None
         res[path] = bench_path(function(path, opt.eager, mode), layer,
                                inputs, dout, mode, flush, opt,
-                               graphs=path.endswith("_graphs"))
+                               graphs=path.endswith("_graphs"),
+                               optimizer=optimizer)
+        del optimizer
         torch.cuda.empty_cache()
     qt.check_errors()
     f = flops(routed, hidden, inter)
@@ -413,6 +461,11 @@ def run_row(row, mode, flush, opt):
                        "%s_peak_with_cache_mib" % path:
                            r["peak_with_cache_mib"],
                        "%s_warmup_s" % path: r["warmup_s"]})
+    if mode == "optimizer":
+        for path, r in res.items():
+            result["%s_optimizer_ms" % path] = r["optimizer_ms"]
+        result["optimizer_ratio"] = q["optimizer_ms"] / b["optimizer_ms"]
+        result["held_over_bf16_mib"] = q["held_mib"] - b["held_mib"]
     if "qgemm_eager" in res:
         result["compiled_over_eager"] = q["ms"] / res["qgemm_eager"]["ms"]
     if "compose" in res:

@@ -43,8 +43,15 @@ Modes:
   would; writing w.data would not bump w._version), so any per-version
   cache of quantized weights misses;
 * microbatch: the weights stay unchanged between steps (gradient
-  accumulation micro-batches), so such a cache hits.
-Gradients are set to None before every step in both modes (no
+  accumulation micro-batches), so such a cache hits;
+* optimizer: before each step, outside the timed region, an AdamW step on
+  a fixed stand-in gradient: torch.optim.AdamW(fused=True) for bf16 and
+  torchao, qgemm.torch.optim.AdamW for qgemm, whose step also writes the
+  FP8 forward form that fp8_grouped_mm(cache_fp8_weights="forward") reads
+  (the backward derives the transposed form). The optimizer is timed apart
+  (CUDA events, median): `<path>_optimizer_ms`, `optimizer_ratio` qgemm's
+  over bf16's.
+Gradients are set to None before every step in every mode (no
 accumulation kernels in any path).
 
 One step = the forward and the backward from the fixed dy (gradients to x
@@ -111,7 +118,7 @@ SHAPES = [
     ("dsv3 up E32", 32, 32768, 4096, 7168),
 ]
 QUICK_SHAPES = 2
-MODES = ("new_weights", "microbatch")
+MODES = ("new_weights", "microbatch", "optimizer")
 # Path name -> JSON key prefix.
 PATHS = {
     "bf16": "bf16",
@@ -134,6 +141,37 @@ MIB = float(1 << 20)
 # -- the paths ---------------------------------------------------------------
 def qgemm_path(x, w, offs):
     return qt.fp8_grouped_mm(x, w, offs, alignment=ROW_BLOCK)
+
+
+def qgemm_forward_path(x, w, offs):
+    """The optimizer mode's qgemm: the forward FP8 form that
+    qgemm.torch.optim.AdamW writes, the transposed one derived in the
+    backward."""
+    return qt.fp8_grouped_mm(x, w, offs, alignment=ROW_BLOCK,
+                             cache_fp8_weights="forward")
+
+
+_FORWARD_PATHS = {}
+
+
+def mode_path(name, fn, mode):
+    """qgemm's paths in the optimizer mode read the optimizer's FP8 form."""
+    if mode != "optimizer" or not name.startswith("qgemm"):
+        return fn
+    if name not in _FORWARD_PATHS:
+        _FORWARD_PATHS[name] = qgemm_forward_path if name == "qgemm" else \
+            torch.compile(qgemm_forward_path, fullgraph=True, dynamic=False)
+    return _FORWARD_PATHS[name]
+
+
+def make_optimizer(name, w):
+    """qgemm.torch.optim.AdamW for qgemm's paths (it writes the FP8
+    form), torch.optim.AdamW(fused=True) for the others: the same
+    hyperparameters, state in the weights' dtype."""
+    kw = dict(lr=1e-5, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+    if name.startswith("qgemm"):
+        return qt.optim.AdamW([w], **kw)
+    return torch.optim.AdamW([w], fused=True, **kw)
 
 
 def bf16_path(x, w, offs):
@@ -273,10 +311,24 @@ def outputs(fn, x, w, offs, dy):
     return y, dx, dw
 
 
-def bench_path(fn, x, w, offs, dy, mode, flush, opt):
+def bench_path(fn, x, w, offs, dy, mode, flush, opt, optimizer=None):
+    opt_times = []
+    grad = torch.randn_like(w) * 1e-3 if optimizer is not None else None
+
     def prepare():
         if mode == "new_weights":
             new_version(w)
+        if optimizer is not None:
+            # The optimizer mode's step, on a stand-in gradient, outside
+            # the step's clock and timed on its own.
+            w.grad = grad
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            optimizer.step()
+            end.record()
+            opt_times.append((start, end))
+            w.grad = None
 
     t0 = time.perf_counter()
     for _ in range(opt.warmup):
@@ -312,7 +364,10 @@ def bench_path(fn, x, w, offs, dy, mode, flush, opt):
     x.grad = None
     w.grad = None
     return {"ms": statistics.median(times), "min_ms": min(times),
-            "peak_mib": (peak - base) / MIB, "warmup_s": warm_s}
+            "peak_mib": (peak - base) / MIB, "warmup_s": warm_s,
+            "optimizer_ms": statistics.median(
+                a.elapsed_time(b) for a, b in opt_times) if opt_times
+            else None}
 
 
 def copy_anchor(opt):
@@ -383,7 +438,11 @@ def run_shape(shape, fns, flush, opt):
             if name in mode_errors:
                 continue
             try:
-                res[name] = bench_path(fn, x, w, offs, dy, mode, flush, opt)
+                optimizer = make_optimizer(name, w) \
+                    if mode == "optimizer" else None
+                res[name] = bench_path(mode_path(name, fn, mode), x, w, offs,
+                                       dy, mode, flush, opt, optimizer)
+                del optimizer
             except Exception as e:
                 mode_errors[name] = failure(name, label, mode, e)
             torch.cuda.empty_cache()
@@ -397,6 +456,14 @@ def run_shape(shape, fns, flush, opt):
             r = res.get(name)
             row[PATHS[name] + "_peak_mib"] = r["peak_mib"] if r else None
         row["qgemm_rel_err"] = rel.get("qgemm")
+        if mode == "optimizer":
+            for name in ORDER:
+                r = res.get(name)
+                row[PATHS[name] + "_optimizer_ms"] = \
+                    r["optimizer_ms"] if r else None
+            q, b = res.get("qgemm"), res.get("bf16")
+            row["optimizer_ratio"] = q["optimizer_ms"] / b["optimizer_ms"] \
+                if q and b else None
 
         def ratio(slow, fast):
             a, b = res.get(slow), res.get(fast)

@@ -112,7 +112,8 @@ OwningOpRef<ModuleOp> buildModule(MLIRContext &ctx, const Spec &spec,
         c.pow2 ? b.getUnitAttr() : nullptr, b.getF64FloatAttr(c.eps),
         c.multiTensor ? b.getUnitAttr() : nullptr, b.getI64IntegerAttr(c.k),
         b.getI64IntegerAttr(c.gather ? c.gather->topk : 0),
-        c.gather && c.gather->probs ? b.getUnitAttr() : nullptr);
+        c.gather && c.gather->probs ? b.getUnitAttr() : nullptr,
+        c.adamw ? q::ElemTypeAttr::get(&ctx, c.adamw->state) : nullptr);
   }
   return module;
 }

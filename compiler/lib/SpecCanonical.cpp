@@ -81,6 +81,8 @@ void addQuantizeJson(json &j, const QuantizeContract &q) {
   // Only gathering specs carry the key: every earlier identity stays.
   if (q.gather)
     j["gather"] = {{"topk", q.gather->topk}, {"probs", q.gather->probs}};
+  if (q.adamw)
+    j["adamw"] = {{"state", str(toString(q.adamw->state))}};
 }
 
 json dispatchShapeJson(int64_t k, int64_t topk) {

@@ -142,6 +142,8 @@ inline constexpr ObjectSchema kGemmSchema{kGemmKeys, std::size(kGemmKeys),
 inline constexpr KeySchema kGatherKeys[] = {{"topk"}, {"probs"}};
 inline constexpr ObjectSchema kGatherSchema{kGatherKeys,
                                             std::size(kGatherKeys)};
+inline constexpr KeySchema kAdamwKeys[] = {{"state"}};
+inline constexpr ObjectSchema kAdamwSchema{kAdamwKeys, std::size(kAdamwKeys)};
 inline constexpr KeySchema kQuantizeKeys[] = {{"input"},
                                               {"output"},
                                               {"recipe"},
@@ -152,6 +154,7 @@ inline constexpr KeySchema kQuantizeKeys[] = {{"input"},
                                               {"multi_tensor"},
                                               {"shape", &kQuantShapeSchema},
                                               {"gather", &kGatherSchema},
+                                              {"adamw", &kAdamwSchema},
                                               {"tuning", &kTuningSchema}};
 inline constexpr ObjectSchema kQuantizeSchema{
     kQuantizeKeys, std::size(kQuantizeKeys), &kHeaderSchema};

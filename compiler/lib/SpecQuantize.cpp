@@ -46,6 +46,10 @@ QuantizeContract spec_detail::readQuantize(const ObjectReader &top) {
     g.require("topk");
     q.gather = GatherRows{g.integer("topk", 1, 16, 1), g.boolean("probs", false)};
   }
+  if (top.get("adamw")) {
+    ObjectReader a = top.child("adamw", kAdamwSchema);
+    q.adamw = AdamwUpdate{a.enumeration("state", ElemType::F32)};
+  }
   if (auto v = checkQuantize(q))
     fail(v->field, v->message);
   return q;

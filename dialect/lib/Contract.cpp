@@ -370,6 +370,31 @@ static std::optional<Violation> checkGather(const QuantizeContract &c) {
   return std::nullopt;
 }
 
+/// The weights' AdamW step: whole 128x128 weight blocks of one stacked
+/// tensor (the update reads and writes exactly the elements it quantizes).
+static std::optional<Violation> checkAdamw(const QuantizeContract &c) {
+  if (auto v = checkType(c.adamw->state, "adamw.state",
+                         "the optimizer state", {ElemType::F32,
+                                                 ElemType::BF16}))
+    return v;
+  if (c.gather)
+    return Violation{"adamw", "an optimizer step updates the weights "
+                              "themselves; remove gather"};
+  for (const auto &[r, name] :
+       {std::pair{&c.rowwise, "rowwise"}, {&c.columnwise, "columnwise"}})
+    if (*r && ((*r)->blockRows != 128 || (*r)->blockCols != 128))
+      return Violation{std::string(name) + ".block",
+                       "the optimizer step quantizes weights: [128, 128] "
+                       "blocks only"};
+  if (c.k % 128 != 0)
+    return Violation{"shape.k", std::to_string(c.k) +
+                                    " is not a multiple of 128; the "
+                                    "optimizer step takes whole 128x128 "
+                                    "blocks (a run-time k is checked at "
+                                    "launch)"};
+  return std::nullopt;
+}
+
 std::optional<Violation> qgemm::checkQuantize(const QuantizeContract &c) {
   if (auto v = checkType(c.input, "input", "a quantizer input",
                          {ElemType::BF16, ElemType::F32}))
@@ -390,6 +415,9 @@ std::optional<Violation> qgemm::checkQuantize(const QuantizeContract &c) {
       return v;
   if (c.gather)
     if (auto v = checkGather(c))
+      return v;
+  if (c.adamw)
+    if (auto v = checkAdamw(c))
       return v;
   return checkQuantK(c.k);
 }

@@ -197,6 +197,8 @@ std::optional<::qgemm::KernelConfig> GroupedMatmulOp::getKernelConfig() {
   c.k = getK();
   if (getGatherTopk() > 0)
     c.gather = ::qgemm::GatherRows{int64_t(getGatherTopk()), getGatherProbs()};
+  if (auto s = getAdamwStateAttr())
+    c.adamw = ::qgemm::AdamwUpdate{s.getValue()};
   return c;
 }
 

@@ -36,10 +36,12 @@ template <typename T> constexpr int32_t fieldType() {
     return QGEMM_ARGS_FIELD_UINT64;
   else if constexpr (std::is_same_v<T, int64_t>)
     return QGEMM_ARGS_FIELD_INT64;
+  else if constexpr (std::is_same_v<T, double>)
+    return QGEMM_ARGS_FIELD_DOUBLE;
   else {
     static_assert(std::is_same_v<T, uint32_t>,
                   "an op's args field is a device address (uint64_t), an "
-                  "int64_t, uint32_t flags or a host pointer");
+                  "int64_t, a double, uint32_t flags or a host pointer");
     return QGEMM_ARGS_FIELD_UINT32;
   }
 }

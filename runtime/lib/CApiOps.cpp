@@ -91,6 +91,7 @@ qgemm_status qgemm_kernel_quantize_info(const qgemm_kernel *k,
                          i.gather_topk = int32_t(c.gather->topk);
                          i.gather_probs = c.gather->probs ? 1 : 0;
                        }
+                       i.adamw_state = c.adamw ? cDtype(c.adamw->state) : -1;
                        return QGEMM_OK;
                      },
                      offsetof(qgemm_quantize_info, gather_topk));

@@ -13,6 +13,8 @@
 #include "qgemm/Kernels/SwigluABI.h"
 #include "qgemm/QuantizeArgs.h"
 
+#include <cstring>
+
 using namespace qgemm;
 
 Status qgemm::checkLaunch(const Kernel &kernel, const QuantizeArgs &args) {
@@ -38,6 +40,20 @@ Status Runtime::launch(const Kernel &kernel, const QuantizeArgs &args,
                                 {args.rowMap, args.rowGroup, args.probs,
                                  args.sources, uint64_t(args.tokens)},
                                 stream);
+  if (kernel.spec().quantize.adamw) {
+    // The f64 hyperparameters travel as their bits, 8 bytes like a pointer.
+    auto bits = [](double v) {
+      uint64_t u;
+      std::memcpy(&u, &v, sizeof u);
+      return u;
+    };
+    return launchQuantizeFamily(
+        kernel, args,
+        {args.grad, args.expAvg, args.expAvgSq, args.step, bits(args.lr),
+         bits(args.beta1), bits(args.beta2), bits(args.weightDecay),
+         bits(args.eps)},
+        stream);
+  }
   return launchQuantizeFamily(kernel, args, {}, stream);
 }
 
@@ -53,7 +69,7 @@ Status Runtime::launchQuantizeFamily(const Kernel &kernel,
       quantizeGrid(args.rows, args.cols, args.numGroups, args.numTensors);
   // Past quantize's parameters, the kernel's own (pointers, or i64 values
   // passed the same way).
-  constexpr unsigned kMaxExtra = 8;
+  constexpr unsigned kMaxExtra = 9;
   if (extra.size() > kMaxExtra)
     return Status::internal(kernel.name() + ": too many extra parameters");
   CUdeviceptr ptrs[kNumQuantizeParams + kMaxExtra] = {};

@@ -11,6 +11,7 @@
 #include "qgemm/Kernels/QuantizeABI.h"
 
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -221,6 +222,60 @@ Status checkGather(const QuantizeContract &c, const QuantizeArgs &a) {
   return noPointer(a.probs, "probs", "the spec's gather has no probs");
 }
 
+/// The weights' AdamW step: the gradient, the state and the step count
+/// beside the weights, whole 128x128 blocks; none of them for other specs.
+Status checkAdamw(const QuantizeContract &c, const QuantizeArgs &a) {
+  const bool finite = std::isfinite(a.lr) && std::isfinite(a.beta1) &&
+                      std::isfinite(a.beta2) &&
+                      std::isfinite(a.weightDecay) && std::isfinite(a.eps);
+  if (!c.adamw) {
+    const std::string why = "the spec is no optimizer step (no adamw)";
+    for (auto [p, arg] : {std::pair{a.grad, "grad"},
+                          {a.expAvg, "expAvg"},
+                          {a.expAvgSq, "expAvgSq"},
+                          {a.step, "step"}})
+      if (Status st = noPointer(p, arg, why); !st.ok())
+        return st;
+    return Status();
+  }
+  if (!finite || a.lr < 0 || a.eps < 0 || a.weightDecay < 0 ||
+      !(a.beta1 >= 0 && a.beta1 < 1) || !(a.beta2 >= 0 && a.beta2 < 1))
+    return Status::user(
+        "AdamW hyperparameters lr = " + std::to_string(a.lr) + ", betas = (" +
+        std::to_string(a.beta1) + ", " + std::to_string(a.beta2) +
+        "), weight_decay = " + std::to_string(a.weightDecay) +
+        ", eps = " + std::to_string(a.eps) +
+        " are invalid: lr, eps and weight_decay must be finite and >= 0, "
+        "each beta in [0, 1)");
+  if (a.inputTable != 0)
+    return Status::user("inputTable = " + hex(a.inputTable) +
+                        " must be 0: the optimizer step updates one stacked "
+                        "weight tensor at `input`");
+  if (a.rows % 128 != 0 || a.cols % 128 != 0)
+    return Status::user("rows = " + num(a.rows) + " and cols = " +
+                        num(a.cols) + " must be multiples of 128: the "
+                        "optimizer step takes whole 128x128 weight blocks");
+  if (a.rows == 0)
+    return Status();
+  const std::string state = " (" + std::string(toString(c.adamw->state)) +
+                            " optimizer state, p's shape, 16-byte aligned)";
+  if (Status st = needPointer(a.grad, "grad",
+                              "the weights' gradient (p's type and shape, "
+                              "16-byte aligned)",
+                              16);
+      !st.ok())
+    return st;
+  if (Status st = needPointer(a.expAvg, "expAvg", "exp_avg" + state, 16);
+      !st.ok())
+    return st;
+  if (Status st = needPointer(a.expAvgSq, "expAvgSq", "exp_avg_sq" + state,
+                              16);
+      !st.ok())
+    return st;
+  return needPointer(a.step, "step",
+                     "the f32 step count on the device (>= 1)", 4);
+}
+
 } // namespace
 
 Status qgemm::validateQuantizeArgs(const QuantizeContract &c,
@@ -232,6 +287,8 @@ Status qgemm::validateQuantizeArgs(const QuantizeContract &c,
   // An empty input has nothing to read or write; frameworks hand out null
   // pointers for empty tensors.
   if (Status st = checkGather(c, a); !st.ok())
+    return st;
+  if (Status st = checkAdamw(c, a); !st.ok())
     return st;
   if (a.rows == 0)
     return Status();

@@ -47,6 +47,7 @@
 //===----------------------------------------------------------------------===//
 #include "QuantizeKernel.h"
 #include "qgemm/Codegen/HopperIR.h"
+#include "../Optim/AdamwMath.h"
 #include "../Swiglu/SwigluMath.h"
 
 #include "qgemm/Codegen/Kernels.h"
@@ -205,6 +206,19 @@ private:
   /// not a copy (only an inconsistent row_map / row_group can do that).
   Value stageGather(Value xPtr, Value row0, Value col0, Value tileRows,
                     Value tileCols);
+  /// The weights' AdamW step (c.adamw): each cell is the weight after the
+  /// update, as stored (bf16-rounded for bf16 weights); p, exp_avg and
+  /// exp_avg_sq are written back in the same chunk walk. Whole tiles only
+  /// (the launch checks rows and cols are multiples of 128).
+  Value stageAdamw(Value pPtr, Value pBase, Value row0, Value col0);
+  /// A chunk's 8 elements of type `t` (bf16: one 16-byte load; f32: two)
+  /// at byte `off` of `base`, as raw words.
+  void loadChunk(ElemType t, Value base, Value off, Value *words);
+  /// The same 8 elements widened to f32.
+  void widenWords(ElemType t, Value *words, Value *out);
+  /// 8 f32 values stored at byte `off` of `base` as type `t` (bf16 rounded
+  /// to nearest even).
+  void storeChunk(ElemType t, ArrayRef<Value> x, Value base, Value off);
   /// f32 -> bf16 (round to nearest even) -> f32, exactly.
   Value roundBf16(Value x) {
     Value h = arith::BitcastOp::create(
@@ -1020,8 +1034,110 @@ Value QuantizeBuilder::stageGather(Value xPtr, Value row0, Value col0,
   return acc;
 }
 
+void QuantizeBuilder::loadChunk(ElemType t, Value base, Value off,
+                                Value *words) {
+  words[0] = loadGlobal4(base, off);
+  if (t == ElemType::F32)
+    words[1] = loadGlobal4(base, ir.add(off, ir.i64(16)));
+}
+
+void QuantizeBuilder::widenWords(ElemType t, Value *words, Value *out) {
+  if (t == ElemType::BF16)
+    return widenChunk(words[0], 0, out);
+  for (int h = 0; h < 2; ++h)
+    for (int w = 0; w < 4; ++w)
+      out[4 * h + w] = arith::BitcastOp::create(
+          b, ir.f32T(), LLVM::ExtractElementOp::create(b, words[h], ir.i32(w)));
+}
+
+void QuantizeBuilder::storeChunk(ElemType t, ArrayRef<Value> x, Value base,
+                                 Value off) {
+  SmallVector<Value> words;
+  if (t == ElemType::F32) {
+    for (Value v : x)
+      words.push_back(arith::BitcastOp::create(b, ir.i32T(), v));
+    storeGlobalWords(ArrayRef<Value>(words).take_front(4), base, off);
+    storeGlobalWords(ArrayRef<Value>(words).drop_front(4), base,
+                     ir.add(off, ir.i64(16)));
+    return;
+  }
+  auto bits = [&](Value v) {
+    return arith::ExtUIOp::create(
+        b, ir.i32T(),
+        arith::BitcastOp::create(b, ir.i16T(),
+                                 arith::TruncFOp::create(b, ir.bf16T(), v)));
+  };
+  for (size_t j = 0; j < x.size(); j += 2)
+    words.push_back(arith::OrIOp::create(
+        b, bits(x[j]), arith::ShLIOp::create(b, bits(x[j + 1]), ir.i32(16))));
+  storeGlobalWords(words, base, off);
+}
+
+Value QuantizeBuilder::stageAdamw(Value pPtr, Value pBase, Value row0,
+                                  Value col0) {
+  // The chunks of stageVector (8 columns, rows 16 apart), every one inside
+  // the tile. A chunk reads p, g, exp_avg and exp_avg_sq (48 bytes for bf16
+  // weights and state, 96 for bf16 weights with f32 state) and writes p and
+  // the state back before its cells are staged; one chunk a round keeps
+  // the f64 temporaries of the update clear of spills under
+  // kQuantMaxRegisters, and three CTAs an SM keep enough bytes in flight.
+  const ElemType pT = c.input, sT = c.adamw->state;
+  const int64_t pBytes = pT == ElemType::F32 ? 4 : 2;
+  const int64_t sBytes = sT == ElemType::F32 ? 4 : 2;
+  adamw::StepValues sv = adamw::emitStepValues(
+      ir, arg(kQAParamStep), arg(kQAParamLr), arg(kQAParamBeta1),
+      arg(kQAParamBeta2), arg(kQAParamWeightDecay), arg(kQAParamEps));
+  Value r0 = arith::ShRUIOp::create(b, tid, ir.i32(4));
+  Value cc = ir.mul(andI(tid, ir.i32(kChunksPerRow - 1)), ir.i32(kChunk));
+  // Element index of the thread's first chunk; each next one is 16 rows on.
+  Value first = ir.add(
+      pBase, ir.add(ir.mul(ir.toI64(ir.add(row0, r0)), shape.cols),
+                    ir.toI64(ir.add(col0, cc))));
+  Value rowStep = ir.mul(shape.cols, ir.i64(kRowsPerPass));
+  Value cellAt[2] = {smemPtr(cell(r0, cc)),
+                     smemPtr(cell(ir.add(r0, ir.i32(64)), cc))};
+  Value acc = ir.f32(0.0);
+  for (int i = 0; i < kChunksPerThread; ++i) {
+    Value elem = ir.add(first, ir.mul(rowStep, ir.i64(i)));
+    Value pOff = ir.mul(elem, ir.i64(pBytes));
+    Value sOff = ir.mul(elem, ir.i64(sBytes));
+    Value pw[2], gw[2], mw[2], vw[2];
+    loadChunk(pT, pPtr, pOff, pw);
+    loadChunk(pT, arg(kQAParamGrad), pOff, gw);
+    loadChunk(sT, arg(kQAParamExpAvg), sOff, mw);
+    loadChunk(sT, arg(kQAParamExpAvgSq), sOff, vw);
+    Value p[kChunk], g[kChunk], m[kChunk], v[kChunk];
+    widenWords(pT, pw, p);
+    widenWords(pT, gw, g);
+    widenWords(sT, mw, m);
+    widenWords(sT, vw, v);
+    SmallVector<Value> np, nm, nv;
+    for (int j = 0; j < kChunk; ++j) {
+      adamw::Updated u = adamw::emitUpdate(ir, sv, p[j], g[j], m[j], v[j]);
+      np.push_back(u.p);
+      nm.push_back(u.m);
+      nv.push_back(u.v);
+    }
+    storeChunk(pT, np, pPtr, pOff);
+    storeChunk(sT, nm, arg(kQAParamExpAvg), sOff);
+    storeChunk(sT, nv, arg(kQAParamExpAvgSq), sOff);
+    // The weights as stored are what the FP8 form quantizes.
+    Value x[kChunk];
+    for (int j = 0; j < kChunk; ++j) {
+      x[j] = pT == ElemType::BF16 ? roundBf16(np[j]) : np[j];
+      acc = maxF(acc, absF(x[j]));
+    }
+    const int32_t at0 = (i % 4) * kRowsPerPass * int32_t(kQuantSmemStride);
+    smemStore4({x[0], x[1], x[2], x[3]}, cellAt[i / 4], at0);
+    smemStore4({x[4], x[5], x[6], x[7]}, cellAt[i / 4], at0 + 4);
+  }
+  return acc;
+}
+
 Value QuantizeBuilder::stage(Value inPtr, Value inBase, Value row0, Value col0,
                              Value tileRows, Value tileCols) {
+  if (c.adamw)
+    return stageAdamw(inPtr, inBase, row0, col0);
   if (c.gather)
     return stageGather(inPtr, row0, col0, tileRows, tileCols);
   if (sw && sw->backward)
@@ -1451,7 +1567,8 @@ void buildQuantizeKernel(Operation *op, StringRef name,
   }
 
   const unsigned numParams =
-      contract.gather ? unsigned(kNumQuantizeGatherParams)
+      contract.adamw  ? unsigned(kNumQuantizeAdamwParams)
+      : contract.gather ? unsigned(kNumQuantizeGatherParams)
       : !sw           ? unsigned(kNumQuantizeParams)
       : sw->backward  ? unsigned(kNumSwigluBackwardQuantizeParams)
                       : unsigned(kNumSwigluQuantizeParams);
@@ -1459,6 +1576,9 @@ void buildQuantizeKernel(Operation *op, StringRef name,
   params[kQParamRows] = params[kQParamCols] = params[kQParamNumGroups] = i32T;
   if (contract.gather)
     params[kQGParamTokens] = IntegerType::get(ctx, 64);
+  if (contract.adamw)
+    for (unsigned p = kQAParamLr; p < kNumQuantizeAdamwParams; ++p)
+      params[p] = Float64Type::get(ctx);
   auto fnT = LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx), params);
   if (contract.gather)
     buildGatherSources(op, (name + "_sources").str(), fnT, *contract.gather);

@@ -167,6 +167,17 @@ struct GatherRows {
   }
 };
 
+/// A quantizer that is the weights' optimizer step: AdamW (the math of
+/// torch.optim.AdamW(fused=True)) updates the input weights p, their
+/// exp_avg and exp_avg_sq in place from the gradient, and the updated p,
+/// as stored, is what the kernel quantizes: the FP8 form the next forward
+/// reads, written in the update's pass (LAYOUTS.md "Optimizer step").
+struct AdamwUpdate {
+  /// exp_avg and exp_avg_sq: f32, or bf16 (torch's state for bf16 weights).
+  ElemType state = ElemType::F32;
+  bool operator==(const AdamwUpdate &o) const { return state == o.state; }
+};
+
 struct QuantizeContract {
   ElemType input = ElemType::BF16;
   ElemType output = ElemType::E4M3;
@@ -179,6 +190,9 @@ struct QuantizeContract {
   /// Rows gathered from tokens (op quantize only); absent: the input is the
   /// (rows, k) matrix itself.
   std::optional<GatherRows> gather;
+  /// The weights' AdamW step (op quantize only); absent: the input is read,
+  /// never written.
+  std::optional<AdamwUpdate> adamw;
 };
 
 /// A broken rule: `field` is a dotted path in the spec's vocabulary

@@ -14,7 +14,7 @@ from ctypes import (POINTER, Structure, c_char_p, c_int, c_int32, c_int64,
                     c_size_t, c_uint32, c_uint64, c_void_p)
 
 # The header this module mirrors (QGEMM_API_VERSION of qgemm.h).
-API_VERSION = 1007
+API_VERSION = 1009
 
 OK = 0
 ERROR_USER = 1
@@ -93,7 +93,9 @@ class QuantizeInfo(Structure):
                 ("columnwise_transposed", c_int32),
                 ("multi_tensor", c_int32), ("k", c_int64),
                 # API 1.8: gathered rows.
-                ("gather_topk", c_int32), ("gather_probs", c_int32)]
+                ("gather_topk", c_int32), ("gather_probs", c_int32),
+                # API 1.9: the weights' AdamW step (-1: none).
+                ("adamw_state", c_int32)]
 
 
 class QuantizeSizes(Structure):
@@ -319,7 +321,7 @@ def load():
 
 # API 1.6: the ctypes type of each qgemm_args_field_type.
 _ARGS_FIELD_TYPES = {0: c_size_t, 1: c_uint64, 2: c_int64, 3: c_uint32,
-                     4: c_void_p}
+                     4: c_void_p, 5: ctypes.c_double}
 
 
 def _op_args(lib):

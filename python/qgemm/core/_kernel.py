@@ -13,6 +13,7 @@ from ._ints import INT64, integer
 from ._dispatch_launch import PermuteLaunch, UnpermuteLaunch
 from ._kernel_config import _config_of
 from ._quantize_launch import QuantizeLaunch
+from ._quantize_launch import adamw_hyper as _adamw_hyper
 from ._swiglu_launch import SwigluBackwardLaunch, SwigluQuantizeLaunch
 from ._swiglu_launch import swiglu_info as _swiglu_info
 from ._runtime import (Handle, HandleOwner, Runtime, _Spec, check,
@@ -213,7 +214,9 @@ class Kernel(HandleOwner):
     def quantize(self, x, *, row_data=None, row_scales=None, col_data=None,
                  col_scales=None, group_offsets=None, host_group_offsets=None,
                  stream=None, error_flag=None, workspace=None,
-                 debug_sync=False):
+                 debug_sync=False, grad=None, exp_avg=None, exp_avg_sq=None,
+                 step=None, lr=None, betas=None, weight_decay=None,
+                 eps=None):
         """Quantize `x` ((rows, k), or (G, rows, k) for multi_tensor, the
         spec's input dtype) into the outputs the spec declares: row_data
         (rows, k) and row_scales; col_data ((k, rows) when the column-wise
@@ -224,14 +227,26 @@ class Kernel(HandleOwner):
         or (API 1.2) `error_flag` and `workspace` to have the offsets checked
         on the device as Kernel.launch does (size col_scales for
         quantize_sizes(rows, num_groups=G), the bound).
+
+        A spec with `adamw` (API 1.9) is the weights' AdamW step: x is the
+        weights, updated in place with exp_avg and exp_avg_sq (the spec's
+        state dtype) from `grad` (x's dtype and shape), `step` (an f32
+        device tensor holding this step's count, incremented first) and
+        the hyperparameters lr, betas (beta1, beta2), weight_decay and eps
+        of torch.optim.AdamW; the outputs receive the updated x quantized.
         """
         plan = self._op("quantize", QuantizeLaunch)
         tensors = {"x": x, "row_data": row_data, "row_scales": row_scales,
                    "col_data": col_data, "col_scales": col_scales,
                    "group_offsets": group_offsets, "error_flag": error_flag,
-                   "workspace": workspace}
+                   "workspace": workspace, "grad": grad, "exp_avg": exp_avg,
+                   "exp_avg_sq": exp_avg_sq, "step": step}
         given = {n: t for n, t in tensors.items() if t is not None}
-        plan(given, host_group_offsets, stream, debug_sync)
+        hyper = None
+        if lr is not None or betas is not None or weight_decay is not None \
+                or eps is not None:
+            hyper = _adamw_hyper(lr, betas, weight_decay, eps)
+        plan(given, host_group_offsets, stream, debug_sync, hyper)
 
     def quantize_sizes(self, rows, cols=0, num_tensors=1,
                        host_group_offsets=None, num_groups=0):

@@ -5,6 +5,7 @@ from typing import Any
 
 from . import _capi
 from ._capi import lib
+from ._errors import ArgumentError
 from ._gemm_launch import stream_handle
 from ._op_launch import (Operand, OpLaunch, _check_scales, _dtypes_of,
                          _scale_dtypes, _token_groups)
@@ -26,6 +27,26 @@ def columnwise_transposed(kernel: Any) -> bool:  # a qgemm.Kernel
     return t
 
 
+def adamw_hyper(lr, betas, weight_decay, eps):
+    """The AdamW step's hyperparameters as the args struct's doubles; the
+    library checks their ranges."""
+    given = {"lr": lr, "betas": betas, "weight_decay": weight_decay,
+             "eps": eps}
+    missing = [n for n, v in given.items() if v is None]
+    if missing:
+        raise ArgumentError("an AdamW step needs %s" % ", ".join(missing))
+    try:
+        beta1, beta2 = betas
+        out = {"lr": float(lr), "beta1": float(beta1), "beta2": float(beta2),
+               "weight_decay": float(weight_decay), "eps": float(eps)}
+    except (TypeError, ValueError) as e:
+        raise ArgumentError("AdamW hyperparameters lr=%r, betas=%r, "
+                            "weight_decay=%r, eps=%r: numbers expected "
+                            "(betas a pair) (%s)"
+                            % (lr, betas, weight_decay, eps, e)) from None
+    return out
+
+
 class QuantizeLaunch(OpLaunch):
     def __init__(self, kernel):
         info = _capi.QuantizeInfo(ctypes.sizeof(_capi.QuantizeInfo))
@@ -36,9 +57,22 @@ class QuantizeLaunch(OpLaunch):
         k = info.k or "K"
         lead = ("G",) if info.multi_tensor else ()
         out = _dtypes_of(info.output_dtype, True)
-        ops = [Operand("x", "input", _dtypes_of(info.input_dtype, False),
-                       lead + ("rows", k), False)]
+        inputs = _dtypes_of(info.input_dtype, False)
+        # API 1.9: the weights' AdamW step writes x (the weights) and its
+        # state in place, from the gradient and the device step count.
+        self.adamw = info.adamw_state >= 0
+        ops = [Operand("x", "input", inputs, lead + ("rows", k), self.adamw)]
         self.required = ["x"]
+        if self.adamw:
+            state = _dtypes_of(info.adamw_state, False)
+            ops += [Operand("grad", "grad", inputs, lead + ("rows", k),
+                            False),
+                    Operand("exp_avg", "exp_avg", state, lead + ("rows", k),
+                            True),
+                    Operand("exp_avg_sq", "exp_avg_sq", state,
+                            lead + ("rows", k), True),
+                    Operand("step", "step", ("f32",), None, False)]
+            self.required += ["grad", "exp_avg", "exp_avg_sq", "step"]
         self.scales = []
         if info.has_rowwise:
             ops += [Operand("row_data", "row_data", out, lead + ("rows", k),
@@ -77,8 +111,16 @@ class QuantizeLaunch(OpLaunch):
         return self.cached_sizes((rows, cols, tensors) if not groups
                                  else None, query)
 
-    def __call__(self, tensors, host_group_offsets, stream, debug_sync=False):
+    def __call__(self, tensors, host_group_offsets, stream, debug_sync=False,
+                 hyper=None):
         debug_sync = _flag(debug_sync, "debug_sync")
+        if (hyper is not None) != self.adamw:
+            raise ArgumentError(
+                "%s: %s" % (self.name, "lr, betas, weight_decay and eps are "
+                            "the AdamW step's; this kernel has no adamw"
+                            if hyper is not None else
+                            "an AdamW step needs lr, betas, weight_decay "
+                            "and eps"))
         s = stream_handle(stream)
         got, readers, device = self.read(tensors, s, self.required)
         sizes = self.bind(got, {})
@@ -93,5 +135,5 @@ class QuantizeLaunch(OpLaunch):
             "rows": rows, "cols": cols, "num_tensors": count,
             "num_groups": groups,
             "host_group_offsets": host.buffer_info()[0] if host else None,
-            "flags": flags},
+            "flags": flags, **(hyper or {})},
             s)

@@ -63,11 +63,13 @@ from ._dispatch import (permute, permute_backward, permute_quantize,
                         permute_rows, unpermute, unpermute_backward)
 from ._errors import (ErrorMode, check_errors, error_mode, error_word,
                       poison_on_error, reset_errors, set_error_mode)
-from ._fp8_grouped_mm import fp8_grouped_mm, quantized_weights
+from ._fp8_grouped_mm import (forward_weights, fp8_grouped_mm,
+                              quantized_weights)
 from ._gemm import grouped_mm, grouped_mm_masked, grouped_mm_wgrad
 from ._launch import set_debug_sync
 from ._moe import MoEExperts, moe_experts
 from . import ep
+from . import optim
 from ._quantize import quantize
 from ._specs import RECIPES, kernels, spec_for
 from ._swiglu import swiglu_backward, swiglu_quantize
@@ -80,4 +82,4 @@ __all__ = ["grouped_mm", "grouped_mm_masked", "grouped_mm_wgrad",
            "reset_errors", "set_debug_sync", "kernels", "spec_for",
            "fp8_grouped_mm", "quantized_weights", "RECIPES", "Recipe",
            "ErrorMode", "set_error_mode", "error_mode", "poison_on_error",
-           "MoEExperts", "moe_experts", "ep"]
+           "MoEExperts", "moe_experts", "ep", "optim", "forward_weights"]

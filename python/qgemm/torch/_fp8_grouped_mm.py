@@ -17,16 +17,33 @@ from ._specs import (_gemm_spec, _kernel)
 
 
 # -- fp8_grouped_mm: an FP8 drop-in for torch._grouped_mm -------------------
-def _weights_spec(in_name, recipe):
+def _weights_spec(in_name, recipe, rowwise=True, columnwise=True,
+                  adamw_state=None):
     # One launch for every expert (multi_tensor): row-wise [128,128] gives
     # (G, N, K) and its scales (G, N/128, K/128); column-wise [128,128] is
     # the quantization of each transposed (K, N) matrix, stored (G, K, N)
-    # with scales (G, K/128, N/128): both forms the GEMMs read, written once.
-    return {"qgemm": 1, "name": "torch_quantize_weights_%s" % recipe,
+    # with scales (G, K/128, N/128): the forms the GEMMs read, written
+    # once. With adamw_state the kernel is the weights' AdamW step, and
+    # the forms are those of the updated weights.
+    forms = ("" if rowwise and columnwise else
+             "_row" if rowwise else "_col")
+    spec = {"qgemm": 1, "name": "torch_%s_weights_%s%s%s" % (
+                "adamw" if adamw_state else "quantize", recipe, forms,
+                "_" + adamw_state if adamw_state else ""),
             "op": "quantize", "input": in_name, "output": "e4m3",
-            "recipe": recipe, "multi_tensor": True,
-            "rowwise": {"block": [128, 128], "layout": "COMPACT"},
-            "columnwise": {"block": [128, 128], "layout": "COMPACT"}}
+            "recipe": recipe, "multi_tensor": True}
+    block = {"block": [128, 128], "layout": "COMPACT"}
+    if rowwise:
+        spec["rowwise"] = block
+    if columnwise:
+        spec["columnwise"] = block
+    if adamw_state:
+        spec["adamw"] = {"state": adamw_state}
+    return spec
+
+
+def _elem_name(dtype):
+    return "bf16" if dtype == torch.bfloat16 else "f32"
 
 
 def _check_weights(w, recipe):
@@ -48,12 +65,40 @@ def _check_weights(w, recipe):
 
 
 def _launch_weights(w, recipe, wq, ws, wq_t, ws_t):
-    in_name = "bf16" if w.dtype == torch.bfloat16 else "f32"
-    k = _kernel(("qw", in_name, recipe),
-                lambda: _weights_spec(in_name, recipe))
+    """Quantize w into the forms given: an empty (or None) form is not
+    written (a cache of the forward form alone)."""
+    in_name = _elem_name(w.dtype)
+    row = wq is not None and wq.numel() > 0
+    col = wq_t is not None and wq_t.numel() > 0
+    k = _kernel(("qw", in_name, recipe, row, col),
+                lambda: _weights_spec(in_name, recipe, row, col))
+    outs = {}
+    if row:
+        outs.update(row_data=wq, row_scales=ws)
+    if col:
+        outs.update(col_data=wq_t, col_scales=ws_t)
     k.quantize(w.detach(), stream=_stream(w.device),
-               debug_sync=_launch._debug_sync,
-               row_data=wq, row_scales=ws, col_data=wq_t, col_scales=ws_t)
+               debug_sync=_launch._debug_sync, **outs)
+
+
+def launch_adamw(w, grad, exp_avg, exp_avg_sq, step, hyper, recipe, forms):
+    """The weights' AdamW step on w (G, N, K) in place, writing the FP8
+    forms of the updated w into `forms` (wq, ws, wq_t, ws_t; an empty form
+    is not written): one launch for every expert."""
+    in_name = _elem_name(w.dtype)
+    state = _elem_name(exp_avg.dtype)
+    wq, ws, wq_t, ws_t = forms
+    row, col = wq.numel() > 0, wq_t.numel() > 0
+    k = _kernel(("adamw", in_name, state, recipe, row, col),
+                lambda: _weights_spec(in_name, recipe, row, col, state))
+    outs = {}
+    if row:
+        outs.update(row_data=wq, row_scales=ws)
+    if col:
+        outs.update(col_data=wq_t, col_scales=ws_t)
+    k.quantize(w, stream=_stream(w.device), debug_sync=_launch._debug_sync,
+               grad=grad, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq, step=step,
+               **hyper, **outs)
 
 
 @torch.library.custom_op("qgemm::quantize_weights", mutates_args=())
@@ -105,11 +150,45 @@ class _WeightCache:
     torch.compile traces the lookup and keeps the buffers as graph inputs
     (the refresh writes them in place, no copy)."""
 
-    def __init__(self, w, recipe):
+    def __init__(self, w, recipe, transposed=True):
         self.recipe = recipe
         self.shape = tuple(w.shape)
         self.wq, self.ws, self.wq_t, self.ws_t = _weight_buffers(w)
+        # The forward form alone (cache_fp8_weights="forward"): one byte
+        # per weight between steps; the backward derives the transposed
+        # form when it runs (transposed_weights).
+        self.transposed = transposed
+        if not transposed:
+            self.wq_t = self.wq.new_empty((0,))
+            self.ws_t = self.ws.new_empty((0,))
         self.stamp = torch.full((1,), -1, dtype=torch.int64)
+
+
+def weight_mode(value, op):
+    """cache_fp8_weights as the layers take it: False (quantize both forms
+    in every forward), True (cache both) or "forward" (cache the forward
+    form alone; the backward derives the transposed one)."""
+    if value is False or value is True or value in (0, 1) and \
+            not isinstance(value, str):
+        return bool(value)
+    if value == "forward":
+        return "forward"
+    raise ArgumentError("%s: cache_fp8_weights=%r; expected False, True or "
+                        "\"forward\"" % (op, value))
+
+
+def weight_cache(w, recipe="deepseek", transposed=True):
+    """The cache on w, made (or remade for a new shape or recipe) when
+    missing. A cache of both forms serves a caller that wants the forward
+    form alone; one of the forward form alone is remade with both when a
+    caller wants the transposed form too."""
+    cache = getattr(w, "_qgemm_fp8", None)
+    if cache is None or cache.recipe != recipe or \
+            cache.shape != tuple(w.shape) or \
+            (transposed and not cache.transposed):
+        cache = _WeightCache(w, recipe, transposed)
+        w._qgemm_fp8 = cache
+    return cache
 
 
 def quantized_weights(w: torch.Tensor, recipe: Union[Recipe, str] = "deepseek"
@@ -124,14 +203,51 @@ def quantized_weights(w: torch.Tensor, recipe: Union[Recipe, str] = "deepseek"
     write), eagerly and under torch.compile alike. The cache holds one FP8
     copy of each form: together the size of the bf16 weights."""
     _check_weights(w, recipe)
-    cache = getattr(w, "_qgemm_fp8", None)
-    if cache is None or cache.recipe != recipe or \
-            cache.shape != tuple(w.shape):
-        cache = _WeightCache(w, recipe)
-        w._qgemm_fp8 = cache
+    cache = weight_cache(w, recipe)
     torch.ops.qgemm.refresh_weights(w, cache.wq, cache.ws, cache.wq_t,
                                     cache.ws_t, cache.stamp, recipe)
     return cache.wq, cache.ws, cache.wq_t, cache.ws_t
+
+
+def forward_weights(w: torch.Tensor, recipe: str = "deepseek") -> Tuple[
+        torch.Tensor, torch.Tensor]:
+    """(wq (G, N, K), ws) of weights w (G, N, K): the forward form alone,
+    cached on w as quantized_weights caches both, and requantized only when
+    w._version has changed since it was written. qgemm.torch.optim.AdamW
+    writes it in its update, so a forward after that step quantizes
+    nothing."""
+    _check_weights(w, recipe)
+    cache = weight_cache(w, recipe, transposed=False)
+    torch.ops.qgemm.refresh_weights(w, cache.wq, cache.ws, cache.wq_t,
+                                    cache.ws_t, cache.stamp, recipe)
+    return cache.wq, cache.ws
+
+
+def _transposed_weights_impl(w: torch.Tensor, recipe: str = "deepseek"
+                            ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(wq_t (G, K, N), ws_t) of weights w (G, N, K), fresh: the form the
+    data gradient reads, for a backward whose forward read the forward
+    form alone."""
+    _, _, wq_t, ws_t = _weight_buffers(w)
+    _launch_weights(w, recipe, None, None, wq_t, ws_t)
+    return wq_t, ws_t
+
+
+_transposed_weights = torch.library.custom_op(
+    "qgemm::transposed_weights", mutates_args=())(_transposed_weights_impl)
+
+
+@_transposed_weights.register_fake
+def _(w, recipe="deepseek"):
+    return _weight_buffers(w)[2:]
+
+
+def transposed_weights(w, recipe="deepseek"):
+    """(wq_t, ws_t): qgemm::transposed_weights, eagerly without the
+    dispatcher where no tracing is on."""
+    if _plain_eager(w):
+        return _transposed_weights_impl(w, recipe)
+    return _transposed_weights(w.detach(), recipe)
 
 
 @torch.library.custom_op("qgemm::grouped_mm_wgrad_accumulate",
@@ -198,15 +314,26 @@ class _Fp8GroupedMm(torch.autograd.Function):
         pad = layout.round_up(rows, _WGRAD_ROWS) - rows
         xp = _pad_rows(x, pad)
         eager = _plain_eager(xp, w, offs)
+        derive = cache_fp8_weights == "forward"
         if cache_fp8_weights:
-            wq, ws, wq_t, ws_t = quantized_weights(w, recipe)
+            if derive:
+                wq, ws = forward_weights(w, recipe)
+            else:
+                wq, ws, wq_t, ws_t = quantized_weights(w, recipe)
             fwd = _plans._gmm_forward_cached_impl if eager else \
                 _plans.gmm_forward_cached
             y, xcol, xcols = fwd(xp, offs, wq, ws, alignment)
         else:
             fwd = _plans._gmm_forward_impl if eager else _plans.gmm_forward
             y, xcol, xcols, wq_t, ws_t = fwd(xp, offs, w.detach(), alignment)
-        ctx.save_for_backward(xcol, xcols, wq_t, ws_t, offs, main_grad)
+        # With the forward form alone the backward derives the transposed
+        # form from w: nothing FP8 of the weights is saved.
+        if derive:
+            ctx.save_for_backward(xcol, xcols, w, offs, main_grad)
+        else:
+            ctx.save_for_backward(xcol, xcols, wq_t, ws_t, offs, main_grad)
+        ctx.derive = derive
+        ctx.recipe = recipe
         ctx.alignment = alignment
         ctx.w_dtype = w.dtype
         ctx.rows, ctx.pad = rows, pad
@@ -215,10 +342,14 @@ class _Fp8GroupedMm(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy):
-        xcol, xcols, wq_t, ws_t, offs, main_grad = ctx.saved_tensors
+        if ctx.derive:
+            xcol, xcols, w, offs, main_grad = ctx.saved_tensors
+            wq_t, ws_t = transposed_weights(w, ctx.recipe)
+        else:
+            xcol, xcols, wq_t, ws_t, offs, main_grad = ctx.saved_tensors
         raise_pending(dy.device)
         dy = _pad_rows(dy, ctx.pad)
-        eager = _plain_eager(dy, *ctx.saved_tensors[:5])
+        eager = _plain_eager(dy, xcol, xcols, wq_t, ws_t, offs)
         if ctx.accumulate:
             bwd = _plans._gmm_backward_accumulate_impl if eager else \
                 _plans.gmm_backward_accumulate
@@ -238,7 +369,8 @@ def fp8_grouped_mm(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor, *,
                    alignment: int = 16,
                    recipe: Union[Recipe, str] = "deepseek",
                    accumulate_into_main_grad: bool = False,
-                   cache_fp8_weights: bool = False) -> torch.Tensor:
+                   cache_fp8_weights: Union[bool, str] = False
+                   ) -> torch.Tensor:
     """FP8 stand-in for torch._grouped_mm(x, w.transpose(-2, -1), offs=offs)
     with autograd: x (M, K) bf16 activations sorted by group, w (G, N, K)
     bf16 weights, offs int32 (G,) cumulative group ends on the device, each
@@ -252,9 +384,11 @@ def fp8_grouped_mm(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor, *,
     that the backward frees (nothing FP8 outlives the step);
     cache_fp8_weights=True caches them on w instead and requantizes only
     when w changes (quantized_weights), for micro-batches between optimizer
-    steps. Each direction is one call into qgemm's C++ plan. Returns (M, N)
-    in x's dtype; rows
-    past offs[-1] are zero. Any M works; an M that is not a multiple of 16
+    steps; "forward" caches the forward form alone and derives the
+    transposed one in the backward (forward_weights: what
+    qgemm.torch.optim.AdamW writes in its update). Each direction is one
+    call into qgemm's C++ plan. Returns (M, N) in x's dtype; rows past
+    offs[-1] are zero. Any M works; an M that is not a multiple of 16
     costs a padded copy of x and of dy (the weight gradient's token count
     must be a multiple of 16).
 
@@ -273,7 +407,8 @@ def fp8_grouped_mm(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor, *,
                                 "assign an f32 tensor of w's shape first")
     _check_args(w)
     return _Fp8GroupedMm.apply(x, w, offs, alignment, recipe, main_grad,
-                               bool(cache_fp8_weights))
+                               weight_mode(cache_fp8_weights,
+                                           "fp8_grouped_mm"))
 
 
 def _check_args(w):

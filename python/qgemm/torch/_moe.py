@@ -56,7 +56,8 @@ from ._errors import poison, raise_pending
 from ..recipes import Recipe
 from ._dispatch import (_permute_backward_impl, _permute_quantize_run,
                         _permute_run, _unpermute_impl)
-from ._fp8_grouped_mm import quantized_weights
+from ._fp8_grouped_mm import (forward_weights, quantized_weights,
+                              transposed_weights, weight_mode)
 from ._gemm import _grouped_mm_impl, _grouped_mm_wgrad_impl
 from ._launch import _plain_eager
 from . import _plans
@@ -262,9 +263,15 @@ class _MoEExpertsFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, ids, probs, w13, w2, alignment, cache_fp8_weights):
         eager = _plain_eager(x, ids, probs, w13, w2)
+        derive = cache_fp8_weights == "forward"
         if cache_fp8_weights:
-            w13q, w13s, w13q_t, w13s_t = quantized_weights(w13, "deepseek")
-            w2q, w2s, w2q_t, w2s_t = quantized_weights(w2, "deepseek")
+            if derive:
+                (w13q, w13s), (w2q, w2s) = \
+                    forward_weights(w13), forward_weights(w2)
+            else:
+                w13q, w13s, w13q_t, w13s_t = quantized_weights(w13,
+                                                               "deepseek")
+                w2q, w2s, w2q_t, w2s_t = quantized_weights(w2, "deepseek")
             fwd = _plans._moe_forward_cached_impl if eager else \
                 _plans.moe_forward_cached
             outs = fwd(x, ids, probs, w13q, w13s, w2q, w2s, alignment)
@@ -273,8 +280,12 @@ class _MoEExpertsFn(torch.autograd.Function):
             outs = fwd(x, ids, probs, w13.detach(), w2.detach(), alignment)
             w13q_t, w13s_t, w2q_t, w2s_t = outs[8:]
         out, offs, row_group, row_map, h, acol, acols, o = outs[:8]
+        # With the forward form alone the backward derives the transposed
+        # forms from the weights: nothing FP8 is saved.
+        weights = (w13, w2) if derive else (w13q_t, w13s_t, w2q_t, w2s_t)
         ctx.save_for_backward(x, ids, probs, offs, row_group, row_map, h,
-                              acol, acols, o, w13q_t, w13s_t, w2q_t, w2s_t)
+                              acol, acols, o, *weights)
+        ctx.derive = derive
         ctx.alignment = alignment
         ctx.dtype = w13.dtype
         return out
@@ -282,6 +293,10 @@ class _MoEExpertsFn(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dout):
         saved = ctx.saved_tensors
+        if ctx.derive:
+            w13, w2 = saved[10:]
+            saved = saved[:10] + transposed_weights(w13) + \
+                transposed_weights(w2)
         raise_pending(dout.device)
         dout = dout.contiguous()
         dx, dprobs, dw13, dw2 = _plans.moe_backward(
@@ -293,7 +308,7 @@ class _MoEExpertsFn(torch.autograd.Function):
 def moe_experts(x: torch.Tensor, expert_ids: torch.Tensor, probs: torch.Tensor,
                 w13: torch.Tensor, w2: torch.Tensor, *, alignment: int = 16,
                 recipe: Union[Recipe, str] = Recipe.DEEPSEEK,
-                cache_fp8_weights: bool = False) -> torch.Tensor:
+                cache_fp8_weights: Union[bool, str] = False) -> torch.Tensor:
     """The routed experts of an MoE layer in FP8, with autograd.
 
     x (T, H) bf16 tokens; expert_ids (T, topk) int32/int64 (-1: the slot
@@ -313,7 +328,10 @@ def moe_experts(x: torch.Tensor, expert_ids: torch.Tensor, probs: torch.Tensor,
     keeps both FP8 forms cached on w13 and w2 and requantizes them only
     when a weight changes (its version counter): for several micro-batches
     per optimizer step, at the cost of the cache's memory (as many bytes
-    as the bf16 weights) between steps."""
+    as the bf16 weights) between steps. "forward" caches the forward form
+    alone (one byte per weight between steps) and derives the transposed
+    form in the backward: with qgemm.torch.optim.AdamW, which writes that
+    form in its update, no forward quantizes the weights."""
     recipe = Recipe.of(recipe)
     if recipe is not Recipe.DEEPSEEK:
         raise ArgumentError("moe_experts: recipe %s is not supported; "
@@ -328,7 +346,8 @@ def moe_experts(x: torch.Tensor, expert_ids: torch.Tensor, probs: torch.Tensor,
         expert_ids.to(torch.int32)
     return _MoEExpertsFn.apply(x.contiguous(), ids.contiguous(),
                                probs.float().contiguous(), w13, w2,
-                               alignment, bool(cache_fp8_weights))
+                               alignment,
+                               weight_mode(cache_fp8_weights, "moe_experts"))
 
 
 class MoEExperts(torch.nn.Module):
@@ -347,7 +366,8 @@ class MoEExperts(torch.nn.Module):
         self.num_experts, self.hidden, self.inter = num_experts, hidden, inter
         self.alignment = alignment
         self.recipe = Recipe.of(recipe)
-        self.cache_fp8_weights = bool(cache_fp8_weights)
+        self.cache_fp8_weights = weight_mode(cache_fp8_weights,
+                                             "MoEExperts")
         kw = dict(device=device, dtype=dtype)
         self.w13 = torch.nn.Parameter(torch.empty(num_experts, 2 * inter,
                                                   hidden, **kw))

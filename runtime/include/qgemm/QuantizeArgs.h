@@ -63,6 +63,14 @@ struct QuantizeArgs {
   /// (QuantizeABI.h). All 0 for a spec without gather.
   DevicePtr rowMap = 0, rowGroup = 0, probs = 0, sources = 0;
   int64_t tokens = 0;
+  /// The weights' AdamW step (the spec's `adamw`): `input` is the weights
+  /// p, stacked (no inputTable), updated in place; grad has p's type and
+  /// shape, expAvg and expAvgSq the spec's state type, all 16-byte
+  /// aligned; step is an f32 on the device holding this step's count
+  /// (>= 1, after the caller's increment, as torch's state_steps). The
+  /// hyperparameters are those of torch.optim.AdamW. All 0 for other specs.
+  DevicePtr grad = 0, expAvg = 0, expAvgSq = 0, step = 0;
+  double lr = 0, beta1 = 0, beta2 = 0, weightDecay = 0, eps = 0;
 };
 
 /// Check `args` against `contract`: the pointers each declared output needs

@@ -103,9 +103,13 @@ extern "C" {
  * outputs in qgemm_swiglu_info and qgemm_kernel_swiglu_sizes; quantizers
  * with gathered rows (a spec with `gather`): the permute's index outputs at
  * the end of qgemm_quantize_args, qgemm_quantize_info's gather_topk and
- * gather_probs. Additions only. */
+ * gather_probs. Additions only.
+ * 1.9: the weights' AdamW step (a quantize spec with `adamw`): the
+ * gradient, state, step count and hyperparameters at the end of
+ * qgemm_quantize_args, qgemm_quantize_info's adamw_state. Additions
+ * only. */
 #define QGEMM_API_VERSION_MAJOR 1
-#define QGEMM_API_VERSION_MINOR 8
+#define QGEMM_API_VERSION_MINOR 9
 #define QGEMM_API_VERSION \
   (QGEMM_API_VERSION_MAJOR * 1000 + QGEMM_API_VERSION_MINOR)
 
@@ -519,6 +523,9 @@ typedef struct qgemm_quantize_info {
   int32_t gather_topk;        /* gathered rows: the permute's top-k; 0 for
                                  a spec without gather */
   int32_t gather_probs;       /* the gathered rows are weighted by probs */
+  /* API 1.9 (written only when struct_size covers it). */
+  int32_t adamw_state;        /* the AdamW step's state: qgemm_dtype F32 or
+                                 BF16; -1 for a spec without adamw */
 } qgemm_quantize_info;
 
 /* Fails with QGEMM_ERROR_USER for a kernel of another op. */
@@ -582,11 +589,22 @@ typedef struct qgemm_quantize_args {
    * All 0 for other specs. */
   uint64_t row_map, row_group, probs, sources;
   int64_t tokens;
+  /* API 1.9 (read only when struct_size covers them): the weights' AdamW
+   * step (a spec with `adamw`, LAYOUTS.md "Optimizer step"). `input` is
+   * the stacked weights p (no input_table), updated in place, and the
+   * outputs receive the quantized updated p. grad has p's dtype and shape,
+   * exp_avg and exp_avg_sq the spec's state dtype (updated in place), all
+   * 16-byte aligned; step points to an f32 on the device holding this
+   * step's count (>= 1, incremented by the caller first, as torch's
+   * state_steps); the hyperparameters are torch.optim.AdamW's. rows and
+   * cols must be multiples of 128. All 0 for other specs. */
+  uint64_t grad, exp_avg, exp_avg_sq, step;
+  double lr, beta1, beta2, weight_decay, eps;
 } qgemm_quantize_args;
 
 #define QGEMM_QUANTIZE_ARGS_INIT \
   { sizeof(qgemm_quantize_args), 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, NULL, \
-    0, 0, 0, 0, 0, 0, 0, 0 }
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /* Check `args` against the kernel's contract, then launch on `stream`, as
  * qgemm_launch_gemm does. */
@@ -1045,7 +1063,8 @@ typedef enum qgemm_args_field_type {
   QGEMM_ARGS_FIELD_UINT64 = 1,      /* uint64_t: a device address */
   QGEMM_ARGS_FIELD_INT64 = 2,       /* int64_t: a size or a count */
   QGEMM_ARGS_FIELD_UINT32 = 3,      /* uint32_t: flags */
-  QGEMM_ARGS_FIELD_HOST_POINTER = 4 /* a host pointer */
+  QGEMM_ARGS_FIELD_HOST_POINTER = 4, /* a host pointer */
+  QGEMM_ARGS_FIELD_DOUBLE = 5        /* double: a hyperparameter (1.9) */
 } qgemm_args_field_type;
 /* How many ops the table has; entry `index` (0 <= index < count), or
  * QGEMM_OP_INVALID out of range. */

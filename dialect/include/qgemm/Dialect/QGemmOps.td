@@ -64,10 +64,15 @@ def QGemm_QuantizeOp : QGemm_Op<"quantize", [Symbol]> {
     qgemm.quantize @spread <bf16> -> <e4m3> recipe = <deepseek>
         rowwise = #qgemm.scale<[1, 128], f32, COMPACT>
         {gather_topk = 8 : i64, gather_probs}
+    qgemm.quantize @step <bf16> -> <e4m3> recipe = <deepseek>
+        rowwise = #qgemm.scale<[128, 128], f32, COMPACT>
+        {adamw_state = #qgemm.elem<f32>, multi_tensor}
     ```
     With `gather_topk` > 0 the rows are gathered from tokens by a permute's
     row_map and row_group (weighted by their probabilities with
-    `gather_probs`): qgemm/Contract.h GatherRows.
+    `gather_probs`): qgemm/Contract.h GatherRows. With `adamw_state` the
+    kernel is the weights' AdamW step, its state of that type, and it
+    quantizes the updated weights: qgemm/Contract.h AdamwUpdate.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, QGemm_ElemTypeAttr:$input,
                        QGemm_ElemTypeAttr:$output, QGemm_QuantRecipeAttr:$recipe,
@@ -77,7 +82,8 @@ def QGemm_QuantizeOp : QGemm_Op<"quantize", [Symbol]> {
                        UnitAttr:$multi_tensor,
                        DefaultValuedAttr<I64Attr, "0">:$k,
                        DefaultValuedAttr<I64Attr, "0">:$gather_topk,
-                       UnitAttr:$gather_probs);
+                       UnitAttr:$gather_probs,
+                       OptionalAttr<QGemm_ElemTypeAttr>:$adamw_state);
   let assemblyFormat = [{
     $sym_name $input `->` $output `recipe` `=` $recipe
     (`rowwise` `=` qualified($rowwise)^)?

@@ -53,6 +53,26 @@ enum QuantizeGatherParam : unsigned {
   kQGParamTokens,                      ///< i64 tokens
   kNumQuantizeGatherParams
 };
+/// The weights' AdamW step (QuantizeContract::adamw) takes these past the
+/// quantize parameters. kQParamInput is then the weights p, read and
+/// written in place (stacked, kQParamInputTable 0), and the kernel
+/// quantizes p as stored after the update. The hyperparameters are f64,
+/// as torch.optim.AdamW's fused kernel takes them; the step count is read
+/// from the device, after the caller's increment (torch's state_steps), so
+/// a captured step replays with the count of its replay.
+enum QuantizeAdamwParam : unsigned {
+  kQAParamGrad = kNumQuantizeParams, ///< p's type, (G, rows, cols)
+  kQAParamExpAvg,                    ///< the state type, in place
+  kQAParamExpAvgSq,                  ///< the state type, in place
+  kQAParamStep,                      ///< f32 on the device: the step, >= 1
+  kQAParamLr,                        ///< f64
+  kQAParamBeta1,                     ///< f64
+  kQAParamBeta2,                     ///< f64
+  kQAParamWeightDecay,               ///< f64
+  kQAParamEps,                       ///< f64
+  kNumQuantizeAdamwParams
+};
+
 constexpr int kGatherSourcesThreads = 256;
 /// The sources kernel of gathering quantizer `kernel`.
 inline std::string gatherSourcesEntryName(const std::string &kernel) {
