@@ -9,6 +9,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 using namespace qgemm;
 
 namespace {
@@ -155,4 +157,49 @@ TEST_CASE("gathered rows: the tokens, the permute's index outputs, scratch",
   b = good();
   b.tokens = 3;
   CHECK_THAT(why(plain, b), Catch::StartsWith("tokens = 3 must be 0"));
+}
+
+TEST_CASE("the weights' AdamW step: gradient, state, step, hyperparameters",
+          "[runtime][quantize]") {
+  QuantizeContract c = act();
+  c.rowwise->blockRows = 128;
+  c.multiTensor = true;
+  c.adamw = AdamwUpdate{ElemType::F32};
+  QuantizeArgs a = good();
+  a.rows = 512;
+  a.cols = 7168;
+  a.numTensors = 8;
+  a.grad = 0x6000;
+  a.expAvg = 0x7000;
+  a.expAvgSq = 0x8000;
+  a.step = 0x9000;
+  a.lr = 1e-4;
+  a.beta1 = 0.9;
+  a.beta2 = 0.95;
+  a.weightDecay = 0.1;
+  a.eps = 1e-8;
+  CHECK(validateQuantizeArgs(c, a).ok());
+  QuantizeArgs b = a;
+  b.expAvgSq = 0;
+  CHECK_THAT(why(c, b), Catch::StartsWith("expAvgSq is null"));
+  b = a;
+  b.grad = 0x6008;
+  CHECK_THAT(why(c, b), Catch::StartsWith("grad = 0x6008 is not 16-byte"));
+  b = a;
+  b.rows = 300;
+  CHECK_THAT(why(c, b), Catch::Contains("must be multiples of 128"));
+  b = a;
+  b.beta2 = 1.0;
+  CHECK_THAT(why(c, b), Catch::Contains("each beta in [0, 1)"));
+  b = a;
+  b.lr = std::nan("");
+  CHECK_THAT(why(c, b), Catch::Contains("must be finite"));
+  b = a;
+  b.inputTable = 0xa000;
+  b.input = 0;
+  CHECK_THAT(why(c, b), Catch::StartsWith("inputTable = 0xa000 must be 0"));
+  // A quantizer without adamw takes none of them.
+  b = good();
+  b.step = 0x9000;
+  CHECK_THAT(why(act(), b), Catch::StartsWith("step = 0x9000 must be 0"));
 }

@@ -938,6 +938,40 @@ TEST_CASE("quantize specs with gathered rows", "[spec]") {
              Catch::StartsWith("rowwise.block: [128, 128] is the weights'"));
 }
 
+TEST_CASE("quantize specs of the weights' AdamW step", "[spec]") {
+  const char *weights = R"({"multi_tensor": true,
+      "rowwise": {"block": [128, 128]}, "columnwise": null,
+      "adamw": {"state": "bf16"}})";
+  Spec a = parseOne(patched(kQuantBase, weights));
+  REQUIRE(a.quantize.adamw);
+  CHECK(a.quantize.adamw->state == ElemType::BF16);
+  CHECK_THAT(a.canonicalJson, Catch::Contains(R"("adamw":{"state":"bf16"})"));
+  CHECK(parseOne(a.canonicalJson).hash == a.hash); // reads back
+  Spec f32 = parseOne(patched(kQuantBase, R"({"multi_tensor": true,
+      "rowwise": {"block": [128, 128]}, "columnwise": null, "adamw": {}})"));
+  CHECK(f32.quantize.adamw->state == ElemType::F32); // the default
+  CHECK(f32.hash != a.hash);
+  CHECK_THAT(parseOne(kQuantBase).canonicalJson, !Catch::Contains("adamw"));
+
+  auto error = [](const std::string &text) {
+    auto r = parseSpecText(text, "a.json");
+    REQUIRE_FALSE(r.ok());
+    return r.error().path + ": " + r.error().message;
+  };
+  CHECK_THAT(error(patched(kQuantBase, R"({"adamw": {"state": "f32"}})")),
+             Catch::StartsWith("rowwise.block: the optimizer step quantizes "
+                               "weights"));
+  CHECK_THAT(error(patched(kQuantBase, R"({"rowwise": {"block": [128, 128]},
+      "columnwise": null, "adamw": {"state": "e4m3"}})")),
+             Catch::StartsWith("adamw.state: e4m3 is not allowed"));
+  CHECK_THAT(error(patched(kQuantBase, R"({"rowwise": {"block": [128, 128]},
+      "columnwise": null, "shape": {"k": 7104}, "adamw": {}})")),
+             Catch::StartsWith("shape.k: 7104 is not a multiple of 128"));
+  CHECK_THAT(error(patched(kQuantBase, R"({"rowwise": {"block": [128, 128]},
+      "columnwise": null, "adamw": {"state": "f32", "x": 1}})")),
+             Catch::Contains("unknown"));
+}
+
 TEST_CASE("sweeps expand to the cross product", "[spec]") {
   auto r = parseSpecText(patched(kGemmBase, R"({"sweep": {
       "grouping.alignment": [32, 128, 64],

@@ -98,7 +98,8 @@ def launch_adamw(w, grad, exp_avg, exp_avg_sq, step, hyper, recipe, forms):
         outs.update(col_data=wq_t, col_scales=ws_t)
     k.quantize(w, stream=_stream(w.device), debug_sync=_launch._debug_sync,
                grad=grad, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq, step=step,
-               **hyper, **outs)
+               lr=hyper["lr"], betas=(hyper["beta1"], hyper["beta2"]),
+               weight_decay=hyper["weight_decay"], eps=hyper["eps"], **outs)
 
 
 @torch.library.custom_op("qgemm::quantize_weights", mutates_args=())

@@ -243,12 +243,9 @@ class AdamWTest(unittest.TestCase):
         with self.assertRaises(ArgumentError):
             qt.optim.AdamW([torch.nn.Parameter(torch.zeros(
                 2, 128, 128, device="cuda"))], lr=-1.0)
-        p = torch.nn.Parameter(torch.zeros(1, 128, 128, device="cuda",
-                                           dtype=torch.bfloat16))
-        opt = qt.optim.AdamW([p])
-        p.grad = torch.zeros(1, 128, 128, device="cuda")
         with self.assertRaises(ArgumentError):
-            opt.step()
+            qt.optim.AdamW([torch.nn.Parameter(torch.zeros(
+                2, 128, 128, device="cuda"))], betas=(0.9, 1.0))
 
 
 if __name__ == "__main__":
