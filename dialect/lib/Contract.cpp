@@ -395,10 +395,38 @@ static std::optional<Violation> checkAdamw(const QuantizeContract &c) {
   return std::nullopt;
 }
 
+/// FP8 input: weights' row-wise [128,128] form in, the transposed
+/// column-wise form out, the same element type, whole blocks.
+static std::optional<Violation> checkFp8Input(const QuantizeContract &c) {
+  if (c.output != c.input)
+    return Violation{"output", "an FP8 input keeps its type: output must be " +
+                                   std::string(toString(c.input))};
+  if (c.recipe != QuantRecipe::DeepSeek)
+    return Violation{"recipe", "an FP8 input is the deepseek recipe's "
+                               "128x128 weight form"};
+  if (c.rowwise || !c.columnwise || c.columnwise->blockRows != 128 ||
+      c.columnwise->blockCols != 128 ||
+      c.columnwise->layout != ScaleLayout::Compact)
+    return Violation{"columnwise", "an FP8 input (the row-wise [128, 128] "
+                                   "form) gives the column-wise [128, 128] "
+                                   "COMPACT form alone"};
+  if (!c.multiTensor || c.gather || c.adamw)
+    return Violation{"multi_tensor", "an FP8 input is stacked weights: "
+                                     "multi_tensor, without gather or adamw"};
+  if (c.k % 128 != 0)
+    return Violation{"shape.k", std::to_string(c.k) +
+                                    " is not a multiple of 128 (whole "
+                                    "128x128 blocks)"};
+  return std::nullopt;
+}
+
 std::optional<Violation> qgemm::checkQuantize(const QuantizeContract &c) {
   if (auto v = checkType(c.input, "input", "a quantizer input",
-                         {ElemType::BF16, ElemType::F32}))
+                         {ElemType::BF16, ElemType::F32, ElemType::E4M3,
+                          ElemType::E5M2}))
     return v;
+  if (isFp8(c.input))
+    return checkFp8Input(c);
   if (auto v = checkType(c.output, "output", "a quantizer output",
                          {ElemType::E4M3, ElemType::E5M2}))
     return v;

@@ -30,7 +30,7 @@ def operands(state="<f4", n=N):
                 grad=FakeCuda((G, n, K), "<V2", 0x7f1000000000),
                 exp_avg=FakeCuda((G, n, K), state, 0x7f2000000000),
                 exp_avg_sq=FakeCuda((G, n, K), state, 0x7f3000000000),
-                step=FakeCuda((), "<f4", 0x7f4000000000),
+                bias_corrections=FakeCuda((2,), "<f4", 0x7f4000000000),
                 row_data=FakeCuda((G, n, K), "|u1", 0x7f5000000000),
                 row_scales=FakeCuda((G, n // 128, K // 128), "<f4",
                                     0x7f6000000000))
@@ -94,6 +94,55 @@ class AdamwLaunchTest(unittest.TestCase):
         x = {n: ops[n] for n in ("x", "row_data", "row_scales")}
         with self.assertRaisesRegex(ArgumentError, "has no adamw"):
             plain.quantize(**x, **HYPER)
+
+
+class TransposeLaunchTest(unittest.TestCase):
+    """A quantizer of FP8 input: weights' row-wise [128,128] form to the
+    transposed column-wise form."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.k = qgemm.compile({
+            "qgemm": 1, "name": "t_transpose", "op": "quantize",
+            "input": "e4m3", "output": "e4m3", "recipe": "deepseek",
+            "multi_tensor": True,
+            "columnwise": {"block": [128, 128], "layout": "COMPACT"}})
+
+    def operands(self, n=N):
+        return dict(x=FakeCuda((G, n, K), "|u1", 0x7f0000000000),
+                    x_scales=FakeCuda((G, n // 128, K // 128), "<f4",
+                                      0x7f1000000000),
+                    col_data=FakeCuda((G, K, n), "|u1", 0x7f2000000000),
+                    col_scales=FakeCuda((G, K // 128, n // 128), "<f4",
+                                        0x7f3000000000))
+
+    def test_sizes_and_a_right_launch(self):
+        s = self.k.quantize_sizes(N, K, G)
+        self.assertEqual((s["row_data"], s["col_data"]), (0, G * N * K))
+        self.assertEqual(s["col_scales"], G * (N // 128) * (K // 128))
+        with self.assertRaises(DeviceError):
+            self.k.quantize(**self.operands())
+
+    def test_refusals(self):
+        ops = self.operands()
+        del ops["x_scales"]
+        with self.assertRaisesRegex(ArgumentError, "x_scales"):
+            self.k.quantize(**ops)
+        with self.assertRaisesRegex(ArgumentError, "multiples of 128"):
+            self.k.quantize(**self.operands(n=200))
+
+    def test_spec_rules(self):
+        from qgemm.core import SpecError
+        base = {"qgemm": 1, "name": "t_bad", "op": "quantize",
+                "input": "e4m3", "output": "e4m3", "recipe": "deepseek",
+                "multi_tensor": True,
+                "columnwise": {"block": [128, 128], "layout": "COMPACT"}}
+        for patch, what in (({"output": "e5m2"}, "keeps its type"),
+                            ({"rowwise": {"block": [128, 128]}},
+                             "column-wise \\[128, 128\\] COMPACT"),
+                            ({"multi_tensor": False}, "stacked weights")):
+            with self.assertRaisesRegex(SpecError, what):
+                qgemm.compile(dict(base, **patch))
 
 
 if __name__ == "__main__":

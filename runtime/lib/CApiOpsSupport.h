@@ -202,11 +202,16 @@ void quantizeStandIns(Args &a, const QuantizeContract &c, int64_t numGroups,
       if (c.gather->probs)
         a.probs = 1024;
     }
-  // The weights' AdamW step: the gradient, the state and the step count
+  // The weights' AdamW step: the gradient, the state and the bias
+  // corrections
   // (hyperparameters the constructor's zeros are valid).
   if constexpr (std::is_same_v<Args, QuantizeArgs>)
     if (c.adamw)
-      a.grad = a.expAvg = a.expAvgSq = a.step = 1024;
+      a.grad = a.expAvg = a.expAvgSq = a.biasCorrections = 1024;
+  // An FP8 input: its scales (the input stand-in is 16-byte aligned).
+  if constexpr (std::is_same_v<Args, QuantizeArgs>)
+    if (isFp8(c.input))
+      a.inputScales = 1024;
 }
 
 /// A size query's answer for the launch `a` of a kernel whose quantizer is

@@ -40,6 +40,8 @@ Status Runtime::launch(const Kernel &kernel, const QuantizeArgs &args,
                                 {args.rowMap, args.rowGroup, args.probs,
                                  args.sources, uint64_t(args.tokens)},
                                 stream);
+  if (isFp8(kernel.spec().quantize.input))
+    return launchQuantizeFamily(kernel, args, {args.inputScales}, stream);
   if (kernel.spec().quantize.adamw) {
     // The f64 hyperparameters travel as their bits, 8 bytes like a pointer.
     auto bits = [](double v) {
@@ -49,7 +51,7 @@ Status Runtime::launch(const Kernel &kernel, const QuantizeArgs &args,
     };
     return launchQuantizeFamily(
         kernel, args,
-        {args.grad, args.expAvg, args.expAvgSq, args.step, bits(args.lr),
+        {args.grad, args.expAvg, args.expAvgSq, args.biasCorrections, bits(args.lr),
          bits(args.beta1), bits(args.beta2), bits(args.weightDecay),
          bits(args.eps)},
         stream);

@@ -233,7 +233,7 @@ Status checkAdamw(const QuantizeContract &c, const QuantizeArgs &a) {
     for (auto [p, arg] : {std::pair{a.grad, "grad"},
                           {a.expAvg, "expAvg"},
                           {a.expAvgSq, "expAvgSq"},
-                          {a.step, "step"}})
+                          {a.biasCorrections, "biasCorrections"}})
       if (Status st = noPointer(p, arg, why); !st.ok())
         return st;
     return Status();
@@ -272,8 +272,36 @@ Status checkAdamw(const QuantizeContract &c, const QuantizeArgs &a) {
                               16);
       !st.ok())
     return st;
-  return needPointer(a.step, "step",
-                     "the f32 step count on the device (>= 1)", 4);
+  return needPointer(a.biasCorrections, "biasCorrections",
+                     "the step's f32 bias corrections on the device", 4);
+}
+
+/// FP8 input: the weights' row-wise form and its scales, whole blocks.
+Status checkFp8Input(const QuantizeContract &c, const QuantizeArgs &a) {
+  if (!isFp8(c.input))
+    return noPointer(a.inputScales, "inputScales",
+                     "the spec's input is not FP8");
+  if (a.inputTable != 0)
+    return Status::user("inputTable = " + hex(a.inputTable) +
+                        " must be 0: an FP8 input is one stacked tensor at "
+                        "`input`");
+  if (a.rows % 128 != 0 || a.cols % 128 != 0)
+    return Status::user("rows = " + num(a.rows) + " and cols = " +
+                        num(a.cols) + " must be multiples of 128: an FP8 "
+                        "input is whole 128x128 weight blocks");
+  if (a.rows == 0)
+    return Status();
+  if (Status st = needPointer(a.input, "input",
+                              "the FP8 row-wise weights, 16-byte aligned", 16);
+      !st.ok())
+    return st;
+  if (Status st = needPointer(a.colData, "colData",
+                              "the transposed FP8 weights, 16-byte aligned",
+                              16);
+      !st.ok())
+    return st;
+  return needPointer(a.inputScales, "inputScales",
+                     "the FP8 input's f32 [128,128] scales", 4);
 }
 
 } // namespace
@@ -289,6 +317,8 @@ Status qgemm::validateQuantizeArgs(const QuantizeContract &c,
   if (Status st = checkGather(c, a); !st.ok())
     return st;
   if (Status st = checkAdamw(c, a); !st.ok())
+    return st;
+  if (Status st = checkFp8Input(c, a); !st.ok())
     return st;
   if (a.rows == 0)
     return Status();

@@ -27,7 +27,6 @@ int64_t qgemm::dispatchElemBytes(ElemType t) {
 
 namespace {
 
-bool isFp8(ElemType t) { return t == ElemType::E4M3 || t == ElemType::E5M2; }
 
 /// Scale columns of one row as the layout stores them: the grid's Cb, or
 /// r4(Cb) for the 128x4 swizzle, whose padding columns the permute writes.

@@ -113,7 +113,6 @@ Status sharedNvrtc(const Nvrtc *&out) {
 // Source specialization
 //===----------------------------------------------------------------------===//
 
-bool isFp8(ElemType t) { return t == ElemType::E4M3 || t == ElemType::E5M2; }
 
 bool isKnownBlock(const ScaleRecipe &r) {
   return (r.blockRows == 1 && r.blockCols == 128) ||

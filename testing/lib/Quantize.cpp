@@ -27,8 +27,6 @@ using namespace qgemm;
 
 namespace {
 
-bool isFp8(ElemType t) { return t == ElemType::E4M3 || t == ElemType::E5M2; }
-
 bool isMx(QuantRecipe r) {
   return r == QuantRecipe::MxFloor || r == QuantRecipe::MxRceil;
 }

@@ -163,7 +163,6 @@ const void *stackedScales(const void *base, ElemType dtype, int64_t elems) {
   return static_cast<const float *>(base) + elems;
 }
 
-bool isFp8(ElemType t) { return t == ElemType::E4M3 || t == ElemType::E5M2; }
 
 GroupIndex expectedIndex(GroupingKind k, GroupIndex given) {
   switch (k) {

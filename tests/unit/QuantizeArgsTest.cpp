@@ -172,7 +172,7 @@ TEST_CASE("the weights' AdamW step: gradient, state, step, hyperparameters",
   a.grad = 0x6000;
   a.expAvg = 0x7000;
   a.expAvgSq = 0x8000;
-  a.step = 0x9000;
+  a.biasCorrections = 0x9000;
   a.lr = 1e-4;
   a.beta1 = 0.9;
   a.beta2 = 0.95;
@@ -200,6 +200,7 @@ TEST_CASE("the weights' AdamW step: gradient, state, step, hyperparameters",
   CHECK_THAT(why(c, b), Catch::StartsWith("inputTable = 0xa000 must be 0"));
   // A quantizer without adamw takes none of them.
   b = good();
-  b.step = 0x9000;
-  CHECK_THAT(why(act(), b), Catch::StartsWith("step = 0x9000 must be 0"));
+  b.biasCorrections = 0x9000;
+  CHECK_THAT(why(act(), b),
+             Catch::StartsWith("biasCorrections = 0x9000 must be 0"));
 }

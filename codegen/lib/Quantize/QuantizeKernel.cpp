@@ -1085,7 +1085,7 @@ Value QuantizeBuilder::stageAdamw(Value pPtr, Value pBase, Value row0,
   const int64_t pBytes = pT == ElemType::F32 ? 4 : 2;
   const int64_t sBytes = sT == ElemType::F32 ? 4 : 2;
   adamw::StepValues sv = adamw::emitStepValues(
-      ir, arg(kQAParamStep), arg(kQAParamLr), arg(kQAParamBeta1),
+      ir, arg(kQAParamBiasCorrections), arg(kQAParamLr), arg(kQAParamBeta1),
       arg(kQAParamBeta2), arg(kQAParamWeightDecay), arg(kQAParamEps));
   Value r0 = arith::ShRUIOp::create(b, tid, ir.i32(4));
   Value cc = ir.mul(andI(tid, ir.i32(kChunksPerRow - 1)), ir.i32(kChunk));
@@ -1566,8 +1566,10 @@ void buildQuantizeKernel(Operation *op, StringRef name,
                            /*alignment=*/16, /*addrSpace=*/3);
   }
 
+  const bool transposes = isFp8(contract.input);
   const unsigned numParams =
-      contract.adamw  ? unsigned(kNumQuantizeAdamwParams)
+      transposes      ? unsigned(kNumQuantizeTransposeParams)
+      : contract.adamw  ? unsigned(kNumQuantizeAdamwParams)
       : contract.gather ? unsigned(kNumQuantizeGatherParams)
       : !sw           ? unsigned(kNumQuantizeParams)
       : sw->backward  ? unsigned(kNumSwigluBackwardQuantizeParams)
@@ -1599,7 +1601,14 @@ void buildQuantizeKernel(Operation *op, StringRef name,
       b, LLVM::LLVMPointerType::get(ctx, 3), smemName);
   {
     OpBuilder::InsertionGuard g(b);
-    QuantizeBuilder(b, contract, entry->getArguments(), smem, sw).build();
+    if (transposes) {
+      KernelIR ir(b);
+      SmallVector<Value> args(entry->getArguments().begin(),
+                              entry->getArguments().end());
+      buildTransposeBody(ir, contract, args, smem);
+    } else {
+      QuantizeBuilder(b, contract, entry->getArguments(), smem, sw).build();
+    }
   }
   b.setInsertionPointToEnd(entry);
   LLVM::ReturnOp::create(b, ValueRange{});

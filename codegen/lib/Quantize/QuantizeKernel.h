@@ -92,6 +92,11 @@ ScaleAddress colScaleAddress(KernelIR &ir, const ::qgemm::ScaleRecipe &col,
 ScaleAddress rowScaleAddress(KernelIR &ir, const ::qgemm::ScaleRecipe &row,
                              const QuantShape &s, Value i, Value j);
 
+/// The body of a quantizer of FP8 input (TransposeKernel.cpp): weights'
+/// row-wise [128,128] form in, its transposed column-wise form out.
+void buildTransposeBody(KernelIR &ir, const ::qgemm::QuantizeContract &c,
+                        ArrayRef<Value> args, Value smem);
+
 } // namespace mlir::qgemm::quant
 
 #endif // QGEMM_CODEGEN_QUANTIZE_QUANTIZEKERNEL_H

@@ -178,6 +178,14 @@ struct AdamwUpdate {
   bool operator==(const AdamwUpdate &o) const { return state == o.state; }
 };
 
+/// A quantizer's input is bf16 or f32, or FP8: the row-wise [128,128]
+/// form of weights (G, N, K) with its scales, which the kernel turns into
+/// the column-wise [128,128] form by moving bytes and scales, not by
+/// requantizing (a block's scale is the same for the transposed block).
+inline bool isFp8(ElemType t) {
+  return t == ElemType::E4M3 || t == ElemType::E5M2;
+}
+
 struct QuantizeContract {
   ElemType input = ElemType::BF16;
   ElemType output = ElemType::E4M3;

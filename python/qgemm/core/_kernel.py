@@ -215,7 +215,7 @@ class Kernel(HandleOwner):
                  col_scales=None, group_offsets=None, host_group_offsets=None,
                  stream=None, error_flag=None, workspace=None,
                  debug_sync=False, grad=None, exp_avg=None, exp_avg_sq=None,
-                 step=None, lr=None, betas=None, weight_decay=None,
+                 bias_corrections=None, x_scales=None, lr=None, betas=None, weight_decay=None,
                  eps=None):
         """Quantize `x` ((rows, k), or (G, rows, k) for multi_tensor, the
         spec's input dtype) into the outputs the spec declares: row_data
@@ -230,17 +230,25 @@ class Kernel(HandleOwner):
 
         A spec with `adamw` (API 1.9) is the weights' AdamW step: x is the
         weights, updated in place with exp_avg and exp_avg_sq (the spec's
-        state dtype) from `grad` (x's dtype and shape), `step` (an f32
-        device tensor holding this step's count, incremented first) and
-        the hyperparameters lr, betas (beta1, beta2), weight_decay and eps
-        of torch.optim.AdamW; the outputs receive the updated x quantized.
+        state dtype) from `grad` (x's dtype and shape), `bias_corrections`
+        (f32 (2,) on the device: 1 - beta1^t and sqrt(1 - beta2^t) of this
+        step t) and the hyperparameters lr, betas (beta1, beta2),
+        weight_decay and eps of torch.optim.AdamW; the outputs receive the
+        updated x quantized.
+
+        A spec whose input is FP8 (API 1.9) takes weights' row-wise
+        [128,128] form x (G, rows, k) with its f32 scales `x_scales` and
+        writes the column-wise form: col_data (G, k, rows), the same bytes
+        transposed, and col_scales.
         """
         plan = self._op("quantize", QuantizeLaunch)
         tensors = {"x": x, "row_data": row_data, "row_scales": row_scales,
                    "col_data": col_data, "col_scales": col_scales,
                    "group_offsets": group_offsets, "error_flag": error_flag,
                    "workspace": workspace, "grad": grad, "exp_avg": exp_avg,
-                   "exp_avg_sq": exp_avg_sq, "step": step}
+                   "exp_avg_sq": exp_avg_sq,
+                   "bias_corrections": bias_corrections,
+                   "x_scales": x_scales}
         given = {n: t for n, t in tensors.items() if t is not None}
         hyper = None
         if lr is not None or betas is not None or weight_decay is not None \

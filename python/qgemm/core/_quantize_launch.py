@@ -57,7 +57,10 @@ class QuantizeLaunch(OpLaunch):
         k = info.k or "K"
         lead = ("G",) if info.multi_tensor else ()
         out = _dtypes_of(info.output_dtype, True)
-        inputs = _dtypes_of(info.input_dtype, False)
+        # API 1.9: an FP8 input is weights' row-wise [128,128] form (uint8
+        # stands in for FP8, as for outputs), with its scales.
+        fp8_in = _capi.DTYPES[info.input_dtype] in ("e4m3", "e5m2")
+        inputs = _dtypes_of(info.input_dtype, fp8_in)
         # API 1.9: the weights' AdamW step writes x (the weights) and its
         # state in place, from the gradient and the device step count.
         self.adamw = info.adamw_state >= 0
@@ -71,8 +74,14 @@ class QuantizeLaunch(OpLaunch):
                             True),
                     Operand("exp_avg_sq", "exp_avg_sq", state,
                             lead + ("rows", k), True),
-                    Operand("step", "step", ("f32",), None, False)]
-            self.required += ["grad", "exp_avg", "exp_avg_sq", "step"]
+                    Operand("bias_corrections", "bias_corrections", ("f32",),
+                            (2,), False)]
+            self.required += ["grad", "exp_avg", "exp_avg_sq",
+                              "bias_corrections"]
+        if fp8_in:
+            ops.append(Operand("x_scales", "input_scales", ("f32",), None,
+                               False))
+            self.required.append("x_scales")
         self.scales = []
         if info.has_rowwise:
             ops += [Operand("row_data", "row_data", out, lead + ("rows", k),

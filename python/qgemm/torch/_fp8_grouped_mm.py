@@ -81,7 +81,8 @@ def _launch_weights(w, recipe, wq, ws, wq_t, ws_t):
                debug_sync=_launch._debug_sync, **outs)
 
 
-def launch_adamw(w, grad, exp_avg, exp_avg_sq, step, hyper, recipe, forms):
+def launch_adamw(w, grad, exp_avg, exp_avg_sq, bias_corrections, hyper,
+                 recipe, forms):
     """The weights' AdamW step on w (G, N, K) in place, writing the FP8
     forms of the updated w into `forms` (wq, ws, wq_t, ws_t; an empty form
     is not written): one launch for every expert."""
@@ -97,9 +98,9 @@ def launch_adamw(w, grad, exp_avg, exp_avg_sq, step, hyper, recipe, forms):
     if col:
         outs.update(col_data=wq_t, col_scales=ws_t)
     k.quantize(w, stream=_stream(w.device), debug_sync=_launch._debug_sync,
-               grad=grad, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq, step=step,
-               lr=hyper["lr"], betas=(hyper["beta1"], hyper["beta2"]),
-               weight_decay=hyper["weight_decay"], eps=hyper["eps"], **outs)
+               grad=grad, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq,
+               bias_corrections=bias_corrections,
+               **hyper, **outs)
 
 
 @torch.library.custom_op("qgemm::quantize_weights", mutates_args=())
@@ -224,13 +225,28 @@ def forward_weights(w: torch.Tensor, recipe: str = "deepseek") -> Tuple[
     return cache.wq, cache.ws
 
 
-def _transposed_weights_impl(w: torch.Tensor, recipe: str = "deepseek"
-                            ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(wq_t (G, K, N), ws_t) of weights w (G, N, K), fresh: the form the
-    data gradient reads, for a backward whose forward read the forward
-    form alone."""
-    _, _, wq_t, ws_t = _weight_buffers(w)
-    _launch_weights(w, recipe, None, None, wq_t, ws_t)
+_TRANSPOSE_SPEC = {
+    # The quantizer of FP8 input: the row-wise [128,128] form to the
+    # column-wise one, the same bytes transposed (a block's scale is the
+    # transposed block's), bit-identical to quantizing the transposed
+    # weights, reading one byte per weight instead of the bf16 two.
+    "qgemm": 1, "name": "torch_transpose_weights", "op": "quantize",
+    "input": "e4m3", "output": "e4m3", "recipe": "deepseek",
+    "multi_tensor": True,
+    "columnwise": {"block": [128, 128], "layout": "COMPACT"}}
+
+
+def _transposed_weights_impl(wq: torch.Tensor, ws: torch.Tensor
+                             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(wq_t (G, K, N), ws_t) from the forward form (wq (G, N, K), ws),
+    fresh: the form the data gradient reads, for a backward whose forward
+    read the forward form alone."""
+    g, n, k = wq.shape
+    wq_t = wq.new_empty((g, k, n))
+    ws_t = ws.new_empty((g, k // 128, n // 128))
+    kern = _kernel(("transpose_weights",), lambda: dict(_TRANSPOSE_SPEC))
+    kern.quantize(wq, x_scales=ws, col_data=wq_t, col_scales=ws_t,
+                  stream=_stream(wq.device), debug_sync=_launch._debug_sync)
     return wq_t, ws_t
 
 
@@ -239,16 +255,17 @@ _transposed_weights = torch.library.custom_op(
 
 
 @_transposed_weights.register_fake
-def _(w, recipe="deepseek"):
-    return _weight_buffers(w)[2:]
+def _(wq, ws):
+    g, n, k = wq.shape
+    return (wq.new_empty((g, k, n)), ws.new_empty((g, k // 128, n // 128)))
 
 
-def transposed_weights(w, recipe="deepseek"):
-    """(wq_t, ws_t): qgemm::transposed_weights, eagerly without the
-    dispatcher where no tracing is on."""
-    if _plain_eager(w):
-        return _transposed_weights_impl(w, recipe)
-    return _transposed_weights(w.detach(), recipe)
+def transposed_weights(wq, ws):
+    """(wq_t, ws_t) of the forward form: qgemm::transposed_weights,
+    eagerly without the dispatcher where no tracing is on."""
+    if _plain_eager(wq, ws):
+        return _transposed_weights_impl(wq, ws)
+    return _transposed_weights(wq, ws)
 
 
 @torch.library.custom_op("qgemm::grouped_mm_wgrad_accumulate",
@@ -328,9 +345,9 @@ class _Fp8GroupedMm(torch.autograd.Function):
             fwd = _plans._gmm_forward_impl if eager else _plans.gmm_forward
             y, xcol, xcols, wq_t, ws_t = fwd(xp, offs, w.detach(), alignment)
         # With the forward form alone the backward derives the transposed
-        # form from w: nothing FP8 of the weights is saved.
+        # form from it (the cache's own tensors are saved: no copy).
         if derive:
-            ctx.save_for_backward(xcol, xcols, w, offs, main_grad)
+            ctx.save_for_backward(xcol, xcols, wq, ws, offs, main_grad)
         else:
             ctx.save_for_backward(xcol, xcols, wq_t, ws_t, offs, main_grad)
         ctx.derive = derive
@@ -344,8 +361,8 @@ class _Fp8GroupedMm(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dy):
         if ctx.derive:
-            xcol, xcols, w, offs, main_grad = ctx.saved_tensors
-            wq_t, ws_t = transposed_weights(w, ctx.recipe)
+            xcol, xcols, wq, ws, offs, main_grad = ctx.saved_tensors
+            wq_t, ws_t = transposed_weights(wq, ws)
         else:
             xcol, xcols, wq_t, ws_t, offs, main_grad = ctx.saved_tensors
         raise_pending(dy.device)

@@ -281,8 +281,9 @@ class _MoEExpertsFn(torch.autograd.Function):
             w13q_t, w13s_t, w2q_t, w2s_t = outs[8:]
         out, offs, row_group, row_map, h, acol, acols, o = outs[:8]
         # With the forward form alone the backward derives the transposed
-        # forms from the weights: nothing FP8 is saved.
-        weights = (w13, w2) if derive else (w13q_t, w13s_t, w2q_t, w2s_t)
+        # forms from it (the cache's own tensors are saved: no copy).
+        weights = (w13q, w13s, w2q, w2s) if derive else \
+            (w13q_t, w13s_t, w2q_t, w2s_t)
         ctx.save_for_backward(x, ids, probs, offs, row_group, row_map, h,
                               acol, acols, o, *weights)
         ctx.derive = derive
@@ -294,9 +295,9 @@ class _MoEExpertsFn(torch.autograd.Function):
     def backward(ctx, dout):
         saved = ctx.saved_tensors
         if ctx.derive:
-            w13, w2 = saved[10:]
-            saved = saved[:10] + transposed_weights(w13) + \
-                transposed_weights(w2)
+            w13q, w13s, w2q, w2s = saved[10:]
+            saved = saved[:10] + transposed_weights(w13q, w13s) + \
+                transposed_weights(w2q, w2s)
         raise_pending(dout.device)
         dout = dout.contiguous()
         dx, dprobs, dw13, dw2 = _plans.moe_backward(

@@ -8,7 +8,8 @@
     loss.backward(); opt.step(); other.step()
 
 The step is torch.optim.AdamW(fused=True)'s, element for element (the same
-f32 arithmetic on f64 hyperparameters, the step count on the device), and
+f32 arithmetic, the step count on the device, its bias corrections from
+torch's own pow), and
 its kernel also quantizes each updated weight into the FP8 form the next
 forward reads (128x128 blocks, DeepSeek recipe), in the same pass: the
 weights are quantized once per optimizer step, by the optimizer, and no
@@ -27,7 +28,6 @@ from typing import Callable, Iterable, Optional, Tuple, Union
 import torch
 
 from ..core import ArgumentError
-from ..core._quantize_launch import adamw_hyper
 from ._fp8_grouped_mm import _check_weights, launch_adamw, weight_cache
 
 __all__ = ["AdamW"]
@@ -53,6 +53,19 @@ def _check_param(p, where):
                             % (where, p.device, tuple(p.stride())))
 
 
+def _bias_corrections(step, hyper):
+    """f32 (2,) on the device: 1 - beta1^t and sqrt(1 - beta2^t) for the
+    step count t (a 0-d f32 device tensor), as torch's fused AdamW computes
+    them: f32 betas, and torch's f32 pow and sqrt kernels, the very
+    functions its fused kernel calls, so the bits are the same."""
+    betas = torch.tensor(list(hyper["betas"]),
+                         dtype=torch.float32).to(step.device,
+                                                 non_blocking=True)
+    bc = torch.rsub(torch.pow(betas, step), 1)
+    bc[1:].sqrt_()
+    return bc
+
+
 class AdamW(torch.optim.Optimizer):
     """AdamW over expert weights, writing their FP8 forward form in its
     update. lr, betas, eps and weight_decay as torch.optim.AdamW (the same
@@ -69,7 +82,14 @@ class AdamW(torch.optim.Optimizer):
         if isinstance(lr, torch.Tensor):
             raise ArgumentError("qgemm.torch.optim.AdamW: lr must be a "
                                 "number (a tensor lr is not supported)")
-        adamw_hyper(lr, betas, weight_decay, eps)  # numbers, a pair
+        try:
+            lr, eps, weight_decay = float(lr), float(eps), float(weight_decay)
+            betas = (float(betas[0]), float(betas[1]))
+        except (TypeError, ValueError, IndexError) as e:
+            raise ArgumentError("qgemm.torch.optim.AdamW: lr=%r, betas=%r, "
+                                "eps=%r, weight_decay=%r: numbers expected "
+                                "(%s)" % (lr, betas, eps, weight_decay, e)
+                                ) from None
         if not (0.0 <= lr and 0.0 <= eps and 0.0 <= weight_decay and
                 0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
             raise ArgumentError(
@@ -114,8 +134,8 @@ class AdamW(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         for group in self.param_groups:
-            hyper = adamw_hyper(group["lr"], group["betas"],
-                                group["weight_decay"], group["eps"])
+            hyper = {k: group[k] for k in ("lr", "betas", "weight_decay",
+                                           "eps")}
             for p in group["params"]:
                 if p.grad is None:
                     continue
@@ -136,8 +156,9 @@ class AdamW(torch.optim.Optimizer):
         state["step"] += 1
         cache = weight_cache(p, "deepseek", transposed=False)
         launch_adamw(p.detach(), grad.contiguous(), state["exp_avg"],
-                     state["exp_avg_sq"], state["step"], hyper, "deepseek",
-                     (cache.wq, cache.ws, cache.wq_t, cache.ws_t))
+                     state["exp_avg_sq"],
+                     _bias_corrections(state["step"], hyper), hyper,
+                     "deepseek", (cache.wq, cache.ws, cache.wq_t, cache.ws_t))
         # The kernel wrote p: its version moves on as after any in-place
         # update, and the cache is stamped with that version, so the
         # forward reads the form just written instead of requantizing.

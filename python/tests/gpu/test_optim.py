@@ -127,7 +127,8 @@ class AdamWTest(unittest.TestCase):
             self.assertTrue(torch.equal(cache.ws, ws), dtype)
             # The backward's transposed form: the transposed weights
             # quantized.
-            dq, ds = self.qt._fp8_grouped_mm.transposed_weights(p)
+            dq, ds = self.qt._fp8_grouped_mm.transposed_weights(cache.wq,
+                                                                cache.ws)
             self.assertTrue(torch.equal(dq.view(torch.uint8),
                                         wq_t.view(torch.uint8)), dtype)
             self.assertTrue(torch.equal(ds, ws_t), dtype)

@@ -66,11 +66,17 @@ struct QuantizeArgs {
   /// The weights' AdamW step (the spec's `adamw`): `input` is the weights
   /// p, stacked (no inputTable), updated in place; grad has p's type and
   /// shape, expAvg and expAvgSq the spec's state type, all 16-byte
-  /// aligned; step is an f32 on the device holding this step's count
-  /// (>= 1, after the caller's increment, as torch's state_steps). The
-  /// hyperparameters are those of torch.optim.AdamW. All 0 for other specs.
-  DevicePtr grad = 0, expAvg = 0, expAvgSq = 0, step = 0;
+  /// aligned; biasCorrections is f32[2] on the device: 1 - beta1^t and
+  /// sqrt(1 - beta2^t) for this step t, as torch's fused AdamW computes
+  /// them. The hyperparameters are those of torch.optim.AdamW. All 0 for
+  /// other specs.
+  DevicePtr grad = 0, expAvg = 0, expAvgSq = 0, biasCorrections = 0;
   double lr = 0, beta1 = 0, beta2 = 0, weightDecay = 0, eps = 0;
+  /// FP8 input (the spec's input e4m3 / e5m2): `input` is the row-wise
+  /// [128,128] form of stacked weights (G, rows, cols), 16-byte aligned,
+  /// and these its f32 scales (G, rows/128, cols/128); the launch writes
+  /// the column-wise form. 0 for other specs.
+  DevicePtr inputScales = 0;
 };
 
 /// Check `args` against `contract`: the pointers each declared output needs

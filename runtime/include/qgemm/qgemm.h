@@ -105,9 +105,10 @@ extern "C" {
  * the end of qgemm_quantize_args, qgemm_quantize_info's gather_topk and
  * gather_probs. Additions only.
  * 1.9: the weights' AdamW step (a quantize spec with `adamw`): the
- * gradient, state, step count and hyperparameters at the end of
- * qgemm_quantize_args, qgemm_quantize_info's adamw_state. Additions
- * only. */
+ * gradient, state, bias corrections and hyperparameters at the end of
+ * qgemm_quantize_args, qgemm_quantize_info's adamw_state; quantizers of
+ * FP8 input (weights' row-wise [128,128] form to its transposed form),
+ * input_scales at the end of qgemm_quantize_args. Additions only. */
 #define QGEMM_API_VERSION_MAJOR 1
 #define QGEMM_API_VERSION_MINOR 9
 #define QGEMM_API_VERSION \
@@ -594,17 +595,24 @@ typedef struct qgemm_quantize_args {
    * the stacked weights p (no input_table), updated in place, and the
    * outputs receive the quantized updated p. grad has p's dtype and shape,
    * exp_avg and exp_avg_sq the spec's state dtype (updated in place), all
-   * 16-byte aligned; step points to an f32 on the device holding this
-   * step's count (>= 1, incremented by the caller first, as torch's
-   * state_steps); the hyperparameters are torch.optim.AdamW's. rows and
-   * cols must be multiples of 128. All 0 for other specs. */
-  uint64_t grad, exp_avg, exp_avg_sq, step;
+   * 16-byte aligned; bias_corrections points to f32[2] on the device:
+   * 1 - beta1^t and sqrt(1 - beta2^t) for this step t, in f32 as torch's
+   * fused AdamW computes them; the hyperparameters are torch.optim.AdamW's
+   * (the kernel casts them to f32, as torch does). rows and cols must be
+   * multiples of 128. All 0 for other specs. */
+  uint64_t grad, exp_avg, exp_avg_sq, bias_corrections;
   double lr, beta1, beta2, weight_decay, eps;
+  /* API 1.9: an FP8 input (a spec with input e4m3 / e5m2): `input` is the
+   * row-wise [128,128] form of stacked weights (G, rows, cols), 16-byte
+   * aligned, and input_scales its f32 scales (G, rows/128, cols/128); the
+   * launch writes the column-wise [128,128] form, the same bytes
+   * transposed (rows and cols multiples of 128). 0 for other specs. */
+  uint64_t input_scales;
 } qgemm_quantize_args;
 
 #define QGEMM_QUANTIZE_ARGS_INIT \
   { sizeof(qgemm_quantize_args), 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, NULL, \
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /* Check `args` against the kernel's contract, then launch on `stream`, as
  * qgemm_launch_gemm does. */

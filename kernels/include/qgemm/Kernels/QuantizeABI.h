@@ -57,20 +57,30 @@ enum QuantizeGatherParam : unsigned {
 /// quantize parameters. kQParamInput is then the weights p, read and
 /// written in place (stacked, kQParamInputTable 0), and the kernel
 /// quantizes p as stored after the update. The hyperparameters are f64,
-/// as torch.optim.AdamW's fused kernel takes them; the step count is read
-/// from the device, after the caller's increment (torch's state_steps), so
-/// a captured step replays with the count of its replay.
+/// as torch.optim.AdamW takes them (the kernel casts them to f32, as
+/// torch's fused kernel does); the step's bias corrections are read from
+/// the device, so a captured step replays with those of its replay.
 enum QuantizeAdamwParam : unsigned {
   kQAParamGrad = kNumQuantizeParams, ///< p's type, (G, rows, cols)
   kQAParamExpAvg,                    ///< the state type, in place
   kQAParamExpAvgSq,                  ///< the state type, in place
-  kQAParamStep,                      ///< f32 on the device: the step, >= 1
+  kQAParamBiasCorrections, ///< f32[2] on the device: 1 - beta1^t and
+                           ///< sqrt(1 - beta2^t) for this step t
   kQAParamLr,                        ///< f64
   kQAParamBeta1,                     ///< f64
   kQAParamBeta2,                     ///< f64
   kQAParamWeightDecay,               ///< f64
   kQAParamEps,                       ///< f64
   kNumQuantizeAdamwParams
+};
+
+/// A quantizer of FP8 input (QuantizeContract::input e4m3 / e5m2): the
+/// row-wise [128,128] form of weights at kQParamInput, its scales here;
+/// the kernel writes the column-wise [128,128] form (the same bytes
+/// transposed, each scale moved to the transposed grid).
+enum QuantizeTransposeParam : unsigned {
+  kQTParamInputScales = kNumQuantizeParams, ///< f32 (G, N/128, K/128)
+  kNumQuantizeTransposeParams
 };
 
 constexpr int kGatherSourcesThreads = 256;
