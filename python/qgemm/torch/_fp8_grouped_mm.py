@@ -268,6 +268,42 @@ def transposed_weights(wq, ws):
     return _transposed_weights(wq, ws)
 
 
+def _quantize_transposed_impl(w: torch.Tensor, recipe: str = "deepseek"
+                              ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(wq_t (G, K, N), ws_t) of weights w (G, N, K), quantized from w:
+    the transposed form alone, one launch for every expert."""
+    _, _, wq_t, ws_t = _weight_buffers(w)
+    _launch_weights(w, recipe, None, None, wq_t, ws_t)
+    return wq_t, ws_t
+
+
+_quantize_transposed = torch.library.custom_op(
+    "qgemm::quantize_weights_transposed",
+    mutates_args=())(_quantize_transposed_impl)
+
+
+@_quantize_transposed.register_fake
+def _(w, recipe="deepseek"):
+    return _weight_buffers(w)[2:]
+
+
+def saved_forward_form(eager, w, wq, ws):
+    """What a backward in the forward mode keeps to derive the transposed
+    form: eagerly, the cache's forward form (the transposed form is then
+    its bytes moved, one byte read per weight); traced, the weights
+    themselves, quantized again in the backward. Under torch.compile a
+    saved input of the refresh (a mutating op) is saved as its functional
+    copy, which would hold the forward form twice through the step."""
+    return (wq, ws) if eager else (w,)
+
+
+def derived_transposed(saved, recipe="deepseek"):
+    """(wq_t, ws_t) from what saved_forward_form kept."""
+    if len(saved) == 2:
+        return transposed_weights(*saved)
+    return _quantize_transposed(saved[0].detach(), recipe)
+
+
 @torch.library.custom_op("qgemm::grouped_mm_wgrad_accumulate",
                          mutates_args=("main_grad",))
 def _grouped_mm_wgrad_accumulate(mat_a: torch.Tensor, mat_b: torch.Tensor,
@@ -345,11 +381,12 @@ class _Fp8GroupedMm(torch.autograd.Function):
             fwd = _plans._gmm_forward_impl if eager else _plans.gmm_forward
             y, xcol, xcols, wq_t, ws_t = fwd(xp, offs, w.detach(), alignment)
         # With the forward form alone the backward derives the transposed
-        # form from it (the cache's own tensors are saved: no copy).
+        # form (saved_forward_form says from what).
         if derive:
-            ctx.save_for_backward(xcol, xcols, wq, ws, offs, main_grad)
+            kept = saved_forward_form(eager, w, wq, ws)
+            ctx.save_for_backward(xcol, xcols, offs, main_grad, *kept)
         else:
-            ctx.save_for_backward(xcol, xcols, wq_t, ws_t, offs, main_grad)
+            ctx.save_for_backward(xcol, xcols, offs, main_grad, wq_t, ws_t)
         ctx.derive = derive
         ctx.recipe = recipe
         ctx.alignment = alignment
@@ -360,11 +397,11 @@ class _Fp8GroupedMm(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy):
+        xcol, xcols, offs, main_grad = ctx.saved_tensors[:4]
         if ctx.derive:
-            xcol, xcols, wq, ws, offs, main_grad = ctx.saved_tensors
-            wq_t, ws_t = transposed_weights(wq, ws)
+            wq_t, ws_t = derived_transposed(ctx.saved_tensors[4:], ctx.recipe)
         else:
-            xcol, xcols, wq_t, ws_t, offs, main_grad = ctx.saved_tensors
+            wq_t, ws_t = ctx.saved_tensors[4:]
         raise_pending(dy.device)
         dy = _pad_rows(dy, ctx.pad)
         eager = _plain_eager(dy, xcol, xcols, wq_t, ws_t, offs)

@@ -56,8 +56,9 @@ from ._errors import poison, raise_pending
 from ..recipes import Recipe
 from ._dispatch import (_permute_backward_impl, _permute_quantize_run,
                         _permute_run, _unpermute_impl)
-from ._fp8_grouped_mm import (forward_weights, quantized_weights,
-                              transposed_weights, weight_mode)
+from ._fp8_grouped_mm import (derived_transposed, forward_weights,
+                              quantized_weights, saved_forward_form,
+                              weight_mode)
 from ._gemm import _grouped_mm_impl, _grouped_mm_wgrad_impl
 from ._launch import _plain_eager
 from . import _plans
@@ -281,9 +282,13 @@ class _MoEExpertsFn(torch.autograd.Function):
             w13q_t, w13s_t, w2q_t, w2s_t = outs[8:]
         out, offs, row_group, row_map, h, acol, acols, o = outs[:8]
         # With the forward form alone the backward derives the transposed
-        # forms from it (the cache's own tensors are saved: no copy).
-        weights = (w13q, w13s, w2q, w2s) if derive else \
-            (w13q_t, w13s_t, w2q_t, w2s_t)
+        # forms (saved_forward_form says from what).
+        if derive:
+            kept13 = saved_forward_form(eager, w13, w13q, w13s)
+            weights = kept13 + saved_forward_form(eager, w2, w2q, w2s)
+            ctx.split = len(kept13)
+        else:
+            weights = (w13q_t, w13s_t, w2q_t, w2s_t)
         ctx.save_for_backward(x, ids, probs, offs, row_group, row_map, h,
                               acol, acols, o, *weights)
         ctx.derive = derive
@@ -295,9 +300,9 @@ class _MoEExpertsFn(torch.autograd.Function):
     def backward(ctx, dout):
         saved = ctx.saved_tensors
         if ctx.derive:
-            w13q, w13s, w2q, w2s = saved[10:]
-            saved = saved[:10] + transposed_weights(w13q, w13s) + \
-                transposed_weights(w2q, w2s)
+            kept = saved[10:]
+            saved = saved[:10] + derived_transposed(kept[:ctx.split]) + \
+                derived_transposed(kept[ctx.split:])
         raise_pending(dout.device)
         dout = dout.contiguous()
         dx, dprobs, dw13, dw2 = _plans.moe_backward(

@@ -53,14 +53,12 @@ def _check_param(p, where):
                             % (where, p.device, tuple(p.stride())))
 
 
-def _bias_corrections(step, hyper):
+def _bias_corrections(step, betas):
     """f32 (2,) on the device: 1 - beta1^t and sqrt(1 - beta2^t) for the
-    step count t (a 0-d f32 device tensor), as torch's fused AdamW computes
-    them: f32 betas, and torch's f32 pow and sqrt kernels, the very
-    functions its fused kernel calls, so the bits are the same."""
-    betas = torch.tensor(list(hyper["betas"]),
-                         dtype=torch.float32).to(step.device,
-                                                 non_blocking=True)
+    step count t (a 0-d f32 device tensor) and the f32 betas (2,) on the
+    device, as torch's fused AdamW computes them: torch's f32 pow and sqrt
+    kernels, the very functions its fused kernel calls, so the bits are
+    the same."""
     bc = torch.rsub(torch.pow(betas, step), 1)
     bc[1:].sqrt_()
     return bc
@@ -102,6 +100,7 @@ class AdamW(torch.optim.Optimizer):
                                 "torch.float32 or torch.bfloat16"
                                 % (state_dtype,))
         self.state_dtype = state_dtype
+        self._betas = {}  # (device, beta1, beta2) -> f32 (2,) on the device
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay))
 
@@ -157,13 +156,23 @@ class AdamW(torch.optim.Optimizer):
         cache = weight_cache(p, "deepseek", transposed=False)
         launch_adamw(p.detach(), grad.contiguous(), state["exp_avg"],
                      state["exp_avg_sq"],
-                     _bias_corrections(state["step"], hyper), hyper,
+                     _bias_corrections(state["step"],
+                                       self._device_betas(p, hyper)), hyper,
                      "deepseek", (cache.wq, cache.ws, cache.wq_t, cache.ws_t))
         # The kernel wrote p: its version moves on as after any in-place
         # update, and the cache is stamped with that version, so the
         # forward reads the form just written instead of requantizing.
         torch.autograd.graph.increment_version(p)
         cache.stamp[0] = p._version
+
+    def _device_betas(self, p, hyper):
+        # Made once per device and betas: no host-to-device copy a step.
+        key = (p.device, *hyper["betas"])
+        betas = self._betas.get(key)
+        if betas is None:
+            betas = self._betas[key] = torch.tensor(
+                list(hyper["betas"]), dtype=torch.float32, device=p.device)
+        return betas
 
     def load_state_dict(self, state_dict: dict) -> None:
         # torch casts floating-point state to each parameter's dtype on
@@ -176,9 +185,12 @@ class AdamW(torch.optim.Optimizer):
             if i in saved:
                 for key in _STATE_KEYS:
                     if key in saved[i]:
+                        # A copy: the dict may hold this very optimizer's
+                        # tensors, which its next step updates in place.
                         self.state[p][key] = saved[i][key].to(
                             device=p.device, dtype=self._state_dtype(p),
-                            memory_format=torch.contiguous_format)
+                            memory_format=torch.contiguous_format,
+                            copy=True)
                 self.state[p]["step"] = torch.as_tensor(
                     saved[i]["step"], dtype=torch.float32,
-                    device=p.device).reshape(())
+                    device=p.device).reshape(()).clone()
