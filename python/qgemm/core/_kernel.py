@@ -215,8 +215,8 @@ class Kernel(HandleOwner):
                  col_scales=None, group_offsets=None, host_group_offsets=None,
                  stream=None, error_flag=None, workspace=None,
                  debug_sync=False, grad=None, exp_avg=None, exp_avg_sq=None,
-                 bias_corrections=None, x_scales=None, lr=None, betas=None, weight_decay=None,
-                 eps=None):
+                 bias_corrections=None, x_scales=None, lr=None, betas=None,
+                 weight_decay=None, eps=None):
         """Quantize `x` ((rows, k), or (G, rows, k) for multi_tensor, the
         spec's input dtype) into the outputs the spec declares: row_data
         (rows, k) and row_scales; col_data ((k, rows) when the column-wise

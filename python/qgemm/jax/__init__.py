@@ -48,7 +48,8 @@ from ._weights import QuantizedWeights, quantize_weights
 
 __all__ = ["gmm", "tgmm", "gmm_quantized", "moe_experts", "check_routing",
            "quantize_weights", "QuantizedWeights", "quantize_params",
-           "master_weights", "apply_updates", "with_quantized_weights", "swiglu", "swiglu_quantize",
+           "master_weights", "apply_updates", "with_quantized_weights",
+           "swiglu", "swiglu_quantize",
            "permute_quantize", "unpermute", "permute_rows", "Dispatch",
            "ErrorMode", "set_error_mode", "error_mode", "check_group_sizes",
            "poison_on_error", "register", "set_debug_sync", "library_path",
