@@ -186,7 +186,7 @@ qgemm.quantize @no_outputs <bf16> -> <e4m3> recipe = <deepseek>
 
 // -----
 
-// expected-error @+1 {{input: e4m3}}
+// expected-error @+1 {{columnwise: an FP8 input (the row-wise [128, 128] form) gives the column-wise [128, 128] COMPACT form alone}}
 qgemm.quantize @fp8_in <e4m3> -> <e4m3> recipe = <deepseek>
     rowwise = #qgemm.scale<[1, 128], f32, COMPACT>
 

@@ -318,8 +318,12 @@ TEST_CASE("each quantize rule is enforced", "[contract]") {
     const char *message;
   };
   const QuantCase cases[] = {
-      {"fp8 input", [](auto &q) { q.input = ElemType::E4M3; }, "input",
-       "e4m3 is not allowed as a quantizer input; allowed: bf16, f32"},
+      {"fp8 input with a row-wise output",
+       [](auto &q) { q.input = ElemType::E4M3; }, "columnwise",
+       "an FP8 input (the row-wise [128, 128] form) gives the column-wise "
+       "[128, 128] COMPACT form alone"},
+      {"ue8m0 input", [](auto &q) { q.input = ElemType::UE8M0; }, "input",
+       "is not allowed as a quantizer input; allowed: bf16, f32, e4m3, e5m2"},
       {"bf16 output", [](auto &q) { q.output = ElemType::BF16; }, "output",
        "allowed: e4m3, e5m2"},
       {"pow2 without te", [](auto &q) { q.pow2 = true; }, "pow2",
