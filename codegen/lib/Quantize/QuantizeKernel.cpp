@@ -1067,9 +1067,14 @@ void QuantizeBuilder::storeChunk(ElemType t, ArrayRef<Value> x, Value base,
         arith::BitcastOp::create(b, ir.i16T(),
                                  arith::TruncFOp::create(b, ir.bf16T(), v)));
   };
-  for (size_t j = 0; j < x.size(); j += 2)
-    words.push_back(arith::OrIOp::create(
-        b, bits(x[j]), arith::ShLIOp::create(b, bits(x[j + 1]), ir.i32(16))));
+  // The ops in a fixed order (the high half and its shift, then the low
+  // half): built inside one call's argument list they would follow the host
+  // compiler's evaluation order, and so would the PTX.
+  for (size_t j = 0; j < x.size(); j += 2) {
+    Value high = arith::ShLIOp::create(b, bits(x[j + 1]), ir.i32(16));
+    Value low = bits(x[j]);
+    words.push_back(arith::OrIOp::create(b, low, high));
+  }
   storeGlobalWords(words, base, off);
 }
 

@@ -64,19 +64,25 @@ def _check_weights(w, recipe):
                             "bfloat16 or float32" % w.dtype)
 
 
-def _launch_weights(w, recipe, wq, ws, wq_t, ws_t):
-    """Quantize w into the forms given: an empty (or None) form is not
-    written (a cache of the forward form alone)."""
-    in_name = _elem_name(w.dtype)
+def _form_outputs(wq, ws, wq_t, ws_t):
+    """(row, col, the quantize outputs) of the forms given: an empty (or
+    None) form is not written (a cache of the forward form alone)."""
     row = wq is not None and wq.numel() > 0
     col = wq_t is not None and wq_t.numel() > 0
-    k = _kernel(("qw", in_name, recipe, row, col),
-                lambda: _weights_spec(in_name, recipe, row, col))
     outs = {}
     if row:
         outs.update(row_data=wq, row_scales=ws)
     if col:
         outs.update(col_data=wq_t, col_scales=ws_t)
+    return row, col, outs
+
+
+def _launch_weights(w, recipe, wq, ws, wq_t, ws_t):
+    """Quantize w into the forms given (_form_outputs)."""
+    in_name = _elem_name(w.dtype)
+    row, col, outs = _form_outputs(wq, ws, wq_t, ws_t)
+    k = _kernel(("qw", in_name, recipe, row, col),
+                lambda: _weights_spec(in_name, recipe, row, col))
     k.quantize(w.detach(), stream=_stream(w.device),
                debug_sync=_launch._debug_sync, **outs)
 
@@ -88,15 +94,9 @@ def launch_adamw(w, grad, exp_avg, exp_avg_sq, bias_corrections, hyper,
     is not written): one launch for every expert."""
     in_name = _elem_name(w.dtype)
     state = _elem_name(exp_avg.dtype)
-    wq, ws, wq_t, ws_t = forms
-    row, col = wq.numel() > 0, wq_t.numel() > 0
+    row, col, outs = _form_outputs(*forms)
     k = _kernel(("adamw", in_name, state, recipe, row, col),
                 lambda: _weights_spec(in_name, recipe, row, col, state))
-    outs = {}
-    if row:
-        outs.update(row_data=wq, row_scales=ws)
-    if col:
-        outs.update(col_data=wq_t, col_scales=ws_t)
     k.quantize(w, stream=_stream(w.device), debug_sync=_launch._debug_sync,
                grad=grad, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq,
                bias_corrections=bias_corrections,
@@ -170,8 +170,7 @@ def weight_mode(value, op):
     """cache_fp8_weights as the layers take it: False (quantize both forms
     in every forward), True (cache both) or "forward" (cache the forward
     form alone; the backward derives the transposed one)."""
-    if value is False or value is True or value in (0, 1) and \
-            not isinstance(value, str):
+    if value in (False, True):  # 0 and 1 too
         return bool(value)
     if value == "forward":
         return "forward"
