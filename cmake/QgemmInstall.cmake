@@ -22,6 +22,10 @@ include(CMakePackageConfigHelpers)
 # Each op's C++ args (<Op>Args.h, included by Runtime.h) by their name.
 file(GLOB _qgemm_op_args_headers CONFIGURE_DEPENDS
   ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/*Args.h)
+# Each op's contract (<Op>Contract.h, included by Spec.h through
+# SpecOps.def) by their name.
+file(GLOB _qgemm_contract_headers CONFIGURE_DEPENDS
+  ${QGEMM_SOURCE_DIR}/dialect/include/qgemm/*Contract.h)
 set(QGEMM_PUBLIC_HEADERS
   ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/qgemm.h
   ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/Runtime.h
@@ -31,9 +35,8 @@ set(QGEMM_PUBLIC_HEADERS
   ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/KernelCache.h
   ${QGEMM_SOURCE_DIR}/compiler/include/qgemm/Compiler.h
   ${QGEMM_SOURCE_DIR}/compiler/include/qgemm/Spec.h
-  ${QGEMM_SOURCE_DIR}/dialect/include/qgemm/Contract.h
-  ${QGEMM_SOURCE_DIR}/dialect/include/qgemm/DispatchContract.h
-  ${QGEMM_SOURCE_DIR}/dialect/include/qgemm/SwigluContract.h
+  ${QGEMM_SOURCE_DIR}/compiler/include/qgemm/SpecOps.def
+  ${_qgemm_contract_headers}
   ${QGEMM_SOURCE_DIR}/dialect/include/qgemm/BuildTarget.h
   ${QGEMM_SOURCE_DIR}/dialect/include/qgemm/Export.h
   ${QGEMM_SOURCE_DIR}/dialect/include/qgemm/KernelConfig.h

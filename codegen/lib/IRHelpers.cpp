@@ -69,6 +69,17 @@ void KernelIR::store(Value v, Value base, Value index) {
   LLVM::StoreOp::create(b, v, elementPtr(v.getType(), base, index));
 }
 
+Value KernelIR::loadBf16(Value base, Value index) {
+  Value h = arith::ExtUIOp::create(b, i32T(), load(i16T(), base, index));
+  return arith::BitcastOp::create(b, f32T(),
+                                  arith::ShLIOp::create(b, h, i32(16)));
+}
+
+void KernelIR::storeBf16(Value x, Value base, Value index) {
+  Value h = arith::TruncFOp::create(b, bf16T(), x);
+  store(arith::BitcastOp::create(b, i16T(), h), base, index);
+}
+
 Value KernelIR::decodeFp8(Value byte, ::qgemm::ElemType type) {
   // Build the f32 bit pattern: normal numbers re-bias the exponent, the
   // subnormal range is mant * 2^(1-bias-mbits), computed exactly in f32.

@@ -2,8 +2,9 @@
 //
 // Replaces each qgemm op by its llvm.func kernel: a grouped GEMM through
 // the stages of the family its #qgemm.config names (GemmLowering.h: those
-// not run yet), then each family's target-stage ops by their NVVM / LLVM
-// code. It chooses nothing itself.
+// not run yet), every other kernel op by its lowering (KernelOps.def), then
+// each family's target-stage ops by their NVVM / LLVM code. It chooses
+// nothing itself.
 //
 //===----------------------------------------------------------------------===//
 #include "qgemm/Codegen/GemmLowering.h"
@@ -25,7 +26,7 @@ struct LowerToNVVMPass
   void runOnOperation() override {
     SmallVector<Operation *> kernels;
     getOperation().walk([&](Operation *op) {
-      if (isa<GroupedMatmulOp, QuantizeOp, PermuteOp, UnpermuteOp, SwigluOp>(op))
+      if (isa<GroupedMatmulOp>(op) || isKernelOp(op))
         kernels.push_back(op);
     });
     for (Operation *op : kernels) {
@@ -41,15 +42,7 @@ struct LowerToNVVMPass
         op->erase();
         continue;
       }
-      if (auto p = dyn_cast<PermuteOp>(op))
-        lowerPermute(p);
-      else if (auto u = dyn_cast<UnpermuteOp>(op))
-        lowerUnpermute(u);
-      else if (auto s = dyn_cast<SwigluOp>(op))
-        swigluQuantizes(s.getContract()) ? lowerSwigluQuantize(s)
-                                         : lowerSwigluBackward(s);
-      else
-        lowerQuantize(cast<QuantizeOp>(op));
+      lowerKernelOp(op);
       op->erase();
     }
     if (failed(lowerFamilyTargetOps(getOperation())))

@@ -92,17 +92,22 @@ void initNVPTXOnce() {
   });
 }
 
-/// The NVPTX target machine for `chip` (sm_90a): PTX 8.0 is the first with
-/// wgmma and setmaxnreg.
+/// The NVPTX target machine for `chip` (BuildTarget.h: its PTX version).
 std::unique_ptr<llvm::TargetMachine> makeTargetMachine(const std::string &chip,
                                                        std::string &err) {
+  const ::qgemm::TargetInfo *info = ::qgemm::findTarget(chip);
+  if (!info) {
+    err = "no target " + chip;
+    return nullptr;
+  }
   initNVPTXOnce();
   llvm::Triple triple("nvptx64-nvidia-cuda");
   const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, err);
   if (!target)
     return nullptr;
   return std::unique_ptr<llvm::TargetMachine>(target->createTargetMachine(
-      triple, chip, "+ptx80", llvm::TargetOptions(), std::nullopt, std::nullopt,
+      triple, chip, "+ptx" + std::to_string(info->ptxVersion),
+      llvm::TargetOptions(), std::nullopt, std::nullopt,
       llvm::CodeGenOptLevel::Aggressive));
 }
 

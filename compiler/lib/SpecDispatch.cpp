@@ -82,3 +82,52 @@ UnpermuteContract spec_detail::readUnpermute(const ObjectReader &top) {
     fail(v->field, v->message);
   return c;
 }
+
+namespace {
+
+json dispatchShapeJson(int64_t k, int64_t topk) {
+  return {{"k", k}, {"topk", topk}};
+}
+
+void writePermute(json &j, const Spec &spec) {
+  const PermuteContract &c = spec.permute;
+  j["tokens"] = {{"dtype", str(toString(c.dtype))}};
+  if (c.scale) {
+    j["tokens"]["scale"] = scaleJson(*c.scale);
+    j["output"] = {{"scale_layout", str(toString(c.outLayout))}};
+  }
+  // Only fused specs carry the key: every earlier identity stays as it was.
+  if (const auto &q = c.quantize) {
+    j["quantize"] = {{"dtype", str(toString(q->output))},
+                     {"recipe", str(toString(q->recipe))},
+                     {"pow2", q->pow2},
+                     {"eps", q->eps},
+                     {"scale", scaleJson(*q->rowwise)}};
+  }
+  j["shape"] = dispatchShapeJson(c.k, c.topk);
+  j["alignment"] = c.alignment;
+  j["probs"] = c.probs;
+  j["backward"] = c.backward;
+}
+
+void writeUnpermute(json &j, const Spec &spec) {
+  const UnpermuteContract &c = spec.unpermute;
+  j["shape"] = dispatchShapeJson(c.k, c.topk);
+  j["probs"] = c.probs;
+  j["backward"] = c.backward;
+}
+
+void readPermuteSpec(const ObjectReader &top, Spec &spec) {
+  spec.permute = readPermute(top);
+}
+
+void readUnpermuteSpec(const ObjectReader &top, Spec &spec) {
+  spec.unpermute = readUnpermute(top);
+}
+
+} // namespace
+
+const SpecOpRules spec_detail::kPermuteRules = {kPermuteSchema, readPermuteSpec,
+                                                writePermute};
+const SpecOpRules spec_detail::kUnpermuteRules = {
+    kUnpermuteSchema, readUnpermuteSpec, writeUnpermute};

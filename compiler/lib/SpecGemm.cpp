@@ -82,3 +82,28 @@ GemmContract spec_detail::readGemm(const ObjectReader &top) {
     fail(v->field, v->message);
   return c;
 }
+
+namespace {
+
+void writeGemm(json &j, const Spec &spec) {
+  const GemmContract &c = spec.gemm;
+  j["grouping"] = {{"kind", str(toString(c.grouping.kind))},
+                   {"alignment", c.grouping.alignment},
+                   {"index", str(toString(c.grouping.index))}};
+  j["shape"] = {{"n", c.n}, {"k", c.k}};
+  j["a"] = operandJson(c.a);
+  j["b"] = operandJson(c.b);
+  j["d"] = {{"dtype", str(toString(c.d))},
+            {"padding_rows", str(toString(c.paddingRows))}};
+  if (c.accumulate)
+    j["c"] = {{"dtype", "f32"}};
+}
+
+void readGemmSpec(const ObjectReader &top, Spec &spec) {
+  spec.gemm = readGemm(top);
+}
+
+} // namespace
+
+const SpecOpRules spec_detail::kGroupedGemmRules = {kGemmSchema, readGemmSpec,
+                                                    writeGemm};

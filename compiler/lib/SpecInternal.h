@@ -207,17 +207,10 @@ inline constexpr KeySchema kSwigluBackwardKeys[] = {
 inline constexpr ObjectSchema kSwigluBackwardSchema{
     kSwigluBackwardKeys, std::size(kSwigluBackwardKeys), &kHeaderSchema};
 
-/// The top-level keys of a spec of `op`.
-const ObjectSchema &topSchema(OpKind op);
 
 //===----------------------------------------------------------------------===//
 // Value readers (SpecReader.cpp)
 //===----------------------------------------------------------------------===//
-
-/// Spellings of `op`, indexed by OpKind; the ones past it are reserved.
-inline constexpr std::string_view kOpNames[] = {
-    "grouped_gemm", "quantize",        "permute",
-    "unpermute",    "swiglu_quantize", "swiglu_backward"};
 
 /// Integers only: a float (even 128.0), a boolean or a string is a type
 /// error, since accepting them would give one kernel two spellings.
@@ -316,6 +309,33 @@ std::vector<Spec> expandSweep(const json &doc, const Spec &header);
 
 /// Fills `spec.canonicalJson` and `spec.hash`. SpecCanonical.cpp.
 void canonicalize(Spec &spec);
+/// The canonical JSON of the values every op shares. SpecCanonical.cpp.
+json scaleJson(const ScaleRecipe &s);
+json operandJson(const OperandContract &op);
+json tuningJson(const Tuning &t);
+
+//===----------------------------------------------------------------------===//
+// The op registry (SpecOps.def)
+//===----------------------------------------------------------------------===//
+
+/// What the reader and the canonical form know of one op. Each op defines
+/// its k<KIND>Rules in its own Spec<Op>.cpp; specOpRules finds them, so no
+/// code outside an op's file switches on the op.
+struct SpecOpRules {
+  /// Its top-level keys (the header's are the schema's base).
+  const ObjectSchema &schema;
+  /// Reads its section into its contract of `spec` (SpecOps.def's member)
+  /// and checks it; fails with the JSON path of a bad value.
+  void (*read)(const ObjectReader &top, Spec &spec);
+  /// Adds its section's canonical keys to `j` (the header's are there).
+  void (*write)(json &j, const Spec &spec);
+};
+
+#define QGEMM_SPEC_OP(KIND, NAME) extern const SpecOpRules k##KIND##Rules;
+#include "qgemm/SpecOps.def"
+
+/// The rules of `op`. SpecReader.cpp.
+const SpecOpRules &specOpRules(OpKind op);
 
 } // namespace qgemm::spec_detail
 

@@ -54,3 +54,34 @@ QuantizeContract spec_detail::readQuantize(const ObjectReader &top) {
     fail(v->field, v->message);
   return q;
 }
+
+namespace {
+
+void writeQuantize(json &j, const Spec &spec) {
+  const QuantizeContract &q = spec.quantize;
+  j["input"] = str(toString(q.input));
+  j["output"] = str(toString(q.output));
+  j["recipe"] = str(toString(q.recipe));
+  j["pow2"] = q.pow2;
+  j["eps"] = q.eps;
+  if (q.rowwise)
+    j["rowwise"] = scaleJson(*q.rowwise);
+  if (q.columnwise)
+    j["columnwise"] = scaleJson(*q.columnwise);
+  j["multi_tensor"] = q.multiTensor;
+  j["shape"] = {{"k", q.k}};
+  // Only gathering specs carry the key: every earlier identity stays.
+  if (q.gather)
+    j["gather"] = {{"topk", q.gather->topk}, {"probs", q.gather->probs}};
+  if (q.adamw)
+    j["adamw"] = {{"state", str(toString(q.adamw->state))}};
+}
+
+void readQuantizeSpec(const ObjectReader &top, Spec &spec) {
+  spec.quantize = readQuantize(top);
+}
+
+} // namespace
+
+const SpecOpRules spec_detail::kQuantizeRules = {
+    kQuantizeSchema, readQuantizeSpec, writeQuantize};

@@ -132,16 +132,12 @@ std::string ObjectSchema::allowedList() const {
   return list;
 }
 
-const ObjectSchema &spec_detail::topSchema(OpKind op) {
-  switch (op) {
-  case OpKind::GroupedGemm: return kGemmSchema;
-  case OpKind::Quantize: return kQuantizeSchema;
-  case OpKind::Permute: return kPermuteSchema;
-  case OpKind::Unpermute: return kUnpermuteSchema;
-  case OpKind::SwigluQuantize: return kSwigluQuantizeSchema;
-  case OpKind::SwigluBackward: return kSwigluBackwardSchema;
-  }
-  return kGemmSchema;
+const SpecOpRules &spec_detail::specOpRules(OpKind op) {
+  static const SpecOpRules *const kRules[] = {
+#define QGEMM_SPEC_OP(KIND, NAME) &k##KIND##Rules,
+#include "qgemm/SpecOps.def"
+  };
+  return *kRules[size_t(op)];
 }
 
 //===----------------------------------------------------------------------===//

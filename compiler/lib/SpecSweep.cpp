@@ -250,7 +250,7 @@ void checkOverriddenBodyValues(const json &doc,
 std::vector<Spec> spec_detail::expandSweep(const json &doc,
                                            const Spec &header) {
   std::vector<SweepAxis> axes =
-      readSweep(doc.at("sweep"), topSchema(header.op));
+      readSweep(doc.at("sweep"), specOpRules(header.op).schema);
   std::vector<Spec> specs;
   std::vector<size_t> choice(axes.size(), 0);
   while (true) {

@@ -51,3 +51,39 @@ SwigluContract spec_detail::readSwiglu(const ObjectReader &top, bool backward) {
     fail(v->field, v->message);
   return c;
 }
+
+namespace {
+
+void writeSwiglu(json &j, const Spec &spec) {
+  const SwigluContract &c = spec.swiglu;
+  j["halves"] = toString(c.halves);
+  j["shape"] = {{"i", c.i}};
+  if (!swigluQuantizes(c))
+    return;
+  const QuantizeContract &q = c.quant;
+  j["output"] = str(toString(q.output));
+  j["recipe"] = str(toString(q.recipe));
+  j["pow2"] = q.pow2;
+  j["eps"] = q.eps;
+  if (q.rowwise)
+    j["rowwise"] = scaleJson(*q.rowwise);
+  if (q.columnwise)
+    j["columnwise"] = scaleJson(*q.columnwise);
+  if (!c.backward)
+    j["bf16_output"] = c.bf16Output;
+}
+
+void readSwigluQuantizeSpec(const ObjectReader &top, Spec &spec) {
+  spec.swiglu = readSwiglu(top, /*backward=*/false);
+}
+
+void readSwigluBackwardSpec(const ObjectReader &top, Spec &spec) {
+  spec.swiglu = readSwiglu(top, /*backward=*/true);
+}
+
+} // namespace
+
+const SpecOpRules spec_detail::kSwigluQuantizeRules = {
+    kSwigluQuantizeSchema, readSwigluQuantizeSpec, writeSwiglu};
+const SpecOpRules spec_detail::kSwigluBackwardRules = {
+    kSwigluBackwardSchema, readSwigluBackwardSpec, writeSwiglu};

@@ -123,7 +123,7 @@ ObjectReader spec_detail::readHeader(const json &doc, Spec &spec) {
   spec.op = OpKind(
       readChoice(*op, "op", {std::begin(kOpNames), std::end(kOpNames)}));
 
-  ObjectReader top(doc, "", topSchema(spec.op));
+  ObjectReader top(doc, "", specOpRules(spec.op).schema);
   spec.name = readString(top.require("name"), "name");
   if (!isValidName(spec.name))
     fail("name", quote(spec.name) + " is not a valid name; " + nameRule());
@@ -136,19 +136,12 @@ ObjectReader spec_detail::readHeader(const json &doc, Spec &spec) {
 Spec spec_detail::readSpec(const json &doc) {
   Spec spec;
   ObjectReader top = readHeader(doc, spec);
-  switch (spec.op) {
-  case OpKind::GroupedGemm: spec.gemm = readGemm(top); break;
-  case OpKind::Quantize: spec.quantize = readQuantize(top); break;
-  case OpKind::Permute: spec.permute = readPermute(top); break;
-  case OpKind::Unpermute: spec.unpermute = readUnpermute(top); break;
-  case OpKind::SwigluQuantize: spec.swiglu = readSwiglu(top, false); break;
-  case OpKind::SwigluBackward: spec.swiglu = readSwiglu(top, true); break;
-  }
+  specOpRules(spec.op).read(top, spec);
   spec.tuning = readTuning(top);
   // Only the grouped GEMM reads its tuning. Another op would build the same
   // PTX under a second identity (hash, cache entry) for a knob it ignores.
   if (spec.op != OpKind::GroupedGemm && !spec.tuning.isAuto)
-    fail("tuning", str(kOpNames[size_t(spec.op)]) +
+    fail("tuning", str(opName(spec.op)) +
                        " kernels have no tuning knobs yet; allowed: \"auto\"");
   // Tuning is checked here, with the rest of the spec, so a refusal names
   // the file and the JSON path (or the sweep entry) of the value.

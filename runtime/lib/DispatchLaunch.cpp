@@ -73,20 +73,34 @@ Status checkStageGrids(const Kernel &kernel, int64_t tokens, int64_t experts,
 
 } // namespace
 
-Status qgemm::loadDispatchStages(const CudaDriver &d, const Kernel::State &k,
-                                 Kernel::State::Module &m) {
+namespace {
+
+/// A dispatch module's entry points are its stages, in launch order;
+/// `function` is the first.
+Status loadDispatchStages(const CudaDriver &d, const Kernel::State &k,
+                          Kernel::State::Module &m) {
   m.stages.clear();
   for (DispatchStage s : stagesOf(k.spec)) {
     std::string entry = dispatchEntryName(k.name, s);
     CUfunction fn = nullptr;
-    if (Status st = d.check(d.moduleGetFunction(&fn, m.module, entry.c_str()),
-                            "cuModuleGetFunction(" + entry + ")");
-        !st.ok())
+    if (Status st = moduleFunction(d, m, entry, fn); !st.ok())
       return st;
     m.stages.push_back(fn);
   }
   m.function = m.stages.front();
   return Status();
+}
+
+} // namespace
+
+Status qgemm::loadPermuteModule(const CudaDriver &d, const Kernel::State &k,
+                                Kernel::State::Module &m) {
+  return loadDispatchStages(d, k, m);
+}
+
+Status qgemm::loadUnpermuteModule(const CudaDriver &d, const Kernel::State &k,
+                                  Kernel::State::Module &m) {
+  return loadDispatchStages(d, k, m);
 }
 
 Status qgemm::checkLaunch(const Kernel &kernel, const PermuteArgs &a) {

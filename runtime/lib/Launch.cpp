@@ -120,6 +120,42 @@ Status residentCtas(const CudaDriver &d, CUfunction fn,
   return Status();
 }
 
+} // namespace
+
+Status qgemm::moduleFunction(const CudaDriver &d,
+                             const Kernel::State::Module &m,
+                             const std::string &entry, CUfunction &fn) {
+  return d.check(d.moduleGetFunction(&fn, m.module, entry.c_str()),
+                 "cuModuleGetFunction(" + entry + ")");
+}
+
+Status qgemm::allowSharedBytes(const CudaDriver &d, CUfunction fn,
+                               const std::string &entry, int64_t bytes) {
+  return d.check(
+      d.funcSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                         int(bytes)),
+      "cuFuncSetAttribute(" + entry + ", dynamic shared memory)");
+}
+
+Status qgemm::loadGroupedGemmModule(const CudaDriver &d, const Kernel::State &k,
+                                    Kernel::State::Module &m) {
+  if (Status st = moduleFunction(d, m, k.name, m.function); !st.ok())
+    return st;
+  // A family's dynamic shared memory (a ring of stages) may pass the
+  // default 48 KB.
+  const KernelConfig &cfg = k.config;
+  if (cfg.sharedBytes > 0)
+    if (Status st = allowSharedBytes(d, m.function, k.name, cfg.sharedBytes);
+        !st.ok())
+      return st;
+  // The persistent grid's cap, once per module rather than per launch.
+  if (gemmFamily(cfg.family).persistent())
+    return residentCtas(d, m.function, cfg, m.residentCtas);
+  return Status();
+}
+
+namespace {
+
 Status loadModule(const CudaDriver &d, const Kernel::State &k,
                   Kernel::State::Module &m) {
   if (Status st = checkTarget(d, k.spec.target); !st.ok())
@@ -137,44 +173,14 @@ Status loadModule(const CudaDriver &d, const Kernel::State &k,
       st.message += "\n" + std::string(log);
     return st;
   }
-  if (k.spec.op == OpKind::Permute || k.spec.op == OpKind::Unpermute)
-    st = loadDispatchStages(d, k, m);
-  else
-    st = d.check(d.moduleGetFunction(&m.function, m.module, k.name.c_str()),
-                 "cuModuleGetFunction(" + k.name + ")");
-  // A quantizer with gathered rows launches its sources kernel first.
-  if (st.ok() && k.spec.op == OpKind::Quantize && k.spec.quantize.gather) {
-    const std::string entry = gatherSourcesEntryName(k.name);
-    CUfunction fn = nullptr;
-    st = d.check(d.moduleGetFunction(&fn, m.module, entry.c_str()),
-                 "cuModuleGetFunction(" + entry + ")");
-    m.stages = {fn};
-  }
-  // A family's dynamic shared memory (a ring of stages) may pass the
-  // default 48 KB: raise the function's limit once, here, not per launch.
-  if (st.ok() && k.spec.op == OpKind::GroupedGemm) {
-    const KernelConfig &cfg = k.config;
-    if (cfg.sharedBytes > 0)
-      st = d.check(d.funcSetAttribute(
-                       m.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                       int(cfg.sharedBytes)),
-                   "cuFuncSetAttribute(" + k.name + ", dynamic shared memory)");
-    // The persistent grid's cap, once per module rather than per launch.
-    if (st.ok() && gemmFamily(cfg.family).persistent())
-      st = residentCtas(d, m.function, cfg, m.residentCtas);
-  }
-  // The quantize kernel (and the swiglu kernels that are the same kernel
-  // with a SwiGLU input stage) stages a 128 x 128 f32 tile: past the
-  // default 48 KB.
-  if (st.ok() &&
-      (k.spec.op == OpKind::Quantize ||
-       ((k.spec.op == OpKind::SwigluQuantize ||
-         k.spec.op == OpKind::SwigluBackward) &&
-        swigluQuantizes(k.spec.swiglu))))
-    st = d.check(d.funcSetAttribute(
-                     m.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                     int(kQuantSharedBytes)),
-                 "cuFuncSetAttribute(" + k.name + ", dynamic shared memory)");
+  // Each op's loader, from SpecOps.def.
+  using Loader = Status (*)(const CudaDriver &, const Kernel::State &,
+                            Kernel::State::Module &);
+  static constexpr Loader kLoaders[] = {
+#define QGEMM_SPEC_OP(KIND, NAME) &load##KIND##Module,
+#include "qgemm/SpecOps.def"
+  };
+  st = kLoaders[size_t(k.spec.op)](d, k, m);
   if (!st.ok())
     d.moduleUnload(m.module);
   return st;

@@ -17,6 +17,22 @@
 
 using namespace qgemm;
 
+Status qgemm::loadQuantizeModule(const CudaDriver &d, const Kernel::State &k,
+                                 Kernel::State::Module &m) {
+  if (Status st = moduleFunction(d, m, k.name, m.function); !st.ok())
+    return st;
+  // A quantizer with gathered rows launches its sources kernel first.
+  if (k.spec.quantize.gather) {
+    CUfunction fn = nullptr;
+    if (Status st = moduleFunction(d, m, gatherSourcesEntryName(k.name), fn);
+        !st.ok())
+      return st;
+    m.stages = {fn};
+  }
+  // The kernel stages a 128 x 128 f32 tile: past the default 48 KB.
+  return allowSharedBytes(d, m.function, k.name, kQuantSharedBytes);
+}
+
 Status qgemm::checkLaunch(const Kernel &kernel, const QuantizeArgs &args) {
   if (!kernel.valid())
     return Status::user("launch: the kernel handle is empty");

@@ -10,6 +10,7 @@
 #include "LaunchChecks.h"
 #include "RuntimeImpl.h"
 
+#include "qgemm/Kernels/QuantizeABI.h"
 #include "qgemm/Kernels/SwigluABI.h"
 #include "qgemm/SwigluArgs.h"
 
@@ -28,7 +29,31 @@ Status checkKernel(const Kernel &kernel, OpKind want, const char *argsName) {
   return Status();
 }
 
+/// The forward and the quantized backward are the quantize kernel with a
+/// SwiGLU input stage: it stages a 128 x 128 f32 tile, past the default
+/// 48 KB. The plain backward is elementwise.
+Status loadSwigluModule(const CudaDriver &d, const Kernel::State &k,
+                        Kernel::State::Module &m) {
+  if (Status st = moduleFunction(d, m, k.name, m.function); !st.ok())
+    return st;
+  if (!swigluQuantizes(k.spec.swiglu))
+    return Status();
+  return allowSharedBytes(d, m.function, k.name, kQuantSharedBytes);
+}
+
 } // namespace
+
+Status qgemm::loadSwigluQuantizeModule(const CudaDriver &d,
+                                       const Kernel::State &k,
+                                       Kernel::State::Module &m) {
+  return loadSwigluModule(d, k, m);
+}
+
+Status qgemm::loadSwigluBackwardModule(const CudaDriver &d,
+                                       const Kernel::State &k,
+                                       Kernel::State::Module &m) {
+  return loadSwigluModule(d, k, m);
+}
 
 Status qgemm::checkLaunch(const Kernel &kernel,
                           const SwigluQuantizeArgs &args) {

@@ -107,10 +107,23 @@ Status debugSyncErrorWord(const CudaDriver &d, const std::string &what,
 /// QGEMM_DEBUG_SYNC is set (and not "0").
 bool debugSyncFromEnv();
 
-/// Look up the stage entry points of a permute / unpermute module
-/// (DispatchLaunch.cpp).
-Status loadDispatchStages(const CudaDriver &d, const Kernel::State &k,
-                          Kernel::State::Module &m);
+/// Each op's part of loading its module (SpecOps.def): look up its entry
+/// points in `m.module` (the kernel's `function` and the `stages` launched
+/// with it) and raise their limits (dynamic shared memory past the default
+/// 48 KB), once per module rather than per launch. load<KIND>Module lives
+/// with the op's launch; loadModule (Launch.cpp) calls the spec's.
+#define QGEMM_SPEC_OP(KIND, NAME)                                              \
+  Status load##KIND##Module(const CudaDriver &d, const Kernel::State &k,       \
+                            Kernel::State::Module &m);
+#include "qgemm/SpecOps.def"
+
+/// The module's entry point `entry` (Launch.cpp).
+Status moduleFunction(const CudaDriver &d, const Kernel::State::Module &m,
+                      const std::string &entry, CUfunction &fn);
+/// Opts `fn` (entry point `entry` of `k`) into `bytes` of dynamic shared
+/// memory (Launch.cpp).
+Status allowSharedBytes(const CudaDriver &d, CUfunction fn,
+                        const std::string &entry, int64_t bytes);
 
 } // namespace qgemm
 

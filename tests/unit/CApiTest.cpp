@@ -11,7 +11,8 @@
 
 #include "CApiInternal.h" // capi::Pin, capi::cFieldNames
 #include "ReservedSms.h"
-#include "qgemm/Kernels/KernelABI.h"
+#include "qgemm/Kernels/SimtABI.h"
+#include "qgemm/Kernels/WgmmaABI.h"
 #include "qgemm/Runtime.h"
 #include "qgemm/TestGen.h"
 

@@ -7,10 +7,11 @@
 // KernelFamilies.def survives the text form whatever value it holds.
 //
 //===----------------------------------------------------------------------===//
-#include "qgemm/ConfigField.h"
 #include "qgemm/Kernels/GemmFamily.h"
-#include "qgemm/Kernels/KernelABI.h"
+#include "qgemm/ConfigField.h"
 #include "qgemm/Kernels/ResolveConfig.h"
+#include "qgemm/Kernels/SimtABI.h"
+#include "qgemm/Kernels/WgmmaABI.h"
 #include "qgemm/Kernels/WgmmaLayout.h"
 
 #include "qgemm/Spec.h"

@@ -54,18 +54,6 @@ bool checkCase(const qgemm::HostProblem &p, std::string &why) {
   return true;
 }
 
-const char *opName(qgemm::OpKind op) {
-  switch (op) {
-  case qgemm::OpKind::GroupedGemm: return "grouped_gemm";
-  case qgemm::OpKind::Quantize: return "quantize";
-  case qgemm::OpKind::Permute: return "permute";
-  case qgemm::OpKind::Unpermute: return "unpermute";
-  case qgemm::OpKind::SwigluQuantize: return "swiglu_quantize";
-  case qgemm::OpKind::SwigluBackward: return "swiglu_backward";
-  }
-  return "non-GEMM";
-}
-
 } // namespace
 
 int qgemmc::runGenTests(const std::vector<std::string> &args) {

@@ -8,8 +8,8 @@
 #ifndef QGEMM_CODEGEN_DISPATCH_DISPATCHIR_H
 #define QGEMM_CODEGEN_DISPATCH_DISPATCHIR_H
 
-#include "qgemm/Codegen/HopperIR.h"
 #include "qgemm/Codegen/IRHelpers.h"
+#include "qgemm/Codegen/Target/HopperIR.h"
 #include "qgemm/Kernels/DispatchABI.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"

@@ -20,7 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "qgemm/Codegen/GroupCheck.h"
-#include "qgemm/Codegen/HopperIR.h"
+#include "qgemm/Codegen/Target/HopperIR.h"
 
 #include "DispatchIR.h"
 #include "qgemm/Kernels/GroupCheckABI.h"

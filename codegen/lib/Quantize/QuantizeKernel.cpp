@@ -27,13 +27,14 @@
 // emitDivide's NaN select (the same bits; the general form keeps blocks
 // with an infinity or a NaN, and the rows past the last group).
 //
-// swiglu_quantize (SwigluABI.h) is this kernel with another step 2: each
-// staged cell is y = silu(gate) * up computed from the (M, 2I) input
-// (codegen/lib/Swiglu/SwigluMath.cpp), optionally also written as bf16;
-// the passes that follow see an f32 tile like any other. The quantized
-// swiglu_backward is the same with SwiGLU's gradient: each staged cell is
+// An activation ahead of the quantizer (Activation.h; SwiGLU's is
+// codegen/lib/Swiglu/SwigluActivation.cpp) is this kernel with another
+// step 2: each staged cell is y = act(x), or for a gated activation
+// act(gate, up) from the (M, 2I) input, optionally also written as bf16;
+// the passes that follow see an f32 tile like any other. A quantized
+// backward is the same with the activation's gradient: each staged cell is
 // the bf16 dx (dg or du) computed from dy and the saved x, over the
-// (M, 2I) dx (stageSwigluBackward). A quantizer with gathered rows
+// (M, 2I) dx (stageGatedBackward). A quantizer with gathered rows
 // (QuantizeContract::gather) stages token rows picked by a permute's index
 // outputs instead (stageGather), after its sources kernel
 // (buildGatherSources) has written the copy each row holds.
@@ -46,9 +47,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "QuantizeKernel.h"
-#include "qgemm/Codegen/HopperIR.h"
 #include "../Optim/AdamwMath.h"
-#include "../Swiglu/SwigluMath.h"
+#include "Activation.h"
+#include "qgemm/Codegen/Target/HopperIR.h"
 
 #include "qgemm/Codegen/Kernels.h"
 #include "qgemm/Kernels/QuantizeABI.h"
@@ -113,13 +114,13 @@ struct Tile {
 
 class QuantizeBuilder {
 public:
-  /// `sw`: the swiglu_quantize contract whose y this kernel quantizes, or
-  /// null for a plain quantize kernel.
+  /// `act`: the activation whose y (or, backward, dx) this kernel
+  /// quantizes, or null for a plain quantize kernel.
   QuantizeBuilder(ImplicitLocOpBuilder &b, const QuantizeContract &c,
                   Block::BlockArgListType args, Value smem,
-                  const SwigluContract *sw = nullptr)
-      : b(b), ir(b), c(c), sw(sw), args(args.begin(), args.end()),
-        smem(smem) {}
+                  const Activation *act = nullptr)
+      : b(b), ir(b), c(c), act(act), gated(act && act->gated),
+        args(args.begin(), args.end()), smem(smem) {}
 
   void build();
 
@@ -193,13 +194,14 @@ private:
   Tile loadTile();
   /// Input element `index` (i64) as f32: bf16 widened exactly (bits << 16).
   Value loadInput(Value base, Value index);
-  /// swiglu_quantize: y at (gr, gc) (i64) from the (rows, 2 cols) input.
-  Value swigluInput(Value base, Value gr, Value gc);
-  /// The quantized swiglu_backward's step 2: the tile of the bf16 dx
-  /// (rows, cols = 2I) from dy (kSBQParamGradOut) and x, 16-byte loads
+  /// A gated activation: y at (gr, gc) (i64) from the (rows, 2 cols)
+  /// input.
+  Value gatedInput(Value base, Value gr, Value gc);
+  /// A gated activation's quantized backward, step 2: the tile of the bf16
+  /// dx (rows, cols = 2I) from dy (kSBQParamGradOut) and x, 16-byte loads
   /// only (the launch checks the alignment and I % 8 they need).
-  Value stageSwigluBackward(Value xPtr, Value row0, Value col0,
-                            Value tileRows, Value tileCols);
+  Value stageGatedBackward(Value xPtr, Value row0, Value col0, Value tileRows,
+                           Value tileCols);
   /// Gathered rows (c.gather): the tile from the tokens x, row r being the
   /// copy kQGParamSources names (weighted by its probability when
   /// gather.probs), zeros where row_group is -1, NaN where the source is
@@ -299,7 +301,9 @@ private:
   ImplicitLocOpBuilder &b;
   KernelIR ir;
   const QuantizeContract &c;
-  const SwigluContract *sw;
+  const Activation *act;
+  /// act is a gated activation (reads gate and up per output element).
+  const bool gated;
   SmallVector<Value> args;
   Value smem;
   // Set by build().
@@ -488,19 +492,19 @@ Value QuantizeBuilder::loadInput(Value base, Value index) {
       b, ir.f32T(), arith::ShLIOp::create(b, h, ir.i32(16)));
 }
 
-Value QuantizeBuilder::swigluInput(Value base, Value gr, Value gc) {
+Value QuantizeBuilder::gatedInput(Value base, Value gr, Value gc) {
   Value rowBase = ir.mul(gr, ir.mul(shape.cols, ir.i64(2)));
   Value gateCol, upCol;
-  if (sw->halves == SwigluHalves::Stacked) {
+  if (!act->interleaved) {
     gateCol = gc;
     upCol = ir.add(gc, shape.cols);
   } else {
     gateCol = ir.mul(gc, ir.i64(2));
     upCol = ir.add(gateCol, ir.i64(1));
   }
-  Value g = swiglu::loadBf16(ir, base, ir.add(rowBase, gateCol));
-  Value u = swiglu::loadBf16(ir, base, ir.add(rowBase, upCol));
-  return swiglu::emitForward(ir, g, u);
+  Value g = ir.loadBf16(base, ir.add(rowBase, gateCol));
+  Value u = ir.loadBf16(base, ir.add(rowBase, upCol));
+  return act->forward(ir, g, u);
 }
 
 Value QuantizeBuilder::cell(Value r, Value col) {
@@ -644,17 +648,19 @@ Value QuantizeBuilder::stageVector(Value inPtr, Value inBase, Value row0,
   // bf16 takes one load a chunk, the whole tile in one round (32 KB in
   // flight per CTA: in two rounds the tile staged at 58-71% of the copy
   // bandwidth, H100); f32 two loads a chunk, four chunks a round;
-  // swiglu_quantize (gate and up) two chunks a round, which keeps its SiLU
-  // temporaries clear of spills under kQuantMaxRegisters.
+  // a gated activation (gate and up) two chunks a round, which keeps its
+  // temporaries clear of spills under kQuantMaxRegisters, and another
+  // activation four.
   //
   // Every chunk of a thread has the same columns, cc = 8 (tid % 16), and
   // rows 16 apart, r = tid / 16 + 16 i: its addresses are the thread's
   // first ones plus i row steps, formed once (no 64-bit products per
   // chunk), and its shared-memory cell is one of two bases plus a constant.
-  const bool wide = sw || c.input == ElemType::F32;
-  const int perRound = sw ? kChunksPerThread / 4
-                       : wide ? kChunksPerThread / 2 : kChunksPerThread;
-  const int64_t inBytes = c.input == ElemType::F32 && !sw ? 4 : 2;
+  const bool wide = gated || c.input == ElemType::F32;
+  const int perRound = gated         ? kChunksPerThread / 4
+                       : wide || act ? kChunksPerThread / 2
+                                     : kChunksPerThread;
+  const int64_t inBytes = c.input == ElemType::F32 && !act ? 4 : 2;
   static_assert(kRowsPerPass * 4 == 64 && kChunksPerThread == 8,
                 "chunks 0-3 of a thread lie in rows 0-63 of the tile, 4-7 "
                 "in rows 64-127 (the swizzled half)");
@@ -664,14 +670,14 @@ Value QuantizeBuilder::stageVector(Value inPtr, Value inBase, Value row0,
   // Chunk i is inside when 16 i < rowsLeft: a compare with a constant.
   Value rowsLeft = ir.sub(tileRows, r0);
   // Input elements (of its own element type) per matrix row, and where a
-  // row's element gc lies in it: swiglu_quantize reads (rows, 2 cols), its
-  // gate and up stacked (gc, cols + gc) or interleaved (2 gc, 2 gc + 1).
-  const bool interleaved = sw && sw->halves != SwigluHalves::Stacked;
-  Value inCols = sw ? ir.mul(shape.cols, ir.i64(2)) : shape.cols;
+  // row's element gc lies in it: a gated activation reads (rows, 2 cols),
+  // its gate and up stacked (gc, cols + gc) or interleaved (2 gc, 2 gc + 1).
+  const bool interleaved = gated && act->interleaved;
+  Value inCols = gated ? ir.mul(shape.cols, ir.i64(2)) : shape.cols;
   auto inElem = [&](Value gr, Value gc) {
     Value at =
         ir.add(ir.mul(gr, inCols), interleaved ? ir.mul(gc, ir.i64(2)) : gc);
-    return sw ? at : ir.add(inBase, at);
+    return act ? at : ir.add(inBase, at);
   };
   Value gRow0 = ir.toI64(ir.add(row0, r0));
   Value gCol = ir.toI64(ir.add(col0, cc));
@@ -679,13 +685,13 @@ Value QuantizeBuilder::stageVector(Value inPtr, Value inBase, Value row0,
       inPtr, ir.mul(inElem(ir.toI64(row0), ir.toI64(col0)), ir.i64(inBytes)));
   Value first = bytePtr(inPtr, ir.mul(inElem(gRow0, gCol), ir.i64(inBytes)));
   Value rowStep = ir.mul(inCols, ir.i64(kRowsPerPass * inBytes));
-  // The second 16 bytes of a chunk: the up half (stacked swiglu), else
+  // The second 16 bytes of a chunk: the up half (stacked gated), else
   // the next 16 bytes of the row.
   Value second =
-      sw && !interleaved ? ir.mul(shape.cols, ir.i64(2)) : ir.i64(16);
-  // swiglu_quantize's bf16 y, (rows, cols), written where the chunk lies.
+      gated && !interleaved ? ir.mul(shape.cols, ir.i64(2)) : ir.i64(16);
+  // The activation's bf16 y, (rows, cols), written where the chunk lies.
   Value yFirst, yStep;
-  if (sw && sw->bf16Output) {
+  if (act && act->bf16Output) {
     yFirst =
         bytePtr(arg(kSQParamBf16Out),
                 ir.mul(ir.add(ir.mul(gRow0, shape.cols), gCol), ir.i64(2)));
@@ -717,7 +723,7 @@ Value QuantizeBuilder::stageVector(Value inPtr, Value inBase, Value row0,
     for (int u = 0; u < perRound; ++u) {
       int i = round * perRound + u;
       Value x[kChunk];
-      if (!sw && c.input == ElemType::F32) {
+      if (!act && c.input == ElemType::F32) {
         for (int h = 0; h < 2; ++h)
           for (int w = 0; w < 4; ++w)
             x[4 * h + w] = ir.select(
@@ -726,22 +732,28 @@ Value QuantizeBuilder::stageVector(Value inPtr, Value inBase, Value row0,
                     b, ir.f32T(),
                     LLVM::ExtractElementOp::create(b, raw[u][h], ir.i32(w))),
                 ir.f32(0.0));
-      } else if (!sw) {
+      } else if (!act) {
         // Zero words widen to +0.0 pairs: one select per two elements.
         Value words =
             ir.select(valid[u], raw[u][0],
                       LLVM::ZeroOp::create(b, VectorType::get({4}, ir.i32T())));
         widenChunk(words, 0, x);
       } else {
-        Value in[2 * kChunk];
-        widenChunk(raw[u][0], 0, in);
-        widenChunk(raw[u][1], kChunk, in);
-        for (int j = 0; j < kChunk; ++j) {
-          Value g = interleaved ? in[2 * j] : in[j];
-          Value up = interleaved ? in[2 * j + 1] : in[kChunk + j];
-          x[j] = swiglu::emitForward(ir, g, up);
+        if (gated) {
+          Value in[2 * kChunk];
+          widenChunk(raw[u][0], 0, in);
+          widenChunk(raw[u][1], kChunk, in);
+          for (int j = 0; j < kChunk; ++j) {
+            Value g = interleaved ? in[2 * j] : in[j];
+            Value up = interleaved ? in[2 * j + 1] : in[kChunk + j];
+            x[j] = act->forward(ir, g, up);
+          }
+        } else {
+          widenChunk(raw[u][0], 0, x);
+          for (int j = 0; j < kChunk; ++j)
+            x[j] = act->forward(ir, x[j], Value());
         }
-        if (sw->bf16Output)
+        if (act->bf16Output)
           when(valid[u], [&] {
             SmallVector<Value> words;
             for (int j = 0; j < kChunk; j += 2) {
@@ -778,10 +790,10 @@ Value QuantizeBuilder::stageScalar(Value inPtr, Value inBase, Value row0,
                                    Value col0, Value tileRows,
                                    Value tileCols) {
   // Any width and alignment: element loads, kScalarUnroll in flight per
-  // trip (half for swiglu_quantize, which reads two per cell), in the same
+  // trip (half for a gated activation, which reads two per cell), in the same
   // chunk order and cells as stageVector.
   constexpr int kScalarUnroll = 16;
-  const int unroll = sw ? kScalarUnroll / 2 : kScalarUnroll;
+  const int unroll = gated ? kScalarUnroll / 2 : kScalarUnroll;
   const int64_t perThread = kChunksPerThread * kChunk;
   auto loop = scf::ForOp::create(b, ir.i32(0), ir.i32(perThread / unroll),
                                  ir.i32(1), ValueRange{ir.f32(0.0)});
@@ -807,15 +819,20 @@ Value QuantizeBuilder::stageScalar(Value inPtr, Value inBase, Value row0,
         ir.toI64(ir.add(row0, ir.select(valid[u], r, ir.i32(0))));
     Value gc = gCol[u] =
         ir.toI64(ir.add(col0, ir.select(valid[u], col, ir.i32(0))));
-    v[u] = sw ? swigluInput(inPtr, gr, gc)
-              : loadInput(inPtr,
-                          ir.add(inBase, ir.add(ir.mul(gr, shape.cols), gc)));
+    if (gated)
+      v[u] = gatedInput(inPtr, gr, gc);
+    else if (act)
+      v[u] = act->forward(
+          ir, loadInput(inPtr, ir.add(ir.mul(gr, shape.cols), gc)), Value());
+    else
+      v[u] =
+          loadInput(inPtr, ir.add(inBase, ir.add(ir.mul(gr, shape.cols), gc)));
   }
   for (int u = 0; u < unroll; ++u) {
-    if (sw && sw->bf16Output)
+    if (act && act->bf16Output)
       when(valid[u], [&] {
-        swiglu::storeBf16(ir, v[u], arg(kSQParamBf16Out),
-                          ir.add(ir.mul(gRow[u], shape.cols), gCol[u]));
+        ir.storeBf16(v[u], arg(kSQParamBf16Out),
+                     ir.add(ir.mul(gRow[u], shape.cols), gCol[u]));
       });
     Value x = ir.select(valid[u], v[u], ir.f32(0.0));
     smemStore(x, at[u]);
@@ -825,19 +842,19 @@ Value QuantizeBuilder::stageScalar(Value inPtr, Value inBase, Value row0,
   return loop.getResult(0);
 }
 
-Value QuantizeBuilder::stageSwigluBackward(Value xPtr, Value row0, Value col0,
-                                           Value tileRows, Value tileCols) {
+Value QuantizeBuilder::stageGatedBackward(Value xPtr, Value row0, Value col0,
+                                          Value tileRows, Value tileCols) {
   // The chunks of stageVector (8 columns of dx, rows 16 apart). A chunk
   // never straddles the gate and up halves (I % 8 == 0): stacked, it is
   // dg (columns < I) or du of the same 8 columns c of dy, g and u (three
   // 16-byte loads); interleaved, it is dg and du of 4 columns (an 8-byte
   // load of dy, a 16-byte one of the (g, u) pairs). The bf16 rounding of
   // dx is applied before the amaxes, so the tile holds exactly the values
-  // a bf16 dx would (SwigluContract.h). Two chunks a round keep the
-  // backward's temporaries (both halves' divisions, interleaved) clear of
-  // spills.
+  // a bf16 dx would (SwigluContract.h for SwiGLU). Two chunks a round
+  // keep the backward's temporaries (both halves' divisions, interleaved)
+  // clear of spills.
   constexpr int perRound = 2;
-  const bool interleaved = sw->halves != SwigluHalves::Stacked;
+  const bool interleaved = act->interleaved;
   Value dyPtr = arg(kSBQParamGradOut);
   Value r0 = arith::ShRUIOp::create(b, tid, ir.i32(4));
   Value cc = ir.mul(andI(tid, ir.i32(kChunksPerRow - 1)), ir.i32(kChunk));
@@ -902,7 +919,7 @@ Value QuantizeBuilder::stageSwigluBackward(Value xPtr, Value row0, Value col0,
         }
         for (int k = 0; k < 4; ++k) {
           auto [dg, du] =
-              swiglu::emitBackward(ir, dy[k], pairs[2 * k], pairs[2 * k + 1]);
+              act->backward(ir, dy[k], pairs[2 * k], pairs[2 * k + 1]);
           x[2 * k] = roundBf16(dg);
           x[2 * k + 1] = roundBf16(du);
         }
@@ -921,11 +938,11 @@ Value QuantizeBuilder::stageSwigluBackward(Value xPtr, Value row0, Value col0,
           SmallVector<Value> du, dg;
           b.setInsertionPointToStart(&half.getThenRegion().front());
           for (int j = 0; j < kChunk; ++j)
-            du.push_back(swiglu::emitBackwardUp(ir, dy[j], g[j]));
+            du.push_back(act->backwardUp(ir, dy[j], g[j]));
           scf::YieldOp::create(b, du);
           b.setInsertionPointToStart(&half.getElseRegion().front());
           for (int j = 0; j < kChunk; ++j)
-            dg.push_back(swiglu::emitBackwardGate(ir, dy[j], g[j], up[j]));
+            dg.push_back(act->backwardGate(ir, dy[j], g[j], up[j]));
           scf::YieldOp::create(b, dg);
         }
         for (int j = 0; j < kChunk; ++j)
@@ -1145,14 +1162,14 @@ Value QuantizeBuilder::stage(Value inPtr, Value inBase, Value row0, Value col0,
     return stageAdamw(inPtr, inBase, row0, col0);
   if (c.gather)
     return stageGather(inPtr, row0, col0, tileRows, tileCols);
-  if (sw && sw->backward)
-    return stageSwigluBackward(inPtr, row0, col0, tileRows, tileCols);
+  if (act && act->stagesGradient)
+    return stageGatedBackward(inPtr, row0, col0, tileRows, tileCols);
   // 16-byte loads need rows of a multiple of 8 elements and 16-byte aligned
   // tensors (a uniform test: every thread of every CTA takes one branch).
   Value vec = ir.cmp(arith::CmpIPredicate::eq,
                      andI(arg(kQParamCols), ir.i32(kChunk - 1)), ir.i32(0));
   vec = andI(vec, aligned(inPtr, 16));
-  if (sw && sw->bf16Output)
+  if (act && act->bf16Output)
     vec = andI(vec, aligned(arg(kSQParamBf16Out), 16));
   return ifElse(
       vec, ir.f32T(),
@@ -1459,8 +1476,8 @@ void QuantizeBuilder::build() {
     // multi_tensor: tensor z from the pointer table when there is one,
     // else at z * rows * cols in the stacked input.
     Value inPtr, inBase;
-    if (sw || c.gather) {
-      // One tensor (checkSwiglu and checkGather refuse multi_tensor): no
+    if (act || c.gather) {
+      // One tensor (activations and checkGather refuse multi_tensor): no
       // table to read.
       inPtr = arg(kQParamInput);
       inBase = ir.i64(0);
@@ -1550,12 +1567,11 @@ void buildGatherSources(Operation *op, const std::string &name,
   LLVM::ReturnOp::create(b, ValueRange{});
 }
 
-/// Declares the kernel named `name` next to `op` and builds its body:
-/// kNumQuantizeParams parameters, plus the bf16 y for swiglu_quantize or
-/// dy for the quantized swiglu_backward.
-void buildQuantizeKernel(Operation *op, StringRef name,
-                         const QuantizeContract &contract,
-                         const SwigluContract *sw) {
+} // namespace
+
+void mlir::qgemm::quant::buildQuantizeKernel(Operation *op, StringRef name,
+                                             const QuantizeContract &contract,
+                                             const Activation *act) {
   MLIRContext *ctx = op->getContext();
   ModuleOp module = op->getParentOfType<ModuleOp>();
   OpBuilder mb(op);
@@ -1573,12 +1589,12 @@ void buildQuantizeKernel(Operation *op, StringRef name,
 
   const bool transposes = isFp8(contract.input);
   const unsigned numParams =
-      transposes      ? unsigned(kNumQuantizeTransposeParams)
-      : contract.adamw  ? unsigned(kNumQuantizeAdamwParams)
-      : contract.gather ? unsigned(kNumQuantizeGatherParams)
-      : !sw           ? unsigned(kNumQuantizeParams)
-      : sw->backward  ? unsigned(kNumSwigluBackwardQuantizeParams)
-                      : unsigned(kNumSwigluQuantizeParams);
+      transposes            ? unsigned(kNumQuantizeTransposeParams)
+      : contract.adamw      ? unsigned(kNumQuantizeAdamwParams)
+      : contract.gather     ? unsigned(kNumQuantizeGatherParams)
+      : !act                ? unsigned(kNumQuantizeParams)
+      : act->stagesGradient ? unsigned(kNumSwigluBackwardQuantizeParams)
+                            : unsigned(kNumSwigluQuantizeParams);
   SmallVector<Type> params(numParams, globalPtr);
   params[kQParamRows] = params[kQParamCols] = params[kQParamNumGroups] = i32T;
   if (contract.gather)
@@ -1612,25 +1628,13 @@ void buildQuantizeKernel(Operation *op, StringRef name,
                               entry->getArguments().end());
       buildTransposeBody(ir, contract, args, smem);
     } else {
-      QuantizeBuilder(b, contract, entry->getArguments(), smem, sw).build();
+      QuantizeBuilder(b, contract, entry->getArguments(), smem, act).build();
     }
   }
   b.setInsertionPointToEnd(entry);
   LLVM::ReturnOp::create(b, ValueRange{});
 }
 
-} // namespace
-
 void mlir::qgemm::lowerQuantize(QuantizeOp op) {
-  buildQuantizeKernel(op, op.getSymName(), op.getContract(), nullptr);
-}
-
-void mlir::qgemm::lowerSwigluQuantize(SwigluOp op) {
-  SwigluContract sw = op.getContract();
-  // The quantizer sees y as a bf16-sourced (M, I) tensor of one tensor (the
-  // quantized backward: its bf16 dx, (M, 2I)).
-  QuantizeContract q = sw.quant;
-  q.input = ElemType::BF16;
-  q.multiTensor = false;
-  buildQuantizeKernel(op, op.getSymName(), q, &sw);
+  quant::buildQuantizeKernel(op, op.getSymName(), op.getContract(), nullptr);
 }

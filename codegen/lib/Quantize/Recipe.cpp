@@ -15,7 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "QuantizeKernel.h"
-#include "qgemm/Codegen/HopperIR.h"
+#include "qgemm/Codegen/Target/HopperIR.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"

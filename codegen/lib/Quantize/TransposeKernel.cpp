@@ -17,7 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "QuantizeKernel.h"
-#include "qgemm/Codegen/HopperIR.h"
+#include "qgemm/Codegen/Target/HopperIR.h"
 
 #include "qgemm/Kernels/QuantizeABI.h"
 

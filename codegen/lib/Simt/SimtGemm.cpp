@@ -1,4 +1,5 @@
-//===- SimtGemm.cpp - The SIMT grouped GEMM kernel family ------------------===//
+//===- SimtGemm.cpp - The SIMT grouped GEMM kernel family
+//------------------===//
 //
 // The first, simple kernel family: one thread per output element, the
 // contraction walked in scale blocks. Inside a block the products accumulate
@@ -6,12 +7,13 @@
 // scales and added to the running f32 accumulator ("promotion"), which is the
 // arithmetic the fast wgmma kernels perform too.
 //
-// Grid and parameters: qgemm/Kernels/KernelABI.h.
+// Grid and parameters: qgemm/Kernels/SimtABI.h.
 //
 //===----------------------------------------------------------------------===//
+#include "SimtGemm.h"
 #include "qgemm/Codegen/IRHelpers.h"
-#include "qgemm/Codegen/HopperIR.h"
-#include "qgemm/Codegen/Kernels.h"
+#include "qgemm/Codegen/Target/HopperIR.h"
+#include "qgemm/Kernels/SimtABI.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"

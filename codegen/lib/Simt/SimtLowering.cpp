@@ -3,8 +3,8 @@
 // One step: the op becomes its llvm.func kernel (SimtGemm.cpp).
 //
 //===----------------------------------------------------------------------===//
+#include "SimtGemm.h"
 #include "qgemm/Codegen/GemmLowering.h"
-#include "qgemm/Codegen/Kernels.h"
 
 namespace mlir::qgemm {
 namespace {

@@ -9,8 +9,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "SwigluMath.h"
-#include "qgemm/Codegen/HopperIR.h"
+#include "qgemm/Codegen/Target/HopperIR.h"
 
+#include "SwigluKernels.h"
 #include "qgemm/Codegen/Kernels.h"
 #include "qgemm/Kernels/SwigluABI.h"
 
@@ -70,14 +71,14 @@ void mlir::qgemm::lowerSwigluBackward(SwigluOp op) {
     b.setInsertionPointToStart(loop.getBody());
     Value r = ir.toI64(loop.getInductionVar());
     Value xRow = ir.mul(r, ir.mul(cols64, ir.i64(2)));
-    Value dy = swiglu::loadBf16(ir, arg(kSBParamGradOut),
-                                ir.add(ir.mul(r, cols64), c64));
+    Value dy =
+        ir.loadBf16(arg(kSBParamGradOut), ir.add(ir.mul(r, cols64), c64));
     Value gIdx = ir.add(xRow, gateCol), uIdx = ir.add(xRow, upCol);
-    Value gv = swiglu::loadBf16(ir, arg(kSBParamInput), gIdx);
-    Value uv = swiglu::loadBf16(ir, arg(kSBParamInput), uIdx);
+    Value gv = ir.loadBf16(arg(kSBParamInput), gIdx);
+    Value uv = ir.loadBf16(arg(kSBParamInput), uIdx);
     auto [dg, du] = swiglu::emitBackward(ir, dy, gv, uv);
-    swiglu::storeBf16(ir, dg, arg(kSBParamGradInput), gIdx);
-    swiglu::storeBf16(ir, du, arg(kSBParamGradInput), uIdx);
+    ir.storeBf16(dg, arg(kSBParamGradInput), gIdx);
+    ir.storeBf16(du, arg(kSBParamGradInput), uIdx);
   }
   b.setInsertionPointToEnd(entry);
   LLVM::ReturnOp::create(b, ValueRange{});

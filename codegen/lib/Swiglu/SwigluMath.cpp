@@ -85,15 +85,3 @@ Value swiglu::emitBackwardUp(KernelIR &ir, Value dy, Value g) {
   return arith::MulFOp::create(b, dy, silu);
 }
 
-Value swiglu::loadBf16(KernelIR &ir, Value base, Value index) {
-  ImplicitLocOpBuilder &b = ir.builder();
-  Value h = arith::ExtUIOp::create(b, ir.i32T(), ir.load(ir.i16T(), base, index));
-  return arith::BitcastOp::create(b, ir.f32T(),
-                                  arith::ShLIOp::create(b, h, ir.i32(16)));
-}
-
-void swiglu::storeBf16(KernelIR &ir, Value x, Value base, Value index) {
-  ImplicitLocOpBuilder &b = ir.builder();
-  Value h = arith::TruncFOp::create(b, ir.bf16T(), x);
-  ir.store(arith::BitcastOp::create(b, ir.i16T(), h), base, index);
-}

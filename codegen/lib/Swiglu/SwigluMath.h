@@ -28,11 +28,6 @@ std::pair<Value, Value> emitBackward(KernelIR &ir, Value dy, Value g, Value u);
 Value emitBackwardGate(KernelIR &ir, Value dy, Value g, Value u);
 Value emitBackwardUp(KernelIR &ir, Value dy, Value g);
 
-/// bf16 bits (i16) at `index` of `base`, widened exactly to f32.
-Value loadBf16(KernelIR &ir, Value base, Value index);
-/// bf16_rn(x) (cvt.rn.bf16.f32) stored at `index` of `base`.
-void storeBf16(KernelIR &ir, Value x, Value base, Value index);
-
 } // namespace mlir::qgemm::swiglu
 
 #endif // QGEMM_CODEGEN_SWIGLU_SWIGLUMATH_H

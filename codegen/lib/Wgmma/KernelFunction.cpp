@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "TileOpKernel.h"
 
-#include "qgemm/Codegen/Kernels.h"
+#include "WgmmaStages.h"
 
 #include "mlir/Transforms/WalkPatternRewriteDriver.h"
 

@@ -22,7 +22,7 @@
 //===----------------------------------------------------------------------===//
 #include "WgmmaKernel.h"
 
-#include "qgemm/Codegen/Kernels.h"
+#include "WgmmaStages.h"
 
 using namespace mlir;
 using namespace mlir::qgemm;

@@ -18,9 +18,9 @@
 #ifndef QGEMM_CODEGEN_WGMMA_WGMMAKERNEL_H
 #define QGEMM_CODEGEN_WGMMA_WGMMAKERNEL_H
 
-#include "qgemm/Codegen/HopperIR.h"
 #include "qgemm/Codegen/IRArith.h"
-#include "qgemm/Kernels/KernelABI.h"
+#include "qgemm/Codegen/Target/HopperIR.h"
+#include "qgemm/Kernels/WgmmaABI.h"
 #include "qgemm/Kernels/WgmmaLayout.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -28,7 +28,7 @@
 
 namespace mlir::qgemm::wgmma {
 
-// The contract vocabulary, the kernel parameters (KernelABI.h) and the
+// The contract vocabulary, the kernel parameters (WgmmaABI.h) and the
 // layout, unqualified in the role files.
 using namespace ::qgemm;
 
@@ -214,7 +214,7 @@ public:
 };
 
 /// Which tile a CTA takes next: the persistent walk over work units
-/// (KernelABI.h wgmmaWorkUnits), the tile's coordinates and group.
+/// (WgmmaABI.h wgmmaWorkUnits), the tile's coordinates and group.
 class TileScheduler {
 public:
   explicit TileScheduler(WgmmaKernel &k) : k(k) {}

@@ -5,8 +5,9 @@
 // ops NVVM lacks (HopperToNVVM.cpp).
 //
 //===----------------------------------------------------------------------===//
+#include "WgmmaStages.h"
 #include "qgemm/Codegen/GemmLowering.h"
-#include "qgemm/Codegen/Kernels.h"
+#include "qgemm/Codegen/Target/HopperIR.h"
 
 namespace mlir::qgemm {
 

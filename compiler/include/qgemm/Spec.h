@@ -9,13 +9,13 @@
 #ifndef QGEMM_SPEC_H
 #define QGEMM_SPEC_H
 
-#include "qgemm/Contract.h"
-#include "qgemm/DispatchContract.h"
+#define QGEMM_SPEC_CONTRACT_HEADERS
 #include "qgemm/BuildTarget.h"
 #include "qgemm/Export.h"
-#include "qgemm/SwigluContract.h"
+#include "qgemm/SpecOps.def"
 #include "qgemm/Tuning.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -24,19 +24,25 @@
 
 namespace qgemm {
 
+/// The ops of SpecOps.def.
 enum class OpKind {
-  GroupedGemm,
-  Quantize,
-  Permute,
-  Unpermute,
-  SwigluQuantize,
-  SwigluBackward
+#define QGEMM_SPEC_OP(KIND, NAME) KIND,
+#include "qgemm/SpecOps.def"
 };
+
+/// The ops' spellings in a spec's "op", indexed by OpKind.
+inline constexpr std::string_view kOpNames[] = {
+#define QGEMM_SPEC_OP(KIND, NAME) NAME,
+#include "qgemm/SpecOps.def"
+};
+
+/// The spelling of `op` in a spec ("grouped_gemm", "quantize", ...).
+constexpr std::string_view opName(OpKind op) { return kOpNames[size_t(op)]; }
 
 /// The GPU targets qgemm generates code for: a spec's "target" and the
 /// group check module (GroupCheck.h) take one of these. The build's one
 /// target (BuildTarget.h); each kernel family states its own.
-inline constexpr std::string_view kSupportedTargets[] = {kBuildTarget};
+inline constexpr std::string_view kSupportedTargets[] = {kTargets[0].name};
 
 /// One canonical, validated spec.
 struct Spec {
@@ -44,12 +50,11 @@ struct Spec {
   std::string name;
   OpKind op = OpKind::GroupedGemm;
   std::string target = std::string(kBuildTarget);
-  GemmContract gemm;         ///< Meaningful when op == GroupedGemm.
-  QuantizeContract quantize; ///< Meaningful when op == Quantize.
-  PermuteContract permute;     ///< Meaningful when op == Permute.
-  UnpermuteContract unpermute; ///< Meaningful when op == Unpermute.
-  /// Meaningful when op == SwigluQuantize or SwigluBackward.
-  SwigluContract swiglu;
+  /// The op's contract, one member per contract of SpecOps.def: only the
+  /// member of `op` is meaningful (gemm for GroupedGemm, swiglu for
+  /// SwigluQuantize and SwigluBackward, ...).
+#define QGEMM_SPEC_CONTRACT(TYPE, MEMBER) TYPE MEMBER;
+#include "qgemm/SpecOps.def"
   Tuning tuning;
   /// Canonical JSON text: defaults filled, keys sorted, no sweep, compact.
   std::string canonicalJson;

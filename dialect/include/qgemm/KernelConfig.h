@@ -46,10 +46,9 @@ template <> struct EnumSpellings<KernelFamily> {
 };
 inline std::string_view toString(KernelFamily f) { return spellingOf(f); }
 
-/// Threads per block of the SIMT kernel: one thread per output column.
+/// Threads per block of the SIMT kernel, one thread per output column: the
+/// configuration's default (KernelConfigFields.def).
 constexpr int kSimtBlockThreads = 128;
-/// Threads of a wgmma CTA: one producer and two consumer warpgroups.
-constexpr int kWgmmaThreads = 384;
 
 /// One member per line of KernelConfigFields.def (where each is
 /// described), with its default.

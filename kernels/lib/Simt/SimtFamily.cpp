@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "qgemm/Kernels/GemmFamily.h"
-#include "qgemm/Kernels/KernelABI.h"
+#include "qgemm/Kernels/SimtABI.h"
 
 #include <limits>
 
@@ -90,7 +90,7 @@ public:
   }
 
   /// Pointers, then rows and numGroups as i32 (both < 2^31 by
-  /// validation), in KernelABI.h's GemmParam order; unused pointers are 0.
+  /// validation), in SimtABI.h's GemmParam order; unused pointers are 0.
   /// The grid is checked against the launch limits of every CUDA device.
   std::string launchParams(const GemmContract &c, const KernelConfig &,
                            const GemmOperands &ops,

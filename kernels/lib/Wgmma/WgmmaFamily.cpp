@@ -4,14 +4,14 @@
 // TMA into a ring of shared-memory stages, wgmma m64nNk32 with promotion
 // per scale block. Its rules are WgmmaRules.h, its choices
 // WgmmaHeuristics.h, its layout WgmmaLayout.h, its parameters and grid
-// KernelABI.h, its launch parameters WgmmaLaunch.h; this object composes
+// WgmmaABI.h, its launch parameters WgmmaLaunch.h; this object composes
 // them. The kernel is codegen/lib/Wgmma/.
 //
 //===----------------------------------------------------------------------===//
 #include "WgmmaHeuristics.h"
 #include "WgmmaLaunch.h"
 #include "qgemm/Kernels/GemmFamily.h"
-#include "qgemm/Kernels/KernelABI.h"
+#include "qgemm/Kernels/WgmmaABI.h"
 #include "qgemm/Kernels/WgmmaLayout.h"
 #include "qgemm/Kernels/WgmmaRules.h"
 

@@ -2,11 +2,11 @@
 //
 // Tensor maps of A and B (and of bf16 D where the epilogue stores it by
 // TMA) by value, with WgmmaLayout's boxes and swizzle, then the pointers
-// and sizes, in KernelABI.h's WgmmaParam order.
+// and sizes, in WgmmaABI.h's WgmmaParam order.
 //
 //===----------------------------------------------------------------------===//
 #include "WgmmaLaunch.h"
-#include "qgemm/Kernels/KernelABI.h"
+#include "qgemm/Kernels/WgmmaABI.h"
 #include "qgemm/Kernels/WgmmaLayout.h"
 
 #include <algorithm>

@@ -9,10 +9,11 @@
 #include "qgemm/Contract.h"
 #include "qgemm/KernelConfig.h"
 #include "qgemm/Kernels/GemmLaunch.h"
+#include "qgemm/Kernels/WgmmaABI.h"
 
 namespace qgemm {
 
-/// The parameters of a wgmma launch of `ops` (KernelABI.h: WgmmaParam); a
+/// The parameters of a wgmma launch of `ops` (WgmmaABI.h: WgmmaParam); a
 /// sentence saying what to change where the operands cannot be mapped.
 std::string wgmmaLaunchParams(const GemmContract &c, const KernelConfig &cfg,
                               const GemmOperands &ops,

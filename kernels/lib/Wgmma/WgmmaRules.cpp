@@ -1,6 +1,6 @@
 //===- WgmmaRules.cpp - What the wgmma family can build -------------------===//
 #include "qgemm/Kernels/WgmmaRules.h"
-#include "qgemm/Kernels/KernelABI.h"
+#include "qgemm/Kernels/WgmmaABI.h"
 #include "qgemm/Kernels/WgmmaLayout.h"
 
 #include <string>

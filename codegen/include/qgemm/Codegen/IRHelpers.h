@@ -46,6 +46,10 @@ public:
   /// Load element `index` (i64) of type `t` from global pointer `base`.
   Value load(Type t, Value base, Value index);
   void store(Value v, Value base, Value index);
+  /// bf16 bits (i16) at `index` of `base`, widened exactly to f32.
+  Value loadBf16(Value base, Value index);
+  /// bf16_rn(x) (cvt.rn.bf16.f32) stored at `index` of `base`.
+  void storeBf16(Value x, Value base, Value index);
 
   /// FP8 byte (i8) to f32, exact for every code including subnormals, NaN
   /// and (e5m2) infinities.

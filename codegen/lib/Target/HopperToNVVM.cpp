@@ -5,8 +5,8 @@
 // qgemm-lower-to-nvvm.
 //
 //===----------------------------------------------------------------------===//
-#include "qgemm/Codegen/HopperIR.h"
-#include "qgemm/Codegen/Kernels.h"
+#include "qgemm/Codegen/Target/HopperIR.h"
+#include "qgemm/Dialect/QGemmDialect.h"
 
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/WalkPatternRewriteDriver.h"
@@ -19,10 +19,14 @@ namespace {
 /// The descriptor's layout-type code (bits 62-63) of a swizzle width.
 int64_t swizzleCode(int64_t swizzleBytes) {
   switch (swizzleBytes) {
-  case 128: return 1;
-  case 64: return 2;
-  case 32: return 3;
-  default: return 0; // interleaved, no swizzle
+  case 128:
+    return 1;
+  case 64:
+    return 2;
+  case 32:
+    return 3;
+  default:
+    return 0; // interleaved, no swizzle
   }
 }
 
@@ -39,9 +43,9 @@ struct WgmmaDescriptorLowering : OpRewritePattern<WgmmaDescriptorOp> {
     Value addr = ir.toI64(arith::AndIOp::create(
         b, arith::ShRUIOp::create(b, op.getAddress(), ir.i32(4)),
         ir.i32(0x3FFF)));
-    int64_t fixed =
-        (int64_t(1) << 16) | (int64_t(op.getAtomBytes() >> 4) << 32) |
-        int64_t(uint64_t(swizzleCode(op.getSwizzleBytes())) << 62);
+    int64_t fixed = (int64_t(1) << 16) |
+                    (int64_t(op.getAtomBytes() >> 4) << 32) |
+                    int64_t(uint64_t(swizzleCode(op.getSwizzleBytes())) << 62);
     rewriter.replaceOp(op, arith::OrIOp::create(b, addr, ir.i64(fixed)));
     return success();
   }
@@ -107,8 +111,9 @@ struct PinnedThreadIdLowering : OpRewritePattern<PinnedThreadIdOp> {
 
 LogicalResult mlir::qgemm::lowerHopperOps(Operation *root) {
   RewritePatternSet patterns(root->getContext());
-  patterns.add<WgmmaDescriptorLowering, WgmmaWaitLowering,
-               PinnedThreadIdLowering>(root->getContext());
+  patterns
+      .add<WgmmaDescriptorLowering, WgmmaWaitLowering, PinnedThreadIdLowering>(
+          root->getContext());
   walkAndApplyPatterns(root, std::move(patterns));
   WalkResult left = root->walk([](Operation *op) {
     return isa<WgmmaDescriptorOp, WgmmaWaitOp, PinnedThreadIdOp>(op)

@@ -1,4 +1,4 @@
-//===- HopperIR.h - sm_90a building blocks: TMA, mbarriers, wgmma -*- C++ -*-===//
+//===- HopperIR.h - sm_90a primitives: TMA, mbarriers, wgmma ---*- C++ -*-===//
 //
 // The pieces a warp-specialized Hopper kernel is made of, as IR builders on
 // top of KernelIR: dynamic shared memory carved into stages, mbarrier
@@ -6,11 +6,13 @@
 // descriptors, the m64nNk32 FP8 wgmma, and register reallocation. They
 // build the Hopper stage: NVVM ops, and qgemm's own Hopper-stage ops where
 // NVVM has none (wgmmaDescriptor, wgmmaWait, threadIdXInPlace; lowered by
-// HopperToNVVM.cpp). No other file builds NVVM ops.
+// HopperToNVVM.cpp). No other file builds NVVM ops. The target layer:
+// every kernel (each GEMM family, quantize, dispatch, SwiGLU) builds its
+// target code from here, so none reaches into another's folder.
 //
 //===----------------------------------------------------------------------===//
-#ifndef QGEMM_CODEGEN_HOPPERIR_H
-#define QGEMM_CODEGEN_HOPPERIR_H
+#ifndef QGEMM_CODEGEN_TARGET_HOPPERIR_H
+#define QGEMM_CODEGEN_TARGET_HOPPERIR_H
 
 #include "qgemm/Codegen/IRHelpers.h"
 
@@ -146,6 +148,12 @@ private:
   ImplicitLocOpBuilder &b;
 };
 
+/// The Hopper-stage ops HopperIR builds where NVVM has none
+/// (qgemm.wgmma_descriptor, qgemm.wgmma_wait, qgemm.pinned_thread_id)
+/// replaced by their NVVM / LLVM code, under `root` (HopperToNVVM.cpp): the
+/// lowering of the target stage a family registers.
+LogicalResult lowerHopperOps(Operation *root);
+
 } // namespace mlir::qgemm
 
-#endif // QGEMM_CODEGEN_HOPPERIR_H
+#endif // QGEMM_CODEGEN_TARGET_HOPPERIR_H

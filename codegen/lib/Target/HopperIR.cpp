@@ -1,5 +1,5 @@
 //===- HopperIR.cpp - sm_90a building blocks: TMA, mbarriers, wgmma -------===//
-#include "qgemm/Codegen/HopperIR.h"
+#include "qgemm/Codegen/Target/HopperIR.h"
 
 #include "qgemm/Dialect/QGemmDialect.h"
 
@@ -80,7 +80,8 @@ void HopperIR::bulkWait(bool readOnly) {
 void HopperIR::fenceProxyAsyncShared() {
   NVVM::FenceProxyOp::create(
       b, NVVM::ProxyKind::async_shared,
-      NVVM::SharedSpaceAttr::get(b.getContext(), NVVM::SharedSpace::shared_cta));
+      NVVM::SharedSpaceAttr::get(b.getContext(),
+                                 NVVM::SharedSpace::shared_cta));
 }
 
 void HopperIR::fenceMbarrierInit() { NVVM::FenceMbarrierInitOp::create(b); }
@@ -94,15 +95,22 @@ void HopperIR::namedBarrier(Value id, Value threads) {
 
 void HopperIR::setMaxRegisters(int registers, bool increase) {
   NVVM::SetMaxRegisterOp::create(b, registers,
-                                 increase ? NVVM::SetMaxRegisterAction::increase
-                                          : NVVM::SetMaxRegisterAction::decrease);
+                                 increase
+                                     ? NVVM::SetMaxRegisterAction::increase
+                                     : NVVM::SetMaxRegisterAction::decrease);
 }
 
-Value HopperIR::blockIdX() { return NVVM::BlockIdXOp::create(b, b.getI32Type()); }
+Value HopperIR::blockIdX() {
+  return NVVM::BlockIdXOp::create(b, b.getI32Type());
+}
 
-Value HopperIR::blockIdY() { return NVVM::BlockIdYOp::create(b, b.getI32Type()); }
+Value HopperIR::blockIdY() {
+  return NVVM::BlockIdYOp::create(b, b.getI32Type());
+}
 
-Value HopperIR::blockIdZ() { return NVVM::BlockIdZOp::create(b, b.getI32Type()); }
+Value HopperIR::blockIdZ() {
+  return NVVM::BlockIdZOp::create(b, b.getI32Type());
+}
 
 Value HopperIR::laneId() { return NVVM::LaneIdOp::create(b, b.getI32Type()); }
 
@@ -135,7 +143,9 @@ Value HopperIR::cvtF32x2ToFp8x2(Value hi, Value lo, Type fp8T) {
       NVVM::SaturationMode::SATFINITE, /*relu=*/false, fp8T);
 }
 
-Value HopperIR::gridDimX() { return NVVM::GridDimXOp::create(b, b.getI32Type()); }
+Value HopperIR::gridDimX() {
+  return NVVM::GridDimXOp::create(b, b.getI32Type());
+}
 
 Value HopperIR::clusterCtaRank() {
   return NVVM::BlockInClusterIdXOp::create(b, b.getI32Type());
@@ -212,9 +222,9 @@ void HopperIR::markKernel(LLVM::LLVMFuncOp fn, int threads, int cluster) {
 
 void HopperIR::markTensorMapParam(LLVM::LLVMFuncOp fn, unsigned i) {
   MLIRContext *ctx = fn.getContext();
-  fn.setArgAttr(i, LLVM::LLVMDialect::getByValAttrName(),
-                TypeAttr::get(
-                    LLVM::LLVMArrayType::get(IntegerType::get(ctx, 8), 128)));
+  fn.setArgAttr(
+      i, LLVM::LLVMDialect::getByValAttrName(),
+      TypeAttr::get(LLVM::LLVMArrayType::get(IntegerType::get(ctx, 8), 128)));
   fn.setArgAttr(i, LLVM::LLVMDialect::getAlignAttrName(),
                 IntegerAttr::get(IntegerType::get(ctx, 64), 64));
   fn.setArgAttr(i, NVVM::NVVMDialect::getGridConstantAttrName(),
@@ -229,4 +239,6 @@ Value HopperIR::wgmmaWait(int pending, Value frag) {
   return WgmmaWaitOp::create(b, frag.getType(), frag, pending);
 }
 
-Value HopperIR::threadIdX() { return NVVM::ThreadIdXOp::create(b, b.getI32Type()); }
+Value HopperIR::threadIdX() {
+  return NVVM::ThreadIdXOp::create(b, b.getI32Type());
+}
