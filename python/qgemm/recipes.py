@@ -8,6 +8,7 @@ them.
     Recipe.DEEPSEEK.activation_block   # (1, 128)
 """
 from dataclasses import dataclass
+from typing import Union
 
 from .core import ArgumentError
 
@@ -29,7 +30,8 @@ class Recipe:
     element: str = "e4m3"
 
     @staticmethod
-    def of(value, where="recipe"):
+    def of(value: Union["Recipe", str],
+           where: str = "recipe") -> "Recipe":
         """A Recipe from a Recipe or its name ("deepseek")."""
         if isinstance(value, Recipe):
             return value
@@ -40,7 +42,7 @@ class Recipe:
                                                ", ".join(sorted(_BY_NAME))))
         return found
 
-    def block_text(self, which):
+    def block_text(self, which: str) -> str:
         """"1x128"-style text of activation_block / weight_block /
         wgrad_block (the torch ops' block arguments)."""
         rows, cols = getattr(self, which)

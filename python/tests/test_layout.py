@@ -6,6 +6,7 @@ the C API has no query. Its symbolic use under torch.compile is
 dist/test_layout_symints.py's."""
 import itertools
 import math
+import os
 import random
 import unittest
 
@@ -164,9 +165,102 @@ class DefinitionTest(unittest.TestCase):
                     layout.scale_elements(rows, cols, block, "GEMM_READY"),
                     math.prod(grid))
 
+    def test_whole_blocks(self):
+        self.assertTrue(layout.whole_weight_blocks(128, 7168, 0))
+        self.assertTrue(layout.whole_weight_blocks())
+        for bad in ((127,), (129,), (128, 64), (96, 256), (7168, 7169)):
+            self.assertFalse(layout.whole_weight_blocks(*bad), bad)
+        self.assertTrue(layout.whole_blocks(96, 32, block=32))
+        self.assertFalse(layout.whole_blocks(96, 48, block=32))
+        # The alignment rule is the same predicate on token blocks.
+        for a in (1, 16, 32, 96, 128, 256, 384):
+            self.assertEqual(layout.restarts_blocks(a),
+                             not layout.whole_blocks(a), a)
+
+    def test_weight_scale_shape(self):
+        for g, n, k in ((1, 128, 128), (8, 4096, 7168), (3, 384, 256)):
+            shape = layout.weight_scale_shape(g, n, k)
+            self.assertEqual(shape, (g, n // 128, k // 128))
+            self.assertEqual(shape[1:], layout.scale_grid(n, k, (128, 128)))
+            self.assertEqual(math.prod(shape), g * layout.scale_elements(
+                n, k, (128, 128), "COMPACT"))
+
     def test_unknown_block(self):
         with self.assertRaisesRegex(qgemm.ArgumentError, r"\[64, 64\]"):
             layout.scale_elements(128, 128, (64, 64), "COMPACT")
+
+
+class HandCaseTest(unittest.TestCase):
+    """Integers worked out by hand from LAYOUTS.md and DISPATCH.md, where an
+    off-by-one in a rounding or a swapped padding would show."""
+
+    def test_permute_rows(self):
+        cases = [
+            # (tokens, topk, experts, alignment, row_multiple), R
+            ((0, 1, 1, 1, 1), 0),
+            ((0, 8, 64, 16, 1), 64 * 15),         # padding bound alone
+            ((5, 2, 3, 1, 1), 10),                # alignment 1: no padding
+            ((100, 4, 8, 128, 1), 400 + 8 * 127),
+            ((100, 4, 8, 128, 128), 1536),        # 1416 rounded up
+            ((1, 1, 1, 1, 128), 128),
+            ((3, 8, 129, 128, 16), 16416),        # 16407 rounded up
+            ((32, 4, 8, 16, 128), 256),           # 248 rounded up
+            ((30, 4, 1, 8, 128), 128),            # 127: one short of 128
+            ((31, 4, 1, 5, 128), 128),            # 128 exactly: kept
+        ]
+        for args, rows in cases:
+            self.assertEqual(layout.permute_rows(*args), rows, args)
+
+    def test_scale_sizes(self):
+        # (rows, cols, block, layout), elements. r4 / r128: rounded up to
+        # a multiple of 4 / 128; Rb, Cb: the block rows and columns.
+        cases = [
+            # 1x128: COMPACT (R, Cb); GEMM_READY (Cb, r4(R)).
+            ((300, 7168, (1, 128), "COMPACT"), 300 * 56),
+            ((301, 7168, (1, 128), "COMPACT"), 301 * 56),
+            ((300, 7168, (1, 128), "GEMM_READY"), 56 * 300),
+            ((301, 7168, (1, 128), "GEMM_READY"), 56 * 304),
+            ((1, 200, (1, 128), "GEMM_READY"), 2 * 4),
+            # 128x128: COMPACT (Rb, Cb); GEMM_READY (Rb, r4(Cb)).
+            ((300, 7168, (128, 128), "COMPACT"), 3 * 56),
+            ((300, 7296, (128, 128), "COMPACT"), 3 * 57),
+            ((300, 7296, (128, 128), "GEMM_READY"), 3 * 60),
+            ((128, 128, (128, 128), "GEMM_READY"), 1 * 4),
+            # 128x1: COMPACT (Rb, C); GEMM_READY (Rb, r4(C)).
+            ((129, 96, (128, 1), "COMPACT"), 2 * 96),
+            ((129, 98, (128, 1), "GEMM_READY"), 2 * 100),
+            # 1x32 (MXFP8): COMPACT (R, Cb); GEMM_READY r128(R) x r4(Cb).
+            ((300, 7168, (1, 32), "COMPACT"), 300 * 224),
+            ((300, 7168, (1, 32), "GEMM_READY"), 384 * 224),
+            ((1, 160, (1, 32), "GEMM_READY"), 128 * 8),
+            # 32x1: the 1x32 swizzle of the transposed grid.
+            ((33, 160, (32, 1), "COMPACT"), 2 * 160),
+            ((33, 160, (32, 1), "GEMM_READY"), 256 * 4),
+        ]
+        for args, elements in cases:
+            self.assertEqual(layout.scale_elements(*args), elements, args)
+
+    def test_grouped_scale_elements(self):
+        # One more 128-row block per restarting group: 300 rows in 3
+        # groups bound 300 + 3 * 128 = 684 rows, 6 blocks, not 3.
+        self.assertEqual(layout.grouped_scale_elements(
+            300, 256, (128, 1), "COMPACT", 3), 6 * 256)
+        self.assertEqual(layout.grouped_scale_elements(
+            300, 256, (128, 1), "COMPACT", 0), 3 * 256)
+
+
+class SameFunctionTest(unittest.TestCase):
+    """qgemm.jax.permute_rows is the core function, not a copy
+    (dist/test_layout_symints.py checks qgemm.torch's)."""
+
+    def test_jax(self):
+        try:
+            import qgemm.jax as qj
+        except ImportError:
+            if os.environ.get("QGEMM_NO_JAX") == "1":
+                self.skipTest("jax tests run in ctest's python-jax test")
+            raise
+        self.assertIs(qj.permute_rows, layout.permute_rows)
 
 
 if __name__ == "__main__":

@@ -31,18 +31,15 @@ class Dispatch(NamedTuple):
     row_probs: jax.Array    # f32 (R,), or (0,) without probs
     error: jax.Array        # int32 (1,): 1 duplicate expert, 2 out of range
 
-    def group_sizes(self):
+    def group_sizes(self) -> jax.Array:
         """The padded group sizes (int32 (G,)): what gmm / gmm_quantized
         take for the rows of y."""
         return jnp.diff(self.offsets, prepend=jnp.zeros((1,), jnp.int32))
 
 
-def permute_rows(tokens: int, topk: int, experts: int, alignment: int,
-                 row_multiple: int = 1) -> int:
-    """R: T*topk + G*(alignment-1) rounded up to a multiple of row_multiple;
-    enough rows for any routing."""
-    return layout.permute_rows(tokens, topk, experts, alignment,
-                               row_multiple)
+# R, the rows of every permuted output: the library's arithmetic, one
+# function for qgemm.core, qgemm.torch and qgemm.jax.
+permute_rows = layout.permute_rows
 
 
 def _int(v, what, lo, hi=None):

@@ -309,7 +309,7 @@ def tgmm(lhs: jax.Array, rhs: jax.Array, group_sizes: jax.Array,
     kdim, m = (int(d) for d in lhs.shape)
     n = int(rhs.shape[1])
     g = _checks.check_group_sizes_arg(group_sizes, None, op)
-    if n % 128 or kdim % 128:
+    if not layout.whole_weight_blocks(n, kdim):
         raise ArgumentError("tgmm: K = %d and N = %d must be multiples of 128"
                             % (kdim, n))
     _check_alignment(group_alignment, op)

@@ -110,7 +110,7 @@ def _check(x, expert_ids, probs, w13, w2, alignment):
         _fail("w13 %s and w2 %s do not fit x's hidden size %d: expected w13 "
               "(E, 2I, %d) and w2 (E, %d, I)" % (_shape(w13), _shape(w2),
                                                 hidden, hidden, hidden))
-    if hidden % 128 or inter % 128:
+    if not layout.whole_weight_blocks(hidden, inter):
         _fail("hidden %d and intermediate %d must be multiples of 128 (the "
               "recipe's 128x128 weight blocks)" % (hidden, inter))
     dtypes = [_weight_dtype(w13, "w13"), _weight_dtype(w2, "w2")]
@@ -226,7 +226,7 @@ def _forward(x, ids, probs, w13_forms, w2_forms, layer):
                                  False)
     yq, ys, offsets, _, row_group, row_map, _, routing_error = \
         _calls.permute(pq, ids, x, None, L.experts, L.rows,
-                       L.hidden // 128)
+                       layout.scale_grid(L.rows, L.hidden, (1, 128))[1])
     h, e1 = _gemm(yq, ys, w13f, w13fs, offsets, 2 * L.inter, L.hidden,
                   L.rows, L.alignment)
     sk = _specs.swiglu("stacked", False, colwise=True)

@@ -1,4 +1,4 @@
-"""Weights quantized once per optimizer step (issue 52).
+"""Weights quantized once per optimizer step.
 
 A jitted train step that passes bf16/f32 weights to gmm / moe_experts
 quantizes them in every call: once for the forward and the backward of
@@ -32,11 +32,20 @@ its new weights, with the transpose_rhs it was made with: the one weight
 quantize of the next step. Without optax, master_weights, apply_updates
 and quantize_params are all a hand-written optimizer needs; optax is
 imported only by with_quantized_weights."""
+from typing import TYPE_CHECKING, Any, Callable, Union
+
 import jax
 import jax.numpy as jnp
 
 from ..core import ArgumentError
 from ._weights import QuantizedWeights, quantize_weights
+
+if TYPE_CHECKING:  # optax is optional: only with_quantized_weights needs it
+    import optax
+
+# A pytree of parameters, gradients or updates; select's answer for a leaf.
+PyTree = Any
+Selection = Union[None, bool, dict]
 
 # The quantize_weights keywords a select function may return.
 _KEYWORDS = ("transpose_rhs", "differentiable")
@@ -77,7 +86,8 @@ def _keywords(choice, where):
         % (choice, where, _KEYWORDS))
 
 
-def quantize_params(params, select):
+def quantize_params(params: PyTree,
+                    select: Callable[[Any, Any], Selection]) -> PyTree:
     """params with the leaves `select` picks replaced by QuantizedWeights
     (quantize_weights of the leaf, which stays their rhs). select(path,
     leaf) -> None or False (keep the leaf), True (quantize_weights(leaf)),
@@ -107,7 +117,7 @@ def quantize_params(params, select):
     return jax.tree_util.tree_map_with_path(one, params, is_leaf=_leaf)
 
 
-def master_weights(tree):
+def master_weights(tree: PyTree) -> PyTree:
     """tree with every QuantizedWeights replaced by its rhs: of parameters,
     the bf16/f32 weights an optimizer updates; of jax.grad's gradients
     with respect to them, the weight gradients dW. Other leaves are kept
@@ -121,7 +131,7 @@ def _add(p, u):
     return jnp.asarray(p + u).astype(jnp.asarray(p).dtype)
 
 
-def apply_updates(params, updates):
+def apply_updates(params: PyTree, updates: PyTree) -> PyTree:
     """optax.apply_updates for parameters holding QuantizedWeights: each
     leaf p + u in p's dtype, and each QuantizedWeights re-quantized from
     its updated rhs (transpose_rhs as it was made): one weight quantize,
@@ -165,7 +175,8 @@ def _optax(op):
     return optax
 
 
-def with_quantized_weights(tx):
+def with_quantized_weights(tx: "optax.GradientTransformation"
+                           ) -> "optax.GradientTransformationExtraArgs":
     """The optax GradientTransformation tx for parameters holding
     QuantizedWeights (quantize_params): init(params) and update(grads,
     state, params=None, **extra_args) give tx the master weights and

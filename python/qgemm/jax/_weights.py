@@ -23,10 +23,11 @@ gradient). So in
 
 the weights are quantized once and dW is the sum over the microbatches."""
 import functools
+from typing import Optional, Tuple
 
 import jax
 
-from ..core import ArgumentError
+from ..core import ArgumentError, layout
 from . import _calls, _ffi, _specs
 
 
@@ -42,8 +43,10 @@ class QuantizedWeights:
     weight gradient goes. transpose_rhs: rhs is (G, N, K) rather than
     (G, K, N), as gmm's argument of that name says."""
 
-    def __init__(self, forward, forward_scales, dgrad, dgrad_scales, rhs,
-                 transpose_rhs=False):
+    def __init__(self, forward: jax.Array, forward_scales: jax.Array,
+                 dgrad: jax.Array, dgrad_scales: jax.Array,
+                 rhs: Optional[jax.Array],
+                 transpose_rhs: bool = False) -> None:
         self.forward = forward
         self.forward_scales = forward_scales
         self.dgrad = dgrad
@@ -51,22 +54,23 @@ class QuantizedWeights:
         self.rhs = rhs
         self.transpose_rhs = bool(transpose_rhs)
 
-    def tree_flatten(self):
+    def tree_flatten(self) -> Tuple[tuple, tuple]:
         return ((self.forward, self.forward_scales, self.dgrad,
                  self.dgrad_scales, self.rhs), (self.transpose_rhs,))
 
     @classmethod
-    def tree_unflatten(cls, aux, children):
+    def tree_unflatten(cls, aux: tuple,
+                       children: tuple) -> "QuantizedWeights":
         return cls(*children, transpose_rhs=aux[0])
 
     @property
-    def shape(self):
+    def shape(self) -> Tuple[int, int, int]:
         """rhs's shape: (G, K, N), or (G, N, K) with transpose_rhs."""
         g, n, k = (int(d) for d in self.forward.shape)
         return (g, n, k) if self.transpose_rhs else (g, k, n)
 
     @property
-    def differentiable(self):
+    def differentiable(self) -> bool:
         return self.rhs is not None and int(self.dgrad.size) > 0
 
     def __repr__(self):
@@ -89,7 +93,7 @@ def check_rhs(rhs, transpose_rhs, op):
     if g < 1:
         raise ArgumentError("%s: rhs has shape %s: no groups (G = 0)"
                             % (op, tuple(rhs.shape)))
-    if n % 128 or k % 128:
+    if not layout.whole_weight_blocks(n, k):
         raise ArgumentError("%s: N = %d and K = %d must be multiples of 128 "
                             "(128x128 weight scale blocks)" % (op, n, k))
     return g, n, k

@@ -408,7 +408,7 @@ def check_moe_experts(num_experts, hidden, inter, alignment, recipe, dtype):
     c.integer(num_experts, "num_experts", 1, MAX_GROUPS)
     for name, v in (("hidden", hidden), ("inter", inter)):
         c.integer(v, name, 1, MAX_DIM)
-        if v % 128:
+        if not layout.whole_weight_blocks(v):
             c.fail("%s = %d is not a multiple of 128 (the recipe's 128x128 "
                    "weight blocks)" % (name, v))
     fp8_alignment("MoEExperts", alignment)

@@ -40,14 +40,9 @@ def _unpermute_spec(k, topk, probs, backward):
     return spec
 
 
-def permute_rows(tokens: int, topk: int, experts: int, alignment: int,
-                 row_multiple: int = 1) -> int:
-    """R: the rows every permuted output has, whatever the routing: the
-    bound T*topk + G*(alignment-1), rounded up to a multiple of
-    `row_multiple` (the rows past the last group are zero padding). Plain
-    integer arithmetic: torch.compile's symbolic sizes work too."""
-    return layout.permute_rows(tokens, topk, experts, alignment,
-                               row_multiple)
+# R, the rows of every permuted output: the library's arithmetic, one
+# function for qgemm.core, qgemm.torch and qgemm.jax.
+permute_rows = layout.permute_rows
 
 
 def _permute_index_outputs(x, tokens, topk, rows, num_experts, has_probs):

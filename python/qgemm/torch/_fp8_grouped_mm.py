@@ -55,7 +55,7 @@ def _check_weights(w, recipe):
         raise ArgumentError("fp8_grouped_mm: weights have shape %s; expected "
                             "(G, N, K)" % (tuple(w.shape),))
     g, n, kdim = w.shape
-    if n % 128 or kdim % 128:
+    if not layout.whole_weight_blocks(n, kdim):
         raise ArgumentError("fp8_grouped_mm: weights (G, N, K) = %s need N "
                             "and K multiples of 128 (128x128 scale blocks)"
                             % (tuple(w.shape),))
@@ -242,7 +242,7 @@ def _transposed_weights_impl(wq: torch.Tensor, ws: torch.Tensor
     read the forward form alone."""
     g, n, k = wq.shape
     wq_t = wq.new_empty((g, k, n))
-    ws_t = ws.new_empty((g, k // 128, n // 128))
+    ws_t = ws.new_empty(layout.weight_scale_shape(g, k, n))
     kern = _kernel(("transpose_weights",), lambda: dict(_TRANSPOSE_SPEC))
     kern.quantize(wq, x_scales=ws, col_data=wq_t, col_scales=ws_t,
                   stream=_stream(wq.device), debug_sync=_launch._debug_sync)
@@ -256,7 +256,8 @@ _transposed_weights = torch.library.custom_op(
 @_transposed_weights.register_fake
 def _(wq, ws):
     g, n, k = wq.shape
-    return (wq.new_empty((g, k, n)), ws.new_empty((g, k // 128, n // 128)))
+    return (wq.new_empty((g, k, n)),
+            ws.new_empty(layout.weight_scale_shape(g, k, n)))
 
 
 def transposed_weights(wq, ws):

@@ -4,7 +4,7 @@ before anything is launched. The expert ids' values are checked on the
 device (the permute's routing check)."""
 import torch
 
-from ..core import ArgumentError
+from ..core import ArgumentError, layout
 from ._arg_checks import fp8_alignment
 
 
@@ -28,7 +28,7 @@ def check_layer_args(x, expert_ids, probs, w13, w2, alignment,
              "(E, 2I, %d) and w2 (E, %d, I)" % (tuple(w13.shape),
                                                tuple(w2.shape), hidden,
                                                hidden, hidden))
-    if hidden % 128 or inter % 128:
+    if not layout.whole_weight_blocks(hidden, inter):
         fail("hidden %d and intermediate %d must be multiples of 128 (the "
              "recipe's 128x128 weight blocks)" % (hidden, inter))
     for name, w in (("w13", w13), ("w2", w2)):

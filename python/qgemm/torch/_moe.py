@@ -45,7 +45,7 @@ Everything stays on the device, so the layer is capturable in a CUDA graph
 and traced by torch.compile(fullgraph=True) without a break.
 """
 import math
-from typing import Union
+from typing import Optional, Union
 
 import torch
 
@@ -364,9 +364,12 @@ class MoEExperts(torch.nn.Module):
 
     ROW_MULTIPLE = ROW_MULTIPLE
 
-    def __init__(self, num_experts, hidden, inter, *, alignment=16,
-                 recipe=Recipe.DEEPSEEK, cache_fp8_weights=False,
-                 device=None, dtype=torch.bfloat16):
+    def __init__(self, num_experts: int, hidden: int, inter: int, *,
+                 alignment: int = 16,
+                 recipe: Union[Recipe, str] = Recipe.DEEPSEEK,
+                 cache_fp8_weights: Union[bool, str] = False,
+                 device: Optional[torch.device] = None,
+                 dtype: torch.dtype = torch.bfloat16) -> None:
         _check_init(num_experts, hidden, inter, alignment, recipe, dtype)
         super().__init__()
         self.num_experts, self.hidden, self.inter = num_experts, hidden, inter
@@ -381,17 +384,18 @@ class MoEExperts(torch.nn.Module):
                                                  **kw))
         self.reset_parameters()
 
-    def reset_parameters(self):
+    def reset_parameters(self) -> None:
         with torch.no_grad():
             self.w13.normal_(0.0, 1.0 / math.sqrt(self.hidden))
             self.w2.normal_(0.0, 1.0 / math.sqrt(self.inter))
 
-    def forward(self, x, expert_ids, probs):
+    def forward(self, x: torch.Tensor, expert_ids: torch.Tensor,
+                probs: torch.Tensor) -> torch.Tensor:
         return moe_experts(x, expert_ids, probs, self.w13, self.w2,
                            alignment=self.alignment, recipe=self.recipe,
                            cache_fp8_weights=self.cache_fp8_weights)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return "num_experts=%d, hidden=%d, inter=%d, alignment=%d, " \
                "recipe=%s" % (self.num_experts, self.hidden, self.inter,
                               self.alignment, self.recipe.name)

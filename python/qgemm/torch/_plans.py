@@ -56,9 +56,9 @@ def _weight_buffers(w):
     two 128x128 FP8 forms (fp8_grouped_mm's cache holds the same)."""
     g, n, k = w.shape
     return (w.new_empty((g, n, k), dtype=_FP8),
-            w.new_empty((g, n // 128, k // 128), dtype=_F32),
+            w.new_empty(layout.weight_scale_shape(g, n, k), dtype=_F32),
             w.new_empty((g, k, n), dtype=_FP8),
-            w.new_empty((g, k // 128, n // 128), dtype=_F32))
+            w.new_empty(layout.weight_scale_shape(g, k, n), dtype=_F32))
 
 
 def _forward_outputs(x, ids, experts, inter, alignment):

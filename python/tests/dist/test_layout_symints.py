@@ -7,6 +7,7 @@ import unittest
 
 import torch
 
+import qgemm.torch as qt
 from qgemm.core import layout
 
 
@@ -18,10 +19,20 @@ def _sizes(x):
             layout.grouped_scale_elements(r, cols, (128, 1), "GEMM_READY",
                                           layout.restart_groups(8, 16)),
             layout.scale_shape(rows, cols, (1, 32), "GEMM_READY")[0],
-            layout.scale_grid(rows, cols, (128, 128))[0])
+            layout.scale_grid(rows, cols, (128, 128))[0],
+            _product(layout.weight_scale_shape(rows, cols, 2 * cols)))
+
+
+def _product(shape):
+    g, r, c = shape
+    return g * r * c
 
 
 def _allocate(x):
+    # The weight rule guards on cols, as the ops' checks do: every call
+    # keeps cols = 256, so the one graph holds.
+    if not layout.whole_weight_blocks(x.shape[1]):
+        raise ValueError("cols %d" % x.shape[1])
     return [x.new_zeros((n,)) for n in _sizes(x)]
 
 
@@ -41,6 +52,11 @@ class SymIntTest(unittest.TestCase):
             got = [t.shape[0] for t in f(x)]
             self.assertEqual(got, list(_sizes(x)), rows)
         self.assertEqual(len(graphs), 1)
+
+
+class SameFunctionTest(unittest.TestCase):
+    def test_torch_permute_rows_is_the_core_function(self):
+        self.assertIs(qt.permute_rows, layout.permute_rows)
 
 
 if __name__ == "__main__":

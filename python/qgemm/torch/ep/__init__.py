@@ -46,6 +46,8 @@ then every split is fixed before the step and nothing is read back
 weight gradient needs dy quantized along tokens, which FP8 rows quantized
 along H cannot give without a second rounding.
 """
+from typing import Optional, Tuple, Union
+
 import torch
 import torch.distributed as dist
 
@@ -62,7 +64,9 @@ from .._layer_args import check_layer_args
 from ...recipes import Recipe
 
 
-def permute_received(rows, scales, exchange, *, alignment=16):
+def permute_received(rows: torch.Tensor, scales: Optional[torch.Tensor],
+                     exchange: Exchange, *, alignment: int = 16
+                     ) -> Tuple[Tuple[torch.Tensor, ...], torch.Tensor]:
     """The received rows (N blocks by source rank, each sorted by expert)
     into local expert order, each expert's rows padded to `alignment`: in
     expert e, the rows of source 0 first, then source 1, ... (a source's
@@ -78,9 +82,15 @@ def permute_received(rows, scales, exchange, *, alignment=16):
 # Collectives and (without a capacity) a host read of the split sizes: a
 # compiled model runs the layer eagerly, between its graphs.
 @torch.compiler.disable
-def moe_experts(x, expert_ids, probs, w13, w2, *, group=None, alignment=16,
-                recipe=Recipe.DEEPSEEK, capacity=None, dropped=None,
-                chunks=None, comm_sms=DEFAULT_COMM_SMS):
+def moe_experts(x: torch.Tensor, expert_ids: torch.Tensor,
+                probs: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, *,
+                group: Optional["dist.ProcessGroup"] = None,
+                alignment: int = 16,
+                recipe: Union[Recipe, str] = Recipe.DEEPSEEK,
+                capacity: Optional[int] = None,
+                dropped: Optional[torch.Tensor] = None,
+                chunks: Optional[int] = None,
+                comm_sms: int = DEFAULT_COMM_SMS) -> torch.Tensor:
     """qgemm.torch.moe_experts with the experts split over the ranks of
     `group` (default: the world). x (T, H) bf16 and expert_ids / probs
     (T, topk) are this rank's tokens and their routing over all E experts
@@ -151,10 +161,15 @@ class MoEExperts(torch.nn.Module):
     `num_experts` is E, the layer's total. With a `capacity`, the buffer
     `dropped` holds the copies the last forward dropped past it."""
 
-    def __init__(self, num_experts, hidden, inter, *, group=None,
-                 alignment=16, recipe=Recipe.DEEPSEEK, capacity=None,
-                 chunks=None, comm_sms=DEFAULT_COMM_SMS, device=None,
-                 dtype=torch.bfloat16):
+    def __init__(self, num_experts: int, hidden: int, inter: int, *,
+                 group: Optional["dist.ProcessGroup"] = None,
+                 alignment: int = 16,
+                 recipe: Union[Recipe, str] = Recipe.DEEPSEEK,
+                 capacity: Optional[int] = None,
+                 chunks: Optional[int] = None,
+                 comm_sms: int = DEFAULT_COMM_SMS,
+                 device: Optional[torch.device] = None,
+                 dtype: torch.dtype = torch.bfloat16) -> None:
         super().__init__()
         self.group, self.capacity = group, capacity
         self.chunks, self.comm_sms = chunks, comm_sms
@@ -175,14 +190,15 @@ class MoEExperts(torch.nn.Module):
             self.w13.normal_(0.0, hidden ** -0.5)
             self.w2.normal_(0.0, inter ** -0.5)
 
-    def forward(self, x, expert_ids, probs):
+    def forward(self, x: torch.Tensor, expert_ids: torch.Tensor,
+                probs: torch.Tensor) -> torch.Tensor:
         return moe_experts(x, expert_ids, probs, self.w13, self.w2,
                            group=self.group, alignment=self.alignment,
                            recipe=self.recipe, capacity=self.capacity,
                            dropped=self.dropped if self.capacity else None,
                            chunks=self.chunks, comm_sms=self.comm_sms)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return "num_experts=%d, local=[%d, %d), hidden=%d, inter=%d, " \
                "alignment=%d, capacity=%s, chunks=%s, comm_sms=%d" % (
                    self.num_experts, self.first, self.first + self.local,

@@ -2,16 +2,14 @@
 local expert of every received row, the ranks' error words, and the
 all-to-all of rows (FP8 as bytes)."""
 import dataclasses
-from typing import List
+from typing import List, Optional
 
 import torch
 import torch.distributed as dist
 
-from ...core import ArgumentError, error_string
+from ...core import ArgumentError, error_string, layout
 from .._errors import ErrorMode, error_mode
 from ._chunks import ChunkPlan
-
-_SCALE_BLOCK = 128
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,11 +31,11 @@ class Exchange:
     chunks: int = 1
 
     @property
-    def rows_sent(self):
+    def rows_sent(self) -> int:
         return sum(self.send)
 
     @property
-    def rows_received(self):
+    def rows_received(self) -> int:
         return sum(self.recv)
 
 
@@ -45,7 +43,8 @@ def _group_size(group):
     return dist.get_world_size(group)
 
 
-def local_experts(num_experts, group=None):
+def local_experts(num_experts: int,
+                  group: Optional["dist.ProcessGroup"] = None) -> int:
     """E/N: the experts each rank of `group` owns."""
     n = _group_size(group)
     if num_experts % n:
@@ -54,7 +53,10 @@ def local_experts(num_experts, group=None):
     return num_experts // n
 
 
-def exchange_counts(counts, group=None, error=None, plan=None):
+def exchange_counts(counts: torch.Tensor,
+                    group: Optional["dist.ProcessGroup"] = None,
+                    error: Optional[torch.Tensor] = None,
+                    plan: Optional[ChunkPlan] = None) -> Exchange:
     """counts (E,) int32: this rank's rows per global expert; error: its
     int32 (1,) error word (zeros if None); plan: the chunks it would split
     its local experts into (_chunks.ChunkPlan, None: one). Returns the
@@ -104,7 +106,8 @@ def raise_if_any_rank(ex):
         % "; ".join(bad))
 
 
-def received_expert_ids(recv_counts, rows=None):
+def received_expert_ids(recv_counts: torch.Tensor,
+                        rows: Optional[int] = None) -> torch.Tensor:
     """(rows, 1) int32: the local expert of every received row. Rows arrive
     grouped by source rank and, inside a source's block, by expert (each
     source sent them in global expert order), so the ids repeat
@@ -126,10 +129,11 @@ def _all_to_all(out, inp, out_splits, in_splits, group, async_op=False):
                                   group=group, async_op=async_op)
 
 
-def all_to_all_bytes(exchange, hidden, fp8):
+def all_to_all_bytes(exchange: Exchange, hidden: int, fp8: bool) -> int:
     """Bytes this rank sends in the dispatch all-to-all (rows that stay on
     the rank included): FP8 rows plus one f32 scale per 128, or bf16."""
-    per_row = hidden + hidden // _SCALE_BLOCK * 4 if fp8 else 2 * hidden
+    scales = layout.scale_elements(1, hidden, (1, 128), "COMPACT")
+    per_row = hidden + 4 * scales if fp8 else 2 * hidden
     return exchange.rows_sent * per_row
 
 

@@ -4,6 +4,7 @@ at the expert rank, the received rows into local expert order, the FP8
 experts of the single-GPU layer on them, and their backward."""
 import torch
 
+from ...core import layout
 from .._dispatch import (_permute_quantize_run, _permute_run,
                          _unpermute_impl)
 from .._errors import record_routing_error
@@ -31,7 +32,8 @@ def source_rows(x, ids, num_experts, recipe):
     i32 = torch.int32
     hidden = x.shape[1]
     return (x.new_empty((0, hidden), dtype=torch.float8_e4m3fn),
-            x.new_empty((0, hidden // 128), dtype=torch.float32),
+            x.new_empty(layout.scale_shape(0, hidden, (1, 128), "COMPACT"),
+                        dtype=torch.float32),
             x.new_zeros((num_experts,), dtype=i32),
             x.new_empty((0,), dtype=i32),
             x.new_empty(tuple(ids.shape), dtype=i32))

@@ -1,5 +1,7 @@
 """A process group for the overlapped exchange: NCCL's kernels capped at
 the SMs the layer's GEMMs leave free."""
+from typing import Optional, Sequence
+
 import torch.distributed as dist
 
 from ...core import ArgumentError
@@ -9,7 +11,9 @@ from ...core import ArgumentError
 DEFAULT_COMM_SMS = 16
 
 
-def overlap_group(ranks=None, comm_sms=DEFAULT_COMM_SMS):
+def overlap_group(ranks: Optional[Sequence[int]] = None,
+                  comm_sms: int = DEFAULT_COMM_SMS
+                  ) -> "dist.ProcessGroup":
     """A new NCCL process group over `ranks` (default: every rank) whose
     communicator launches at most `comm_sms` CTAs per collective
     (ncclConfig_t.maxCTAs), for ep.moe_experts(group=..., comm_sms=...)
