@@ -16,7 +16,7 @@
 #include "qgemm/Reference.h"
 #include "qgemm/Runtime.h"
 
-#include "TestSupport.h"
+#include "support/TestSupport.h"
 
 #include <catch2/catch.hpp>
 

@@ -12,7 +12,7 @@
 #include "qgemm/Fp8.h"
 #include "qgemm/Quantize.h"
 
-#include "Recipes.h"
+#include "support/Recipes.h"
 
 #include <catch2/catch.hpp>
 

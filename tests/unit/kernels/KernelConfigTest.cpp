@@ -11,7 +11,7 @@
 #include "qgemm/Kernels/ResolveConfig.h"
 #include "qgemm/Kernels/WgmmaLayout.h"
 
-#include "Recipes.h"
+#include "support/Recipes.h"
 
 #include <catch2/catch.hpp>
 

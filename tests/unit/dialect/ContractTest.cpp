@@ -7,7 +7,7 @@
 
 #include "qgemm/Contract.h"
 
-#include "Recipes.h"
+#include "support/Recipes.h"
 
 #include <catch2/catch.hpp>
 

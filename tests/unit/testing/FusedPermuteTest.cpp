@@ -13,7 +13,7 @@
 #include "qgemm/ScaleLayout.h"
 #include "qgemm/Spec.h"
 
-#include "TestSupport.h"
+#include "support/TestSupport.h"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>

@@ -13,7 +13,7 @@
 #include "qgemm/QuantizeEdges.h"
 #include "qgemm/ScaleLayout.h"
 
-#include "Recipes.h"
+#include "support/Recipes.h"
 
 #include <catch2/catch.hpp>
 

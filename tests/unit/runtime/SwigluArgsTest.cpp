@@ -10,7 +10,7 @@
 #include "qgemm/Runtime.h"
 #include "qgemm/SwigluArgs.h"
 
-#include "TestSupport.h"
+#include "support/TestSupport.h"
 
 #include <catch2/catch.hpp>
 

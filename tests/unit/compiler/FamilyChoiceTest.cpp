@@ -11,7 +11,7 @@
 #include "qgemm/Compiler.h"
 #include "qgemm/Spec.h"
 
-#include "TestSupport.h"
+#include "support/TestSupport.h"
 
 #include <catch2/catch.hpp>
 

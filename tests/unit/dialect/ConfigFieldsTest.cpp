@@ -11,8 +11,8 @@
 #include "qgemm/Kernels/ResolveConfig.h"
 #include "qgemm/qgemm.h"
 
-#include "Recipes.h"
-#include "TestSupport.h"
+#include "support/Recipes.h"
+#include "support/TestSupport.h"
 
 #include "mlir/AsmParser/AsmParser.h"
 #include "mlir/IR/MLIRContext.h"

@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../../testing/lib/PolarNormal.h"
+#include "../../../testing/lib/PolarNormal.h"
 
 #include <catch2/catch.hpp>
 

@@ -9,7 +9,7 @@
 #include "qgemm/Kernels/DispatchABI.h"
 #include "qgemm/Runtime.h"
 
-#include "TestSupport.h"
+#include "support/TestSupport.h"
 
 #include <catch2/catch.hpp>
 

@@ -14,7 +14,7 @@
 #include "qgemm/Reference.h"
 #include "qgemm/ScaleLayout.h"
 
-#include "TestSupport.h"
+#include "support/TestSupport.h"
 
 #include <catch2/catch.hpp>
 

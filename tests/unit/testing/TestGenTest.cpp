@@ -10,7 +10,7 @@
 
 #include "qgemm/ScaleLayout.h"
 
-#include "TestSupport.h"
+#include "support/TestSupport.h"
 
 #include <catch2/catch.hpp>
 

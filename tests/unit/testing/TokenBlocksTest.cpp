@@ -16,8 +16,8 @@
 #include "qgemm/Spec.h"
 #include "qgemm/TestGen.h"
 
-#include "Recipes.h"
-#include "TestSupport.h"
+#include "support/Recipes.h"
+#include "support/TestSupport.h"
 
 #include <catch2/catch.hpp>
 

@@ -7,7 +7,7 @@
 #include "qgemm/DispatchContract.h"
 #include "qgemm/Spec.h"
 
-#include "TestSupport.h"
+#include "support/TestSupport.h"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>

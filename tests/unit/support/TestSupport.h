@@ -1,6 +1,6 @@
 //===- TestSupport.h - Helpers shared by the unit tests ---------*- C++ -*-===//
-#ifndef QGEMM_TESTS_UNIT_TESTSUPPORT_H
-#define QGEMM_TESTS_UNIT_TESTSUPPORT_H
+#ifndef QGEMM_TESTS_UNIT_SUPPORT_TESTSUPPORT_H
+#define QGEMM_TESTS_UNIT_SUPPORT_TESTSUPPORT_H
 
 #include "qgemm/Runtime.h"
 #include "qgemm/Spec.h"
@@ -79,4 +79,4 @@ inline RuntimeOptions noDriverOptions(const std::string &cacheDir) {
 
 } // namespace qgemm::testing
 
-#endif // QGEMM_TESTS_UNIT_TESTSUPPORT_H
+#endif // QGEMM_TESTS_UNIT_SUPPORT_TESTSUPPORT_H

@@ -15,7 +15,7 @@
 #include "qgemm/Runtime.h"
 #include "qgemm/TestGen.h"
 
-#include "TestSupport.h"
+#include "support/TestSupport.h"
 
 #include <catch2/catch.hpp>
 

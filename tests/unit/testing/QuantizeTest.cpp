@@ -10,7 +10,7 @@
 #include "qgemm/Fp8.h"
 #include "qgemm/ScaleLayout.h"
 
-#include "Recipes.h"
+#include "support/Recipes.h"
 
 #include <catch2/catch.hpp>
 

@@ -6,12 +6,12 @@
 // CApiSwigluTest.cpp, CApiOpTableTest.cpp).
 //
 //===----------------------------------------------------------------------===//
-#ifndef QGEMM_TESTS_UNIT_CAPITESTSUPPORT_H
-#define QGEMM_TESTS_UNIT_CAPITESTSUPPORT_H
+#ifndef QGEMM_TESTS_UNIT_RUNTIME_CAPITESTSUPPORT_H
+#define QGEMM_TESTS_UNIT_RUNTIME_CAPITESTSUPPORT_H
 
 #include "qgemm/qgemm.h"
 
-#include "TestSupport.h"
+#include "support/TestSupport.h"
 
 #include <catch2/catch.hpp>
 
@@ -53,4 +53,4 @@ inline uint64_t addr(int i) {
 
 } // namespace qgemm::testing
 
-#endif // QGEMM_TESTS_UNIT_CAPITESTSUPPORT_H
+#endif // QGEMM_TESTS_UNIT_RUNTIME_CAPITESTSUPPORT_H

@@ -1,6 +1,6 @@
 //===- Recipes.h - Scale recipes and contracts shared by the unit tests -*- C++ -*-===//
-#ifndef QGEMM_TESTS_UNIT_RECIPES_H
-#define QGEMM_TESTS_UNIT_RECIPES_H
+#ifndef QGEMM_TESTS_UNIT_SUPPORT_RECIPES_H
+#define QGEMM_TESTS_UNIT_SUPPORT_RECIPES_H
 
 #include "qgemm/Contract.h"
 
@@ -42,4 +42,4 @@ inline GemmContract wgradContract() {
 
 } // namespace qgemm::testing
 
-#endif // QGEMM_TESTS_UNIT_RECIPES_H
+#endif // QGEMM_TESTS_UNIT_SUPPORT_RECIPES_H

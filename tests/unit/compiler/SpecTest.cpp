@@ -12,7 +12,7 @@
 #include "qgemm/DisplayPath.h"
 #include "qgemm/Spec.h"
 
-#include "TestSupport.h"
+#include "support/TestSupport.h"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>

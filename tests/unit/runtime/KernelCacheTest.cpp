@@ -12,7 +12,7 @@
 #include "qgemm/KernelCache.h"
 #include "qgemm/Runtime.h"
 
-#include "TestSupport.h"
+#include "support/TestSupport.h"
 
 #include <catch2/catch.hpp>
 

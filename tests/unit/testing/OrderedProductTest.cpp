@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../../testing/lib/OrderedProduct.h"
+#include "../../../testing/lib/OrderedProduct.h"
 
 #include <catch2/catch.hpp>
 

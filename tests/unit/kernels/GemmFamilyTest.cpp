@@ -15,7 +15,7 @@
 
 #include "qgemm/Spec.h"
 
-#include "Recipes.h"
+#include "support/Recipes.h"
 
 #include <catch2/catch.hpp>
 

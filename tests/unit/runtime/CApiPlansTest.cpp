@@ -12,8 +12,8 @@
 
 #include "qgemm/qgemm.h"
 
-#include "TestSupport.h"
 #include "qgemm/Plans.h"
+#include "support/TestSupport.h"
 
 #include <catch2/catch.hpp>
 

@@ -12,7 +12,7 @@
 #include "qgemm/Spec.h"
 #include "qgemm/Swiglu.h"
 
-#include "TestSupport.h"
+#include "support/TestSupport.h"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
