@@ -4,7 +4,8 @@
 #
 # puts under P
 #   lib/libqgemm.so                    LLVM/MLIR inside, only qgemm symbols out
-#   include/qgemm/qgemm.h              the C API
+#   include/qgemm/qgemm.h              the C API (its umbrella header)
+#   include/qgemm/qgemm_*.h            the C API's topic headers it includes
 #   include/qgemm/{Runtime,...}.h      the C++ API and the headers it includes
 #   lib/cmake/qgemm/                   find_package(qgemm) -> qgemm::qgemm
 #   lib/pkgconfig/qgemm.pc             pkg-config --cflags --libs qgemm
@@ -19,15 +20,19 @@ include(CMakePackageConfigHelpers)
 # The public headers: the C API, the C++ Runtime API and every header it
 # includes. CudaDriver.h is left out: it needs cuda.h, and Runtime.h only
 # forward-declares the driver. BuildIR.h (MLIR types) is internal.
-# Each op's C++ args (<Op>Args.h, included by Runtime.h) by their name.
+# Each op's C++ args (<Op>Args.h, included by Runtime.h) by their name, and
+# the C API's topic headers (qgemm_*.h, included by qgemm.h) by theirs.
 file(GLOB _qgemm_op_args_headers CONFIGURE_DEPENDS
   ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/*Args.h)
+file(GLOB _qgemm_c_topic_headers CONFIGURE_DEPENDS
+  ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/qgemm_*.h)
 # Each op's contract (<Op>Contract.h, included by Spec.h through
 # SpecOps.def) by their name.
 file(GLOB _qgemm_contract_headers CONFIGURE_DEPENDS
   ${QGEMM_SOURCE_DIR}/dialect/include/qgemm/*Contract.h)
 set(QGEMM_PUBLIC_HEADERS
   ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/qgemm.h
+  ${_qgemm_c_topic_headers}
   ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/Runtime.h
   ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/Plans.h
   ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/Ops.def

@@ -148,12 +148,20 @@ lint_cxx() {
     return
   fi
   local cf="$LLVM_BIN/clang-format" failed=0 n=0
+  # A moved file is diffed against its old path, so that only the lines the
+  # move changed are checked, not the whole file as if it were new.
+  local -A from=()
+  local status old new
+  while IFS=$'\t' read -r status old new; do
+    from[$new]=$old
+  done < <(git -C "$ROOT" diff -M --name-status --diff-filter=R "$base" HEAD -- \
+             '*.cpp' '*.h' '*.c' '*.cu')
   while IFS= read -r file; do
     args=()
     # Hunk headers "@@ -a,b +start[,count] @@": the new side's lines.
     while read -r start count; do
       ((count == 0)) || args+=("--lines=$start:$((start + count - 1))")
-    done < <(git -C "$ROOT" diff -U0 "$base" HEAD -- "$file" |
+    done < <(git -C "$ROOT" diff -U0 -M "$base" HEAD -- ${from[$file]:+"${from[$file]}"} "$file" |
              sed -nE 's/^@@ [^+]*\+([0-9]+)(,([0-9]+))? @@.*/\1 \3/p' |
              awk '{print $1, ($2 == "" ? 1 : $2)}')
     ((${#args[@]})) || continue

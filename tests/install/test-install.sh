@@ -21,6 +21,14 @@ for f in lib/libqgemm.so include/qgemm/qgemm.h include/qgemm/Runtime.h \
          lib/cmake/qgemm/qgemmConfig.cmake lib/pkgconfig/qgemm.pc; do
   [[ -f "$prefix/$f" ]] || { echo "missing: $f"; exit 1; }
 done
+# The C API's topic headers, which qgemm.h includes: every one installed, and
+# each compiling alone from the installed tree.
+for f in "$src"/runtime/include/qgemm/qgemm_*.h; do
+  [[ -f "$prefix/include/qgemm/${f##*/}" ]] ||
+    { echo "missing: include/qgemm/${f##*/}"; exit 1; }
+done
+"$src/tests/install/check-c-headers.sh" "$prefix/include" >"$work/c-headers.log" ||
+  { cat "$work/c-headers.log"; exit 1; }
 if find "$prefix" -name '*.a' | grep -q .; then
   echo "static archives were installed:"; find "$prefix" -name '*.a'; exit 1
 fi

@@ -5,7 +5,7 @@ API (1.2). Run on the GPU machine (torch 2.11):
 
 Skipped without torch or a CUDA device (the CPU CI has neither; the CPU
 side of the same code is python/tests/test_launch_fast_path.py and
-tests/unit/CApiTest.cpp).
+tests/unit/runtime/CApiTest.cpp).
 
 What is checked:
 * the device check agrees with the host check: random perturbations of
