@@ -27,7 +27,7 @@ file(GLOB _qgemm_op_args_headers CONFIGURE_DEPENDS
 file(GLOB _qgemm_c_topic_headers CONFIGURE_DEPENDS
   ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/qgemm_*.h)
 # Each op's contract (<Op>Contract.h, included by Spec.h through
-# SpecOps.def) by their name.
+# OpRegistry.def) by their name.
 file(GLOB _qgemm_contract_headers CONFIGURE_DEPENDS
   ${QGEMM_SOURCE_DIR}/dialect/include/qgemm/*Contract.h)
 set(QGEMM_PUBLIC_HEADERS
@@ -40,7 +40,7 @@ set(QGEMM_PUBLIC_HEADERS
   ${QGEMM_SOURCE_DIR}/runtime/include/qgemm/KernelCache.h
   ${QGEMM_SOURCE_DIR}/compiler/include/qgemm/Compiler.h
   ${QGEMM_SOURCE_DIR}/compiler/include/qgemm/Spec.h
-  ${QGEMM_SOURCE_DIR}/compiler/include/qgemm/SpecOps.def
+  ${QGEMM_SOURCE_DIR}/dialect/include/qgemm/OpRegistry.def
   ${_qgemm_contract_headers}
   ${QGEMM_SOURCE_DIR}/dialect/include/qgemm/BuildTarget.h
   ${QGEMM_SOURCE_DIR}/dialect/include/qgemm/Export.h

@@ -1,4 +1,4 @@
-//===- KernelOps.cpp - The kernel ops of KernelOps.def --------------------===//
+//===- KernelOps.cpp - The kernel ops of OpRegistry.def -------------------===//
 //
 // The one place that lists the dialect's kernel ops: the lowering pass asks
 // here whether an op is one and lowers it through the table.
@@ -13,7 +13,7 @@ bool mlir::qgemm::isKernelOp(Operation *op) {
 #define QGEMM_KERNEL_OP(OP, LOWER)                                             \
   if (isa<OP>(op))                                                             \
     return true;
-#include "qgemm/Codegen/KernelOps.def"
+#include "qgemm/OpRegistry.def"
   return false;
 }
 
@@ -21,6 +21,6 @@ void mlir::qgemm::lowerKernelOp(Operation *op) {
 #define QGEMM_KERNEL_OP(OP, LOWER)                                             \
   if (auto typed = dyn_cast<OP>(op))                                           \
     return LOWER(typed);
-#include "qgemm/Codegen/KernelOps.def"
-  llvm_unreachable("lowerKernelOp: not an op of KernelOps.def");
+#include "qgemm/OpRegistry.def"
+  llvm_unreachable("lowerKernelOp: not a kernel op of OpRegistry.def");
 }

@@ -2,7 +2,7 @@
 //
 // Replaces each qgemm op by its llvm.func kernel: a grouped GEMM through
 // the stages of the family its #qgemm.config names (GemmLowering.h: those
-// not run yet), every other kernel op by its lowering (KernelOps.def), then
+// not run yet), every other kernel op by its lowering (OpRegistry.def), then
 // each family's target-stage ops by their NVVM / LLVM code. It chooses
 // nothing itself.
 //

@@ -137,12 +137,12 @@ void qgemm::buildSwigluBackward(OpBuilder &b, mlir::Location loc,
 
 OwningOpRef<ModuleOp> qgemm::buildModule(MLIRContext &ctx, const Spec &spec,
                                          const std::string &kernelName) {
-  // Each op's builder, from SpecOps.def (BuildOps.h).
+  // Each op's builder, from OpRegistry.def (BuildOps.h).
   using BuildFn =
       void (*)(OpBuilder &, mlir::Location, const Spec &, mlir::StringAttr);
   static constexpr BuildFn kBuilders[] = {
 #define QGEMM_SPEC_OP(KIND, NAME) &build##KIND,
-#include "qgemm/SpecOps.def"
+#include "qgemm/OpRegistry.def"
   };
   ctx.loadDialect<q::QGemmDialect>();
   OpBuilder b(&ctx);

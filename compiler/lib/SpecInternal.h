@@ -315,7 +315,7 @@ json operandJson(const OperandContract &op);
 json tuningJson(const Tuning &t);
 
 //===----------------------------------------------------------------------===//
-// The op registry (SpecOps.def)
+// The op registry (OpRegistry.def)
 //===----------------------------------------------------------------------===//
 
 /// What the reader and the canonical form know of one op. Each op defines
@@ -324,7 +324,7 @@ json tuningJson(const Tuning &t);
 struct SpecOpRules {
   /// Its top-level keys (the header's are the schema's base).
   const ObjectSchema &schema;
-  /// Reads its section into its contract of `spec` (SpecOps.def's member)
+  /// Reads its section into its contract of `spec` (OpRegistry.def's member)
   /// and checks it; fails with the JSON path of a bad value.
   void (*read)(const ObjectReader &top, Spec &spec);
   /// Adds its section's canonical keys to `j` (the header's are there).
@@ -332,7 +332,7 @@ struct SpecOpRules {
 };
 
 #define QGEMM_SPEC_OP(KIND, NAME) extern const SpecOpRules k##KIND##Rules;
-#include "qgemm/SpecOps.def"
+#include "qgemm/OpRegistry.def"
 
 /// The rules of `op`. SpecReader.cpp.
 const SpecOpRules &specOpRules(OpKind op);

@@ -135,7 +135,7 @@ std::string ObjectSchema::allowedList() const {
 const SpecOpRules &spec_detail::specOpRules(OpKind op) {
   static const SpecOpRules *const kRules[] = {
 #define QGEMM_SPEC_OP(KIND, NAME) &k##KIND##Rules,
-#include "qgemm/SpecOps.def"
+#include "qgemm/OpRegistry.def"
   };
   return *kRules[size_t(op)];
 }

@@ -173,12 +173,12 @@ Status loadModule(const CudaDriver &d, const Kernel::State &k,
       st.message += "\n" + std::string(log);
     return st;
   }
-  // Each op's loader, from SpecOps.def.
+  // Each op's loader, from OpRegistry.def.
   using Loader = Status (*)(const CudaDriver &, const Kernel::State &,
                             Kernel::State::Module &);
   static constexpr Loader kLoaders[] = {
 #define QGEMM_SPEC_OP(KIND, NAME) &load##KIND##Module,
-#include "qgemm/SpecOps.def"
+#include "qgemm/OpRegistry.def"
   };
   st = kLoaders[size_t(k.spec.op)](d, k, m);
   if (!st.ok())

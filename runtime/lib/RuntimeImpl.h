@@ -107,7 +107,7 @@ Status debugSyncErrorWord(const CudaDriver &d, const std::string &what,
 /// QGEMM_DEBUG_SYNC is set (and not "0").
 bool debugSyncFromEnv();
 
-/// Each op's part of loading its module (SpecOps.def): look up its entry
+/// Each op's part of loading its module (OpRegistry.def): look up its entry
 /// points in `m.module` (the kernel's `function` and the `stages` launched
 /// with it) and raise their limits (dynamic shared memory past the default
 /// 48 KB), once per module rather than per launch. load<KIND>Module lives
@@ -115,7 +115,7 @@ bool debugSyncFromEnv();
 #define QGEMM_SPEC_OP(KIND, NAME)                                              \
   Status load##KIND##Module(const CudaDriver &d, const Kernel::State &k,       \
                             Kernel::State::Module &m);
-#include "qgemm/SpecOps.def"
+#include "qgemm/OpRegistry.def"
 
 /// The module's entry point `entry` (Launch.cpp).
 Status moduleFunction(const CudaDriver &d, const Kernel::State::Module &m,

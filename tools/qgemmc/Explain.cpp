@@ -7,10 +7,6 @@
 //===----------------------------------------------------------------------===//
 #include "Driver.h"
 
-#include "qgemm/Kernels/DispatchABI.h"
-#include "qgemm/Kernels/GemmFamily.h"
-#include "qgemm/Kernels/QuantizeABI.h"
-#include "qgemm/Kernels/SwigluABI.h"
 #include "qgemm/Runtime.h"
 #include "qgemm/TuningDb.h"
 
@@ -22,96 +18,13 @@ using namespace qgemmc;
 
 namespace {
 
-/// A permute / unpermute: its stage kernels in launch order, each with the
-/// grid the runtime gives it (DispatchABI.h).
-std::string dispatchStagesOf(const qgemm::Spec &s) {
-  using qgemm::DispatchStage;
-  const std::vector<DispatchStage> stages =
-      s.op == qgemm::OpKind::Permute ? qgemm::permuteStages(s.permute)
-                                     : qgemm::unpermuteStages(s.unpermute);
-  std::string text = "kernel family: dispatch, " +
-                     std::to_string(stages.size()) +
-                     " stage kernel(s) launched in order on one stream, no "
-                     "host synchronization:";
-  for (DispatchStage st : stages) {
-    const char *what = "";
-    switch (st) {
-    case DispatchStage::Route:
-      what = "route (grid cd(G x w, 32) x 1024 threads, w = 1..32 warps "
-             "per expert (by T) over token chunks: ranks in token order, "
-             "counts, routing errors)";
-      break;
-    case DispatchStage::Offsets:
-      what = "offsets (1 x 32 threads: padded cumulative ends, error word)";
-      break;
-    case DispatchStage::Scatter:
-      if (s.op == qgemm::OpKind::Permute && s.permute.quantize)
-        what = "scatter (grid T x 128: each token's row read once and "
-               "quantized row-wise (a thread per 16 elements, block amax by "
-               "shuffles, the quantize kernel's recipe), its FP8 data, "
-               "scales and probability to its copies' rows)";
-      else
-        what = "scatter (grid T x 128: each token's row, scales, "
-               "probability and group to its copies' rows)";
-      break;
-    case DispatchStage::Fill:
-      what = "fill (grid G x cd(alignment - 1, 128) + cd(R, 128) x 128: "
-             "the padding rows inside each group, then those past the last "
-             "group: zeros, row_group -1)";
-      break;
-    case DispatchStage::Combine:
-      what = "combine (grid T x 128: the sum of a token's copies, fixed "
-             "order)";
-      break;
-    case DispatchStage::Spread:
-      what = "spread (grid T x 128: the output gradient to the copies' rows, "
-             "probability gradients)";
-      break;
-    case DispatchStage::ZeroRows:
-      what = "zero_rows (grid R x 128: rows with row_group -1 zeroed)";
-      break;
-    }
-    text += std::string(" ") + what + ";";
-  }
-  text.pop_back();
-  return text;
-}
-
-/// The configuration the compiler resolved (CompileOutput::config), in words.
+/// The kernel in words (each op's, describeKernel) and, for a grouped
+/// GEMM, where its configuration came from.
 std::string configOf(const qgemm::Spec &s, const qgemm::CompileOutput &o,
                      bool fromDatabase) {
-  if (s.op == qgemm::OpKind::Permute || s.op == qgemm::OpKind::Unpermute)
-    return dispatchStagesOf(s);
-  if (s.op == qgemm::OpKind::SwigluQuantize)
-    return std::string("kernel family: swiglu_quantize (the quantize kernel "
-                       "with a SwiGLU input stage: one 256-thread CTA per "
-                       "128x128 tile of y, y = silu(gate) * up computed in "
-                       "f32 from the ") +
-           qgemm::toString(s.swiglu.halves) +
-           " (M, 2I) input while staging it in " +
-           std::to_string(qgemm::kQuantSharedBytes) +
-           " B dynamic shared memory" +
-           (s.swiglu.bf16Output ? ", bf16 y written in the same pass" : "") +
-           "); grid (cd(I, 128), cd(M, 128) + token groups, 1)";
-  if (s.op == qgemm::OpKind::SwigluBackward)
-    return std::string("kernel family: swiglu_backward (elementwise, ") +
-           std::to_string(qgemm::kSwigluBwdThreads) +
-           " threads per CTA, one column of I per thread, " +
-           std::to_string(qgemm::kSwigluBwdRowsPerCta) + " rows per CTA, " +
-           qgemm::toString(s.swiglu.halves) + " gate/up); grid (cd(I, " +
-           std::to_string(qgemm::kSwigluBwdThreads) + "), cd(M, " +
-           std::to_string(qgemm::kSwigluBwdRowsPerCta) + "), 1)";
-  if (s.op != qgemm::OpKind::GroupedGemm)
-    return "kernel family: quantize (one 256-thread CTA per 128x128 input "
-           "tile staged in " +
-           std::to_string(qgemm::kQuantSharedBytes) +
-           " B dynamic shared memory; row-wise and column-wise amaxes from "
-           "the one staged tile); grid (cd(K, 128), cd(M, 128) + token "
-           "groups, tensors)";
-  if (!o.config)
-    return "not resolved (compilation failed)";
-  const qgemm::KernelConfig &cfg = *o.config;
-  std::string text = qgemm::gemmFamily(cfg.family).describe(s.gemm, cfg);
+  std::string text = qgemm::describeKernel(s, o);
+  if (s.op != qgemm::OpKind::GroupedGemm || !o.config)
+    return text;
   if (!s.tuning.isAuto && s.tuning.family != "auto")
     text += "; family asked for by tuning.family";
   text += s.tuning.isAuto ? "; chosen by the heuristic"

@@ -49,6 +49,12 @@ QGEMM_API std::string kernelNameFor(const Spec &spec);
 /// Compile one canonical spec as far as `upTo`.
 QGEMM_API Status compileSpec(const Spec &spec, Emit upTo, CompileOutput &out);
 
+/// The kernel `spec` compiles to, in words (`qgemmc explain`'s "config"):
+/// its family, threads, grid and staging; for a grouped GEMM, the
+/// configuration in `out` (not resolved when compilation failed). Each op
+/// says its own (OpRegistry.def, describe<KIND>).
+QGEMM_API std::string describeKernel(const Spec &spec, const CompileOutput &out);
+
 /// Register use as reported by `ptxas -v`.
 struct PtxasReport {
   int registers = 0;

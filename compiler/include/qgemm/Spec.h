@@ -9,10 +9,10 @@
 #ifndef QGEMM_SPEC_H
 #define QGEMM_SPEC_H
 
-#define QGEMM_SPEC_CONTRACT_HEADERS
+#define QGEMM_CONTRACT_HEADERS
 #include "qgemm/BuildTarget.h"
 #include "qgemm/Export.h"
-#include "qgemm/SpecOps.def"
+#include "qgemm/OpRegistry.def"
 #include "qgemm/Tuning.h"
 
 #include <cstddef>
@@ -24,16 +24,16 @@
 
 namespace qgemm {
 
-/// The ops of SpecOps.def.
+/// The ops of OpRegistry.def.
 enum class OpKind {
 #define QGEMM_SPEC_OP(KIND, NAME) KIND,
-#include "qgemm/SpecOps.def"
+#include "qgemm/OpRegistry.def"
 };
 
 /// The ops' spellings in a spec's "op", indexed by OpKind.
 inline constexpr std::string_view kOpNames[] = {
 #define QGEMM_SPEC_OP(KIND, NAME) NAME,
-#include "qgemm/SpecOps.def"
+#include "qgemm/OpRegistry.def"
 };
 
 /// The spelling of `op` in a spec ("grouped_gemm", "quantize", ...).
@@ -50,11 +50,11 @@ struct Spec {
   std::string name;
   OpKind op = OpKind::GroupedGemm;
   std::string target = std::string(kBuildTarget);
-  /// The op's contract, one member per contract of SpecOps.def: only the
+  /// The op's contract, one member per contract of OpRegistry.def: only the
   /// member of `op` is meaningful (gemm for GroupedGemm, swiglu for
   /// SwigluQuantize and SwigluBackward, ...).
 #define QGEMM_SPEC_CONTRACT(TYPE, MEMBER) TYPE MEMBER;
-#include "qgemm/SpecOps.def"
+#include "qgemm/OpRegistry.def"
   Tuning tuning;
   /// Canonical JSON text: defaults filled, keys sorted, no sweep, compact.
   std::string canonicalJson;

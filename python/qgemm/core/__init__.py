@@ -18,12 +18,14 @@ from ._errors import (ArgumentError, DeviceError, Error, InternalError,
 from ._kernel import (Geometry, Kernel, Scale, SwigluInfo, compile,
                       compile_all)
 from ._kernel_config import Config
+from ._op_modules import launcher_for, load_op_modules
 from ._quantize_launch import columnwise_transposed
 from ._runtime import _flag as flag
 from ._runtime import Runtime, check, default_runtime, reserved_sms
 
 __all__ = ["capi", "layout", "plans", "lib", "check", "flag",
            "compile", "compile_all", "columnwise_transposed", "Kernel",
+           "launcher_for", "load_op_modules",
            "Runtime", "default_runtime",
            "reserved_sms",
            "Error", "SpecError", "ArgumentError", "DeviceError",
@@ -32,3 +34,5 @@ __all__ = ["capi", "layout", "plans", "lib", "check", "flag",
            "ROUTING_ERROR_DUPLICATE", "ROUTING_ERROR_RANGE",
            "GROUP_ERROR_ORDER", "GROUP_ERROR_RANGE", "GROUP_ERROR_ALIGNMENT",
            "GROUP_ERROR_LAYOUT"]
+# Last: the launchers of _ops/ register themselves (launcher_for).
+from . import _ops  # noqa: E402,F401

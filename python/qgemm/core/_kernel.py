@@ -12,6 +12,7 @@ from ._gemm_launch import GemmLaunch, host_groups_array
 from ._ints import INT64, integer
 from ._dispatch_launch import PermuteLaunch, UnpermuteLaunch
 from ._kernel_config import _config_of
+from ._op_modules import registered_launcher
 from ._quantize_launch import QuantizeLaunch
 from ._quantize_launch import adamw_hyper as _adamw_hyper
 from ._swiglu_launch import SwigluBackwardLaunch, SwigluQuantizeLaunch
@@ -210,6 +211,21 @@ class Kernel(HandleOwner):
                                     % (self.name, self.op, op, op))
             plan = plans[op] = cls(self)
         return plan
+
+    def run(self, *, stream: Any = None, **arguments: Any) -> Any:
+        """Launch a kernel of an op that plugged in its launcher (a module
+        of qgemm/core/_ops, _op_modules.py): its tensors by operand name
+        and its options, as that op documents. The ops with a method of
+        their own (launch, quantize, permute, unpermute, swiglu_quantize,
+        swiglu_backward) are launched by it."""
+        cls = registered_launcher(self.op)
+        if cls is None:
+            raise ArgumentError(
+                "%s is a %s kernel, launched by Kernel.%s(); run() launches "
+                "the ops whose launcher is a module of qgemm.core._ops"
+                % (self.name, self.op, "launch" if self.op == "grouped_gemm"
+                   else self.op))
+        return self._op(self.op, cls)(stream=stream, **arguments)
 
     def quantize(self, x, *, row_data=None, row_scales=None, col_data=None,
                  col_scales=None, group_offsets=None, host_group_offsets=None,

@@ -43,8 +43,8 @@ from ._gmm import gmm, gmm_quantized, tgmm
 from ._moe import check_routing, moe_experts
 from ._optim import (apply_updates, master_weights, quantize_params,
                      with_quantized_weights)
-from ._swiglu import swiglu, swiglu_quantize
 from ._weights import QuantizedWeights, quantize_weights
+from . import _ops
 
 __all__ = ["gmm", "tgmm", "gmm_quantized", "moe_experts", "check_routing",
            "quantize_weights", "QuantizedWeights", "quantize_params",
@@ -54,6 +54,9 @@ __all__ = ["gmm", "tgmm", "gmm_quantized", "moe_experts", "check_routing",
            "ErrorMode", "set_error_mode", "error_mode", "check_group_sizes",
            "poison_on_error", "register", "set_debug_sync", "library_path",
            "ffi_api_version"]
+# The ops of _ops/ (one module each): swiglu, swiglu_quantize, ...
+globals().update(_ops.exports)
+__all__ += [name for name in _ops.exports if name not in __all__]
 
 
 def set_debug_sync(on: bool = True) -> None:

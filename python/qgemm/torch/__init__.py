@@ -53,8 +53,9 @@ their natural 2-D (block rows, block cols) shape.
 Where each job lives, in this package: _specs (spec builders, the kernel
 cache), _launch (stream, debug sync, the eager fast path, the GEMM launch),
 _errors (the device error word, ErrorMode, the NaN poison), _gemm,
-_quantize, _swiglu, _dispatch (the ops and their autograd),
-_fp8_grouped_mm (fp8_grouped_mm and the FP8 weight cache), _moe (the
+_quantize, _dispatch (the ops and their autograd),
+_fp8_grouped_mm (fp8_grouped_mm and the FP8 weight cache), _ops (one
+module per op that plugs in, re-exported here: _ops/swiglu.py), _moe (the
 expert layer), _plans (both on the C++ plans) and ep (the layer split over
 the ranks of a torch.distributed group, qgemm.torch.ep). This module is
 their public face; the runtime they launch through is qgemm.core.
@@ -72,8 +73,8 @@ from . import ep
 from . import optim
 from ._quantize import quantize
 from ._specs import RECIPES, kernels, spec_for
-from ._swiglu import swiglu_backward, swiglu_quantize
 from ..recipes import Recipe
+from . import _ops
 
 __all__ = ["grouped_mm", "grouped_mm_masked", "grouped_mm_wgrad",
            "quantize", "swiglu_quantize", "swiglu_backward", "permute",
@@ -83,3 +84,6 @@ __all__ = ["grouped_mm", "grouped_mm_masked", "grouped_mm_wgrad",
            "fp8_grouped_mm", "quantized_weights", "RECIPES", "Recipe",
            "ErrorMode", "set_error_mode", "error_mode", "poison_on_error",
            "MoEExperts", "moe_experts", "ep", "optim", "forward_weights"]
+# The ops of _ops/ (one module each): swiglu_quantize, swiglu_backward, ...
+globals().update(_ops.exports)
+__all__ += [name for name in _ops.exports if name not in __all__]

@@ -63,9 +63,9 @@ from ._gemm import _grouped_mm_impl, _grouped_mm_wgrad_impl
 from ._launch import _plain_eager
 from . import _plans
 from ._quantize import _quantize_fake, _quantize_impl
-from ._swiglu import (_swiglu_backward_impl, _swiglu_col_transposed,
-                      _swiglu_kernel, _swiglu_outputs,
-                      _swiglu_quantize_impl)
+from ._ops.swiglu import (_swiglu_backward_impl, _swiglu_col_transposed,
+                          _swiglu_kernel, _swiglu_outputs,
+                          _swiglu_quantize_impl)
 
 # Permuted rows are a multiple of 128, as the plans' (the weight
 # gradient's token count and TMA lines); the rows past the last expert are

@@ -167,7 +167,7 @@ class FakeTraceTest(unittest.TestCase):
             # The registered formula itself, on fake tensors.
             ctx = type("Ctx", (), {"saved_tensors": (h.detach(),),
                                    "halves": "stacked"})
-            from qgemm.torch._swiglu import _swiglu_bwd
+            from qgemm.torch._ops.swiglu import _swiglu_bwd
             grads = _swiglu_bwd(ctx, None, None, None, None,
                                 torch.empty_like(y))
             self.assertEqual(len(grads), 2)

@@ -11,9 +11,9 @@
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
-#include "qgemm/Contract.h"
-#include "qgemm/DispatchContract.h"
-#include "qgemm/SwigluContract.h"
+// Every op's contract: the attributes below and the ops hold them.
+#define QGEMM_CONTRACT_HEADERS
+#include "qgemm/OpRegistry.def"
 #include "qgemm/ConfigField.h"
 #include "qgemm/KernelConfig.h"
 #include "qgemm/Tuning.h"

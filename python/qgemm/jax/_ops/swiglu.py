@@ -10,8 +10,10 @@ from typing import Optional, Tuple
 import jax
 import jax.numpy as jnp
 
-from ..core import ArgumentError
-from . import _calls, _checks, _specs
+from ...core import ArgumentError
+from .. import _calls, _checks, _specs
+
+__all__ = ["swiglu", "swiglu_quantize"]
 
 _HALVES = ("stacked", "interleaved")
 

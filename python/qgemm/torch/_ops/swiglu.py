@@ -3,12 +3,14 @@ from typing import Optional
 
 import torch
 
-from . import _launch
-from ..core import ArgumentError
-from ._launch import _stream
-from ._quantize import (_QUANT_SCALE_DTYPE, _block, _launch_outputs,
-                        _quantize_outputs)
-from ._specs import _kernel
+from .. import _launch
+from ...core import ArgumentError
+from .._launch import _stream
+from .._quantize import (_QUANT_SCALE_DTYPE, _block, _launch_outputs,
+                         _quantize_outputs)
+from .._specs import _kernel
+
+__all__ = ["swiglu_quantize", "swiglu_backward"]
 
 
 # -- swiglu_quantize / swiglu_backward --------------------------------------
