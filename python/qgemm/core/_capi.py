@@ -288,7 +288,7 @@ _SIGNATURES = {
 }
 
 
-def library_path():
+def library_path() -> str:
     """Where libqgemm.so is loaded from: $QGEMM_LIBRARY, else the copy at
     the top of the qgemm package, beside this subpackage (pip install puts
     it there)."""
@@ -299,7 +299,7 @@ def library_path():
     return os.path.join(package, "libqgemm.so")
 
 
-def load():
+def load() -> ctypes.CDLL:
     path = library_path()
     if not os.path.exists(path):
         raise ImportError(

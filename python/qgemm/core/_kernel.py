@@ -3,7 +3,7 @@ import ctypes
 import json
 import os
 from collections import namedtuple
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 from . import _capi
 from ._capi import lib
@@ -11,7 +11,7 @@ from ._errors import ArgumentError
 from ._gemm_launch import GemmLaunch, host_groups_array
 from ._ints import INT64, integer
 from ._dispatch_launch import PermuteLaunch, UnpermuteLaunch
-from ._kernel_config import _config_of
+from ._kernel_config import Config, _config_of
 from ._op_modules import registered_launcher
 from ._quantize_launch import QuantizeLaunch
 from ._quantize_launch import adamw_hyper as _adamw_hyper
@@ -28,12 +28,20 @@ SwigluInfo = namedtuple(
     "SwigluInfo", "op halves input_dtype output_dtype rowwise columnwise "
     "columnwise_transposed bf16_output intermediate")
 
+#: A device tensor: a torch tensor, or anything with __dlpack__ or
+#: __cuda_array_interface__ (core reads them without importing a
+#: framework).
+_Tensor = Any
+#: None (the current stream), an int (CUstream) or a framework's stream
+#: object.
+_Stream = Any
+
 
 class Kernel(HandleOwner):
     """A compiled kernel (qgemm_kernel). Properties are its contract and
     configuration; launch() runs it. Get one from qgemm.compile()."""
 
-    def __init__(self, handle, runtime):
+    def __init__(self, handle: ctypes.c_void_p, runtime: Runtime) -> None:
         box = self._box = Handle(handle.value, lib.qgemm_kernel_destroy)
         self.runtime = runtime
         self._gemm = None
@@ -47,7 +55,7 @@ class Kernel(HandleOwner):
         # Built on the first launch (_gemm_launch.py).
         self._gemm_launch = None
 
-    def close(self):
+    def close(self) -> None:
         """Free the kernel now rather than when it is collected (calls in
         flight on other threads finish first: they hold the handle). Any
         later use raises ArgumentError, the cached properties (n, a_scale,
@@ -59,10 +67,10 @@ class Kernel(HandleOwner):
         self._gemm_launch = None
         self.__dict__.pop("_op_launches", None)
 
-    def __enter__(self):
+    def __enter__(self) -> "Kernel":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
     def __repr__(self):
@@ -79,29 +87,56 @@ class Kernel(HandleOwner):
         return fn(box.value).decode()
 
     # Identity and text.
-    name = property(lambda s: s._str(lib.qgemm_kernel_name),
-                    doc="PTX entry point, qgemm_<spec name>_<hash8>")
-    spec_name = property(lambda s: s._str(lib.qgemm_kernel_spec_name))
-    hash = property(lambda s: s._str(lib.qgemm_kernel_hash),
-                    doc="identity: 16 hex digits of the canonical spec")
-    target = property(lambda s: s._str(lib.qgemm_kernel_target))
-    ptx = property(lambda s: s._str(lib.qgemm_kernel_ptx))
-    canonical_json = property(
-        lambda s: s._str(lib.qgemm_kernel_canonical_json))
-    spec = property(lambda s: json.loads(s.canonical_json),
-                    doc="the canonical spec as a dict")
-    cache_note = property(lambda s: s._str(lib.qgemm_kernel_cache_note))
-    source = property(
-        lambda s: _capi.SOURCES[s._int(lib.qgemm_kernel_source_of)],
-        doc="where compile found it: memory, disk or compiled")
-    op = property(lambda s: _capi.OPS[s._int(lib.qgemm_kernel_op)])
+    @property
+    def name(self) -> str:
+        """PTX entry point, qgemm_<spec name>_<hash8>"""
+        return self._str(lib.qgemm_kernel_name)
+
+    @property
+    def spec_name(self) -> str:
+        return self._str(lib.qgemm_kernel_spec_name)
+
+    @property
+    def hash(self) -> str:
+        """identity: 16 hex digits of the canonical spec"""
+        return self._str(lib.qgemm_kernel_hash)
+
+    @property
+    def target(self) -> str:
+        return self._str(lib.qgemm_kernel_target)
+
+    @property
+    def ptx(self) -> str:
+        return self._str(lib.qgemm_kernel_ptx)
+
+    @property
+    def canonical_json(self) -> str:
+        return self._str(lib.qgemm_kernel_canonical_json)
+
+    @property
+    def spec(self) -> Dict[str, Any]:
+        """the canonical spec as a dict"""
+        return json.loads(self.canonical_json)
+
+    @property
+    def cache_note(self) -> str:
+        return self._str(lib.qgemm_kernel_cache_note)
+
+    @property
+    def source(self) -> str:
+        """where compile found it: memory, disk or compiled"""
+        return _capi.SOURCES[self._int(lib.qgemm_kernel_source_of)]
+
+    @property
+    def op(self) -> str:
+        return _capi.OPS[self._int(lib.qgemm_kernel_op)]
 
     def _int(self, fn):
         box = self._live()
         return fn(box.value)
 
     @property
-    def config(self):
+    def config(self) -> Config:
         """The kernel's configuration (Config: family, tile, stages, ...)."""
         self._live()
         return self._config
@@ -115,19 +150,47 @@ class Kernel(HandleOwner):
         v = getattr(self._gemm, field)
         return names[v] if names else v
 
-    grouping = property(lambda s: s._g("grouping", _capi.GROUPINGS))
-    group_index = property(lambda s: s._g("group_index", _capi.GROUP_INDICES))
-    alignment = property(lambda s: s._g("alignment"))
-    n = property(lambda s: s._g("n"))
-    k = property(lambda s: s._g("k"))
-    a_dtype = property(lambda s: s._g("a_dtype", _capi.DTYPES))
-    b_dtype = property(lambda s: s._g("b_dtype", _capi.DTYPES))
-    d_dtype = property(lambda s: s._g("d_dtype", _capi.DTYPES))
-    accumulate = property(lambda s: s._g("accumulate") is not None and
-                          bool(s._gemm.accumulate))
-    padding_rows = property(lambda s: None if s._g("padding_rows_zero") is None
-                            else ("zero" if s._gemm.padding_rows_zero
-                                  else "untouched"))
+    @property
+    def grouping(self) -> Optional[str]:
+        return self._g("grouping", _capi.GROUPINGS)
+
+    @property
+    def group_index(self) -> Optional[str]:
+        return self._g("group_index", _capi.GROUP_INDICES)
+
+    @property
+    def alignment(self) -> Optional[int]:
+        return self._g("alignment")
+
+    @property
+    def n(self) -> Optional[int]:
+        return self._g("n")
+
+    @property
+    def k(self) -> Optional[int]:
+        return self._g("k")
+
+    @property
+    def a_dtype(self) -> Optional[str]:
+        return self._g("a_dtype", _capi.DTYPES)
+
+    @property
+    def b_dtype(self) -> Optional[str]:
+        return self._g("b_dtype", _capi.DTYPES)
+
+    @property
+    def d_dtype(self) -> Optional[str]:
+        return self._g("d_dtype", _capi.DTYPES)
+
+    @property
+    def accumulate(self) -> bool:
+        return self._g("accumulate") is not None and \
+            bool(self._gemm.accumulate)
+
+    @property
+    def padding_rows(self) -> Optional[str]:
+        return None if self._g("padding_rows_zero") is None \
+            else ("zero" if self._gemm.padding_rows_zero else "untouched")
 
     def _scale(self, which):
         self._live()
@@ -137,10 +200,16 @@ class Kernel(HandleOwner):
         return Scale((s.block_rows, s.block_cols), _capi.DTYPES[s.dtype],
                      _capi.SCALE_LAYOUTS[s.layout])
 
-    a_scale = property(lambda s: s._scale("a_scale"))
-    b_scale = property(lambda s: s._scale("b_scale"))
+    @property
+    def a_scale(self) -> Optional[Scale]:
+        return self._scale("a_scale")
 
-    def launch_geometry(self, rows, num_groups=1, sm_count=132):
+    @property
+    def b_scale(self) -> Optional[Scale]:
+        return self._scale("b_scale")
+
+    def launch_geometry(self, rows: int, num_groups: int = 1,
+                        sm_count: int = 132) -> Geometry:
         """Grid, block, cluster and shared memory of a launch of `rows` rows
         and `num_groups` groups on a GPU with `sm_count` SMs (132: H100
         SXM). Needs no GPU."""
@@ -153,15 +222,20 @@ class Kernel(HandleOwner):
         return Geometry(tuple(g.grid), tuple(g.block), g.cluster,
                         g.shared_bytes)
 
-    def load(self):
+    def load(self) -> None:
         """Load the module into the current CUDA context now."""
         rt, box = self.runtime._live(), self._live()
         check(lib.qgemm_kernel_load(rt.value, box.value))
 
     # Launch.
-    def launch(self, a, scale_a, b, scale_b, d, *, groups=None,
-               host_groups=None, c=None, stream=None, error_flag=None,
-               workspace=None, debug_sync=False):
+    def launch(self, a: _Tensor, scale_a: _Tensor, b: _Tensor,
+               scale_b: _Tensor, d: _Tensor, *,
+               groups: Optional[_Tensor] = None,
+               host_groups: Optional[Iterable[int]] = None,
+               c: Optional[_Tensor] = None, stream: _Stream = None,
+               error_flag: Optional[_Tensor] = None,
+               workspace: Optional[_Tensor] = None,
+               debug_sync: bool = False) -> None:
         """Run D = A.B (or C + A.B) on `stream`.
 
         Tensors are torch tensors or anything with __dlpack__ or
@@ -212,7 +286,7 @@ class Kernel(HandleOwner):
             plan = plans[op] = cls(self)
         return plan
 
-    def run(self, *, stream: Any = None, **arguments: Any) -> Any:
+    def run(self, *, stream: _Stream = None, **arguments: Any) -> Any:
         """Launch a kernel of an op that plugged in its launcher (a module
         of qgemm/core/_ops, _op_modules.py): its tensors by operand name
         and its options, as that op documents. The ops with a method of
@@ -227,12 +301,24 @@ class Kernel(HandleOwner):
                    else self.op))
         return self._op(self.op, cls)(stream=stream, **arguments)
 
-    def quantize(self, x, *, row_data=None, row_scales=None, col_data=None,
-                 col_scales=None, group_offsets=None, host_group_offsets=None,
-                 stream=None, error_flag=None, workspace=None,
-                 debug_sync=False, grad=None, exp_avg=None, exp_avg_sq=None,
-                 bias_corrections=None, x_scales=None, lr=None, betas=None,
-                 weight_decay=None, eps=None):
+    def quantize(self, x: _Tensor, *, row_data: Optional[_Tensor] = None,
+                 row_scales: Optional[_Tensor] = None,
+                 col_data: Optional[_Tensor] = None,
+                 col_scales: Optional[_Tensor] = None,
+                 group_offsets: Optional[_Tensor] = None,
+                 host_group_offsets: Optional[Iterable[int]] = None,
+                 stream: _Stream = None,
+                 error_flag: Optional[_Tensor] = None,
+                 workspace: Optional[_Tensor] = None,
+                 debug_sync: bool = False, grad: Optional[_Tensor] = None,
+                 exp_avg: Optional[_Tensor] = None,
+                 exp_avg_sq: Optional[_Tensor] = None,
+                 bias_corrections: Optional[_Tensor] = None,
+                 x_scales: Optional[_Tensor] = None,
+                 lr: Optional[float] = None,
+                 betas: Optional[Tuple[float, float]] = None,
+                 weight_decay: Optional[float] = None,
+                 eps: Optional[float] = None) -> None:
         """Quantize `x` ((rows, k), or (G, rows, k) for multi_tensor, the
         spec's input dtype) into the outputs the spec declares: row_data
         (rows, k) and row_scales; col_data ((k, rows) when the column-wise
@@ -272,8 +358,9 @@ class Kernel(HandleOwner):
             hyper = _adamw_hyper(lr, betas, weight_decay, eps)
         plan(given, host_group_offsets, stream, debug_sync, hyper)
 
-    def quantize_sizes(self, rows, cols=0, num_tensors=1,
-                       host_group_offsets=None, num_groups=0):
+    def quantize_sizes(self, rows: int, cols: int = 0, num_tensors: int = 1,
+                       host_group_offsets: Optional[Iterable[int]] = None,
+                       num_groups: int = 0) -> Dict[str, int]:
         """Elements of each output of a quantize launch of `rows` rows and
         `cols` columns (0: the spec's shape.k):
         {"row_data", "row_scales", "col_data", "col_scales"} (0 for an
@@ -292,7 +379,8 @@ class Kernel(HandleOwner):
         return dict(zip(("row_data", "row_scales", "col_data", "col_scales"),
                         sizes))
 
-    def permute(self, *, host_routing=None, stream=None, **tensors):
+    def permute(self, *, host_routing: Optional[Iterable[int]] = None,
+                stream: _Stream = None, **tensors: _Tensor) -> None:
         """Run a permute kernel. Forward: routing (T, topk) int32, x (T, k)
         [, x_scales] [, probs (T, topk) f32] in; y (R, k) [, y_scales],
         offsets and counts (G,) int32, row_group (R,), row_map (T, topk),
@@ -304,7 +392,7 @@ class Kernel(HandleOwner):
         `host_routing` (T * topk ints), when given, is checked first."""
         self._op("permute", PermuteLaunch)(tensors, host_routing, stream)
 
-    def permute_rows(self, tokens, experts):
+    def permute_rows(self, tokens: int, experts: int) -> int:
         """R, the rows every permuted output needs for `tokens` tokens and
         `experts` groups: tokens * topk + experts * (alignment - 1)."""
         self._op("permute", PermuteLaunch)
@@ -315,7 +403,8 @@ class Kernel(HandleOwner):
             integer(experts, "experts", *INT64), ctypes.byref(rows)))
         return rows.value
 
-    def unpermute(self, *, stream=None, **tensors):
+    def unpermute(self, *, stream: _Stream = None,
+                  **tensors: _Tensor) -> None:
         """Run an unpermute kernel. Forward: y (R, k) bf16, row_map
         (T, topk) int32 [, probs (T, topk) f32] in; out (T, k) bf16 out.
         Backward: grad_out (T, k), row_map, row_group (R,) [, probs, y] in;
@@ -324,7 +413,7 @@ class Kernel(HandleOwner):
 
 
     # swiglu_quantize / swiglu_backward (C API 1.3).
-    def swiglu_info(self):
+    def swiglu_info(self) -> SwigluInfo:
         """The contract of a swiglu_quantize or swiglu_backward kernel:
         SwigluInfo(op, halves ("stacked" / "interleaved"), input_dtype,
         output_dtype, rowwise, columnwise (Scale or None),
@@ -348,11 +437,18 @@ class Kernel(HandleOwner):
                           bool(i.columnwise_transposed), bool(i.bf16_output),
                           i.intermediate)
 
-    def swiglu_quantize(self, x, *, row_data=None, row_scales=None,
-                        col_data=None, col_scales=None, y=None,
-                        group_offsets=None, host_group_offsets=None,
-                        stream=None, error_flag=None, workspace=None,
-                        debug_sync=False):
+    def swiglu_quantize(self, x: _Tensor, *,
+                        row_data: Optional[_Tensor] = None,
+                        row_scales: Optional[_Tensor] = None,
+                        col_data: Optional[_Tensor] = None,
+                        col_scales: Optional[_Tensor] = None,
+                        y: Optional[_Tensor] = None,
+                        group_offsets: Optional[_Tensor] = None,
+                        host_group_offsets: Optional[Iterable[int]] = None,
+                        stream: _Stream = None,
+                        error_flag: Optional[_Tensor] = None,
+                        workspace: Optional[_Tensor] = None,
+                        debug_sync: bool = False) -> None:
         """y = silu(gate) * up of x (bf16 (rows, 2I), the spec's halves
         layout), computed in f32 and quantized into the outputs the spec
         declares, exactly as quantize() quantizes an f32 (rows, I) input:
@@ -370,8 +466,9 @@ class Kernel(HandleOwner):
         given = {n: t for n, t in tensors.items() if t is not None}
         plan(given, host_group_offsets, stream, debug_sync)
 
-    def swiglu_sizes(self, rows, intermediate=0, host_group_offsets=None,
-                     num_groups=0):
+    def swiglu_sizes(self, rows: int, intermediate: int = 0,
+                     host_group_offsets: Optional[Iterable[int]] = None,
+                     num_groups: int = 0) -> Dict[str, int]:
         """Elements of each output of a swiglu_quantize launch of `rows`
         rows and `intermediate` columns of y (0: the spec's shape.i):
         {"row_data", "row_scales", "col_data", "col_scales", "y"} (0 for
@@ -388,7 +485,8 @@ class Kernel(HandleOwner):
         return dict(zip(("row_data", "row_scales", "col_data", "col_scales",
                          "y"), sizes))
 
-    def swiglu_backward(self, grad_y, x, grad_x, *, stream=None):
+    def swiglu_backward(self, grad_y: _Tensor, x: _Tensor, grad_x: _Tensor,
+                        *, stream: _Stream = None) -> None:
         """grad_x (bf16 (rows, 2I), x's layout) = the gradient of
         silu(gate) * up for grad_y (bf16 (rows, I)) at x (bf16 (rows,
         2I)), in f32 (SwigluContract.h). grad_x may be x itself."""

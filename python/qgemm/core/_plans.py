@@ -7,6 +7,7 @@ and pass their addresses (qgemm/torch/_plans.py); the sizes come from here.
 """
 import ctypes
 import threading
+from typing import Any, Dict, Optional, Type, TypeVar
 
 from . import _capi
 from ._capi import lib
@@ -60,7 +61,7 @@ class _Plan:
         self._sizes_struct, self._sizes_fn = sizes_struct, sizes_fn
         self._sizes = {}
 
-    def sizes(self, count):
+    def sizes(self, count: int) -> ctypes.Structure:
         """The plan's qgemm_*_sizes for `count` tokens or rows (cached)."""
         count = integer(count, self._count, *INT64)
         s = self._sizes.get(count)
@@ -82,8 +83,8 @@ class MoePlan(_Plan):
     _destroy = staticmethod(lib.qgemm_moe_plan_destroy)
     _count = "tokens"
 
-    def __init__(self, experts, hidden, inter, topk, alignment,
-                 weight_dtype="bf16"):
+    def __init__(self, experts: int, hidden: int, inter: int, topk: int,
+                 alignment: int, weight_dtype: str = "bf16") -> None:
         sizes = _sizes(("experts", "hidden", "inter", "topk", "alignment"),
                        (experts, hidden, inter, topk, alignment))
         desc = _capi.MoePlanDesc(ctypes.sizeof(_capi.MoePlanDesc), *sizes,
@@ -93,10 +94,12 @@ class MoePlan(_Plan):
         self._fwd = lib.qgemm_moe_plan_forward
         self._bwd = lib.qgemm_moe_plan_backward
 
-    def forward(self, args, stream):
+    def forward(self, args: ctypes.Structure,
+                stream: Optional[int]) -> None:
         check(self._fwd(self.handle, ctypes.addressof(args), stream))
 
-    def backward(self, args, stream):
+    def backward(self, args: ctypes.Structure,
+                 stream: Optional[int]) -> None:
         check(self._bwd(self.handle, ctypes.addressof(args), stream))
 
 
@@ -107,8 +110,9 @@ class GroupedMmPlan(_Plan):
     _destroy = staticmethod(lib.qgemm_grouped_mm_plan_destroy)
     _count = "rows"
 
-    def __init__(self, groups, n, k, alignment, weight_dtype="bf16",
-                 accumulate=False, input_dtype="bf16"):
+    def __init__(self, groups: int, n: int, k: int, alignment: int,
+                 weight_dtype: str = "bf16", accumulate: bool = False,
+                 input_dtype: str = "bf16") -> None:
         sizes = _sizes(("groups", "n", "k", "alignment"),
                        (groups, n, k, alignment))
         desc = _capi.GroupedMmPlanDesc(
@@ -122,18 +126,23 @@ class GroupedMmPlan(_Plan):
         self._fwd = lib.qgemm_grouped_mm_plan_forward
         self._bwd = lib.qgemm_grouped_mm_plan_backward
 
-    def forward(self, args, stream):
+    def forward(self, args: ctypes.Structure,
+                stream: Optional[int]) -> None:
         check(self._fwd(self.handle, ctypes.addressof(args), stream))
 
-    def backward(self, args, stream):
+    def backward(self, args: ctypes.Structure,
+                 stream: Optional[int]) -> None:
         check(self._bwd(self.handle, ctypes.addressof(args), stream))
 
 
 _lock = threading.Lock()
 _plans = {}
 
+_P = TypeVar("_P", bound=_Plan)
+_S = TypeVar("_S", bound=ctypes.Structure)
 
-def plan(cls, *key):
+
+def plan(cls: Type[_P], *key: Any) -> _P:
     """The plan of `cls` for `key` (its constructor's arguments), created
     once per process: its kernels are resolved then, never per call."""
     p = _plans.get((cls, key))
@@ -145,7 +154,8 @@ def plan(cls, *key):
     return p
 
 
-def args(struct, pointers, count_name, count, workspace_bytes, flags=0):
+def args(struct: Type[_S], pointers: Dict[str, int], count_name: str,
+         count: int, workspace_bytes: int, flags: int = 0) -> _S:
     """A plan's args struct: `pointers` maps field names to device
     addresses (absent ones stay 0)."""
     a = struct(ctypes.sizeof(struct), **pointers)

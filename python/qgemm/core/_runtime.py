@@ -4,11 +4,15 @@ import ctypes
 import json
 import os
 import threading
+from typing import Any, Optional, Union
 
 from . import _capi
 from ._capi import lib
 from ._errors import ArgumentError, SpecError, from_status
 from ._ints import INT32, integer
+
+#: A file system path argument: str, bytes or os.PathLike.
+_PathArg = Union[str, bytes, os.PathLike]
 
 
 def _path(value, name):
@@ -132,8 +136,10 @@ class Runtime(HandleOwner):
     ($QGEMM_CACHE_DIR, else ~/.cache/qgemm), and the CUDA driver, opened on
     the first launch. One per process is usual (qgemm.default_runtime())."""
 
-    def __init__(self, cache_directory=None, disk_cache=True,
-                 load_eagerly=True, device=0, libcuda=None):
+    def __init__(self, cache_directory: Optional[_PathArg] = None,
+                 disk_cache: bool = True, load_eagerly: bool = True,
+                 device: int = 0,
+                 libcuda: Optional[_PathArg] = None) -> None:
         opts = _capi.RuntimeOptions(
             ctypes.sizeof(_capi.RuntimeOptions),
             _path(cache_directory, "cache_directory"),
@@ -146,7 +152,7 @@ class Runtime(HandleOwner):
                                        ctypes.byref(handle)))
         self._box = Handle(handle.value, lib.qgemm_runtime_destroy)
 
-    def close(self):
+    def close(self) -> None:
         """Close the runtime: it is freed once no call is using it any
         more (a compile in flight on another thread finishes first), and
         launch plans of kernels compiled by it keep it until they are
@@ -158,7 +164,7 @@ class Runtime(HandleOwner):
         return "the runtime is closed"
 
     @property
-    def cache_directory(self):
+    def cache_directory(self) -> str:
         box = self._live()
         return lib.qgemm_runtime_cache_directory(box.value).decode()
 
@@ -241,7 +247,7 @@ class reserved_sms:
     reservation returns. Results are the same bits; only the grid is
     smaller (qgemm_set_reserved_sms)."""
 
-    def __init__(self, sms):
+    def __init__(self, sms: int) -> None:
         self.sms = integer(sms, "sms", 0, 4096)
         # One saved value per entry, per thread (the setting is per thread):
         # the same object entered again inside itself, or on another
@@ -254,12 +260,12 @@ class reserved_sms:
             stack = self._saved.stack = []
         return stack
 
-    def __enter__(self):
+    def __enter__(self) -> "reserved_sms":
         was = ctypes.c_int32()
         check(lib.qgemm_set_reserved_sms(self.sms, ctypes.byref(was)))
         self._stack().append(was.value)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> bool:
         check(lib.qgemm_set_reserved_sms(self._stack().pop(), None))
         return False

@@ -76,7 +76,7 @@ class AdamW(torch.optim.Optimizer):
     def __init__(self, params: Iterable, lr: float = 1e-3,
                  betas: Tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 1e-2, *,
-                 state_dtype: Optional[torch.dtype] = None):
+                 state_dtype: Optional[torch.dtype] = None) -> None:
         if isinstance(lr, torch.Tensor):
             raise ArgumentError("qgemm.torch.optim.AdamW: lr must be a "
                                 "number (a tensor lr is not supported)")
