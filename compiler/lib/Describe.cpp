@@ -92,7 +92,8 @@ std::string dispatchStages(const std::vector<DispatchStage> &stages,
 } // namespace
 
 std::string qgemm::describePermute(const Spec &spec, const CompileOutput &) {
-  return dispatchStages(permuteStages(spec.permute), spec.permute.quantize);
+  return dispatchStages(permuteStages(spec.permute),
+                        spec.permute.quantize.has_value());
 }
 
 std::string qgemm::describeUnpermute(const Spec &spec, const CompileOutput &) {
