@@ -314,5 +314,105 @@ class ErrorTest(unittest.TestCase):
         self.assertIn("qgemm_xla_", str(cm.exception))
 
 
+class RecordedCalls:
+    """jax.ffi.ffi_call replaced by one that records each call (target,
+    results, options, the shapes of its operands) and returns zeros of
+    the declared results; CUDA is not required. Tracing caches are
+    cleared around it, as jax_fake_ffi.FakeGemm does."""
+
+    def __init__(self):
+        from unittest import mock
+
+        from qgemm.jax import _ffi
+        self.calls = []
+        self._patches = [mock.patch.object(jax.ffi, "ffi_call", self._call),
+                         mock.patch.object(_ffi, "require_cuda",
+                                           lambda *_: None)]
+
+    def _call(self, target, results, **options):
+        single = isinstance(results, jax.ShapeDtypeStruct)
+        shapes = (results,) if single else tuple(results)
+
+        def call(*args, **attrs):
+            self.calls.append((target, shapes, options,
+                               [tuple(a.shape) for a in args]))
+            outs = tuple(jnp.zeros(r.shape, r.dtype) for r in shapes)
+            return outs[0] if single else outs
+        return call
+
+    def __enter__(self):
+        jax.clear_caches()
+        for p in self._patches:
+            p.start()
+        return self
+
+    def __exit__(self, *exc):
+        for p in self._patches:
+            p.stop()
+        jax.clear_caches()
+        return False
+
+
+class OperandOrderTest(unittest.TestCase):
+    """The ops' custom calls take their operands and results in the places
+    of the library's operand table (qgemm.core.capi.OP_OPERANDS), the one
+    libqgemm_xla.so's handlers fill the args structs from; names the table
+    does not place are an InternalError at trace time, never a launch."""
+
+    def test_quantize_places_and_alias(self):
+        from qgemm.jax import _calls
+        with RecordedCalls() as rec:
+            _calls._op_call(
+                "qgemm_xla_quantize", "quantize",
+                {"error_flag": jnp.zeros((1,), I32), "x": s((8, 256)),
+                 "group_offsets": jnp.zeros((3,), I32)},
+                {"workspace": s((3,), I32), "error_flag": s((1,), I32),
+                 "col_scales": s((5,), F32), "col_data": s((6,), I32),
+                 "row_scales": s((7,), F32), "row_data": s((8, 256))},
+                spec="{}")
+        (target, results, options, args), = rec.calls
+        self.assertEqual(target, "qgemm_xla_quantize")
+        self.assertEqual(args, [(8, 256), (3,), (1,)])
+        self.assertEqual([r.shape for r in results],
+                         [(8, 256), (7,), (6,), (5,), (3,), (1,)])
+        self.assertEqual(options, {"input_output_aliases": {2: 5}})
+
+    def test_unpermute_backward_by_the_table(self):
+        # The real call site, traced: grad_out, row_map, row_group, probs,
+        # y in; grad_y, grad_probs out (Ops.def's backward places).
+        y, m = s((640, 256)), s((100, 4), I32)
+        p, g = s((100, 4), F32), s((640,), I32)
+        with RecordedCalls() as rec:
+            jax.eval_shape(jax.grad(
+                lambda y, p, m, g: qj.unpermute(y, m, p, g, tokens=100)
+                .astype(F32).sum(), argnums=(0, 1)), y, p, m, g)
+        calls = {c[0]: c for c in rec.calls}
+        _, results, options, args = calls["qgemm_xla_unpermute_backward"]
+        self.assertEqual(args, [(100, 256), (100, 4), (640,), (100, 4),
+                                (640, 256)])
+        self.assertEqual([r.shape for r in results], [(640, 256), (100, 4)])
+        self.assertEqual(options, {})
+        _, results, _, args = calls["qgemm_xla_unpermute"]
+        self.assertEqual(args, [(640, 256), (100, 4), (100, 4)])
+        self.assertEqual(results[0].shape, (100, 256))
+
+    def test_a_name_the_table_does_not_place_is_refused(self):
+        from qgemm.jax import _calls
+        with self.assertRaises(qgemm.InternalError) as cm:
+            _calls._op_call("qgemm_xla_swiglu_backward", "swiglu_backward",
+                            {"dy": s((4, 8)), "x": s((4, 16))},
+                            {"grad_x": s((4, 16))}, spec="{}")
+        self.assertIn("the operands given to qgemm_xla_swiglu_backward are "
+                      "(dy, x); the library's operand table places "
+                      "(grad_y, x) there", str(cm.exception))
+        with self.assertRaises(qgemm.InternalError) as cm:
+            _calls._op_call("qgemm_xla_unpermute", "unpermute",
+                            {"y": s((4, 8)), "row_map": s((2, 2), I32),
+                             "probs": s((0,), F32)}, {}, spec="{}")
+        self.assertIn("the results given to qgemm_xla_unpermute are (); "
+                      "the library's operand table places (out) there",
+                      str(cm.exception))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -1,7 +1,9 @@
 """CPU tests of the quantize / permute / unpermute launches (C API 1.1)
 from Python: stand-in torch tensors (fake_tensors.py) against a runtime
 whose driver does not exist, so a launch that passes every check stops at
-DeviceError and a wrong one raises ArgumentError first."""
+DeviceError and a wrong one raises ArgumentError first; and the operand
+table (C API 1.10) the launchers take their operands from."""
+import ctypes
 import unittest
 
 import qgemm
@@ -276,3 +278,112 @@ class UnpermuteTest(OpLaunchBase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+SWIGLU = {"qgemm": 1, "name": "py_sw", "op": "swiglu_quantize",
+          "halves": "stacked", "recipe": "deepseek", "bf16_output": True,
+          "rowwise": {"block": [1, 128], "layout": "COMPACT"},
+          "shape": {"i": 256}}
+SWIGLU_BACKWARD = {"qgemm": 1, "name": "py_sw_bwd", "op": "swiglu_backward",
+                   "halves": "stacked", "shape": {"i": 256}}
+
+
+class OperandTableTest(OpLaunchBase):
+    """Each op's operands come from the library's operand table (C API
+    1.10, capi.OP_OPERANDS): it agrees with the ctypes args structs, and
+    the launchers take every operand's field and writes from it."""
+
+    def test_table_matches_the_args_structs(self):
+        from qgemm.core import capi
+        self.assertEqual(sorted(capi.OP_OPERANDS), sorted(capi.OP_ARGS))
+        for op, cls in capi.OP_ARGS.items():
+            # (struct_size is a c_size_t, the same ctypes type here.)
+            addresses = [f for f, kind in cls._fields_[1:]
+                         if kind is ctypes.c_uint64]
+            listed = set()
+            entries = 0
+            for direction in capi.OP_OPERANDS[op]:
+                offsets = []
+                for name, row in direction.items():
+                    self.assertEqual(name, row.name)
+                    self.assertIn(row.field, addresses, (op, name))
+                    self.assertIn(row.writes, (capi.OPERAND_READ,
+                                               capi.OPERAND_WRITTEN,
+                                               capi.OPERAND_WRITTEN_BY_SPEC))
+                    offsets.append(getattr(cls, row.field).offset)
+                    listed.add(row.field)
+                entries += len(direction)
+                # In the struct's order, each field once.
+                self.assertEqual(offsets, sorted(set(offsets)), op)
+                for place in ("xla_operand", "xla_result"):
+                    taken = sorted(getattr(r, place)
+                                   for r in direction.values()
+                                   if getattr(r, place) >= 0)
+                    self.assertEqual(taken, list(range(len(taken))),
+                                     (op, place))
+            # Every device address is an operand; no name twice in a
+            # direction (the dicts would have dropped one).
+            self.assertEqual(sorted(listed), sorted(addresses), op)
+            c_op = [k for k, v in capi.OPS.items() if v == op][0]
+            self.assertEqual(entries, capi.lib.qgemm_op_operand_count(c_op))
+
+    def launchers(self):
+        """(op, backward, OpLaunch) of a kernel of each launcher."""
+        from qgemm.core._dispatch_launch import PermuteLaunch, UnpermuteLaunch
+        from qgemm.core._quantize_launch import QuantizeLaunch
+        from qgemm.core._swiglu_launch import (SwigluBackwardLaunch,
+                                               SwigluQuantizeLaunch)
+        bwd = dict(UNPERMUTE, name="py_unperm_bwd", backward=True)
+        pbwd = {"qgemm": 1, "name": "py_perm_bwd", "op": "permute",
+                "tokens": {"dtype": "bf16"}, "backward": True,
+                "shape": {"k": 512, "topk": 4}, "probs": True}
+        return [("quantize", False, QuantizeLaunch(self.compile(QUANTIZE))),
+                ("permute", False, PermuteLaunch(self.compile(PERMUTE))),
+                ("permute", True, PermuteLaunch(self.compile(pbwd))),
+                ("unpermute", False,
+                 UnpermuteLaunch(self.compile(UNPERMUTE))),
+                ("unpermute", True, UnpermuteLaunch(self.compile(bwd))),
+                ("swiglu_quantize", False,
+                 SwigluQuantizeLaunch(self.compile(SWIGLU))),
+                ("swiglu_backward", False,
+                 SwigluBackwardLaunch(self.compile(SWIGLU_BACKWARD)))]
+
+    def test_launchers_take_fields_and_writes_from_the_table(self):
+        from qgemm.core import capi
+        for op, backward, launch in self.launchers():
+            table = capi.OP_OPERANDS[op][1 if backward else 0]
+            self.assertTrue(launch.operands)
+            for name, operand in launch.operands.items():
+                row = table[name]
+                self.assertEqual(operand.field, row.field, (op, name))
+                self.assertEqual(operand.writable,
+                                 row.writes == capi.OPERAND_WRITTEN,
+                                 (op, name))
+        # The names users see where they differ from the C fields.
+        fields = {(op, n): o.field for op, _, launch in self.launchers()
+                  for n, o in launch.operands.items()}
+        self.assertEqual(fields[("quantize", "x")], "input")
+        self.assertEqual(fields[("swiglu_quantize", "y")], "bf16_output")
+        self.assertEqual(fields[("swiglu_backward", "grad_x")], "grad_input")
+
+    def test_a_changed_table_changes_the_launcher(self):
+        from unittest import mock
+
+        from qgemm.core._quantize_launch import QuantizeLaunch
+        from qgemm.core import capi
+        forward, backward = capi.OP_OPERANDS["quantize"]
+        moved = dict(forward, row_data=forward["row_data"]._replace(
+            field="col_data", writes=capi.OPERAND_READ))
+        with mock.patch.dict(capi.OP_OPERANDS,
+                             {"quantize": (moved, backward)}):
+            launch = QuantizeLaunch(self.compile(QUANTIZE))
+            self.assertEqual(launch.operands["row_data"].field, "col_data")
+            self.assertFalse(launch.operands["row_data"].writable)
+        gone = {n: r for n, r in forward.items() if n != "row_scales"}
+        with mock.patch.dict(capi.OP_OPERANDS,
+                             {"quantize": (gone, backward)}):
+            with self.assertRaisesRegex(qgemm.InternalError,
+                                        "takes row_scales, which the "
+                                        "library's operand table of "
+                                        "quantize"):
+                QuantizeLaunch(self.compile(QUANTIZE))

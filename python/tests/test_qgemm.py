@@ -177,7 +177,8 @@ class AbiTest(unittest.TestCase):
                "GroupedMmPlanDesc": "qgemm_grouped_mm_plan_desc",
                "GroupedMmSizes": "qgemm_grouped_mm_sizes",
                "GroupedMmForwardArgs": "qgemm_grouped_mm_forward_args",
-               "GroupedMmBackwardArgs": "qgemm_grouped_mm_backward_args"}
+               "GroupedMmBackwardArgs": "qgemm_grouped_mm_backward_args",
+               "OpOperandInfo": "qgemm_op_operand_info"}
 
     def test_struct_layouts(self):
         from qgemm.core import _capi

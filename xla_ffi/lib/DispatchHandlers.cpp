@@ -23,6 +23,7 @@
 #include "OpHandler.h"
 
 using namespace qgemm_ffi;
+using qgemm::operands::Direction;
 
 namespace {
 
@@ -64,55 +65,40 @@ unpermuteBackwardInstantiate(std::string_view spec) {
 // Operands: routing int32 (T, topk), x (T, k), x_scales (FP8 specs, else
 // empty), probs f32 (T, topk) or empty. Results: y (R, k), y_scales (or
 // empty), offsets int32 (G,), counts int32 (G,), row_group int32 (R,),
-// row_map int32 (T, topk), row_probs f32 (R,) or empty, error int32 (1,).
+// row_map int32 (T, topk), row_probs f32 (R,) or empty, error int32 (1,)
+// (their order: Ops.def).
 using P = qgemm_permute_args;
-const OpCall<P> kPermute = {
-    "qgemm_launch_permute",
-    qgemm_launch_permute,
-    QGEMM_PERMUTE_ARGS_INIT,
-    4,
-    8,
-    {&P::routing, &P::x, &P::x_scales, &P::probs},
-    {&P::y, &P::y_scales, &P::offsets, &P::counts, &P::row_group, &P::row_map,
-     &P::row_probs, &P::error},
-    [](P &a, const BufferViews &in, const BufferViews &out) {
-      a.tokens = in[0].dim(0);
-      a.experts = out[2].count();
-      a.rows = out[0].dim(0);
-    }};
+constexpr OpCall<P> kPermute =
+    opCall<P>(Direction::Forward, "qgemm_launch_permute", qgemm_launch_permute,
+              QGEMM_PERMUTE_ARGS_INIT,
+              [](P &a, const BufferViews &in, const BufferViews &out) {
+                a.tokens = in[0].dim(0);
+                a.experts = out[2].count();
+                a.rows = out[0].dim(0);
+              });
 
 // Operands: y (R, k) bf16, row_map int32 (T, topk), probs f32 (T, topk) or
 // empty. Result: out (T, k) bf16.
 using U = qgemm_unpermute_args;
-const OpCall<U> kUnpermute = {
-    "qgemm_launch_unpermute",
-    qgemm_launch_unpermute,
-    QGEMM_UNPERMUTE_ARGS_INIT,
-    3,
-    1,
-    {&U::y, &U::row_map, &U::probs},
-    {&U::out},
-    [](U &a, const BufferViews &in, const BufferViews &out) {
-      a.tokens = out[0].dim(0);
-      a.rows = in[0].dim(0);
-    }};
+constexpr OpCall<U> kUnpermute =
+    opCall<U>(Direction::Forward, "qgemm_launch_unpermute",
+              qgemm_launch_unpermute, QGEMM_UNPERMUTE_ARGS_INIT,
+              [](U &a, const BufferViews &in, const BufferViews &out) {
+                a.tokens = out[0].dim(0);
+                a.rows = in[0].dim(0);
+              });
 
 // Operands: grad_out (T, k) bf16, row_map int32 (T, topk), row_group int32
 // (R,), probs f32 (T, topk) or empty, y (R, k) bf16 or empty (both with
 // the spec's probs). Results: grad_y (R, k) bf16 (rows holding no copy
 // zeroed), grad_probs f32 (T, topk) or empty.
-const OpCall<U> kUnpermuteBackward = {
-    "qgemm_launch_unpermute",
-    qgemm_launch_unpermute,
-    QGEMM_UNPERMUTE_ARGS_INIT,
-    5,
-    2,
-    {&U::grad_out, &U::row_map, &U::row_group, &U::probs, &U::y},
-    {&U::grad_y, &U::grad_probs},
-    [](U &a, const BufferViews &in, const BufferViews &out) {
-      a.tokens = in[0].dim(0);
-      a.rows = out[0].dim(0);
-    }};
+constexpr OpCall<U> kUnpermuteBackward =
+    opCall<U>(Direction::Backward, "qgemm_launch_unpermute",
+              qgemm_launch_unpermute, QGEMM_UNPERMUTE_ARGS_INIT,
+              [](U &a, const BufferViews &in, const BufferViews &out) {
+                a.tokens = in[0].dim(0);
+                a.rows = out[0].dim(0);
+              });
 
 } // namespace
 

@@ -3,11 +3,13 @@
 // Every custom call of an op other than grouped_gemm is the same handler:
 // compile the spec in the instantiate stage, then in execute fill the op's
 // C args struct from XLA's buffers and launch it on XLA's stream. What an
-// op declares is an OpCall: which struct field each operand and result
-// fills (an operand or result with no field is only there for XLA: the
-// error word in, aliased to the error word out), and how the integer
-// fields follow from the buffers' shapes. QGEMM_XLA_OP_HANDLERS then
-// defines both handler symbols of the target.
+// op declares is an OpCall, made by `opCall` from the op's operand table
+// (Ops.def) for one direction: which struct field each operand and
+// result fills, and how many there are (an operand with no field is the
+// error word in, aliased to the error word out, whose field the result
+// fills); the op adds how the integer fields follow from the buffers'
+// shapes. QGEMM_XLA_OP_HANDLERS then defines both handler symbols of the
+// target.
 //
 // The handlers only read shapes and addresses, so nothing waits for the
 // host and all of them are command-buffer compatible.
@@ -18,6 +20,7 @@
 
 #include "FfiCommon.h"
 #include "Targets.h"
+#include "qgemm/OpOperands.h"
 
 #include <array>
 #include <cstddef>
@@ -56,6 +59,46 @@ template <typename CArgs> struct OpCall {
   void (*shape)(CArgs &, const BufferViews &operands,
                 const BufferViews &results);
 };
+
+// The custom call of CArgs' op in `direction`: its operands and results
+// where the operand table places them, with `launch` and `shape`.
+template <typename CArgs>
+constexpr OpCall<CArgs>
+opCall(qgemm::operands::Direction direction, const char *launchName,
+       qgemm_status (*launch)(qgemm_runtime *, const qgemm_kernel *,
+                              const CArgs *, void *),
+       CArgs init,
+       void (*shape)(CArgs &, const BufferViews &, const BufferViews &)) {
+  using qgemm::operands::xlaCount;
+  static_assert(xlaCount<CArgs>(qgemm::operands::Direction::Forward, false) <=
+                        kMaxBuffers &&
+                    xlaCount<CArgs>(qgemm::operands::Direction::Forward,
+                                    true) <= kMaxBuffers &&
+                    xlaCount<CArgs>(qgemm::operands::Direction::Backward,
+                                    false) <= kMaxBuffers &&
+                    xlaCount<CArgs>(qgemm::operands::Direction::Backward,
+                                    true) <= kMaxBuffers,
+                "Ops.def places a buffer beyond kMaxBuffers");
+  OpCall<CArgs> call{launchName,
+                     launch,
+                     init,
+                     xlaCount<CArgs>(direction, false),
+                     xlaCount<CArgs>(direction, true),
+                     {},
+                     {},
+                     shape};
+  for (const auto &o : qgemm::operands::Table<CArgs>::rows) {
+    if (o.direction != direction)
+      continue;
+    // An aliased operand is the same buffer as its result; the result
+    // fills the field.
+    if (o.xlaOperand >= 0 && o.xlaResult < 0)
+      call.operands[size_t(o.xlaOperand)] = o.member;
+    if (o.xlaResult >= 0)
+      call.results[size_t(o.xlaResult)] = o.member;
+  }
+  return call;
+}
 
 // The execute stage of every op's target: `call`'s struct from the
 // buffers, launched on `stream`.

@@ -17,6 +17,7 @@
 #include "OpHandler.h"
 
 using namespace qgemm_ffi;
+using qgemm::operands::Direction;
 
 namespace {
 
@@ -35,74 +36,68 @@ swigluBackwardInstantiate(std::string_view spec) {
   return instantiate(spec, QGEMM_OP_SWIGLU_BACKWARD);
 }
 
-// The token groups of quantize and swiglu_quantize: operand 1 holds their
-// offsets (G may be 0); with any, the launch checks them on the device
-// into the workspace (result `workspace`) and the error word (the last
-// result).
+// The token groups of quantize and swiglu_quantize: the operand
+// group_offsets holds their offsets (G may be 0); with any, the launch
+// checks them on the device into the workspace and the error word (their
+// places: Ops.def).
 template <typename CArgs>
-void deviceGroups(CArgs &a, const BufferViews &in, const BufferViews &out,
-                  size_t workspace) {
-  a.num_groups = in[1].count();
+void deviceGroups(CArgs &a, const BufferViews &in, const BufferViews &out) {
+  using qgemm::operands::xlaPosition;
+  constexpr int32_t offsets =
+      xlaPosition<CArgs>(Direction::Forward, "group_offsets", false);
+  constexpr int32_t workspace =
+      xlaPosition<CArgs>(Direction::Forward, "workspace", true);
+  constexpr int32_t error =
+      xlaPosition<CArgs>(Direction::Forward, "error_flag", true);
+  static_assert(offsets >= 0 && workspace >= 0 && error >= 0,
+                "Ops.def places group_offsets, workspace and "
+                "error_flag in the custom call of an op with token groups");
+  a.num_groups = in[offsets].count();
   if (a.num_groups > 0) {
     a.flags = QGEMM_LAUNCH_DEVICE_GROUPS;
     a.workspace = out[workspace].address;
-    a.error_flag = out[workspace + 1].address;
+    a.error_flag = out[error].address;
   }
 }
 
 // Operands: x (rows, cols) or (G, rows, cols) for a multi_tensor spec,
 // group offsets, the error word in. Results: row_data, row_scales,
-// col_data, col_scales, workspace (int32 [G]), the error word out.
+// col_data, col_scales, workspace (int32 [G]), the error word out (their
+// order: Ops.def).
 using Q = qgemm_quantize_args;
-const OpCall<Q> kQuantize = {
-    "qgemm_launch_quantize",
-    qgemm_launch_quantize,
-    QGEMM_QUANTIZE_ARGS_INIT,
-    3,
-    6,
-    {&Q::input, &Q::group_offsets},
-    {&Q::row_data, &Q::row_scales, &Q::col_data, &Q::col_scales},
-    [](Q &a, const BufferViews &in, const BufferViews &out) {
-      const bool stacked = in[0].dims.size() == 3;
-      a.num_tensors = stacked ? in[0].dim(0) : 1;
-      a.rows = in[0].dim(stacked ? 1 : 0);
-      a.cols = in[0].dim(stacked ? 2 : 1);
-      deviceGroups(a, in, out, 4);
-    }};
+constexpr OpCall<Q> kQuantize =
+    opCall<Q>(Direction::Forward, "qgemm_launch_quantize",
+              qgemm_launch_quantize, QGEMM_QUANTIZE_ARGS_INIT,
+              [](Q &a, const BufferViews &in, const BufferViews &out) {
+                const bool stacked = in[0].dims.size() == 3;
+                a.num_tensors = stacked ? in[0].dim(0) : 1;
+                a.rows = in[0].dim(stacked ? 1 : 0);
+                a.cols = in[0].dim(stacked ? 2 : 1);
+                deviceGroups(a, in, out);
+              });
 
 // Operands: h (rows, 2I), group offsets, the error word in. Results:
 // row_data, row_scales, col_data, col_scales, y (bf16 (rows, I) or empty),
 // workspace, the error word out.
 using SQ = qgemm_swiglu_quantize_args;
-const OpCall<SQ> kSwigluQuantize = {
-    "qgemm_launch_swiglu_quantize",
-    qgemm_launch_swiglu_quantize,
-    QGEMM_SWIGLU_QUANTIZE_ARGS_INIT,
-    3,
-    7,
-    {&SQ::input, &SQ::group_offsets},
-    {&SQ::row_data, &SQ::row_scales, &SQ::col_data, &SQ::col_scales,
-     &SQ::bf16_output},
-    [](SQ &a, const BufferViews &in, const BufferViews &out) {
-      a.rows = in[0].dim(0);
-      a.intermediate = in[0].dim(1) / 2;
-      deviceGroups(a, in, out, 5);
-    }};
+constexpr OpCall<SQ> kSwigluQuantize =
+    opCall<SQ>(Direction::Forward, "qgemm_launch_swiglu_quantize",
+               qgemm_launch_swiglu_quantize, QGEMM_SWIGLU_QUANTIZE_ARGS_INIT,
+               [](SQ &a, const BufferViews &in, const BufferViews &out) {
+                 a.rows = in[0].dim(0);
+                 a.intermediate = in[0].dim(1) / 2;
+                 deviceGroups(a, in, out);
+               });
 
 // Operands: dy (rows, I), h (rows, 2I). Result: dh (rows, 2I).
 using SB = qgemm_swiglu_backward_args;
-const OpCall<SB> kSwigluBackward = {
-    "qgemm_launch_swiglu_backward",
-    qgemm_launch_swiglu_backward,
-    QGEMM_SWIGLU_BACKWARD_ARGS_INIT,
-    2,
-    1,
-    {&SB::grad_output, &SB::input},
-    {&SB::grad_input},
-    [](SB &a, const BufferViews &in, const BufferViews &) {
-      a.rows = in[1].dim(0);
-      a.intermediate = in[1].dim(1) / 2;
-    }};
+constexpr OpCall<SB> kSwigluBackward =
+    opCall<SB>(Direction::Forward, "qgemm_launch_swiglu_backward",
+               qgemm_launch_swiglu_backward, QGEMM_SWIGLU_BACKWARD_ARGS_INIT,
+               [](SB &a, const BufferViews &in, const BufferViews &) {
+                 a.rows = in[1].dim(0);
+                 a.intermediate = in[1].dim(1) / 2;
+               });
 
 } // namespace
 

@@ -4,17 +4,20 @@ This is the only module that knows the C ABI: the structs mirror qgemm.h
 field for field, and every function gets its argtypes/restype once, at
 load. The ops' args structs and launches (qgemm_launch_<op>) are not
 restated here: they are built from the library's own op table (API 1.6,
-OP_ARGS), so a new op needs nothing in this module. Binding choice
+OP_ARGS), and each op's operands (field, public name, writes, XLA place)
+are read from its operand table (API 1.10, OP_OPERANDS), so a new op
+needs nothing in this module. Binding choice
 (docs/PYTHON.md): ctypes over the stable C API, so the package needs no
 compiler and no Python-version-specific build.
 """
 import ctypes
 import os
+from collections import namedtuple
 from ctypes import (POINTER, Structure, c_char_p, c_int, c_int32, c_int64,
                     c_size_t, c_uint32, c_uint64, c_void_p)
 
 # The header this module mirrors (QGEMM_API_VERSION of qgemm.h).
-API_VERSION = 1009
+API_VERSION = 1010
 
 OK = 0
 ERROR_USER = 1
@@ -213,6 +216,22 @@ class GroupedMmBackwardArgs(Structure):
         _u64s(*GMM_BACKWARD_POINTERS) + _plan_tail("rows")
 
 
+# API 1.10: an op's operand table, one entry per buffer and direction.
+OPERAND_READ, OPERAND_WRITTEN, OPERAND_WRITTEN_BY_SPEC = 0, 1, 2
+
+
+class OpOperandInfo(Structure):
+    _fields_ = [("struct_size", c_size_t), ("field", c_char_p),
+                ("name", c_char_p), ("backward", c_int32),
+                ("writes", c_int32), ("xla_operand", c_int32),
+                ("xla_result", c_int32)]
+
+
+# One buffer of an op's launch: its public name, its field of the args
+# struct, its qgemm_operand_writes, its places in the XLA custom call (-1:
+# none).
+OpOperand = namedtuple("OpOperand", "name field writes xla_operand xla_result")
+
 _P = c_void_p  # opaque handles
 _SIGNATURES = {
     "qgemm_last_error_message": (c_char_p, []),
@@ -285,6 +304,8 @@ _SIGNATURES = {
     "qgemm_op_args_field_count": (c_int32, [c_int32]),
     "qgemm_op_args_field":
         (c_char_p, [c_int32, c_int32, POINTER(c_size_t), POINTER(c_int32)]),
+    "qgemm_op_operand_count": (c_int32, [c_int32]),
+    "qgemm_op_operand": (c_int, [c_int32, c_int32, POINTER(OpOperandInfo)]),
 }
 
 
@@ -358,9 +379,41 @@ def _op_args(lib):
     return out
 
 
+def _op_operands(lib, op_args):
+    """{op name: ({public name: OpOperand} of the forward, the same of the
+    backward)} for every op of the library's op table, each in its
+    struct's order; every field is checked to be a device address of the
+    op's args struct (OP_ARGS)."""
+    out = {}
+    for index in range(lib.qgemm_op_table_count()):
+        op = lib.qgemm_op_table_entry(index)
+        name = lib.qgemm_op_name(op).decode()
+        fields = dict(op_args[name]._fields_)
+        directions = ({}, {})
+        for i in range(lib.qgemm_op_operand_count(op)):
+            info = OpOperandInfo(ctypes.sizeof(OpOperandInfo))
+            status = lib.qgemm_op_operand(op, i, ctypes.byref(info))
+            if status:
+                raise ImportError("qgemm: qgemm_op_operand(%s, %d) of %s: %s"
+                                  % (name, i, library_path(),
+                                     lib.qgemm_last_error_message().decode()))
+            row = OpOperand(info.name.decode(), info.field.decode(),
+                            info.writes, info.xla_operand, info.xla_result)
+            if fields.get(row.field) is not c_uint64:
+                raise ImportError(
+                    "qgemm: %s's operand table names %s.%s, which its args "
+                    "struct does not have as a device address"
+                    % (library_path(), name, row.field))
+            directions[1 if info.backward else 0][row.name] = row
+        out[name] = directions
+    return out
+
+
 lib = load()
 # op name ("quantize", "permute", ...) -> its args struct (ctypes).
 OP_ARGS = _op_args(lib)
+# op name -> (forward, backward): {public name: OpOperand}.
+OP_OPERANDS = _op_operands(lib, OP_ARGS)
 # qgemm_op -> its name: grouped_gemm and the ops of the table.
 OPS = {op: lib.qgemm_op_name(op).decode() for op in
        [0] + [lib.qgemm_op_table_entry(i)

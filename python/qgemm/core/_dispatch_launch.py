@@ -6,7 +6,7 @@ from . import _capi
 from ._capi import lib
 from ._errors import ArgumentError
 from ._gemm_launch import host_groups_array, stream_handle
-from ._op_launch import _FP8_STAND_IN, Operand, OpLaunch, _dtypes_of
+from ._op_launch import _FP8_STAND_IN, OpLaunch, _dtypes_of, operands_of
 from ._runtime import check
 
 
@@ -27,37 +27,35 @@ class PermuteLaunch(OpLaunch):
         out = _dtypes_of(info.out_dtype, _capi.DTYPES[info.out_dtype] !=
                          "bf16")
         i32, f32, bf16 = ("int32",), ("f32",), ("bf16",)
+        operand = operands_of("permute", info.backward)
         if not info.backward:
-            ops = [Operand("routing", "routing", i32, ("T", topk), False),
-                   Operand("x", "x", data, ("T", k), False),
-                   Operand("y", "y", out, ("R", k), True),
-                   Operand("offsets", "offsets", i32, ("G",), True),
-                   Operand("counts", "counts", i32, ("G",), True),
-                   Operand("row_group", "row_group", i32, ("R",), True),
-                   Operand("row_map", "row_map", i32, ("T", topk), True),
-                   Operand("error", "error", i32, (1,), True)]
+            ops = [operand("routing", i32, ("T", topk)),
+                   operand("x", data, ("T", k)),
+                   operand("y", out, ("R", k)),
+                   operand("offsets", i32, ("G",)),
+                   operand("counts", i32, ("G",)),
+                   operand("row_group", i32, ("R",)),
+                   operand("row_map", i32, ("T", topk)),
+                   operand("error", i32, (1,))]
             def scale_dtypes(scale):
                 return ("f32",) if _capi.DTYPES[scale.dtype] == "f32" \
                     else ("ue8m0", _FP8_STAND_IN)
             if info.has_scale:
-                ops += [Operand("x_scales", "x_scales",
-                                scale_dtypes(info.scale), None, False)]
+                ops += [operand("x_scales", scale_dtypes(info.scale), None)]
             if info.has_scale or info.quantize:
-                ops += [Operand("y_scales", "y_scales",
-                                scale_dtypes(info.out_scale), None, True)]
+                ops += [operand("y_scales", scale_dtypes(info.out_scale),
+                                None)]
             if info.probs:
-                ops += [Operand("probs", "probs", f32, ("T", topk), False),
-                        Operand("row_probs", "row_probs", f32, ("R",), True)]
+                ops += [operand("probs", f32, ("T", topk)),
+                        operand("row_probs", f32, ("R",))]
             what = "a forward permute"
         else:
-            ops = [Operand("grad_y", "grad_y", bf16, ("R", k), False),
-                   Operand("row_map", "row_map", i32, ("T", topk), False),
-                   Operand("grad_x", "grad_x", bf16, ("T", k), True)]
+            ops = [operand("grad_y", bf16, ("R", k)),
+                   operand("row_map", i32, ("T", topk)),
+                   operand("grad_x", bf16, ("T", k))]
             if info.probs:
-                ops += [Operand("grad_row_probs", "grad_row_probs", f32,
-                                ("R",), False),
-                        Operand("grad_probs", "grad_probs", f32, ("T", topk),
-                                True)]
+                ops += [operand("grad_row_probs", f32, ("R",)),
+                        operand("grad_probs", f32, ("T", topk))]
             what = "a backward permute"
         super().__init__(kernel, what, ops, _capi.OP_ARGS["permute"],
                          lib.qgemm_launch_permute)
@@ -85,23 +83,23 @@ class UnpermuteLaunch(OpLaunch):
         info = self.info = _dispatch_info(kernel)
         k, topk = info.k, info.topk
         i32, f32, bf16 = ("int32",), ("f32",), ("bf16",)
+        operand = operands_of("unpermute", info.backward)
         if not info.backward:
-            ops = [Operand("y", "y", bf16, ("R", k), False),
-                   Operand("row_map", "row_map", i32, ("T", topk), False),
-                   Operand("out", "out", bf16, ("T", k), True)]
+            ops = [operand("y", bf16, ("R", k)),
+                   operand("row_map", i32, ("T", topk)),
+                   operand("out", bf16, ("T", k))]
             if info.probs:
-                ops.append(Operand("probs", "probs", f32, ("T", topk), False))
+                ops.append(operand("probs", f32, ("T", topk)))
             what = "a forward unpermute"
         else:
-            ops = [Operand("grad_out", "grad_out", bf16, ("T", k), False),
-                   Operand("row_map", "row_map", i32, ("T", topk), False),
-                   Operand("row_group", "row_group", i32, ("R",), False),
-                   Operand("grad_y", "grad_y", bf16, ("R", k), True)]
+            ops = [operand("grad_out", bf16, ("T", k)),
+                   operand("row_map", i32, ("T", topk)),
+                   operand("row_group", i32, ("R",)),
+                   operand("grad_y", bf16, ("R", k))]
             if info.probs:
-                ops += [Operand("probs", "probs", f32, ("T", topk), False),
-                        Operand("y", "y", bf16, ("R", k), False),
-                        Operand("grad_probs", "grad_probs", f32, ("T", topk),
-                                True)]
+                ops += [operand("probs", f32, ("T", topk)),
+                        operand("y", bf16, ("R", k)),
+                        operand("grad_probs", f32, ("T", topk))]
             what = "a backward unpermute"
         super().__init__(kernel, what, ops, _capi.OP_ARGS["unpermute"],
                          lib.qgemm_launch_unpermute)

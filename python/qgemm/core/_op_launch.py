@@ -5,7 +5,10 @@ through: quantize (_quantize_launch.py), permute and unpermute
 
 Each op's operands are a table (built once per kernel from its info query):
 name, field of the C args struct, accepted dtypes, shape as a template of
-constants and symbols ("T", "R", "G", ...), and whether it is written. A
+constants and symbols ("T", "R", "G", ...), and whether it is written. The
+name, field and writes are the library's (its operand table, _capi
+OP_OPERANDS, through operands_of); a launcher adds what depends on the
+kernel: which operands it takes, their dtypes and shapes. A
 launch reads each given tensor once (_tensors.read: torch's C getters, or
 DLPack / the CUDA array interface), binds the symbols from the first
 operand that has them and checks every other operand against them, then
@@ -18,12 +21,33 @@ import ctypes
 from collections import namedtuple
 
 from . import _capi, _tensors
-from ._errors import ArgumentError
+from ._errors import ArgumentError, InternalError
 from ._gemm_launch import _order, host_groups_array, raise_closed
 from ._runtime import check
 
 Operand = namedtuple("Operand", "name field dtypes shape writable")
 _FP8_STAND_IN = "uint8"
+
+
+def operands_of(op, backward=False, spec_writes=False):
+    """operand(name, dtypes, shape) -> Operand of `op`'s launch in one
+    direction, its field and writes from the library's operand table;
+    `spec_writes`: the kernel's spec writes the operands the table marks
+    so (quantize's x under adamw)."""
+    table = _capi.OP_OPERANDS[op][1 if backward else 0]
+
+    def operand(name, dtypes, shape):
+        row = table.get(name)
+        if row is None:
+            raise InternalError(
+                "qgemm: the %s launcher takes %s, which the library's "
+                "operand table of %s (%s) does not have; it has %s"
+                % (op, name, op, "backward" if backward else "forward",
+                   ", ".join(table)))
+        writable = row.writes == _capi.OPERAND_WRITTEN or (
+            row.writes == _capi.OPERAND_WRITTEN_BY_SPEC and spec_writes)
+        return Operand(name, row.field, dtypes, shape, writable)
+    return operand
 
 
 def _dtypes_of(code, raw_ok):

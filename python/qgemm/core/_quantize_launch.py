@@ -7,8 +7,8 @@ from . import _capi
 from ._capi import lib
 from ._errors import ArgumentError
 from ._gemm_launch import stream_handle
-from ._op_launch import (Operand, OpLaunch, _check_scales, _dtypes_of,
-                         _scale_dtypes, _token_groups)
+from ._op_launch import (OpLaunch, _check_scales, _dtypes_of,
+                         _scale_dtypes, _token_groups, operands_of)
 from ._runtime import _flag, check
 
 
@@ -64,46 +64,37 @@ class QuantizeLaunch(OpLaunch):
         # API 1.9: the weights' AdamW step writes x (the weights) and its
         # state in place, from the gradient and the device step count.
         self.adamw = info.adamw_state >= 0
-        ops = [Operand("x", "input", inputs, lead + ("rows", k), self.adamw)]
+        operand = operands_of("quantize", spec_writes=self.adamw)
+        ops = [operand("x", inputs, lead + ("rows", k))]
         self.required = ["x"]
         if self.adamw:
             state = _dtypes_of(info.adamw_state, False)
-            ops += [Operand("grad", "grad", inputs, lead + ("rows", k),
-                            False),
-                    Operand("exp_avg", "exp_avg", state, lead + ("rows", k),
-                            True),
-                    Operand("exp_avg_sq", "exp_avg_sq", state,
-                            lead + ("rows", k), True),
-                    Operand("bias_corrections", "bias_corrections", ("f32",),
-                            (2,), False)]
+            ops += [operand("grad", inputs, lead + ("rows", k)),
+                    operand("exp_avg", state, lead + ("rows", k)),
+                    operand("exp_avg_sq", state, lead + ("rows", k)),
+                    operand("bias_corrections", ("f32",), (2,))]
             self.required += ["grad", "exp_avg", "exp_avg_sq",
                               "bias_corrections"]
         if fp8_in:
-            ops.append(Operand("x_scales", "input_scales", ("f32",), None,
-                               False))
+            ops.append(operand("x_scales", ("f32",), None))
             self.required.append("x_scales")
         self.scales = []
         if info.has_rowwise:
-            ops += [Operand("row_data", "row_data", out, lead + ("rows", k),
-                            True),
-                    Operand("row_scales", "row_scales",
-                            _scale_dtypes(info.rowwise), None, True)]
+            ops += [operand("row_data", out, lead + ("rows", k)),
+                    operand("row_scales", _scale_dtypes(info.rowwise), None)]
             self.required += ["row_data", "row_scales"]
             self.scales.append(("row_scales", 1, info.rowwise))
         if info.has_columnwise:
             col = (k, "rows") if info.columnwise_transposed else ("rows", k)
-            ops += [Operand("col_data", "col_data", out, lead + col, True),
-                    Operand("col_scales", "col_scales",
-                            _scale_dtypes(info.columnwise), None, True)]
+            ops += [operand("col_data", out, lead + col),
+                    operand("col_scales", _scale_dtypes(info.columnwise),
+                            None)]
             self.required += ["col_data", "col_scales"]
             self.scales.append(("col_scales", 3, info.columnwise))
-        ops.append(Operand("group_offsets", "group_offsets", ("int32",),
-                           ("groups",), False))
+        ops.append(operand("group_offsets", ("int32",), ("groups",)))
         # API 1.2: device-only token groups.
-        ops.append(Operand("error_flag", "error_flag", ("int32",), None,
-                           True))
-        ops.append(Operand("workspace", "workspace", ("int32",),
-                           ("groups",), True))
+        ops.append(operand("error_flag", ("int32",), None))
+        ops.append(operand("workspace", ("int32",), ("groups",)))
         kind = "multi_tensor quantize" if info.multi_tensor else "quantize"
         super().__init__(kernel, kind, ops, _capi.OP_ARGS["quantize"],
                          lib.qgemm_launch_quantize)

@@ -6,8 +6,8 @@ from . import _capi
 from ._capi import lib
 from ._errors import ArgumentError
 from ._gemm_launch import stream_handle
-from ._op_launch import (Operand, OpLaunch, _check_scales, _dtypes_of,
-                         _scale_dtypes, _token_groups)
+from ._op_launch import (OpLaunch, _check_scales, _dtypes_of,
+                         _scale_dtypes, _token_groups, operands_of)
 from ._runtime import _flag, check
 
 
@@ -47,31 +47,29 @@ class SwigluQuantizeLaunch(_SwigluLaunch):
         i, i2 = self._widths()
         out = _dtypes_of(info.output_dtype, True)
         bf16 = ("bf16",)
-        ops = [Operand("x", "input", bf16, ("rows", i2), False)]
+        operand = operands_of("swiglu_quantize")
+        ops = [operand("x", bf16, ("rows", i2))]
         self.required = ["x"]
         self.scales = []
         if info.has_rowwise:
-            ops += [Operand("row_data", "row_data", out, ("rows", i), True),
-                    Operand("row_scales", "row_scales",
-                            _scale_dtypes(info.rowwise), None, True)]
+            ops += [operand("row_data", out, ("rows", i)),
+                    operand("row_scales", _scale_dtypes(info.rowwise), None)]
             self.required += ["row_data", "row_scales"]
             self.scales.append(("row_scales", 1, info.rowwise))
         if info.has_columnwise:
             col = (i, "rows") if info.columnwise_transposed else ("rows", i)
-            ops += [Operand("col_data", "col_data", out, col, True),
-                    Operand("col_scales", "col_scales",
-                            _scale_dtypes(info.columnwise), None, True)]
+            ops += [operand("col_data", out, col),
+                    operand("col_scales", _scale_dtypes(info.columnwise),
+                            None)]
             self.required += ["col_data", "col_scales"]
             self.scales.append(("col_scales", 3, info.columnwise))
         if info.bf16_output:
             # bf16_rn(y), what the backward of the next layer's input needs.
-            ops.append(Operand("y", "bf16_output", bf16, ("rows", i), True))
+            ops.append(operand("y", bf16, ("rows", i)))
             self.required.append("y")
-        ops += [Operand("group_offsets", "group_offsets", ("int32",),
-                        ("groups",), False),
-                Operand("error_flag", "error_flag", ("int32",), None, True),
-                Operand("workspace", "workspace", ("int32",), ("groups",),
-                        True)]
+        ops += [operand("group_offsets", ("int32",), ("groups",)),
+                operand("error_flag", ("int32",), None),
+                operand("workspace", ("int32",), ("groups",))]
         super().__init__(kernel, "swiglu_quantize, %s halves"
                          % _capi.SWIGLU_HALVES[info.halves], ops,
                          _capi.OP_ARGS["swiglu_quantize"],
@@ -115,9 +113,10 @@ class SwigluBackwardLaunch(_SwigluLaunch):
         bf16 = ("bf16",)
         # x first: rows and I are bound from it. grad_x may be x itself
         # (in place); the runtime refuses any other overlap.
-        ops = [Operand("x", "input", bf16, ("rows", i2), False),
-               Operand("grad_y", "grad_output", bf16, ("rows", i), False),
-               Operand("grad_x", "grad_input", bf16, ("rows", i2), True)]
+        operand = operands_of("swiglu_backward")
+        ops = [operand("x", bf16, ("rows", i2)),
+               operand("grad_y", bf16, ("rows", i)),
+               operand("grad_x", bf16, ("rows", i2))]
         self.required = [op.name for op in ops]
         super().__init__(kernel, "swiglu_backward, %s halves"
                          % _capi.SWIGLU_HALVES[info.halves], ops,

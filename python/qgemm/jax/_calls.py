@@ -6,12 +6,17 @@ reads them also takes a zero error word (int32 (1,)), aliased to an output
 that the device check ORs qgemm.GROUP_ERROR_* bits into, and a scratch
 output for the checked copy of the offsets: nothing is read back to the
 host, so the calls can be captured into CUDA graphs. Scales are flat f32
-arrays of the sizes the kernels read (LAYOUTS.md gives their order)."""
+arrays of the sizes the kernels read (LAYOUTS.md gives their order).
+
+The custom calls of the ops other than grouped_gemm take their operands
+and results by name (_op_call): their order and the error word's alias
+are the library's operand table's (core OP_OPERANDS), the one the
+handlers of libqgemm_xla.so fill the args structs from."""
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import columnwise_transposed
+from ..core import InternalError, capi, columnwise_transposed
 from . import _ffi
 
 FP8 = jnp.float8_e4m3fn
@@ -43,6 +48,40 @@ def no_groups():
     return jnp.zeros((0,), jnp.int32)
 
 
+def _placed(target, table, given, place, what):
+    """The values of `given` (public name -> value) in the order `place`
+    (the OpOperand's xla_operand or xla_result) gives them; names that
+    differ from the table's are a qgemm bug, refused before the call is
+    built rather than launched with buffers in the wrong places."""
+    want = {row.name: getattr(row, place) for row in table.values()
+            if getattr(row, place) >= 0}
+    if set(given) != set(want):
+        raise InternalError(
+            "qgemm.jax: the %ss given to %s are (%s); the library's "
+            "operand table places (%s) there"
+            % (what, target, ", ".join(sorted(given)),
+               ", ".join(sorted(want, key=want.get))))
+    return [given[name] for name in sorted(given, key=want.get)]
+
+
+def _op_call(target, op, operands, results, backward=False, **attrs):
+    """jax.ffi.ffi_call of `target`, the custom call of `op` (its backward
+    with `backward`), with `operands` and `results` (public name -> array,
+    ShapeDtypeStruct) in the places the library's operand table gives
+    them, an operand placed among the results aliased to its result (the
+    error word), and the attributes `attrs`. Returns the results in their
+    order: one array where the call has one result."""
+    table = capi.OP_OPERANDS[op][1 if backward else 0]
+    ins = _placed(target, table, operands, "xla_operand", "operand")
+    outs = _placed(target, table, results, "xla_result", "result")
+    aliases = {row.xla_operand: row.xla_result for row in table.values()
+               if row.xla_operand >= 0 and row.xla_result >= 0}
+    call = jax.ffi.ffi_call(target, outs[0] if len(outs) == 1 else
+                            tuple(outs), **({"input_output_aliases": aliases}
+                                            if aliases else {}))
+    return call(*ins, **attrs)
+
+
 def quantize(x, offsets, kernel_text, *, weights=False):
     """(row_data, row_scales, col_data, col_scales) of x: (rows, cols), or
     (G, rows, cols) with a multi_tensor kernel. Undeclared outputs are
@@ -66,10 +105,12 @@ def quantize(x, offsets, kernel_text, *, weights=False):
     else:
         cd = _out((0,), FP8)
     cs = _out((n["col_scales"],), jnp.float32)
-    outs = jax.ffi.ffi_call(
-        "qgemm_xla_quantize",
-        (rd, rs, cd, cs, _out((groups,), jnp.int32), _out((1,), jnp.int32)),
-        input_output_aliases={2: 5})(x, offsets, _error_word(), spec=text)
+    outs = _op_call(
+        "qgemm_xla_quantize", "quantize",
+        {"x": x, "group_offsets": offsets, "error_flag": _error_word()},
+        {"row_data": rd, "row_scales": rs, "col_data": cd, "col_scales": cs,
+         "workspace": _out((groups,), jnp.int32),
+         "error_flag": _out((1,), jnp.int32)}, spec=text)
     return outs[:4]
 
 
@@ -113,13 +154,16 @@ def swiglu_quantize(kernel_text, h, offsets):
         cd = _out((i, rows) if t else (rows, i), FP8)
     else:
         cd = _out((0,), FP8)
-    outs = jax.ffi.ffi_call(
-        "qgemm_xla_swiglu_quantize",
-        (_out((rows, i), FP8), _out((n["row_scales"],), jnp.float32),
-         cd, _out((n["col_scales"],), jnp.float32),
-         _out((rows, i) if n["y"] else (0,), jnp.bfloat16),
-         _out((groups,), jnp.int32), _out((1,), jnp.int32)),
-        input_output_aliases={2: 6})(h, offsets, _error_word(), spec=text)
+    outs = _op_call(
+        "qgemm_xla_swiglu_quantize", "swiglu_quantize",
+        {"x": h, "group_offsets": offsets, "error_flag": _error_word()},
+        {"row_data": _out((rows, i), FP8),
+         "row_scales": _out((n["row_scales"],), jnp.float32),
+         "col_data": cd,
+         "col_scales": _out((n["col_scales"],), jnp.float32),
+         "y": _out((rows, i) if n["y"] else (0,), jnp.bfloat16),
+         "workspace": _out((groups,), jnp.int32),
+         "error_flag": _out((1,), jnp.int32)}, spec=text)
     return outs[:5]
 
 
@@ -127,9 +171,9 @@ def swiglu_backward(kernel_text, dy, h):
     _ffi.register()
     _ffi.require_cuda("qgemm_xla_swiglu_backward", dy, h)
     _, text = kernel_text
-    return jax.ffi.ffi_call(
-        "qgemm_xla_swiglu_backward", _out(h.shape, jnp.bfloat16))(
-            dy, h, spec=text)
+    return _op_call("qgemm_xla_swiglu_backward", "swiglu_backward",
+                    {"grad_y": dy, "x": h},
+                    {"grad_x": _out(h.shape, jnp.bfloat16)}, spec=text)
 
 
 def permute(kernel_text, routing, x, probs, num_experts, rows, scale_cols):
@@ -150,13 +194,16 @@ def permute(kernel_text, routing, x, probs, num_experts, rows, scale_cols):
         y, ys = _out((rows, k), jnp.bfloat16), _out((0,), jnp.float32)
     else:
         y, ys = _out((rows, k), FP8), _out((rows, scale_cols), jnp.float32)
-    return jax.ffi.ffi_call(
-        "qgemm_xla_permute",
-        (y, ys, _out((g,), jnp.int32), _out((g,), jnp.int32),
-         _out((rows,), jnp.int32), _out((t, topk), jnp.int32),
-         _out((rows,) if has_probs else (0,), jnp.float32),
-         _out((1,), jnp.int32)))(
-             routing, x, jnp.zeros((0,), jnp.float32), probs_in, spec=text)
+    return _op_call(
+        "qgemm_xla_permute", "permute",
+        {"routing": routing, "x": x,
+         "x_scales": jnp.zeros((0,), jnp.float32), "probs": probs_in},
+        {"y": y, "y_scales": ys, "offsets": _out((g,), jnp.int32),
+         "counts": _out((g,), jnp.int32),
+         "row_group": _out((rows,), jnp.int32),
+         "row_map": _out((t, topk), jnp.int32),
+         "row_probs": _out((rows,) if has_probs else (0,), jnp.float32),
+         "error": _out((1,), jnp.int32)}, spec=text)
 
 
 def unpermute(kernel_text, y, row_map, probs, tokens):
@@ -166,9 +213,10 @@ def unpermute(kernel_text, y, row_map, probs, tokens):
     _ffi.require_cuda("qgemm_xla_unpermute", y)
     _, text = kernel_text
     probs_in = probs if probs is not None else jnp.zeros((0,), jnp.float32)
-    return jax.ffi.ffi_call(
-        "qgemm_xla_unpermute", _out((tokens, y.shape[1]), jnp.bfloat16))(
-            y, row_map, probs_in, spec=text)
+    return _op_call(
+        "qgemm_xla_unpermute", "unpermute",
+        {"y": y, "row_map": row_map, "probs": probs_in},
+        {"out": _out((tokens, y.shape[1]), jnp.bfloat16)}, spec=text)
 
 
 def unpermute_backward(kernel_text, grad_out, row_map, row_group, probs, y):
@@ -181,10 +229,11 @@ def unpermute_backward(kernel_text, grad_out, row_map, row_group, probs, y):
     t, k = grad_out.shape
     r = row_group.shape[0]
     topk = row_map.size // t if t else 0
-    return jax.ffi.ffi_call(
-        "qgemm_xla_unpermute_backward",
-        (_out((r, k), jnp.bfloat16),
-         _out((t, topk) if has_probs else (0,), jnp.float32)))(
-             grad_out, row_map, row_group,
-             probs if has_probs else empty_f32,
-             y if has_probs else jnp.zeros((0,), jnp.bfloat16), spec=text)
+    return _op_call(
+        "qgemm_xla_unpermute_backward", "unpermute",
+        {"grad_out": grad_out, "row_map": row_map, "row_group": row_group,
+         "probs": probs if has_probs else empty_f32,
+         "y": y if has_probs else jnp.zeros((0,), jnp.bfloat16)},
+        {"grad_y": _out((r, k), jnp.bfloat16),
+         "grad_probs": _out((t, topk) if has_probs else (0,), jnp.float32)},
+        backward=True, spec=text)

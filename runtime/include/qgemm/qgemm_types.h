@@ -62,9 +62,12 @@ extern "C" {
  * gradient, state, bias corrections and hyperparameters at the end of
  * qgemm_quantize_args, qgemm_quantize_info's adamw_state; quantizers of
  * FP8 input (weights' row-wise [128,128] form to its transposed form),
- * input_scales at the end of qgemm_quantize_args. Additions only. */
+ * input_scales at the end of qgemm_quantize_args. Additions only.
+ * 1.10: the operands of each table op's launch (qgemm_op_operand_count,
+ * qgemm_op_operand): field, public name, writes, XLA position. Additions
+ * only. */
 #define QGEMM_API_VERSION_MAJOR 1
-#define QGEMM_API_VERSION_MINOR 9
+#define QGEMM_API_VERSION_MINOR 10
 #define QGEMM_API_VERSION \
   (QGEMM_API_VERSION_MAJOR * 1000 + QGEMM_API_VERSION_MINOR)
 

@@ -7,7 +7,8 @@
 // refuses a NULL or short argument struct naming the struct. Checked for
 // every pair of ops, grouped_gemm's launch included, without a GPU. The
 // ops are the table's, each with the first of its specs in specs/, so a
-// new op is covered by its table line and its spec.
+// new op is covered by its table line and its spec. Each op's operand
+// table (API 1.10) is checked against its struct's layout the same way.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,6 +24,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -231,4 +233,127 @@ TEST_CASE("C API: each table op's args struct field by field (API 1.6)",
   CHECK(qgemm_op_args_size(QGEMM_OP_PERMUTE) == sizeof(qgemm_permute_args));
   CHECK(qgemm_op_args_size(QGEMM_OP_SWIGLU_BACKWARD) ==
         sizeof(qgemm_swiglu_backward_args));
+}
+
+namespace {
+
+/// Entry `index` of `op`'s operand table, REQUIREd to be there.
+qgemm_op_operand_info operandOf(qgemm_op op, int32_t index) {
+  qgemm_op_operand_info info{};
+  info.struct_size = sizeof info;
+  REQUIRE(qgemm_op_operand(op, index, &info) == QGEMM_OK);
+  REQUIRE(info.struct_size == sizeof info);
+  REQUIRE(info.field != nullptr);
+  REQUIRE(info.name != nullptr);
+  return info;
+}
+
+/// `op`'s entry for the public name `name` in the direction `backward`.
+qgemm_op_operand_info operandNamed(qgemm_op op, const std::string &name,
+                                   int32_t backward = 0) {
+  for (int32_t i = 0; i < qgemm_op_operand_count(op); ++i) {
+    qgemm_op_operand_info info = operandOf(op, i);
+    if (info.name == name && info.backward == backward)
+      return info;
+  }
+  FAIL(qgemm_op_name(op) << " has no operand " << name);
+  return {};
+}
+
+} // namespace
+
+TEST_CASE("C API: each table op's operands, against its args struct (API "
+          "1.10)",
+          "[capi]") {
+  for (int32_t i = 0; i < qgemm_op_table_count(); ++i) {
+    const qgemm_op op = qgemm_op_table_entry(i);
+    INFO("operands of " << qgemm_op_name(op));
+    // The struct's device addresses, with their offsets.
+    std::map<std::string, size_t> addresses;
+    for (int32_t f = 0; f < qgemm_op_args_field_count(op); ++f) {
+      size_t offset = 0;
+      int32_t type = -1;
+      const char *field = qgemm_op_args_field(op, f, &offset, &type);
+      if (type == QGEMM_ARGS_FIELD_UINT64)
+        addresses[field] = offset;
+    }
+    const int32_t count = qgemm_op_operand_count(op);
+    REQUIRE(count > 0);
+    std::set<std::string> listed;
+    // Per direction: the last offset (struct order), the public names and
+    // the XLA positions taken.
+    std::map<int32_t, size_t> lastOffset;
+    std::map<int32_t, std::set<std::string>> names;
+    std::map<std::pair<int32_t, bool>, std::multiset<int32_t>> places;
+    for (int32_t e = 0; e < count; ++e) {
+      const qgemm_op_operand_info o = operandOf(op, e);
+      INFO("entry " << e << ": " << o.field << " as " << o.name);
+      REQUIRE(addresses.count(o.field) == 1);
+      listed.insert(o.field);
+      CHECK((o.backward == 0 || o.backward == 1));
+      CHECK(o.writes >= QGEMM_OPERAND_READ);
+      CHECK(o.writes <= QGEMM_OPERAND_WRITTEN_BY_SPEC);
+      if (lastOffset.count(o.backward))
+        CHECK(addresses[o.field] > lastOffset[o.backward]);
+      lastOffset[o.backward] = addresses[o.field];
+      CHECK(names[o.backward].insert(o.name).second);
+      CHECK(o.xla_operand >= -1);
+      CHECK(o.xla_result >= -1);
+      if (o.xla_operand >= 0)
+        places[{o.backward, false}].insert(o.xla_operand);
+      if (o.xla_result >= 0)
+        places[{o.backward, true}].insert(o.xla_result);
+    }
+    // Every device address of the struct is some direction's operand.
+    for (const auto &[field, offset] : addresses)
+      CHECK(listed.count(field) == 1);
+    // Each custom call's positions are 0..n-1, each once.
+    for (const auto &[which, taken] : places)
+      for (int32_t at = 0; at < int32_t(taken.size()); ++at)
+        CHECK(taken.count(at) == 1);
+    // Out of range, NULL and short outs are refused by name.
+    qgemm_op_operand_info info{};
+    info.struct_size = sizeof info;
+    CHECK(qgemm_op_operand(op, count, &info) == QGEMM_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(lastMessage(), Catch::StartsWith("qgemm_op_operand: index"));
+    CHECK(qgemm_op_operand(op, -1, &info) == QGEMM_ERROR_INVALID_ARGUMENT);
+    CHECK(qgemm_op_operand(op, 0, nullptr) == QGEMM_ERROR_INVALID_ARGUMENT);
+    info.struct_size = 8;
+    CHECK(qgemm_op_operand(op, 0, &info) == QGEMM_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(lastMessage(), Catch::Contains("qgemm_op_operand_info"));
+  }
+  CHECK(qgemm_op_operand_count(QGEMM_OP_GROUPED_GEMM) == 0);
+  qgemm_op_operand_info info{};
+  info.struct_size = sizeof info;
+  CHECK(qgemm_op_operand(QGEMM_OP_GROUPED_GEMM, 0, &info) ==
+        QGEMM_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(lastMessage(), Catch::Contains("grouped_gemm"));
+
+  // What the bindings rely on, for the ops the header declares today: the
+  // public names that differ from the fields, the writes, the XLA places
+  // the handlers' shape functions read, and the aliased error word.
+  qgemm_op_operand_info x = operandNamed(QGEMM_OP_QUANTIZE, "x");
+  CHECK(std::string(x.field) == "input");
+  CHECK(x.writes == QGEMM_OPERAND_WRITTEN_BY_SPEC);
+  CHECK(x.xla_operand == 0);
+  CHECK(x.xla_result == -1);
+  CHECK(std::string(operandNamed(QGEMM_OP_QUANTIZE, "x_scales").field) ==
+        "input_scales");
+  qgemm_op_operand_info error = operandNamed(QGEMM_OP_QUANTIZE, "error_flag");
+  CHECK(error.xla_operand == 2);
+  CHECK(error.xla_result == 5);
+  CHECK(error.writes == QGEMM_OPERAND_WRITTEN);
+  CHECK(std::string(operandNamed(QGEMM_OP_SWIGLU_QUANTIZE, "y").field) ==
+        "bf16_output");
+  CHECK(std::string(operandNamed(QGEMM_OP_SWIGLU_BACKWARD, "grad_y").field) ==
+        "grad_output");
+  // row_map: written by the forward permute, read by its backward.
+  CHECK(operandNamed(QGEMM_OP_PERMUTE, "row_map").writes ==
+        QGEMM_OPERAND_WRITTEN);
+  CHECK(operandNamed(QGEMM_OP_PERMUTE, "row_map", 1).writes ==
+        QGEMM_OPERAND_READ);
+  CHECK(operandNamed(QGEMM_OP_PERMUTE, "row_map", 1).xla_operand == -1);
+  CHECK(operandNamed(QGEMM_OP_UNPERMUTE, "y").xla_operand == 0);
+  CHECK(operandNamed(QGEMM_OP_UNPERMUTE, "y", 1).xla_operand == 4);
+  CHECK(operandNamed(QGEMM_OP_UNPERMUTE, "grad_probs", 1).xla_result == 1);
 }
