@@ -443,8 +443,10 @@ gpu() {
     done
   fi
   if [[ -n "${QGEMM_GPU_ONLY:-}" ]]; then
-    local only="$dest/only" s
-    rm -rf "$only" && mkdir -p "$only"
+    # A folder of this run's own: runs in parallel on one machine each
+    # pick their spec files.
+    local only s
+    only=$(mktemp -d "$dest/only.XXXXXX")
     spec_dirs=(--specs "$only")
     for s in $QGEMM_GPU_ONLY; do
       if [[ "$s" == specs ]]; then spec_dirs+=(--specs "$dest/qgemm/specs")

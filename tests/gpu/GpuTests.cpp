@@ -495,6 +495,10 @@ int run(const Options &opt) {
   writeReport(report, cases, path);
   std::printf("results: %s\n", path.c_str());
   std::printf("%lld passed, %lld failed\n", (long long)passed, (long long)failed);
+  if (qt.notCovered)
+    std::printf("%lld quantize spec(s) not covered by this harness (see "
+                "n/c above)\n",
+                (long long)qt.notCovered);
   return failed == 0 && total > 0 ? 0 : 1;
 }
 
