@@ -86,7 +86,7 @@ constexpr bool sameBuffers(const CopiedField (&copied)[N]) {
     using A = qgemm_##NAME##_args;                                             \
     constexpr CopiedField kCopied[] = {FIELDS};                                \
     static_assert(sameBuffers<A>(kCopied),                                     \
-                  "Ops.def: the operands of " #NAME                     \
+                  "Ops.def: the operands of " #NAME                            \
                   " are the device addresses its launch copies (Ops.def)");    \
   }
 #include "qgemm/Ops.def"

@@ -53,7 +53,8 @@ QGEMM_API Status compileSpec(const Spec &spec, Emit upTo, CompileOutput &out);
 /// its family, threads, grid and staging; for a grouped GEMM, the
 /// configuration in `out` (not resolved when compilation failed). Each op
 /// says its own (OpRegistry.def, describe<KIND>).
-QGEMM_API std::string describeKernel(const Spec &spec, const CompileOutput &out);
+QGEMM_API std::string describeKernel(const Spec &spec,
+                                     const CompileOutput &out);
 
 /// Register use as reported by `ptxas -v`.
 struct PtxasReport {

@@ -143,13 +143,12 @@ template <typename CArgs> constexpr bool xlaPositionsDense() {
 #define QGEMM_OPERAND(DIR, FIELD, PUBLIC, WRITES, XLA_IN, XLA_OUT)
 #define QGEMM_OPERANDS(NAME, OPERANDS)                                         \
   static_assert(inStructOrder<qgemm_##NAME##_args>(),                          \
-                "Ops.def: the operands of " #NAME                       \
+                "Ops.def: the operands of " #NAME                              \
                 " in each direction follow qgemm_" #NAME "_args' order, "      \
                 "each once");                                                  \
-  static_assert(                                                               \
-      xlaPositionsDense<qgemm_##NAME##_args>(),                                \
-      "Ops.def: the XLA positions of each direction of " #NAME          \
-      " are 0..n-1, each once");
+  static_assert(xlaPositionsDense<qgemm_##NAME##_args>(),                      \
+                "Ops.def: the XLA positions of each direction of " #NAME       \
+                " are 0..n-1, each once");
 #define QGEMM_OP_OPERANDS
 #include "qgemm/Ops.def"
 

@@ -11,12 +11,13 @@
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
-// Every op's contract: the attributes below and the ops hold them.
-#define QGEMM_CONTRACT_HEADERS
-#include "qgemm/OpRegistry.def"
 #include "qgemm/ConfigField.h"
 #include "qgemm/KernelConfig.h"
 #include "qgemm/Tuning.h"
+
+// Every op's contract: the attributes below and the ops hold them.
+#define QGEMM_CONTRACT_HEADERS
+#include "qgemm/OpRegistry.def"
 
 #include "llvm/ADT/Hashing.h"
 #include "llvm/Support/raw_ostream.h"
