@@ -10,7 +10,7 @@ edits no shared file. A launcher of qgemm.core registers itself for its op
 with `launcher_for`; Kernel.run launches through it."""
 import importlib
 import pkgutil
-from typing import Any, Callable, Dict, Iterable, Type, TypeVar
+from typing import Any, Callable, Dict, Iterable, Optional, TypeVar
 
 _LAUNCHERS: Dict[str, type] = {}
 _T = TypeVar("_T", bound=type)
@@ -29,7 +29,7 @@ def launcher_for(op: str) -> Callable[[_T], _T]:
     return register
 
 
-def registered_launcher(op: str) -> Type[Any]:
+def registered_launcher(op: str) -> Optional[type]:
     """The launcher class registered for `op`, or None."""
     return _LAUNCHERS.get(op)
 
